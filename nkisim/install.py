@@ -1,0 +1,62 @@
+"""Make `import neuronxcc.nki` resolve to nkisim in this process, so student files run
+unmodified."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+
+from .errors import RealNeuronxccPresentError
+
+_MODULES = ("neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa",
+            "neuronxcc.nki.isa.constants", "neuronxcc.nki.compiler", "neuronxcc.nki.typing")
+_saved: dict[str, types.ModuleType | None] = {}
+
+
+def installed() -> bool:
+    return getattr(sys.modules.get("neuronxcc"), "__nkisim__", False)
+
+
+def real_neuronxcc_available() -> bool:
+    """True when a real neuronx-cc with an `nki` package is importable (the PyPI placeholder
+    package has none)."""
+    if installed():
+        return False
+    try:
+        return importlib.util.find_spec("neuronxcc") is not None and \
+            importlib.util.find_spec("neuronxcc.nki") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def install(force: bool = False) -> None:
+    if installed():
+        return
+    if real_neuronxcc_available() and not force:
+        raise RealNeuronxccPresentError(
+            "the real neuronx-cc is installed in this environment; nkisim.install() will not shadow "
+            "it. Use the real compiler on Trainium, or call nkisim.install(force=True) to simulate anyway.")
+    from . import nki
+    from .nki import compiler, isa, language, typing
+    root = types.ModuleType("neuronxcc", "nkisim's stand-in for neuronx-cc")
+    root.__nkisim__ = True
+    root.__path__ = []
+    root.nki = nki
+    constants = types.ModuleType("neuronxcc.nki.isa.constants")
+    constants.engine = isa.engine
+    isa.constants = constants
+    mapping = {"neuronxcc": root, "neuronxcc.nki": nki, "neuronxcc.nki.language": language,
+               "neuronxcc.nki.isa": isa, "neuronxcc.nki.isa.constants": constants,
+               "neuronxcc.nki.compiler": compiler, "neuronxcc.nki.typing": typing}
+    for name, module in mapping.items():
+        _saved.setdefault(name, sys.modules.get(name))
+        sys.modules[name] = module
+
+
+def uninstall() -> None:
+    for name in _MODULES:
+        previous = _saved.pop(name, None)
+        if previous is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = previous

@@ -1,0 +1,1 @@
+"""Semantics of the nki.isa instructions, grouped by the engine that runs them."""

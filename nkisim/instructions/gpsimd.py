@@ -1,0 +1,57 @@
+"""GpSimd (POOL) instructions: index patterns, affine predicates, cross-partition reduction."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..alu import reduce_op
+from ..errors import ShapeError
+from ..indexing import IndexExpr, Predicate
+from ..memory import Buffer
+from ..registry import instruction
+from ..trace import Engine
+from .common import SBUF_ONLY, as_f32, operand, out_dtype, store_result
+
+
+@instruction("iota", Engine.GPSIMD)
+def iota(m, expr, dtype, *, mask=None, **kwargs):
+    if not isinstance(expr, IndexExpr):
+        raise ShapeError("iota takes an index expression built from nl.arange / nl.mgrid",
+                         code="err_expected_index_expression")
+    if expr.ndim < 2:
+        raise ShapeError(f"iota needs a 2-D (partition, free) expression, got shape {list(expr.shape)}",
+                         remedy="shape it with nl.arange(n)[:, None] or nl.arange(n)[None, :]")
+    result = m.new_tile(expr.shape, dtype, Buffer.SBUF)
+    m.record("iota", Engine.GPSIMD, [], [result])
+    store_result(result, expr.values.astype(np.int32), mask)
+    return result
+
+
+@instruction("affine_select", Engine.GPSIMD)
+def affine_select(m, pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
+    if not isinstance(pred, Predicate):
+        raise ShapeError("affine_select's pred must compare index expressions (e.g. i_p >= i_f)",
+                         code="err_expected_index_expression")
+    operand(on_true_tile, "affine_select", "on_true_tile", SBUF_ONLY)
+    try:
+        keep = np.broadcast_to(pred.values, on_true_tile.shape)
+    except ValueError:
+        raise ShapeError(f"pred of shape {list(pred.values.shape)} does not match on_true_tile "
+                         f"{list(on_true_tile.shape)} in 'affine_select'") from None
+    values = np.where(keep, as_f32(on_true_tile), np.float32(on_false_value))
+    result = m.new_tile(on_true_tile.shape, out_dtype(dtype, on_true_tile.dtype), Buffer.SBUF)
+    m.record("affine_select", Engine.GPSIMD, [on_true_tile], [result])
+    store_result(result, values, mask)
+    return result
+
+
+@instruction("tensor_partition_reduce", Engine.GPSIMD)
+def tensor_partition_reduce(m, op, data, *, mask=None, dtype=None, **kwargs):
+    operand(data, "tensor_partition_reduce", "data", SBUF_ONLY)
+    alu = reduce_op(op, "tensor_partition_reduce")
+    values = data._values() if alu.bitvec else as_f32(data)
+    out = alu.reduce_ufunc.reduce(values, axis=0, keepdims=True)
+    result = m.new_tile(out.shape, out_dtype(dtype, data.dtype), Buffer.SBUF)
+    m.record("tensor_partition_reduce", Engine.GPSIMD, [data], [result], op=alu.name)
+    store_result(result, out, mask)
+    return result

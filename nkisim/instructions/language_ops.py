@@ -1,0 +1,302 @@
+"""nki.language functions, each lowered onto the registered nki.isa instructions (so every
+trace opcode is an ISA instruction with a cost rule)."""
+from __future__ import annotations
+
+import numbers
+import sys
+import warnings
+
+import numpy as np
+
+from .. import dtypes
+from ..alu import NkiOp, binary_op
+from ..errors import HardwareLimitError, MemorySpaceError, ShapeError, UnsupportedOperationError
+from ..machine import current_machine
+from ..memory import Buffer
+from ..source import user_site
+from ..tensor import DeviceTensor, as_shape
+from ..trace import Engine
+from .common import ANY_HBM, ON_CHIP, SBUF_ONLY, as_f32, broadcast_shape, operand, out_dtype, store_result
+from .dma import dma_move
+from .tensor_engine import nc_matmul, nc_transpose
+from .vector import normalize_axes, tensor_copy, tensor_reduce, tensor_scalar, tensor_tensor
+from .scalar import activation
+
+
+class BlockDimensionWarning(UserWarning):
+    """Leading block dimensions (nl.par_dim not first) are deprecated in NKI."""
+
+
+class ParDim(int):
+    """nl.par_dim(n): marks which entry of a shape is the partition dimension."""
+
+
+def par_dim(n) -> ParDim:
+    return ParDim(int(n))
+
+
+# ----- allocation ------------------------------------------------------------------------------
+
+def _buffer(buffer) -> Buffer:
+    if buffer is None:
+        return Buffer.SBUF
+    if isinstance(buffer, Buffer):
+        return buffer
+    raise MemorySpaceError(f"unknown buffer {buffer!r}",
+                           remedy="use nl.sbuf, nl.psum, nl.hbm, nl.private_hbm or nl.shared_hbm")
+
+
+def _partition_axis(shape, buffer: Buffer) -> int:
+    marked = [i for i, s in enumerate(shape) if isinstance(s, ParDim)]
+    if not marked or not buffer.on_chip:
+        return 0
+    axis = marked[0]
+    if axis != 0:
+        machine = current_machine()
+        message = ("The leading dimension of SBUF/PSUM tensors must be the partition dimension: "
+                   f"block dimensions before nl.par_dim in shape {list(int(s) for s in shape)} are deprecated")
+        if machine.settings.block_dims_are_errors:
+            raise ShapeError(message, code="err_leading_dimension_of_tensor_must_be_partition")
+        site = user_site(3)
+        warnings.warn_explicit(message + " (put the partition dimension first, or use a list of tiles)",
+                               BlockDimensionWarning, site.filename if site else "<kernel>",
+                               site.lineno if site else 0)
+    return axis
+
+
+def ndarray(shape, dtype=dtypes.float32, *, buffer=None, name="", **kwargs):
+    buf = _buffer(buffer)
+    raw = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    return current_machine().allocate(as_shape(raw), dtype, buf, par_axis=_partition_axis(raw, buf),
+                                      name=name, site=user_site(2))
+
+
+def _filled(shape, value, dtype, buffer, name):
+    buf = _buffer(buffer)
+    if buf.is_hbm:
+        raise MemorySpaceError("creating an HBM tensor with an initial value is not supported",
+                               remedy="allocate with nl.ndarray(..., buffer=nl.hbm) and write it by DMA",
+                               code="err_hbm_tensor_with_init_value_not_supported")
+    m = current_machine()
+    raw = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    t = m.allocate(as_shape(raw), dtype, buf, par_axis=_partition_axis(raw, buf), name=name, site=user_site(3))
+    m.record("memset", Engine.VECTOR, [], [t], value=float(value))
+    t._store(np.full(t.shape, value))
+    return t
+
+
+def zeros(shape, dtype=dtypes.float32, *, buffer=None, name="", **kwargs):
+    return _filled(shape, 0, dtype, buffer, name)
+
+
+def ones(shape, dtype=dtypes.float32, *, buffer=None, name="", **kwargs):
+    return _filled(shape, 1, dtype, buffer, name)
+
+
+def full(shape, fill_value, dtype=dtypes.float32, *, buffer=None, name="", **kwargs):
+    return _filled(shape, fill_value, dtype, buffer, name)
+
+
+def empty_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+    return ndarray(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
+
+
+def zeros_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+    return _filled(a.shape, 0, dtype or a.dtype, buffer or a.buffer, name)
+
+
+def ones_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+    return _filled(a.shape, 1, dtype or a.dtype, buffer or a.buffer, name)
+
+
+# ----- data movement -----------------------------------------------------------------------------
+
+def load(src, *, mask=None, dtype=None, **kwargs):
+    m = current_machine()
+    operand(src, "load", "src", ANY_HBM, tile=False)
+    if not src.shape:
+        raise ShapeError("nl.load needs at least a 1-D source")
+    tile = m.allocate(src.shape, out_dtype(dtype, src.dtype), Buffer.SBUF, transient=True, site=user_site(2))
+    dma_move(m, tile, src, mask)
+    return tile
+
+
+def store(dst, value, *, mask=None, **kwargs):
+    m = current_machine()
+    operand(dst, "store", "dst", ANY_HBM, tile=False)
+    operand(value, "store", "value", ON_CHIP)
+    m.check_writable(dst, "nl.store destination")
+    if value.buffer is Buffer.PSUM:
+        value = tensor_copy(value)   # PSUM is no DMA endpoint: an extra copy, as NKI 2.26 does
+    if value.size != dst.size:
+        raise ShapeError(f"nl.store: value {value._label()} and dst {dst._label()} differ in size")
+    dma_move(m, dst, value, mask)
+
+
+def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
+    m = current_machine()
+    operand(src, "load_transpose2d", "src", ANY_HBM, tile=False)
+    if src.ndim != 2:
+        raise ShapeError(f"load_transpose2d takes a 2-D HBM tensor, got {src._label()}")
+    tile = m.allocate((src.shape[1], src.shape[0]), out_dtype(dtype, src.dtype), Buffer.SBUF,
+                      transient=True, site=user_site(2))
+    m.record("dma_transpose", Engine.DMA, [src], [tile])
+    store_result(tile, src._values().T, mask)
+    return tile
+
+
+def copy(src, *, mask=None, dtype=None, **kwargs):
+    return tensor_copy(src, mask=mask, dtype=dtype)
+
+
+def broadcast_to(src, *, shape, **kwargs):
+    operand(src, "broadcast_to", "src")
+    shape = as_shape(shape)
+    if shape == src.shape:
+        return src
+    m = current_machine()
+    if src.shape[0] not in (1, shape[0]):
+        raise ShapeError(f"cannot broadcast {src._label()} to {list(shape)}")
+    try:
+        values = np.broadcast_to(src._values(), shape)
+    except ValueError:
+        raise ShapeError(f"cannot broadcast {src._label()} to {list(shape)}",
+                         remedy="only size-1 dimensions broadcast") from None
+    result = m.new_tile(shape, src.dtype, Buffer.SBUF)
+    m.record("tensor_copy", Engine.VECTOR, [src], [result])
+    result._store(values)
+    return result
+
+
+def transpose(x, *, dtype=None, mask=None, **kwargs):
+    operand(x, "transpose", "x")
+    if x.ndim != 2:
+        raise ShapeError(f"nl.transpose takes a 2-D tile, got {x._label()}",
+                         code="err_size_of_dimension_exceed_arch_limit")
+    for dim, size in enumerate(x.shape):
+        if size > 128:
+            raise HardwareLimitError(
+                f"size of dimension {dim} in '{x.name or 'x'}{list(x.shape)}' of 'transpose' exceed "
+                "architecture limitation of 128", remedy="transpose in 128x128 blocks")
+    return nc_transpose(x, dtype=dtype, mask=mask)
+
+
+def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
+    """x @ y on the Tensor Engine; x is transposed first unless transpose_x says it already is."""
+    stationary = x
+    if not transpose_x:
+        stationary = tensor_copy(nc_transpose(x))
+    return nc_matmul(stationary, y, mask=mask)
+
+
+def device_print(prefix, x, *, mask=None, **kwargs):
+    m = current_machine()
+    if isinstance(x, DeviceTensor):
+        text = f"{prefix} {np.array2string(x._values().astype(np.float64) if x.dtype.kind == 'V' else x._values(), threshold=64)}"
+    else:
+        text = f"{prefix} {x!r}"
+    m.printed.append(text)
+    print(text, file=sys.stdout)
+
+
+# ----- element-wise functions: nl.add(a, b), nl.exp(t), nl.max(t, axis) ----------------------------
+
+def _is_scalar(v) -> bool:
+    return isinstance(v, (numbers.Number, np.number))
+
+
+def elementwise_binary(opname, a, b, dtype=None, mask=None):
+    op = binary_op(opname, opname)
+    if isinstance(a, DeviceTensor) and isinstance(b, DeviceTensor):
+        return tensor_tensor(a, b, op, dtype=dtype, mask=mask)
+    if isinstance(a, DeviceTensor) and _is_scalar(b):
+        default = dtypes.promote(a.dtype, dtypes.scalar_dtype(b))
+        return tensor_scalar(a, op, b, dtype=dtype or default, mask=mask)
+    if isinstance(b, DeviceTensor) and _is_scalar(a):
+        default = dtypes.promote(b.dtype, dtypes.scalar_dtype(a))
+        return tensor_scalar(b, op, a, reverse0=True, dtype=dtype or default, mask=mask)
+    raise ShapeError(f"nl.{opname} needs at least one tile operand, got {type(a).__name__} and "
+                     f"{type(b).__name__}")
+
+
+# the activation table of the Scalar engine; other unary ops run on the Vector engine
+_ACTIVATION_NAMES = {"copy", "square", "sigmoid", "relu", "gelu", "gelu_dx", "gelu_apprx_tanh",
+                     "gelu_apprx_sigmoid", "silu", "silu_dx", "tanh", "softplus", "mish", "erf",
+                     "erf_dx", "exp", "log", "sin", "arctan", "sqrt", "rsqrt", "reciprocal", "sign", "abs",
+                     "cos", "tan"}
+
+
+def elementwise_unary(opname, x, dtype=None, mask=None):
+    from ..alu import OPS
+    op = OPS[opname]
+    operand(x, f"nl.{opname}", "x")
+    if opname in _ACTIVATION_NAMES:
+        return activation(op, x, dtype=dtype, mask=mask)
+    m = current_machine()
+    values = x._values() if op.bitvec or op.name == "logical_not" else as_f32(x)
+    result = m.new_tile(x.shape, out_dtype(dtype, x.dtype), Buffer.SBUF)
+    m.record("tensor_scalar", Engine.VECTOR, [x], [result], op=opname)
+    store_result(result, op.fn(values), mask)
+    return result
+
+
+def _reduce(op: NkiOp, x, axis, dtype=None, mask=None, keepdims=False, **kwargs):
+    if op.alias_of:
+        return tensor_reduce(op, x, axis, dtype=dtype, mask=mask, keepdims=keepdims)
+    operand(x, f"nl.{op.name}", "x")
+    m = current_machine()
+    axes = normalize_axes(axis, x.ndim, f"nl.{op.name}")
+    values = as_f32(x)
+    out = values.mean(axis=axes, keepdims=keepdims) if op.name == "mean" else values.var(axis=axes, keepdims=keepdims)
+    result = m.new_tile(out.shape, out_dtype(dtype, x.dtype), Buffer.SBUF)
+    m.record("tensor_reduce", Engine.VECTOR, [x], [result], op=op.name, axes=axes)
+    store_result(result, out, mask)
+    return result
+
+
+def call_op(op: NkiOp, *args, dtype=None, mask=None, **kwargs):
+    """What calling an op object does: nl.add(a, b), nl.exp(t), nl.max(t, axis=1)."""
+    if op.kind == "binary":
+        if len(args) != 2:
+            raise TypeError(f"nl.{op.name} takes two operands (x, y)")
+        return elementwise_binary(op.name, args[0], args[1], dtype=dtype, mask=mask)
+    if op.kind == "unary":
+        if len(args) != 1:
+            raise TypeError(f"nl.{op.name} takes one operand")
+        return elementwise_unary(op.name, args[0], dtype=dtype, mask=mask)
+    x = args[0] if args else kwargs.pop("x")
+    axis = args[1] if len(args) > 1 else kwargs.pop("axis")
+    return _reduce(op, x, axis, dtype=dtype, mask=mask, **kwargs)
+
+
+def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
+    operand(condition, "where", "condition")
+    tiles = [t for t in (x, y) if isinstance(t, DeviceTensor)]
+    for t in tiles:
+        operand(t, "where", "x/y")
+    m = current_machine()
+    shape = condition.shape
+    for t in tiles:
+        shape = broadcast_shape("where", shape, t.shape)
+    from ..tensor import align_to
+
+    def vals(v):
+        return align_to(as_f32(v), v.shape, shape, "where", "", "") if isinstance(v, DeviceTensor) else np.float32(v)
+    default = tiles[0].dtype if tiles else dtypes.float32
+    result = m.new_tile(shape, out_dtype(dtype, default), Buffer.SBUF)
+    m.record("tensor_tensor", Engine.VECTOR, [condition] + tiles, [result], op="select")
+    store_result(result, np.where(vals(condition) != 0, vals(x), vals(y)), mask)
+    return result
+
+
+def check_sbuf_only(t, name):  # used by facade helpers
+    return operand(t, name, "x", SBUF_ONLY)
+
+
+def unsupported(name: str):
+    def call(*args, **kwargs):
+        raise UnsupportedOperationError(f"nl.{name} is part of NKI but is not simulated by nkisim",
+                                        remedy="express it with the nki.isa instructions the course uses",
+                                        code="err_not_simulated")
+    call.__name__ = name
+    return call

@@ -1,0 +1,80 @@
+"""Tensor Engine (PE array) instructions: matmul into PSUM and PE transposes."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import DtypeError, ShapeError, UnsupportedOperationError
+from ..memory import Buffer
+from ..registry import instruction
+from ..trace import Engine
+from .common import ON_CHIP, SBUF_ONLY, check_limit, free_size, operand, out_dtype, partitions, resolve_engine, store_result
+
+
+def _matmul_dtype(t, param: str) -> None:
+    if t.dtype not in dtypes.MATMUL_INPUT_TYPES and not dtypes.is_tf32(t.dtype):
+        raise DtypeError(f"operand '{param}' of 'nc_matmul' has dtype {dtypes.name_of(t.dtype)}",
+                         remedy="the Tensor Engine multiplies fp8, bf16, fp16, tf32 or fp32 tiles; "
+                                "cast with nisa.tensor_copy(..., dtype=...)",
+                         code="err_instruction_unsupported_dtypes")
+
+
+@instruction("nc_matmul", Engine.TENSOR)
+def nc_matmul(m, stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False,
+              is_transpose=False, tile_position=(), tile_size=(), mask=None, **kwargs):
+    operand(stationary, "nc_matmul", "stationary", SBUF_ONLY)
+    operand(moving, "nc_matmul", "moving", SBUF_ONLY)
+    _matmul_dtype(stationary, "stationary")
+    _matmul_dtype(moving, "moving")
+    limits = m.limits
+    k, k2 = partitions(stationary), partitions(moving)
+    m_size, n_size = free_size(stationary), free_size(moving)
+    if k != k2:
+        raise ShapeError(
+            f"contraction (partition) sizes of 'nc_matmul' differ: stationary{list(stationary.shape)} "
+            f"has {k}, moving{list(moving.shape)} has {k2}",
+            remedy="both operands must hold the same contraction rows on their partitions",
+            code="err_param_shape_incompatible_with_matmul")
+    check_limit(m_size, limits.gemm_stationary_fmax, "free size of stationary", "nc_matmul",
+                "stationary may be at most 128x128: tile its free dimension by "
+                "nl.tile_size.gemm_stationary_fmax")
+    check_limit(n_size, limits.gemm_moving_fmax, "free size of moving", "nc_matmul",
+                "moving may be at most 128x512 (one 2 KiB PSUM bank of fp32): tile its free "
+                "dimensions by nl.tile_size.gemm_moving_fmax")
+    if bool(tile_position) != bool(tile_size):
+        raise UnsupportedOperationError("tile_position and tile_size of 'nc_matmul' must be given together")
+    s = stationary._values().reshape(k, m_size)
+    mv = moving._values().reshape(k, n_size)
+    if s.dtype != np.float32:
+        s = s.astype(np.float32)
+    if mv.dtype != np.float32:
+        mv = mv.astype(np.float32)
+    out_shape = (m_size,) + tuple(moving.shape[1:])
+    result = m.new_tile(out_shape, dtypes.float32, Buffer.PSUM)
+    m.record("nc_matmul", Engine.TENSOR, [stationary, moving], [result],
+             dtype=dtypes.name_of(stationary.dtype), k=k, m=m_size, n=n_size,
+             moving_dtype=dtypes.name_of(moving.dtype), is_transpose=bool(is_transpose))
+    store_result(result, (s.T @ mv).reshape(out_shape), mask)
+    return result
+
+
+@instruction("nc_transpose", Engine.TENSOR, Engine.VECTOR)
+def nc_transpose(m, data, *, mask=None, dtype=None, engine=0, **kwargs):
+    operand(data, "nc_transpose", "data", ON_CHIP)
+    default = Engine.VECTOR if data.buffer is Buffer.PSUM else Engine.TENSOR
+    eng = resolve_engine(engine, default, (Engine.TENSOR, Engine.VECTOR), "nc_transpose")
+    p, f = partitions(data), free_size(data)
+    if eng is Engine.TENSOR:
+        operand(data, "nc_transpose", "data", SBUF_ONLY)
+        limit, out_buffer = m.limits.pmax, Buffer.PSUM
+        remedy = "the Tensor Engine transposes at most 128x128: transpose in 128x128 blocks"
+    else:
+        limit, out_buffer = m.limits.vector_transpose_max, Buffer.SBUF
+        remedy = "the Vector Engine transposes at most 32x32: use the Tensor Engine for larger tiles"
+    check_limit(p, limit, "partition size", "nc_transpose", remedy)
+    check_limit(f, limit, "free size", "nc_transpose", remedy)
+    values = data._values().reshape(p, f).T
+    result = m.new_tile((f, p), out_dtype(dtype, data.dtype), out_buffer)
+    m.record("nc_transpose", eng, [data], [result], dtype=dtypes.name_of(data.dtype), p=p, f=f)
+    store_result(result, values, mask)
+    return result

@@ -1,0 +1,166 @@
+"""Element-wise instructions of the Vector, Scalar and GpSimd engines: copies, tensor-tensor
+and tensor-scalar arithmetic, free-axis reductions, memset. Math is done in fp32 and the
+result rounded once to its dtype, as the engines do."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import dtypes
+from ..alu import binary_op, reduce_op
+from ..errors import MemorySpaceError, ShapeError, UnsupportedOperationError
+from ..memory import Buffer
+from ..registry import instruction
+from ..tensor import align_to
+from ..trace import Engine
+from .common import (ON_CHIP, as_f32, broadcast_shape, operand, out_dtype, partitions, resolve_engine,
+                     same_partitions, scalar_or_vector, store_result)
+
+_ELEMENTWISE = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+
+
+def _no_psum_on_gpsimd(eng: Engine, instr: str, *tiles) -> None:
+    if eng is Engine.GPSIMD and any(getattr(t, "buffer", None) is Buffer.PSUM for t in tiles):
+        raise MemorySpaceError(f"the GpSimd engine cannot access PSUM ('{instr}')",
+                               remedy="run it on the Vector or Scalar engine, or copy to SBUF first")
+
+
+@instruction("tensor_copy", *_ELEMENTWISE)
+def tensor_copy(m, src, *, mask=None, dtype=None, engine=0, **kwargs):
+    operand(src, "tensor_copy", "src", ON_CHIP)
+    # PSUM evictions were measured on the Scalar engine; SBUF copies go to the Vector engine
+    default = Engine.SCALAR if src.buffer is Buffer.PSUM else Engine.VECTOR
+    eng = resolve_engine(engine, default, _ELEMENTWISE, "tensor_copy")
+    _no_psum_on_gpsimd(eng, "tensor_copy", src)
+    result = m.new_tile(src.shape, out_dtype(dtype, src.dtype), Buffer.SBUF)
+    m.record("tensor_copy", eng, [src], [result])
+    store_result(result, src._values(), mask)
+    return result
+
+
+def _operand_values(t, shape, op) -> np.ndarray:
+    v = t._values() if op.bitvec else as_f32(t)
+    return align_to(v, t.shape, shape, "tensor_tensor", "", "")
+
+
+@instruction("tensor_tensor", Engine.VECTOR, Engine.GPSIMD)
+def tensor_tensor(m, data1, data2, op, *, dtype=None, mask=None, engine=0, **kwargs):
+    operand(data1, "tensor_tensor", "data1")
+    operand(data2, "tensor_tensor", "data2")
+    alu = binary_op(op, "tensor_tensor")
+    same_partitions("tensor_tensor", data1=data1, data2=data2)
+    if data1.buffer is Buffer.PSUM and data2.buffer is Buffer.PSUM:
+        raise MemorySpaceError("both inputs of 'tensor_tensor' are in PSUM; at most one may be",
+                               remedy="copy one of them to SBUF with nisa.tensor_copy first")
+    if alu.bitvec and not (data1.dtype.kind in "iub" and data2.dtype.kind in "iub"):
+        raise UnsupportedOperationError(f"bitwise {alu!r} needs integer operands in 'tensor_tensor'",
+                                        code="err_bitvec_operand_must_be_integer")
+    result_dtype = out_dtype(dtype, dtypes.promote(data1.dtype, data2.dtype))
+    int32_op = data1.dtype == dtypes.int32 and alu.name in ("add", "subtract", "multiply")
+    default = Engine.GPSIMD if alu.name == "power" or int32_op else Engine.VECTOR
+    eng = resolve_engine(engine, default, (Engine.VECTOR, Engine.GPSIMD), "tensor_tensor")
+    _no_psum_on_gpsimd(eng, "tensor_tensor", data1, data2)
+    shape = broadcast_shape("tensor_tensor", data1.shape, data2.shape)
+    a, b = _operand_values(data1, shape, alu), _operand_values(data2, shape, alu)
+    result = m.new_tile(shape, result_dtype, Buffer.SBUF)
+    m.record("tensor_tensor", eng, [data1, data2], [result], op=alu.name)
+    store_result(result, alu.fn(a, b), mask)
+    return result
+
+
+def _apply_scalar(alu, values, operand_value, reverse):
+    return alu.fn(operand_value, values) if reverse else alu.fn(values, operand_value)
+
+
+@instruction("tensor_scalar", Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+def tensor_scalar(m, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *,
+                  dtype=None, mask=None, engine=0, **kwargs):
+    operand(data, "tensor_scalar", "data")
+    if (op1 is None) != (operand1 is None):
+        raise UnsupportedOperationError("op1 and operand1 of 'tensor_scalar' must be given together",
+                                        code="err_operand_cannot_be_none")
+    alu0 = binary_op(op0, "tensor_scalar")
+    alu1 = binary_op(op1, "tensor_scalar") if op1 is not None else None
+    if alu1 is not None and alu0.bitvec != alu1.bitvec:
+        raise UnsupportedOperationError("op0 and op1 of 'tensor_scalar' must both be arithmetic or both "
+                                        "bitwise", code="err_instruction_engine_unsupported_op_comb")
+    eng = resolve_engine(engine, Engine.VECTOR, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), "tensor_scalar")
+    _no_psum_on_gpsimd(eng, "tensor_scalar", data)
+    parts = partitions(data)
+    v0 = scalar_or_vector(operand0, "tensor_scalar", "operand0", parts)
+    v1 = scalar_or_vector(operand1, "tensor_scalar", "operand1", parts) if alu1 else None
+    bitvec = alu0.bitvec
+    values = data._values() if bitvec else as_f32(data)
+    per_partition = (1,) * (data.ndim - 1)
+    if isinstance(v0, np.ndarray):
+        v0 = v0.reshape((parts,) + per_partition)
+    if isinstance(v1, np.ndarray):
+        v1 = v1.reshape((parts,) + per_partition)
+    if bitvec:
+        v0 = _as_int(v0, data.dtype)
+        v1 = _as_int(v1, data.dtype) if alu1 else None
+    out = _apply_scalar(alu0, values, v0, reverse0)
+    if alu1 is not None:
+        out = _apply_scalar(alu1, out, v1, reverse1)
+    result = m.new_tile(data.shape, out_dtype(dtype, data.dtype), Buffer.SBUF)
+    reads = [data] + [o for o in (operand0, operand1) if not isinstance(o, (numbers.Number, np.number, type(None)))]
+    m.record("tensor_scalar", eng, reads, [result], op=alu0.name, op1=alu1.name if alu1 else None)
+    store_result(result, out, mask)
+    return result
+
+
+def _as_int(value, dtype):
+    if isinstance(value, np.ndarray):
+        return value.astype(dtype)
+    return dtype.type(int(value))
+
+
+def normalize_axes(axis, ndim: int, instr: str) -> tuple[int, ...]:
+    axes = (axis,) if isinstance(axis, (numbers.Integral,)) else tuple(axis)
+    out = []
+    for a in axes:
+        if not isinstance(a, numbers.Integral):
+            raise ShapeError(f"axis entries of '{instr}' must be integers, got {a!r}")
+        a = int(a) + ndim if a < 0 else int(a)
+        if not 0 <= a < ndim:
+            raise ShapeError(f"axis {a} is out of range for a {ndim}-D tile in '{instr}'")
+        if a == 0:
+            raise ShapeError(f"'{instr}' cannot reduce over the partition dimension (axis 0)",
+                             remedy="reduce over free axes only; to reduce across partitions, "
+                                    "transpose first (nisa.nc_transpose) or use nisa.tensor_partition_reduce",
+                             code="err_reduce_on_partition_axis")
+        out.append(a)
+    if not out:
+        raise ShapeError(f"'{instr}' needs at least one axis to reduce")
+    return tuple(sorted(set(out)))
+
+
+@instruction("tensor_reduce", Engine.VECTOR)
+def tensor_reduce(m, op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
+    operand(data, "tensor_reduce", "data")
+    alu = reduce_op(op)
+    axes = normalize_axes(axis, data.ndim, "tensor_reduce")
+    if negate and alu.bitvec:
+        raise UnsupportedOperationError("negate=True is only for arithmetic reductions",
+                                        code="err_reduce_unsupported_negate")
+    values = data._values() if alu.bitvec else as_f32(data)
+    out = alu.reduce_ufunc.reduce(values, axis=axes, keepdims=bool(keepdims))
+    if negate:
+        out = -out
+    result = m.new_tile(out.shape, out_dtype(dtype, data.dtype), Buffer.SBUF)
+    m.record("tensor_reduce", Engine.VECTOR, [data], [result], op=alu.name, axes=axes)
+    store_result(result, out, mask)
+    return result
+
+
+@instruction("memset", Engine.VECTOR, Engine.GPSIMD)
+def memset(m, shape, value, dtype, *, mask=None, engine=0, **kwargs):
+    eng = resolve_engine(engine, Engine.VECTOR, (Engine.VECTOR, Engine.GPSIMD), "memset")
+    if not isinstance(value, (numbers.Number, np.number)):
+        raise UnsupportedOperationError("memset fills with a compile-time number",
+                                        code="err_expected_constant_value")
+    result = m.new_tile(shape, dtype, Buffer.SBUF)
+    m.record("memset", eng, [], [result], value=float(value))
+    store_result(result, np.full(result.shape, value), mask)
+    return result

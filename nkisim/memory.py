@@ -1,0 +1,173 @@
+"""Buffers (HBM, SBUF, PSUM), allocations, and on-chip capacity accounting.
+
+An allocation is live while the kernel still references it (through any tensor or view):
+Python's reference counting plays the compiler's live-range analysis. Capacity is checked
+when the next allocation is made, so a tile rebound in a loop (`t = nl.ndarray(...)`) does
+not count twice, and an instruction result consumed at once (`psum += nc_matmul(..)`)
+never counts at all.
+"""
+from __future__ import annotations
+
+import enum
+import itertools
+import math
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import AllocationError, HardwareLimitError
+from .settings import HardwareLimits
+from .source import SourceSite
+
+
+class Buffer(enum.Enum):
+    HBM = "hbm"            # nl.hbm / nl.private_hbm
+    SHARED_HBM = "shared_hbm"
+    SBUF = "sbuf"
+    PSUM = "psum"
+
+    def __init__(self, value: str) -> None:
+        # plain attributes: enum properties are slow on the per-instruction path
+        self.on_chip = value in ("sbuf", "psum")
+        self.is_hbm = not self.on_chip
+
+    @property
+    def nki_name(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"nl.{self.value}"
+
+
+_ids = itertools.count(1)
+
+
+@dataclass(eq=False)
+class Allocation:
+    """One tensor's storage. `array` holds values in the tensor's own dtype."""
+
+    buffer: Buffer
+    array: np.ndarray
+    dtype: np.dtype
+    par_axis: int
+    site: SourceSite | None
+    name: str = ""
+    is_input: bool = False
+    transient: bool = False          # an instruction's own result, not yet placed
+    written: bool = False
+    parent: "Allocation | None" = None   # set on a .view(dtype) reinterpretation
+    read: bool = False                   # an instruction has read it (see Machine.assign)
+    producer: object = None              # TraceRecord of the instruction whose result this is
+    id: int = field(default_factory=lambda: next(_ids))
+    tracker: "MemoryTracker | None" = field(default=None, repr=False)
+    cost: int = 0                        # bytes per partition (SBUF) or banks (PSUM) accounted
+    __weakref__: object = field(default=None, init=False, repr=False, compare=False)
+
+    def __del__(self) -> None:
+        if self.tracker is not None:
+            self.tracker.release(self)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.array.shape
+
+    @property
+    def partitions(self) -> int:
+        return self.array.shape[self.par_axis] if self.array.ndim else 1
+
+    @property
+    def bytes_per_partition(self) -> int:
+        if not self.array.ndim:
+            return self.dtype.itemsize
+        return (self.array.size // max(self.partitions, 1)) * self.dtype.itemsize
+
+    def describe(self) -> str:
+        label = f"'{self.name}' " if self.name else ""
+        where = f" allocated at {self.site.short}" if self.site else ""
+        return (f"{label}{self.dtype.name}{list(self.array.shape)} in {self.buffer.value}"
+                f" ({self.bytes_per_partition} B/partition){where}")
+
+
+class MemoryTracker:
+    """Keeps running per-partition totals of live SBUF bytes and PSUM banks."""
+
+    def __init__(self, limits: HardwareLimits) -> None:
+        self.limits = limits
+        # weak references, so a live list never keeps a tile alive
+        self.live: dict[Buffer, dict[int, weakref.ref]] = {Buffer.SBUF: {}, Buffer.PSUM: {}}
+        self.sbuf_bytes = 0
+        self.psum_banks = 0
+        self.peak_sbuf_bytes = 0
+        self.peak_psum_banks = 0
+
+    def psum_banks_of(self, alloc: Allocation) -> int:
+        return math.ceil(alloc.bytes_per_partition / self.limits.psum_bank_bytes)
+
+    def admit(self, alloc: Allocation) -> None:
+        """Check the state so far, then account for `alloc` until it is garbage."""
+        self.check()
+        if alloc.buffer is Buffer.PSUM:
+            self._check_psum_tile(alloc)
+            alloc.cost = self.psum_banks_of(alloc)
+            self.psum_banks += alloc.cost
+        elif alloc.buffer is Buffer.SBUF:
+            alloc.cost = alloc.bytes_per_partition
+            self.sbuf_bytes += alloc.cost
+        else:
+            return
+        self.live[alloc.buffer][alloc.id] = weakref.ref(alloc)
+        alloc.tracker = self
+
+    def release(self, alloc: Allocation) -> None:
+        """Called when an allocation is garbage: its live range has ended."""
+        if alloc.buffer is Buffer.PSUM:
+            self.psum_banks -= alloc.cost
+        else:
+            self.sbuf_bytes -= alloc.cost
+        self.live[alloc.buffer].pop(alloc.id, None)
+
+    def _check_psum_tile(self, alloc: Allocation) -> None:
+        bank = self.limits.psum_bank_bytes
+        per_block = alloc.bytes_per_partition
+        # with leading block dims each block is its own tile; otherwise the tile is all of it
+        blocks = math.prod(alloc.shape[:alloc.par_axis]) if alloc.par_axis else 1
+        tile_bytes = per_block // max(blocks, 1)
+        if tile_bytes > bank:
+            raise HardwareLimitError(
+                f"PSUM tile {alloc.dtype.name}{list(alloc.shape)} needs {tile_bytes} bytes per "
+                f"partition, but a PSUM tile must fit in one {bank}-byte bank "
+                f"({bank // 4} fp32 elements)",
+                remedy="split the free dimension so each PSUM tile holds at most "
+                       f"{bank // 4} fp32 values per partition (nl.tile_size.psum_fmax)",
+                code="err_psum_tile_exceeds_bank", site=alloc.site)
+
+    def check(self) -> None:
+        """Raise if live on-chip allocations exceed capacity; blame the newest one."""
+        if self.sbuf_bytes > self.peak_sbuf_bytes:
+            self.peak_sbuf_bytes = self.sbuf_bytes
+        if self.psum_banks > self.peak_psum_banks:
+            self.peak_psum_banks = self.psum_banks
+        limits = self.limits
+        if self.sbuf_bytes > limits.sbuf_usable_bytes:
+            raise self._overflow(
+                Buffer.SBUF, f"required SBUF {self.sbuf_bytes} bytes per partition exceeds "
+                f"the available {limits.sbuf_usable_bytes} bytes per partition "
+                f"({limits.sbuf_partition_bytes} physical minus {limits.sbuf_reserved_bytes} reserved)",
+                "allocate smaller tiles, or allocate tiles inside the loop that uses them so "
+                "earlier ones can be freed", "err_stack_overflow_sbuf")
+        if self.psum_banks > limits.psum_banks:
+            raise self._overflow(
+                Buffer.PSUM, f"required PSUM banks {self.psum_banks} exceeds the available "
+                f"{limits.psum_banks} banks of {limits.psum_bank_bytes} bytes per partition",
+                "keep at most 8 PSUM tiles alive at once: evict finished accumulators to SBUF "
+                "and allocate PSUM tiles inside the loop that fills them",
+                "err_stack_overflow_psum")
+
+    def _overflow(self, buffer: Buffer, message: str, remedy: str, code: str) -> AllocationError:
+        allocs = [a for a in (ref() for _, ref in sorted(self.live[buffer].items())) if a is not None]
+        newest = allocs[-1] if allocs else None
+        listing = "; ".join(a.describe() for a in allocs[-8:])
+        return AllocationError(f"{message}. Live {buffer.value} tensors (newest last): {listing}",
+                               remedy=remedy, code=code,
+                               site=newest.site if newest is not None else None)

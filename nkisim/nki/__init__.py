@@ -1,0 +1,24 @@
+"""The `neuronxcc.nki` API, simulated. After `nkisim.install()`, `import neuronxcc.nki as nki`
+gives this module."""
+from ..errors import UnsupportedOperationError
+from ..runtime import Kernel as _Kernel
+from ..runtime import baremetal, benchmark, jit, simulate_kernel
+from ..tensor import DeviceTensor as tensor
+from . import compiler, isa, language, typing
+
+__all__ = ["jit", "baremetal", "benchmark", "simulate_kernel", "profile", "compiler", "isa",
+           "language", "typing", "tensor"]
+
+
+def profile(func=None, **kwargs):
+    raise UnsupportedOperationError(
+        "nki.profile writes NEFF/NTFF files for neuron-profile, which need real hardware",
+        remedy="use nki.benchmark for an estimated latency, or the `nkisim profile` command for an "
+               "engine timeline", code="err_not_simulated")
+
+
+def __getattr__(name):
+    raise AttributeError(f"module 'neuronxcc.nki' has no attribute '{name}'")
+
+
+del _Kernel

@@ -1,0 +1,62 @@
+"""`neuronxcc.nki.isa` (nisa), simulated."""
+import enum as _enum
+from types import SimpleNamespace as _NS
+
+import numpy as _np
+
+from ..instructions.dma import dma_copy, dma_transpose
+from ..instructions.gpsimd import affine_select, iota, tensor_partition_reduce
+from ..instructions.scalar import activation
+from ..instructions.tensor_engine import nc_matmul, nc_transpose
+from ..instructions.vector import memset, tensor_copy, tensor_reduce, tensor_scalar, tensor_tensor
+from ..trace import Engine as _Engine
+
+
+class engine(_enum.IntEnum):
+    unknown = 0
+    tensor = 1
+    scalar = 2
+    gpsimd = 3
+    vector = 5
+    sync = 6
+    dma = _Engine.DMA.value
+
+
+unknown_engine = engine.unknown
+tensor_engine = engine.tensor
+scalar_engine = engine.scalar
+gpsimd_engine = engine.gpsimd
+vector_engine = engine.vector
+dma_engine = engine.dma
+
+
+class reduce_cmd(_enum.IntEnum):
+    idle = 0
+    reset = 1
+    reduce = 2
+    reset_reduce = 3
+
+
+class dge_mode(_enum.IntEnum):
+    none = 0
+    swdge = 1
+    hwdge = 2
+    unknown = 3
+
+
+class oob_mode(_enum.IntEnum):
+    error = 0
+    skip = 1
+
+
+class nc_version(_enum.IntEnum):
+    gen2 = 2
+    gen3 = 3
+
+
+def get_nc_version():
+    return nc_version.gen3
+
+
+fp32 = _NS(min=float(_np.finfo(_np.float32).min))
+constants = _NS(engine=engine)

@@ -1,0 +1,202 @@
+"""Running a kernel: NumPy inputs become read-only HBM tensors, the kernel runs against a
+fresh Machine, and the HBM tensors it returns come back as NumPy arrays."""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import dtypes
+from .errors import KernelContractError, LatencyUnavailableError
+from .machine import Machine, _current
+from .memory import Buffer
+from .settings import SimSettings
+from .tensor import DeviceTensor
+
+
+@dataclass
+class KernelRun:
+    """Everything one simulated run produced."""
+
+    outputs: object                       # NumPy array, or tuple/list/dict of them
+    machine: Machine
+    compile_options: dict = field(default_factory=dict)
+
+    @property
+    def trace(self):
+        return self.machine.trace
+
+
+class Kernel:
+    """What @nki.jit returns. Called with NumPy arrays outside a kernel it runs like
+    nki.baremetal; called from inside a running kernel it is an ordinary helper call."""
+
+    def __init__(self, func, mode: str = "auto", **options) -> None:
+        self.func = func
+        self.mode = mode
+        self.options = options
+        self.skip_middle_end = False
+        self.__name__ = getattr(func, "__name__", "kernel")
+        self.__qualname__ = getattr(func, "__qualname__", self.__name__)
+        self.__doc__ = getattr(func, "__doc__", None)
+        self.__module__ = getattr(func, "__module__", None)
+        self.__wrapped__ = func
+
+    def __call__(self, *args, **kwargs):
+        if _current.get() is not None:
+            return self.func(*args, **kwargs)
+        return run_kernel(self, args, kwargs).outputs
+
+    def __getitem__(self, grid):
+        raise KernelContractError("SPMD launch grids (kernel[grid](...)) are not simulated by nkisim",
+                                  remedy="call the kernel without a grid", code="err_not_simulated")
+
+    def __repr__(self) -> str:
+        return f"<nki kernel {self.__name__}>"
+
+
+def as_kernel(kernel) -> Kernel:
+    if isinstance(kernel, Kernel):
+        return kernel
+    if callable(kernel):
+        return Kernel(kernel)
+    raise KernelContractError(f"expected a kernel function, got {type(kernel).__name__}")
+
+
+def _to_device(machine: Machine, name: str, value):
+    if isinstance(value, np.ndarray):
+        try:
+            dtype = dtypes.to_dtype(value.dtype)
+        except Exception:
+            raise KernelContractError(f"kernel argument '{name}' has unsupported dtype {value.dtype}",
+                                      remedy="pass float32, float16, bfloat16 or integer arrays") from None
+        t = machine.allocate(value.shape, dtype, Buffer.HBM, name=name, is_input=True, fill=value,
+                             site=None)
+        return t
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
+        return type(value)(_to_device(machine, f"{name}[{i}]", v) for i, v in enumerate(value))
+    return value
+
+
+def _param_names(func, n: int) -> list[str]:
+    try:
+        params = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"arg{i}" for i in range(n)]
+
+
+def _to_host(value, where: str):
+    if isinstance(value, DeviceTensor):
+        if not value.buffer.is_hbm:
+            raise KernelContractError(
+                f"the kernel returned {value._label()}; kernel outputs must be HBM tensors",
+                remedy="allocate the output with nl.ndarray(shape, dtype, buffer=nl.hbm), copy the "
+                       "result into it with nisa.dma_copy, and return that")
+        if value._alloc.is_input:
+            raise KernelContractError(
+                f"the kernel returned its own input {value._label()}",
+                remedy="return a new HBM tensor the kernel allocated and wrote")
+        if not value._alloc.written:
+            raise KernelContractError(
+                f"the kernel's output {value._label()} was never written",
+                remedy="write the output tensor with nisa.dma_copy before returning it",
+                code="err_tensor_output_not_written_to")
+        return np.array(value._values(), copy=True)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_to_host(v, where) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_host(v, where) for k, v in value.items()}
+    if value is None:
+        raise KernelContractError(f"the kernel returned nothing ({where})",
+                                  remedy="return the output HBM tensor")
+    raise KernelContractError(f"the kernel returned a {type(value).__name__}; expected HBM tensors")
+
+
+def run_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
+               compile_options: dict | None = None) -> KernelRun:
+    """Run `kernel` on a fresh simulated NeuronCore and return its outputs and trace."""
+    k = as_kernel(kernel)
+    machine = Machine(settings)
+    names = _param_names(k.func, len(args))
+    with machine.activate():
+        dev_args = [_to_device(machine, n, a) for n, a in zip(names, args)]
+        dev_kwargs = {n: _to_device(machine, n, v) for n, v in kwargs.items()}
+        result = k.func(*dev_args, **dev_kwargs)
+        machine.memory.check()
+        outputs = _to_host(result, k.__name__)
+    return KernelRun(outputs, machine, dict(compile_options or {}))
+
+
+# ----- the nki entry points ------------------------------------------------------------------------
+
+def jit(func=None, mode: str = "auto", **kwargs):
+    if func is None:
+        return lambda f: Kernel(f, mode, **kwargs)
+    return Kernel(func, mode, **kwargs)
+
+
+def _decorator_or_call(kernel, make):
+    if kernel is None:
+        return make
+    return make(kernel)
+
+
+def baremetal(kernel=None, **kwargs):
+    """Compile-and-run on the (simulated) device; returns NumPy outputs."""
+    def make(k):
+        kern = as_kernel(k)
+
+        def run(*args, **kw):
+            return run_kernel(kern, args, kw, compile_options=kwargs).outputs
+        run.__name__ = kern.__name__
+        return run
+    return _decorator_or_call(kernel, make)
+
+
+def simulate_kernel(kernel, *args, **kwargs):
+    return run_kernel(kernel, args, kwargs).outputs
+
+
+class LatencyPercentiles:
+    """benchmark_result.nc_latency: percentiles of the estimated NeuronCore latency (us)."""
+
+    def __init__(self, run: KernelRun, latency_model=None) -> None:
+        self._run = run
+        self._model = latency_model
+
+    def get_latency_percentile(self, percentile: int) -> float:
+        if self._model is None:
+            raise LatencyUnavailableError(
+                "nkisim has no latency estimate yet: the Trn2 cost model is not installed",
+                remedy="use nki.baremetal for correctness; timing arrives with the cost model")
+        return self._model(self._run, percentile)
+
+
+class BenchmarkResult:
+    def __init__(self, run: KernelRun, latency_model=None) -> None:
+        self.run = run
+        self.nc_latency = LatencyPercentiles(run, latency_model)
+
+
+class BenchmarkedKernel:
+    """What nki.benchmark returns: call it like the kernel, then read .benchmark_result."""
+
+    latency_model = None   # set by the cost model
+
+    def __init__(self, kernel, warmup: int = 10, iters: int = 100, **options) -> None:
+        self.kernel = as_kernel(kernel)
+        self.warmup = warmup
+        self.iters = iters
+        self.options = options
+        self.benchmark_result: BenchmarkResult | None = None
+
+    def __call__(self, *args, **kwargs):
+        run = run_kernel(self.kernel, args, kwargs, compile_options=self.options)
+        self.benchmark_result = BenchmarkResult(run, type(self).latency_model)
+        return run.outputs
+
+
+def benchmark(kernel=None, **kwargs):
+    return _decorator_or_call(kernel, lambda k: BenchmarkedKernel(k, **kwargs))

@@ -1,0 +1,51 @@
+"""Hardware limits and simulator options, each a frozen keyword-only dataclass.
+
+Every limit the simulator enforces is declared here, once, with where its value comes from
+(see ../shared/docs/nki-api.md section 3 and trn2-cost-model.md section 2).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, kw_only=True)
+class HardwareLimits:
+    """Trainium2 (NeuronCore-v3) limits that the NKI compiler enforces."""
+
+    # Partitions of SBUF/PSUM: the first dimension of any on-chip tile (nl.tile_size.pmax).
+    pmax: int = 128
+    # Matmul operand limits (nl.tile_size.gemm_stationary_fmax / gemm_moving_fmax).
+    gemm_stationary_fmax: int = 128
+    gemm_moving_fmax: int = 512
+    # PSUM: 8 banks of 2 KiB per partition; a tile must fit in one bank.
+    psum_bank_bytes: int = 2048
+    psum_banks: int = 8
+    # SBUF: 224 KiB per partition on NeuronCore-v3 (28 MiB / 128).
+    sbuf_partition_bytes: int = 224 * 1024
+    # What the compiler and runtime keep for themselves. The 2.21 value is undocumented;
+    # 16 KiB is the documented NeuronCore-v2 reserve, used as the default.
+    sbuf_reserved_bytes: int = 16 * 1024
+    # Vector-engine transpose handles at most 32x32.
+    vector_transpose_max: int = 32
+
+    @property
+    def sbuf_usable_bytes(self) -> int:
+        return self.sbuf_partition_bytes - self.sbuf_reserved_bytes
+
+    @property
+    def psum_fmax(self) -> int:
+        """Free size of a PSUM tile in fp32 elements (nl.tile_size.psum_fmax)."""
+        return self.psum_bank_bytes // 4
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimSettings:
+    """Options of one simulated run. The defaults expose bugs rather than hide them."""
+
+    limits: HardwareLimits = field(default_factory=HardwareLimits)
+    # Fill uninitialised tiles (nl.ndarray) with NaN, as hardware leaves garbage there.
+    fill_uninitialized_with_nan: bool = True
+    # Leading block dimensions (nl.par_dim not first): compiler 2.21 only warns.
+    block_dims_are_errors: bool = False
+    # Record a trace record per executed instruction (needed for timing and profiles).
+    record_trace: bool = True

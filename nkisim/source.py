@@ -1,0 +1,36 @@
+"""Finding the kernel author's own file:line for error messages and trace records."""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSite:
+    filename: str
+    lineno: int
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno}"
+
+    @property
+    def short(self) -> str:
+        return f"{os.path.basename(self.filename)}:{self.lineno}"
+
+
+def _is_internal(filename: str) -> bool:
+    return filename.startswith(_PACKAGE_DIR) or filename.startswith("<frozen")
+
+
+def user_site(skip: int = 1) -> SourceSite | None:
+    """The innermost stack frame outside nkisim: the line of the kernel that called us."""
+    frame = sys._getframe(skip)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not _is_internal(name):
+            return SourceSite(name, frame.f_lineno)
+        frame = frame.f_back
+    return None

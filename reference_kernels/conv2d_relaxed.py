@@ -1,0 +1,128 @@
+"""Unoptimized reference for the fused conv2d + maxpool kernel (part 2).
+
+Plain and correct rather than fast: the "relaxed" performance tier is derived
+from a kernel like this one. The weights are transposed once into a resident
+[ci, co] layout; after that every pooled output row is computed on its own,
+reloading the K - 1 halo input rows each time.
+"""
+
+import numpy as np
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+import neuronxcc.nki.isa as nisa
+
+
+def load_transposed_weights(W, dtype):
+    """Return an SBUF tile w_t[ci, ci_tile, kh * K + kw, co] = W[co, ci_tile*128 + ci, kh, kw].
+
+    nc_matmul contracts over the partition dimension, so the stationary
+    operand must have input channels on partitions; W arrives with output
+    channels first. Each 128x128 block is turned around on the Tensor Engine.
+    """
+    C_out, C_in, K, _ = W.shape
+    P = nl.tile_size.pmax
+    n_ci = C_in // P
+    n_co = C_out // P
+    KK = K * K
+
+    w_t = nl.ndarray((P, n_ci, KK, C_out), dtype=dtype, buffer=nl.sbuf)
+    # Row co of w_rows holds all C_in * K * K weights of output channel co.
+    w_rows_hbm = W.reshape((n_co, P, C_in * KK))
+    for co in nl.affine_range(n_co):
+        w_rows = nl.ndarray((P, C_in * KK), dtype=dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=w_rows, src=w_rows_hbm[co])
+        # w_rows_view[co_p, ci, kk] = W[co, ci, kh, kw]
+        w_rows_view = w_rows.reshape((P, C_in, KK))
+        for ci_tile in nl.affine_range(n_ci):
+            for kk in nl.affine_range(KK):
+                block_t = nisa.nc_transpose(w_rows_view[:, ci_tile * P:(ci_tile + 1) * P, kk])
+                w_t[:, ci_tile, kk, co * P:(co + 1) * P] = nisa.tensor_copy(block_t)
+    return w_t
+
+
+def load_bias(bias):
+    """Return an SBUF tile b[p, co_tile, 0] = bias[co_tile * 128 + p].
+
+    The trailing unit axis lets a (128, 1, 1) slice broadcast against
+    (128, rows, cols) tiles.
+    """
+    C_out = bias.shape[0]
+    P = nl.tile_size.pmax
+    n_co = C_out // P
+    bias_sb = nl.ndarray((P, n_co, 1), dtype=bias.dtype, buffer=nl.sbuf)
+    bias_hbm = bias.reshape((n_co, P, 1))
+    for co in nl.affine_range(n_co):
+        nisa.dma_copy(dst=bias_sb[:, co, :], src=bias_hbm[co])
+    return bias_sb
+
+
+@nki.compiler.skip_middle_end_transformations
+@nki.jit
+def fused_conv2d_maxpool(X, W, bias, pool_size=1):
+    """Conv2d (stride 1, no padding) + bias + max-pool(pool_size), one pooled row at a time."""
+    batch_size, in_channels, input_height, input_width = X.shape
+    out_channels, in_channels_, filter_height, filter_width = W.shape
+    P = nl.tile_size.pmax
+
+    assert in_channels_ == in_channels and bias.shape[0] == out_channels
+    assert filter_height == filter_width
+    assert in_channels % P == 0 and out_channels % P == 0
+    assert pool_size in (1, 2)
+
+    K = filter_height
+    out_height = input_height - K + 1
+    out_width = input_width - K + 1
+    assert out_height % pool_size == 0 and out_width % pool_size == 0
+    out_pool_height = out_height // pool_size
+    out_pool_width = out_width // pool_size
+    # One PSUM tile covers the pool_size conv rows of a pooled row.
+    assert pool_size * out_width <= nl.tile_size.psum_fmax, "image too wide for one PSUM bank"
+
+    X_out = nl.ndarray(
+        shape=(batch_size, out_channels, out_pool_height, out_pool_width),
+        dtype=X.dtype,
+        buffer=nl.hbm,
+    )
+
+    n_ci = in_channels // P
+    n_co = out_channels // P
+    rows = pool_size              # conv rows per pooled row
+    in_rows = rows + K - 1        # plus the halo the filter needs
+
+    w_t = load_transposed_weights(W, X.dtype)
+    bias_sb = load_bias(bias)
+
+    for b in nl.affine_range(batch_size):
+        for hp in nl.affine_range(out_pool_height):
+            h0 = hp * rows
+            x_rows = nl.ndarray((P, n_ci, in_rows, input_width), dtype=X.dtype, buffer=nl.sbuf)
+            for ci in nl.affine_range(n_ci):
+                nisa.dma_copy(
+                    dst=x_rows[:, ci],
+                    src=X[b, ci * P:(ci + 1) * P, h0:h0 + in_rows, :],
+                )
+
+            for co in nl.affine_range(n_co):
+                # Sum over input-channel tiles and filter offsets in one PSUM bank.
+                acc = nl.zeros((P, rows, out_width), nl.float32, buffer=nl.psum)
+                for ci in nl.affine_range(n_ci):
+                    for kh in nl.affine_range(K):
+                        for kw in nl.affine_range(K):
+                            acc += nisa.nc_matmul(
+                                w_t[:, ci, kh * K + kw, co * P:(co + 1) * P],
+                                x_rows[:, ci, kh:kh + rows, kw:kw + out_width],
+                            )
+
+                biased = nisa.tensor_tensor(acc, bias_sb[:, co:co + 1, :], op=nl.add, dtype=nl.float32)
+                if pool_size > 1:
+                    windows = biased.reshape((P, 1, pool_size, out_pool_width, pool_size))
+                    pooled = nisa.tensor_reduce(nl.max, windows, axis=(2, 4))
+                else:
+                    pooled = biased
+                out_row = nisa.tensor_copy(pooled, dtype=X.dtype)
+                nisa.dma_copy(
+                    dst=X_out[b, co * P:(co + 1) * P, hp:hp + 1, :],
+                    src=out_row,
+                )
+
+    return X_out
