@@ -132,9 +132,12 @@ def run_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
 # ----- the nki entry points ------------------------------------------------------------------------
 
 def jit(func=None, mode: str = "auto", **kwargs):
-    if func is None:
-        return lambda f: Kernel(f, mode, **kwargs)
-    return Kernel(func, mode, **kwargs)
+    def make(f):
+        if isinstance(f, Kernel):   # decorators stacked in either order
+            f.mode, f.options = mode, {**f.options, **kwargs}
+            return f
+        return Kernel(f, mode, **kwargs)
+    return make if func is None else make(func)
 
 
 def _decorator_or_call(kernel, make):
