@@ -60,8 +60,11 @@ class Machine:
     def allocate(self, shape, dtype, buffer: Buffer, *, par_axis: int = 0, fill=None,
                  name: str = "", transient: bool = False, is_input: bool = False,
                  site=None) -> DeviceTensor:
-        shape = as_shape(shape)
-        dtype = dtypes.to_dtype(dtype)
+        if not transient:   # instruction results arrive with checked int shapes and dtypes
+            shape = as_shape(shape)
+            dtype = dtypes.to_dtype(dtype)
+        elif not isinstance(dtype, np.dtype):
+            dtype = dtypes.to_dtype(dtype)
         if site is None and not transient:
             site = user_site(2)
         if buffer.on_chip:

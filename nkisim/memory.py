@@ -106,7 +106,8 @@ class MemoryTracker:
 
     def admit(self, alloc: Allocation) -> None:
         """Check the state so far, then account for `alloc` until it is garbage."""
-        self.check()
+        if self.sbuf_bytes > self.peak_sbuf_bytes or self.psum_banks > self.peak_psum_banks:
+            self.check()
         if alloc.buffer is Buffer.PSUM:
             self._check_psum_tile(alloc)
             alloc.cost = self.psum_banks_of(alloc)

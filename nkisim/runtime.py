@@ -2,7 +2,10 @@
 fresh Machine, and the HBM tensors it returns come back as NumPy arrays."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import inspect
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -114,17 +117,56 @@ def _to_host(value, where: str):
     raise KernelContractError(f"the kernel returned a {type(value).__name__}; expected HBM tensors")
 
 
+def _call_keeping_locals(func, args, kwargs):
+    """Call the kernel and also return its frame, which keeps the kernel's locals alive after
+    it returns (a one-event profile hook grabs it), so on-chip capacity can be checked on the
+    tiles the kernel still referenced at its end, not only when a later allocation is made."""
+    if sys.getprofile() is not None:    # a profiler is running: do not interfere with it
+        return func(*args, **kwargs), None
+    captured = []
+
+    def hook(frame, event, arg):
+        if event == "call" and not captured:    # the kernel's own frame: the first call
+            captured.append(frame)
+            sys.setprofile(None)
+
+    sys.setprofile(hook)
+    try:
+        result = func(*args, **kwargs)
+    finally:
+        sys.setprofile(None)
+    return result, (captured[0] if captured else None)
+
+
+@contextlib.contextmanager
+def _relaxed_gc():
+    """Collect cycles less often while a kernel runs: the trace accumulates many small
+    objects that the collector would otherwise rescan over and over. Tile lifetimes use
+    reference counting, which this does not touch."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], 50_000), *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+
+
 def run_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
                compile_options: dict | None = None) -> KernelRun:
     """Run `kernel` on a fresh simulated NeuronCore and return its outputs and trace."""
     k = as_kernel(kernel)
     machine = Machine(settings)
     names = _param_names(k.func, len(args))
-    with machine.activate():
+    with machine.activate(), _relaxed_gc():
         dev_args = [_to_device(machine, n, a) for n, a in zip(names, args)]
         dev_kwargs = {n: _to_device(machine, n, v) for n, v in kwargs.items()}
-        result = k.func(*dev_args, **dev_kwargs)
-        machine.memory.check()
+        result, frame = _call_keeping_locals(k.func, dev_args, dev_kwargs)
+        try:
+            machine.memory.check()   # what the kernel still held when it returned was live too
+        finally:
+            if frame is not None:
+                frame.clear()
+            del frame
         outputs = _to_host(result, k.__name__)
     return KernelRun(outputs, machine, dict(compile_options or {}))
 

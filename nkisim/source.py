@@ -21,8 +21,15 @@ class SourceSite:
         return f"{os.path.basename(self.filename)}:{self.lineno}"
 
 
+_internal: dict[str, bool] = {}
+
+
 def _is_internal(filename: str) -> bool:
-    return filename.startswith(_PACKAGE_DIR) or filename.startswith("<frozen")
+    try:
+        return _internal[filename]
+    except KeyError:
+        result = _internal[filename] = filename.startswith(_PACKAGE_DIR) or filename.startswith("<frozen")
+        return result
 
 
 def user_site(skip: int = 1) -> SourceSite | None:

@@ -41,6 +41,8 @@ def integral(value, what: str) -> int:
 
 
 def as_shape(shape) -> tuple[int, ...]:
+    if type(shape) is tuple and all(type(s) is int for s in shape):
+        return shape   # the common case, kept fast
     if isinstance(shape, (numbers.Integral, float)):
         shape = (shape,)
     return tuple(integral(s, "a shape entry") for s in shape)

@@ -1,0 +1,95 @@
+"""Simulator speed: prints figures, asserts nothing.
+
+1. The four asst4-trainium2 correctness tests on the optimized reference conv2d: simulator wall
+   time vs the time NumPy needs for the same reference outputs on this machine (target ratio <= 3).
+2. Per-instruction overhead: 100k small tensor_tensor instructions (target <= 15 us each).
+3. Peak RSS of this process (target <= 3 GiB).
+
+    python bench/sim_speed.py [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import numpy as np
+
+import nkisim
+
+nkisim.install()
+
+import neuronxcc.nki as nki  # noqa: E402
+import neuronxcc.nki.isa as nisa  # noqa: E402
+import neuronxcc.nki.language as nl  # noqa: E402
+
+from reference_kernels import conv2d_optimized  # noqa: E402
+from reference_kernels.numpy_reference import conv2d_maxpool_reference  # noqa: E402
+
+
+def correctness_configs(batch: int):
+    """(name, C_in, C_out, H, W, bias?, pool) as the course's four correctness tests."""
+    small = [(f"small {ci}x{co}", ci, co, 32, 16, False, 1) for ci in (128, 256) for co in (128, 256)]
+    large = [("large", 256, 256, 224, 224, False, 1), ("large+bias", 256, 256, 224, 224, True, 1),
+             ("large+bias+pool", 256, 256, 224, 224, True, 2)]
+    return small + large
+
+
+def time_conv_tests(batch: int) -> tuple[float, float]:
+    rng = np.random.default_rng(1)
+    sim_total = ref_total = 0.0
+    print(f"{'test':18} {'sim s':>8} {'numpy s':>8} {'ratio':>6} {'instr':>7}  match")
+    for name, ci, co, h, w, with_bias, pool in correctness_configs(batch):
+        x = rng.random((batch, ci, h, w), dtype=np.float32)
+        wt = rng.random((co, ci, 3, 3), dtype=np.float32)
+        bias = rng.random(co, dtype=np.float32) if with_bias else np.zeros(co, np.float32)
+        start = time.perf_counter()
+        run = nkisim.run_kernel(conv2d_optimized.fused_conv2d_maxpool, (x, wt, bias), {"pool_size": pool})
+        sim = time.perf_counter() - start
+        start = time.perf_counter()
+        expected = conv2d_maxpool_reference(x, wt, bias, pool)
+        ref = time.perf_counter() - start
+        sim_total += sim
+        ref_total += ref
+        print(f"{name:18} {sim:8.2f} {ref:8.2f} {sim / ref:6.2f} {len(run.trace):7d}  "
+              f"{np.allclose(run.outputs, expected)}")
+    return sim_total, ref_total
+
+
+@nki.jit
+def many_adds(a, count):
+    """`count` small tensor_tensor instructions on (128, 4) tiles."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.hbm)
+    x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x, src=a)
+    for _ in nl.affine_range(count):
+        y = nisa.tensor_tensor(x, x, op=nl.add)
+    nisa.dma_copy(dst=out, src=y)
+    return out
+
+
+def per_instruction_overhead(count: int) -> float:
+    a = np.ones((128, 4), np.float32)
+    start = time.perf_counter()
+    nki.baremetal(many_adds)(a, count)
+    return (time.perf_counter() - start) / count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="batch 1 instead of the course's batch 4")
+    parser.add_argument("--instructions", type=int, default=100_000)
+    args = parser.parse_args()
+    batch = 1 if args.quick else 4
+    print(f"== conv2d correctness tests, optimized reference, batch {batch}")
+    sim, ref = time_conv_tests(batch)
+    print(f"total: simulator {sim:.2f} s, NumPy reference {ref:.2f} s, ratio {sim / ref:.2f} (target <= 3)")
+    overhead = per_instruction_overhead(args.instructions)
+    print(f"== per-instruction overhead: {overhead * 1e6:.1f} us over {args.instructions} tensor_tensor "
+          "instructions (target <= 15 us)")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20   # KiB -> GiB
+    print(f"== peak RSS: {peak:.2f} GiB (target <= 3 GiB)")
+
+
+if __name__ == "__main__":
+    main()

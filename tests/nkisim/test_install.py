@@ -1,0 +1,81 @@
+"""nkisim.install() wires `neuronxcc.nki` to the simulator, and refuses to shadow a real
+neuronx-cc. Each case runs in a fresh interpreter so sys.modules starts clean."""
+import subprocess
+import sys
+import textwrap
+
+
+def run_python(code: str, *, extra_path: str | None = None) -> subprocess.CompletedProcess:
+    env_path = [extra_path] if extra_path else []
+    prelude = f"import sys; sys.path[:0] = {env_path!r}\n"
+    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_install_makes_the_course_imports_resolve_to_nkisim():
+    result = run_python("""
+        import nkisim
+        nkisim.install()
+        import neuronxcc.nki as nki
+        import neuronxcc.nki.language as nl
+        import neuronxcc.nki.isa as nisa
+        from neuronxcc.nki import baremetal, benchmark
+        from neuronxcc.nki.isa import constants
+        import nkisim.nki
+        assert nki is nkisim.nki and baremetal is nki.baremetal
+        assert constants.engine.vector == nisa.vector_engine
+        print(nl.tile_size.pmax, nisa.get_nc_version().name)
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["128", "gen3"]
+
+
+def fake_real_neuronxcc(tmp_path):
+    pkg = tmp_path / "neuronxcc" / "nki"
+    pkg.mkdir(parents=True)
+    (tmp_path / "neuronxcc" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("REAL = True\n")
+    return str(tmp_path)
+
+
+def test_install_refuses_to_shadow_a_real_neuronxcc(tmp_path):
+    result = run_python("""
+        import nkisim
+        try:
+            nkisim.install()
+        except nkisim.RealNeuronxccPresentError as err:
+            print("refused:", err)
+        else:
+            raise SystemExit("install() shadowed the real compiler")
+        import neuronxcc.nki
+        assert neuronxcc.nki.REAL
+    """, extra_path=fake_real_neuronxcc(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "real neuronx-cc is installed" in result.stdout and "force=True" in result.stdout
+
+
+def test_install_force_simulates_even_with_a_real_neuronxcc(tmp_path):
+    result = run_python("""
+        import nkisim
+        nkisim.install(force=True)
+        import neuronxcc.nki as nki
+        assert not hasattr(nki, "REAL") and nki.baremetal is nkisim.nki.baremetal
+        nkisim.uninstall()
+        import importlib, sys
+        import neuronxcc.nki
+        assert neuronxcc.nki.REAL
+    """, extra_path=fake_real_neuronxcc(tmp_path))
+    assert result.returncode == 0, result.stderr
+
+
+def test_placeholder_neuronxcc_without_nki_does_not_block_install(tmp_path):
+    # the PyPI `neuronx-cc` placeholder is an empty package: not a real compiler
+    (tmp_path / "neuronxcc").mkdir()
+    (tmp_path / "neuronxcc" / "__init__.py").write_text("")
+    result = run_python("""
+        import nkisim
+        nkisim.install()
+        import neuronxcc.nki as nki
+        assert nki.jit is nkisim.nki.jit
+    """, extra_path=str(tmp_path))
+    assert result.returncode == 0, result.stderr
