@@ -215,10 +215,10 @@ def advanced_arrays(key: tuple, shape: tuple[int, ...], name: str) -> tuple:
         if isinstance(k, IndexExpr):
             if k.ndim < 2:
                 raise IndexingError(
-                    f"a 1-D nl.arange index on dimension {dim} of {name}",
+                    f"indexing dimension {dim} of {name} with 1d arange is not supported",
                     remedy="give it a 2-D shape, e.g. nl.arange(n)[:, None] for the partition "
                            "dimension and nl.arange(m)[None, :] for a free dimension",
-                    code="err_unsupported_1d_arange")
+                    code="err_1d_arange_not_supported")
             vals = k.values
         else:
             vals = np.asarray(int(k))

@@ -67,7 +67,7 @@ class Machine:
             dtype = dtypes.to_dtype(dtype)
         if site is None and not transient:
             site = user_site(2)
-        if buffer.on_chip:
+        if buffer.on_chip and (shape or not transient):   # a 0-d result (t[0, 0] > 0) is fine
             self._check_tile_shape(shape, par_axis, name, site)
         array = np.empty(shape, dtype=dtype)
         if fill is not None:

@@ -157,7 +157,8 @@ def run_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
     k = as_kernel(kernel)
     machine = Machine(settings)
     names = _param_names(k.func, len(args))
-    with machine.activate(), _relaxed_gc():
+    # inf/NaN from instruction math is a value, as on the engines, not a host warning
+    with machine.activate(), _relaxed_gc(), np.errstate(all="ignore"):
         dev_args = [_to_device(machine, n, a) for n, a in zip(names, args)]
         dev_kwargs = {n: _to_device(machine, n, v) for n, v in kwargs.items()}
         result, frame = _call_keeping_locals(k.func, dev_args, dev_kwargs)
@@ -205,41 +206,48 @@ def simulate_kernel(kernel, *args, **kwargs):
 
 
 class LatencyPercentiles:
-    """benchmark_result.nc_latency: percentiles of the estimated NeuronCore latency (us)."""
+    """benchmark_result.nc_latency: percentiles of the estimated NeuronCore latency (us) over
+    the benchmark's iterations, from the Trn2 cost model (nkisim.cost)."""
 
-    def __init__(self, run: KernelRun, latency_model=None) -> None:
-        self._run = run
-        self._model = latency_model
-
-    def get_latency_percentile(self, percentile: int) -> float:
-        if self._model is None:
+    def __init__(self, run: KernelRun, iters: int) -> None:
+        from . import cost
+        if not run.trace and not run.machine.settings.record_trace:
             raise LatencyUnavailableError(
-                "nkisim has no latency estimate yet: the Trn2 cost model is not installed",
-                remedy="use nki.baremetal for correctness; timing arrives with the cost model")
-        return self._model(self._run, percentile)
+                "this run recorded no trace (SimSettings(record_trace=False)), so it has no latency",
+                remedy="keep record_trace=True for nki.benchmark")
+        settings = run.machine.settings
+        self.timeline = cost.estimate(run)
+        self.samples_us = cost.latency_samples_us(self.timeline, iters, settings.latency_noise,
+                                                  settings.noise_seed)
+
+    def get_latency_percentile(self, percentile) -> float:
+        if not 0 <= percentile <= 100:
+            raise ValueError(f"percentile must be between 0 and 100, got {percentile}")
+        return float(np.percentile(self.samples_us, percentile))
 
 
 class BenchmarkResult:
-    def __init__(self, run: KernelRun, latency_model=None) -> None:
+    def __init__(self, run: KernelRun, iters: int) -> None:
         self.run = run
-        self.nc_latency = LatencyPercentiles(run, latency_model)
+        self.nc_latency = LatencyPercentiles(run, iters)
 
 
 class BenchmarkedKernel:
     """What nki.benchmark returns: call it like the kernel, then read .benchmark_result."""
 
-    latency_model = None   # set by the cost model
-
-    def __init__(self, kernel, warmup: int = 10, iters: int = 100, **options) -> None:
+    def __init__(self, kernel, warmup: int = 10, iters: int = 100, settings: SimSettings | None = None,
+                 **options) -> None:
         self.kernel = as_kernel(kernel)
         self.warmup = warmup
         self.iters = iters
+        self.settings = settings
         self.options = options
         self.benchmark_result: BenchmarkResult | None = None
 
     def __call__(self, *args, **kwargs):
-        run = run_kernel(self.kernel, args, kwargs, compile_options=self.options)
-        self.benchmark_result = BenchmarkResult(run, type(self).latency_model)
+        # one simulated execution stands for warmup + iters: the model is deterministic
+        run = run_kernel(self.kernel, args, kwargs, settings=self.settings, compile_options=self.options)
+        self.benchmark_result = BenchmarkResult(run, self.iters)
         return run.outputs
 
 

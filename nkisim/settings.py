@@ -49,3 +49,7 @@ class SimSettings:
     block_dims_are_errors: bool = False
     # Record a trace record per executed instruction (needed for timing and profiles).
     record_trace: bool = True
+    # nki.benchmark latencies are deterministic by default; a positive value multiplies each
+    # benchmark iteration by log-normal noise of this standard deviation (e.g. 0.02 = ~2%).
+    latency_noise: float = 0.0
+    noise_seed: int = 0

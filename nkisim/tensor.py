@@ -51,8 +51,15 @@ def as_shape(shape) -> tuple[int, ...]:
 class DeviceTensor:
     __slots__ = ("_alloc", "_arr", "_offsets", "_start", "shape", "dtype", "par_axis", "_region", "name")
 
-    # NumPy must not treat a device tensor as an array operand.
-    __array_ufunc__ = None
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """A NumPy ufunc applied to tiles (np.add(a, b), np.float32(2) * t) is the NKI op of
+        the same name, run as an instruction; anything else would read values on the host."""
+        from .alu import _lookup
+        op = _lookup(ufunc)
+        if method == "__call__" and op is not None and not kwargs and op.kind in ("binary", "unary"):
+            return op(*inputs)
+        raise DeviceValueError(f"cannot apply numpy.{ufunc.__name__} to device tensor {self._label()} "
+                               "on the host", remedy=_HOST_READ_REMEDY)
 
     def __init__(self, alloc: Allocation, arr: np.ndarray | None, offsets: np.ndarray | None,
                  par_axis: int = 0, name: str = "", start: int = 0) -> None:

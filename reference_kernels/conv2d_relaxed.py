@@ -2,8 +2,8 @@
 
 Plain and correct rather than fast: the "relaxed" performance tier is derived
 from a kernel like this one. The weights are transposed once into a resident
-[ci, co] layout; after that every pooled output row is computed on its own,
-reloading the K - 1 halo input rows each time.
+[ci, co] layout; after that every conv output row is computed on its own,
+loading the K input rows it needs with one DMA per row and input-channel tile.
 """
 
 import numpy as np
@@ -59,7 +59,7 @@ def load_bias(bias):
 @nki.compiler.skip_middle_end_transformations
 @nki.jit
 def fused_conv2d_maxpool(X, W, bias, pool_size=1):
-    """Conv2d (stride 1, no padding) + bias + max-pool(pool_size), one pooled row at a time."""
+    """Conv2d (stride 1, no padding) + bias + max-pool(pool_size), one conv row at a time."""
     batch_size, in_channels, input_height, input_width = X.shape
     out_channels, in_channels_, filter_height, filter_width = W.shape
     P = nl.tile_size.pmax
@@ -75,8 +75,7 @@ def fused_conv2d_maxpool(X, W, bias, pool_size=1):
     assert out_height % pool_size == 0 and out_width % pool_size == 0
     out_pool_height = out_height // pool_size
     out_pool_width = out_width // pool_size
-    # One PSUM tile covers the pool_size conv rows of a pooled row.
-    assert pool_size * out_width <= nl.tile_size.psum_fmax, "image too wide for one PSUM bank"
+    assert out_width <= nl.tile_size.psum_fmax, "image too wide for one PSUM bank"
 
     X_out = nl.ndarray(
         shape=(batch_size, out_channels, out_pool_height, out_pool_width),
@@ -86,43 +85,42 @@ def fused_conv2d_maxpool(X, W, bias, pool_size=1):
 
     n_ci = in_channels // P
     n_co = out_channels // P
-    rows = pool_size              # conv rows per pooled row
-    in_rows = rows + K - 1        # plus the halo the filter needs
 
     w_t = load_transposed_weights(W, X.dtype)
     bias_sb = load_bias(bias)
 
     for b in nl.affine_range(batch_size):
         for hp in nl.affine_range(out_pool_height):
-            h0 = hp * rows
-            x_rows = nl.ndarray((P, n_ci, in_rows, input_width), dtype=X.dtype, buffer=nl.sbuf)
-            for ci in nl.affine_range(n_ci):
-                nisa.dma_copy(
-                    dst=x_rows[:, ci],
-                    src=X[b, ci * P:(ci + 1) * P, h0:h0 + in_rows, :],
-                )
-
-            for co in nl.affine_range(n_co):
-                # Sum over input-channel tiles and filter offsets in one PSUM bank.
-                acc = nl.zeros((P, rows, out_width), nl.float32, buffer=nl.psum)
+            # the pool_size conv rows of this pooled row, biased, for every co tile
+            conv_rows = nl.ndarray((P, n_co, pool_size, out_width), dtype=nl.float32, buffer=nl.sbuf)
+            for r in nl.affine_range(pool_size):
+                h = hp * pool_size + r
+                # the K input rows conv row h needs, one DMA per row and input-channel tile
+                x_rows = nl.ndarray((P, n_ci, K, input_width), dtype=X.dtype, buffer=nl.sbuf)
                 for ci in nl.affine_range(n_ci):
                     for kh in nl.affine_range(K):
-                        for kw in nl.affine_range(K):
-                            acc += nisa.nc_matmul(
-                                w_t[:, ci, kh * K + kw, co * P:(co + 1) * P],
-                                x_rows[:, ci, kh:kh + rows, kw:kw + out_width],
-                            )
+                        nisa.dma_copy(dst=x_rows[:, ci, kh, :], src=X[b, ci * P:(ci + 1) * P, h + kh, :])
 
-                biased = nisa.tensor_tensor(acc, bias_sb[:, co:co + 1, :], op=nl.add, dtype=nl.float32)
+                for co in nl.affine_range(n_co):
+                    # sum over input-channel tiles and filter offsets in one PSUM bank
+                    acc = nl.zeros((P, out_width), nl.float32, buffer=nl.psum)
+                    for ci in nl.affine_range(n_ci):
+                        for kh in nl.affine_range(K):
+                            for kw in nl.affine_range(K):
+                                acc += nisa.nc_matmul(
+                                    w_t[:, ci, kh * K + kw, co * P:(co + 1) * P],
+                                    x_rows[:, ci, kh, kw:kw + out_width],
+                                )
+                    conv_rows[:, co, r, :] = nisa.tensor_tensor(acc, bias_sb[:, co, :], op=nl.add,
+                                                                dtype=nl.float32)
+
+            for co in nl.affine_range(n_co):
                 if pool_size > 1:
-                    windows = biased.reshape((P, 1, pool_size, out_pool_width, pool_size))
-                    pooled = nisa.tensor_reduce(nl.max, windows, axis=(2, 4))
+                    windows = conv_rows[:, co].reshape((P, pool_size, out_pool_width, pool_size))
+                    pooled = nisa.tensor_reduce(nl.max, windows, axis=(1, 3))
                 else:
-                    pooled = biased
+                    pooled = conv_rows[:, co, 0, :]
                 out_row = nisa.tensor_copy(pooled, dtype=X.dtype)
-                nisa.dma_copy(
-                    dst=X_out[b, co * P:(co + 1) * P, hp:hp + 1, :],
-                    src=out_row,
-                )
+                nisa.dma_copy(dst=X_out[b, co * P:(co + 1) * P, hp, :], src=out_row)
 
     return X_out

@@ -56,7 +56,8 @@ def _partition_axis(shape, buffer: Buffer) -> int:
         message = ("The leading dimension of SBUF/PSUM tensors must be the partition dimension: "
                    f"block dimensions before nl.par_dim in shape {list(int(s) for s in shape)} are deprecated")
         if machine.settings.block_dims_are_errors:
-            raise ShapeError(message, code="err_leading_dimension_of_tensor_must_be_partition")
+            raise ShapeError(message, code="err_leading_dimension_of_tensor_must_be_partition",
+                             remedy="put the partition dimension first, or use a list of tiles")
         site = user_site(3)
         warnings.warn_explicit(message + " (put the partition dimension first, or use a list of tiles)",
                                BlockDimensionWarning, site.filename if site else "<kernel>",
@@ -256,6 +257,8 @@ def _reduce(op: NkiOp, x, axis, dtype=None, mask=None, keepdims=False, **kwargs)
 
 def call_op(op: NkiOp, *args, dtype=None, mask=None, **kwargs):
     """What calling an op object does: nl.add(a, b), nl.exp(t), nl.max(t, axis=1)."""
+    if op.name == "copy":   # nl.copy is also the activation identity code; as a call it is tensor_copy
+        return copy(*args, dtype=dtype, mask=mask, **kwargs)
     if op.kind == "binary":
         if len(args) != 2:
             raise TypeError(f"nl.{op.name} takes two operands (x, y)")

@@ -1,6 +1,8 @@
 """Scalar Engine (ACT) instruction: activation functions with scale, bias and reduction."""
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from .. import dtypes
@@ -8,6 +10,7 @@ from .. import alu
 from ..errors import DtypeError
 from ..memory import Buffer
 from ..registry import instruction
+from ..tensor import DeviceTensor
 from ..trace import Engine
 from .common import as_f32, free_size, operand, out_dtype, partitions, scalar_or_vector, store_result
 
@@ -25,12 +28,17 @@ def activation(m, op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=
     sc = scalar_or_vector(scale, "activation", "scale", parts)
     x = values * (sc.reshape(shape) if isinstance(sc, np.ndarray) else sc)
     reads = [data]
-    if bias is not None:
+    if bias is not None and not isinstance(bias, DeviceTensor):
+        x = x + scalar_or_vector(bias, "activation", "bias", parts)   # a constant bias
+    elif bias is not None:
         if bias.dtype not in (dtypes.float32, dtypes.float16, dtypes.bfloat16):
-            raise DtypeError(f"bias of 'activation' must be fp32, fp16 or bf16, got {bias.dtype.name}")
+            raise DtypeError(f"'bias' param of 'activation' must be a vector of type float32, float16, "
+                             f"or bfloat16, got {bias.dtype.name}", code="err_activation_bias_invalid_type",
+                             remedy="keep the bias in a float32 (P, 1) tile, or cast it with "
+                                    "nisa.tensor_copy(bias, dtype=nl.float32)")
         x = x + scalar_or_vector(bias, "activation", "bias", parts).reshape(shape)
         reads.append(bias)
-    if not isinstance(scale, (int, float)):
+    if not isinstance(scale, (numbers.Number, np.number)):   # a (P, 1) tile, not np.float32(2.0)
         reads.append(scale)
     out = fn.fn(x.astype(np.float32))
     result = m.new_tile(data.shape, out_dtype(dtype, data.dtype), Buffer.SBUF)

@@ -39,8 +39,9 @@ def tensor_copy(m, src, *, mask=None, dtype=None, engine=0, **kwargs):
     return result
 
 
-def _operand_values(t, shape, op) -> np.ndarray:
-    v = t._values() if op.bitvec else as_f32(t)
+def _operand_values(t, shape, op, exact_ints: bool) -> np.ndarray:
+    # integer tiles keep integer math (GpSimd int32 add/multiply are exact), floats use fp32
+    v = t._values() if op.bitvec else (t._values().astype(np.int64) if exact_ints else as_f32(t))
     return align_to(v, t.shape, shape, "tensor_tensor", "", "")
 
 
@@ -62,7 +63,9 @@ def tensor_tensor(m, data1, data2, op, *, dtype=None, mask=None, engine=0, **kwa
     eng = resolve_engine(engine, default, (Engine.VECTOR, Engine.GPSIMD), "tensor_tensor")
     _no_psum_on_gpsimd(eng, "tensor_tensor", data1, data2)
     shape = broadcast_shape("tensor_tensor", data1.shape, data2.shape)
-    a, b = _operand_values(data1, shape, alu), _operand_values(data2, shape, alu)
+    exact_ints = data1.dtype.kind in "iu" and data2.dtype.kind in "iu" and alu.name != "divide"
+    a = _operand_values(data1, shape, alu, exact_ints)
+    b = _operand_values(data2, shape, alu, exact_ints)
     result = m.new_tile(shape, result_dtype, Buffer.SBUF)
     m.record("tensor_tensor", eng, [data1, data2], [result], op=alu.name)
     store_result(result, alu.fn(a, b), mask)

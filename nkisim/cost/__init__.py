@@ -1,0 +1,34 @@
+"""Trn2 latency model: cost rules per instruction (rules.py), their constants (params.py),
+and a scheduler that turns a kernel's trace into an engine timeline (scheduler.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .params import DEFAULT_PARAMS, CostParams
+from .rules import COST_RULES
+from .scheduler import Timeline, schedule
+
+__all__ = ["CostParams", "DEFAULT_PARAMS", "COST_RULES", "Timeline", "schedule", "estimate",
+           "uses_dge", "latency_samples_us"]
+
+
+def uses_dge(compile_options: dict) -> bool:
+    """The default DMA mode issues every dma_copy through the DGE; --disable-dge prebuilds."""
+    return "--disable-dge" not in str(compile_options.get("additional_compile_opt") or "")
+
+
+def estimate(run, params: CostParams = DEFAULT_PARAMS, *, measurement: str = "bench") -> Timeline:
+    """Timeline of a KernelRun. `measurement` picks the fixed overhead: "bench" for
+    nki.benchmark's NeuronCore latency, "profile" for neuron-profile's total_time."""
+    overhead = params.bench_overhead_ns if measurement == "bench" else params.profile_overhead_ns
+    return schedule(run.trace, params, dge=uses_dge(run.compile_options), overhead_ns=overhead)
+
+
+def latency_samples_us(timeline: Timeline, iters: int, sigma: float, seed: int) -> np.ndarray:
+    """Per-iteration latencies: the estimate itself, or with multiplicative log-normal noise of
+    standard deviation `sigma` (SimSettings.latency_noise) to mimic run-to-run jitter."""
+    base = timeline.total_us
+    if sigma <= 0:
+        return np.full(max(iters, 1), base)
+    rng = np.random.default_rng(seed)
+    return base * rng.lognormal(0.0, sigma, size=max(iters, 1))

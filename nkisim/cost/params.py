@@ -1,0 +1,73 @@
+"""Every constant of the Trn2 latency model, with where it comes from.
+
+Sources: `trn2-cost-model.md` (project docs, section numbers below), which restates the NKI
+2.26 docs and hardware measurements on a trn2.3xlarge with compiler 2.21. "fit" marks a
+constant fixed by a calibration point (bench/fidelity.py prints every point's error);
+"assumed" marks one no measurement pins down.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class CostParams:
+    # --- clocks (GHz = cycles per ns); NKI Trainium2 architecture guide, section 2 ---
+    pe_ghz: float = 2.4          # Tensor Engine moving-column rate
+    dve_ghz: float = 0.96        # Vector Engine
+    act_ghz: float = 1.2         # Scalar Engine
+    pool_ghz: float = 1.2        # GpSimd
+
+    # --- Tensor Engine (section 3: documented nc_matmul / nc_transpose cycle formulas) ---
+    pe_fp32_factor: int = 4              # fp32 runs at 1/4 rate (20 vs 79 TFLOPS)
+    pe_transpose_fp32_factor: int = 2    # NC-v3 transpose mode: fp32 2x faster than fp32 matmul
+    pe_stationary_min: int = 64          # max(min(64, N_stationary), N_moving)
+    pe_overhead_cycles: int = 16         # assumed: per-instruction issue cost back to back
+
+    # --- Vector Engine (section 5 item 6; section 3 note on NC-v3 fp32 throughput) ---
+    dve_min_ii: int = 64                 # MIN_II: minimum initiation interval
+    dve_overhead_cycles: int = 64        # "static instruction overhead" for small instructions
+    dve_fp32_rate: int = 2               # input elements per partition per cycle, fp32 or PSUM
+    dve_fp16_rate: int = 4               # 16-bit SBUF perf mode
+    # (fit: P1's fp32 tensor_tensor with N=2000 took ~2.2 us = (2*2000/2 + 64) cycles)
+
+    # --- Scalar and GpSimd engines (section 5 item 6) ---
+    act_overhead_cycles: int = 140       # ACT: N + ~140 cycles (fit on the P3 PSUM evictions)
+    pool_overhead_cycles: int = 150      # GPSIMD_START ~150 cycles (documented)
+
+    # --- cross-engine semaphore hop (section 5 item 2: ~0.1 us, assumed) ---
+    semaphore_ns: float = 100.0
+
+    # --- DMA (sections 2 and 4) ---
+    dge_issue_ns: float = 485.0          # fit: B1, 76,800 one-row DMAs in 37,318 us
+    dge_issue_per_row_ns: float = 1.0    # fit: B2, 128-row DMAs cost 0.613 us each
+    static_issue_ns: float = 50.0        # assumed: --disable-dge, descriptors prebuilt
+    dma_start_latency_ns: float = 1000.0  # documented ~1.3 us semaphore-to-start, split 1.0 + 0.3
+    dma_end_latency_ns: float = 300.0
+    dma_engines: int = 16                # per NeuronCore
+    dma_engine_bytes_per_ns: float = 23.0  # 23 B/ns each -> 368 GB/s (DMA bandwidth guide)
+    dma_descriptor_ns: float = 5.0       # fit: P3, 128 DMAs of 512-byte rows kept the DMA engines ~28 us busy
+    dma_transpose_efficiency: float = 0.5  # assumed: DMA transpose, SBUF->SBUF up to 50%
+
+    # --- fixed per-kernel overhead (section 4 derivations) ---
+    bench_overhead_ns: float = 10_000.0    # nki.benchmark NCL: B5 implies ~10 us
+    profile_overhead_ns: float = 15_000.0  # neuron-profile total_time: P1-P3 imply ~15 us
+
+    # --- scheduler (section 5 item 3) ---
+    lookahead: int = 64                  # instructions an engine may run ahead into idle gaps
+
+    # --- peaks for MFU and roofline (section 6) ---
+    pe_rows: int = 128
+    pe_cols: int = 128
+
+    @property
+    def pe_peak_flops_per_ns(self) -> float:
+        """2 x 128 x 128 x 2.4 GHz = 78.6 TFLOPS (bf16/fp16), as neuron-profile's MFU uses."""
+        return 2 * self.pe_rows * self.pe_cols * self.pe_ghz
+
+    @property
+    def dma_bytes_per_ns(self) -> float:
+        return self.dma_engines * self.dma_engine_bytes_per_ns
+
+
+DEFAULT_PARAMS = CostParams()

@@ -1,0 +1,119 @@
+"""Cost rules as data: one pure function per instruction opcode, from a trace record to the
+queue it occupies and for how long. The scheduler turns these into a timeline."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..trace import Engine, Region, TraceRecord
+from .params import CostParams
+
+# queue names as neuron-profile labels its lanes
+QUEUE_OF_ENGINE = {Engine.TENSOR: "PE", Engine.VECTOR: "DVE", Engine.SCALAR: "ACT", Engine.GPSIMD: "POOL",
+                   Engine.SYNC: "SP"}
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeCost:
+    queue: str
+    ns: float
+
+
+@dataclass(frozen=True, slots=True)
+class DmaCost:
+    nbytes: int
+    descriptors: int        # contiguous runs the DMA engines process (>= partition rows)
+    efficiency: float = 1.0
+
+
+Cost = ComputeCost | DmaCost
+COST_RULES: dict[str, Callable[[TraceRecord, CostParams], Cost]] = {}
+
+
+def cost_rule(*opcodes: str):
+    def register(fn):
+        for op in opcodes:
+            COST_RULES[op] = fn
+        return fn
+    return register
+
+
+def _is_16bit(dtype: str) -> bool:
+    return dtype in ("float16", "bfloat16")
+
+
+def _is_fp32(dtype: str) -> bool:
+    return dtype in ("float32", "int32", "uint32")
+
+
+# ----- the element-wise engines ---------------------------------------------------------------
+
+def _dve_ns(rec: TraceRecord, p: CostParams) -> float:
+    regions = rec.reads or rec.writes
+    elements = sum(r.elements_per_partition for r in regions)
+    fast = all(_is_16bit(r.dtype) and r.buffer == "sbuf" for r in rec.reads + rec.writes)
+    rate = p.dve_fp16_rate if fast else p.dve_fp32_rate
+    return (max(p.dve_min_ii, elements / rate) + p.dve_overhead_cycles) / p.dve_ghz
+
+
+def _act_ns(rec: TraceRecord, p: CostParams) -> float:
+    n = max((r.elements_per_partition for r in rec.reads or rec.writes), default=0)
+    return (n + p.act_overhead_cycles) / p.act_ghz
+
+
+def _pool_ns(rec: TraceRecord, p: CostParams) -> float:
+    n = max((r.elements_per_partition for r in rec.reads + rec.writes), default=0)
+    return (n + p.pool_overhead_cycles) / p.pool_ghz
+
+
+_BY_ENGINE = {Engine.VECTOR: _dve_ns, Engine.SCALAR: _act_ns, Engine.GPSIMD: _pool_ns}
+
+
+@cost_rule("tensor_copy", "tensor_tensor", "tensor_scalar", "tensor_reduce", "memset", "activation",
+           "iota", "affine_select", "tensor_partition_reduce")
+def elementwise(rec: TraceRecord, p: CostParams) -> Cost:
+    return ComputeCost(QUEUE_OF_ENGINE[rec.engine], _BY_ENGINE[rec.engine](rec, p))
+
+
+# ----- Tensor Engine --------------------------------------------------------------------------
+
+@cost_rule("nc_matmul")
+def matmul(rec: TraceRecord, p: CostParams) -> Cost:
+    a = rec.attrs
+    cycles = max(min(p.pe_stationary_min, a["m"]), a["n"])
+    if _is_fp32(a["dtype"]) or _is_fp32(a["moving_dtype"]):
+        cycles *= p.pe_fp32_factor
+    return ComputeCost("PE", (cycles + p.pe_overhead_cycles) / p.pe_ghz)
+
+
+@cost_rule("nc_transpose")
+def transpose(rec: TraceRecord, p: CostParams) -> Cost:
+    if rec.engine is Engine.VECTOR:
+        return ComputeCost("DVE", _dve_ns(rec, p))
+    a = rec.attrs
+    cycles = max(a["p"], min(p.pe_stationary_min, a["f"]))
+    if _is_fp32(a["dtype"]):
+        cycles *= p.pe_transpose_fp32_factor
+    return ComputeCost("PE", (cycles + p.pe_overhead_cycles) / p.pe_ghz)
+
+
+# ----- DMA ------------------------------------------------------------------------------------
+
+def _runs(r: Region) -> int:
+    """Contiguous runs of a DMA endpoint; an on-chip run never crosses a partition."""
+    run = r.contiguous_bytes
+    if r.buffer in ("sbuf", "psum"):
+        run = min(run, max(r.nbytes // max(r.partitions, 1), 1))
+    return max(1, -(-r.nbytes // max(run, 1)))
+
+
+@cost_rule("dma_copy")
+def dma(rec: TraceRecord, p: CostParams) -> Cost:
+    src, dst = rec.reads[0], rec.writes[0]
+    return DmaCost(dst.nbytes, max(_runs(src), _runs(dst)))
+
+
+@cost_rule("dma_transpose")
+def dma_transpose(rec: TraceRecord, p: CostParams) -> Cost:
+    src, dst = rec.reads[0], rec.writes[0]
+    return DmaCost(dst.nbytes, max(_runs(src), _runs(dst)), p.dma_transpose_efficiency)
