@@ -1,7 +1,8 @@
 """Simulator speed: prints figures, asserts nothing.
 
 1. The four asst4-trainium2 correctness tests on the optimized reference conv2d: simulator wall
-   time vs the time NumPy needs for the same reference outputs on this machine (target ratio <= 3).
+   time vs the time NumPy needs for the same reference outputs on this machine (target ratio <= 3),
+   and the wall time the cost model adds on top (target <= 25% of simulator time).
 2. Per-instruction overhead: 100k small tensor_tensor instructions (target <= 15 us each).
 3. Peak RSS of this process (target <= 3 GiB).
 
@@ -16,6 +17,7 @@ import time
 import numpy as np
 
 import nkisim
+from nkisim import cost
 
 nkisim.install()
 
@@ -35,10 +37,10 @@ def correctness_configs(batch: int):
     return small + large
 
 
-def time_conv_tests(batch: int) -> tuple[float, float]:
+def time_conv_tests(batch: int) -> tuple[float, float, float]:
     rng = np.random.default_rng(1)
-    sim_total = ref_total = 0.0
-    print(f"{'test':18} {'sim s':>8} {'numpy s':>8} {'ratio':>6} {'instr':>7}  match")
+    sim_total = ref_total = cost_total = 0.0
+    print(f"{'test':18} {'sim s':>8} {'numpy s':>8} {'ratio':>6} {'cost s':>7} {'instr':>7}  match")
     for name, ci, co, h, w, with_bias, pool in correctness_configs(batch):
         x = rng.random((batch, ci, h, w), dtype=np.float32)
         wt = rng.random((co, ci, 3, 3), dtype=np.float32)
@@ -47,13 +49,17 @@ def time_conv_tests(batch: int) -> tuple[float, float]:
         run = nkisim.run_kernel(conv2d_optimized.fused_conv2d_maxpool, (x, wt, bias), {"pool_size": pool})
         sim = time.perf_counter() - start
         start = time.perf_counter()
+        cost.estimate(run)
+        cost_s = time.perf_counter() - start
+        cost_total += cost_s
+        start = time.perf_counter()
         expected = conv2d_maxpool_reference(x, wt, bias, pool)
         ref = time.perf_counter() - start
         sim_total += sim
         ref_total += ref
-        print(f"{name:18} {sim:8.2f} {ref:8.2f} {sim / ref:6.2f} {len(run.trace):7d}  "
+        print(f"{name:18} {sim:8.2f} {ref:8.2f} {sim / ref:6.2f} {cost_s:7.2f} {len(run.trace):7d}  "
               f"{np.allclose(run.outputs, expected)}")
-    return sim_total, ref_total
+    return sim_total, ref_total, cost_total
 
 
 @nki.jit
@@ -82,8 +88,9 @@ def main() -> None:
     args = parser.parse_args()
     batch = 1 if args.quick else 4
     print(f"== conv2d correctness tests, optimized reference, batch {batch}")
-    sim, ref = time_conv_tests(batch)
+    sim, ref, cost_s = time_conv_tests(batch)
     print(f"total: simulator {sim:.2f} s, NumPy reference {ref:.2f} s, ratio {sim / ref:.2f} (target <= 3)")
+    print(f"cost model: {cost_s:.2f} s, adds {cost_s / sim:.1%} to simulator time (target <= 25%)")
     overhead = per_instruction_overhead(args.instructions)
     print(f"== per-instruction overhead: {overhead * 1e6:.1f} us over {args.instructions} tensor_tensor "
           "instructions (target <= 15 us)")

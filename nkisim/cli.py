@@ -1,10 +1,12 @@
 """`nkisim` command line.
 
-    nkisim demo     run the reference kernels through the simulator and check them against NumPy
+    nkisim demo      run the reference kernels through the simulator and check them against NumPy
+    nkisim profile   run a kernel file, print its estimated Trn2 profile, write a timeline SVG/JSON
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -50,10 +52,103 @@ def demo(_args) -> int:
     return 1 if failures else 0
 
 
+# course configurations: kernel name, inputs as (shape, dtype) and keyword arguments
+def _conv_preset(h, w, dtype, pool):
+    return ("fused_conv2d_maxpool", [((1, 256, h, w), dtype), ((256, 256, 3, 3), dtype), ((256,), dtype)],
+            {"pool_size": pool})
+
+
+PRESETS = {f"conv2d-{h}x{w}-{dt}-pool{pool}": _conv_preset(h, w, dt, pool)
+           for h, w in ((224, 224), (32, 16)) for dt in ("float32", "float16") for pool in (1, 2)}
+PRESETS.update({
+    "transpose-1024": ("matrix_transpose", [((1024, 1024), "float32")], {}),
+    "transpose-4096": ("matrix_transpose", [((4096, 4096), "float32")], {}),
+    "vector-add-25600": ("vector_add_stream", [((25600,), "float32"), ((25600,), "float32")], {}),
+})
+
+
+def _parse_input(text: str):
+    shape_text, _, dtype = text.partition(":")
+    try:
+        shape = tuple(int(s) for s in shape_text.lower().split("x"))
+    except ValueError:
+        raise SystemExit(f"nkisim profile: bad --input {text!r}: expected SHAPE[:DTYPE] such as 1x256x224x224:float16")
+    return shape, dtype or "float32"
+
+
+def _parse_kwarg(text: str):
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise SystemExit(f"nkisim profile: bad --kwarg {text!r}: expected NAME=VALUE such as pool_size=2")
+    try:
+        return key, int(value)
+    except ValueError:
+        return key, value
+
+
+def _load_kernel(path: str, name: str):
+    import importlib.util
+    import os
+    if not os.path.isfile(path):
+        raise SystemExit(f"nkisim profile: no such file: {path}")
+    spec = importlib.util.spec_from_file_location(f"nkisim_profiled_{os.path.basename(path)[:-3]}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    spec.loader.exec_module(module)
+    if not hasattr(module, name):
+        raise SystemExit(f"nkisim profile: {path} has no kernel named {name!r} (use --kernel NAME)")
+    return getattr(module, name)
+
+
+def profile(args) -> int:
+    import nkisim
+    nkisim.install()
+    from nkisim import cost
+    from nkisim.cost.profile import build_profile, timeline_svg, write_json
+    if args.preset:
+        name, specs, kwargs = PRESETS[args.preset]
+    else:
+        if not args.input:
+            raise SystemExit("nkisim profile: give --preset, or the kernel's inputs with --input SHAPE:DTYPE")
+        name, specs, kwargs = args.kernel, [_parse_input(t) for t in args.input], {}
+    name = args.kernel or name
+    kwargs.update(dict(_parse_kwarg(t) for t in args.kwarg))
+    kernel = _load_kernel(args.file, name)
+    rng = np.random.default_rng(args.seed)
+    inputs = [rng.random(shape, dtype=np.float32).astype(dtype) for shape, dtype in specs]
+    options = {"additional_compile_opt": "--disable-dge"} if args.disable_dge else {}
+    run = nkisim.run_kernel(kernel, inputs, kwargs, compile_options=options)
+    timeline = cost.estimate(run, measurement="profile" if args.disable_dge else "bench")
+    prof = build_profile(run.trace, timeline)
+    print(f"{args.file}::{name}  {len(run.trace)} instructions")
+    print(prof.summary())
+    if args.svg:
+        with open(args.svg, "w") as fh:
+            fh.write(timeline_svg(run.trace, timeline, title=f"{os.path.basename(args.file)}::{name}"))
+        print(f"timeline written to {args.svg}")
+    if args.json:
+        write_json(prof, args.json)
+        print(f"profile written to {args.json}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nkisim", description="NKI simulator on NumPy")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="run the reference kernels and check them against NumPy").set_defaults(func=demo)
+    p = sub.add_parser("profile", help="estimate a kernel's Trn2 profile: engine use, MFU, timeline")
+    p.add_argument("file", help="the kernel's Python file, e.g. part2/conv2d.py")
+    p.add_argument("--kernel", help="kernel function name (default: the preset's)")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="a course configuration (inputs and kwargs)")
+    p.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]",
+                   help="one per kernel argument, e.g. 1x256x224x224:float16")
+    p.add_argument("--kwarg", action="append", default=[], metavar="NAME=VALUE", help="e.g. pool_size=2")
+    p.add_argument("--disable-dge", action="store_true",
+                   help="static DMA descriptors, as the course's profiling runs compile")
+    p.add_argument("--svg", help="write the engine timeline picture here")
+    p.add_argument("--json", help="write the profile as JSON here")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=profile)
     args = parser.parse_args(argv)
     return args.func(args)
 
