@@ -1,0 +1,335 @@
+"""Grading one submission against one assignment spec: the pure core the CLI, the Celery
+task and the web app all call. Student code only ever runs in sandboxed children."""
+from __future__ import annotations
+
+import datetime
+import glob
+import importlib.util
+import json
+import os
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from . import problems, scoring
+from .checks import check_output
+from .precheck import compute_violations, precheck
+from .report import Report, TestResult
+from .sandbox import Limits, capabilities, minimal_env, run_child
+from .spec import AssignmentSpec, TestSpec
+from .submission import Submission
+
+GRADER_VERSION = "0.1.0"
+ALWAYS_ALLOWED = {"dma_copy", "tensor_copy", "memset"}   # data movement, not compute
+
+
+@dataclass
+class GradeOptions:
+    backend: str = "auto"                 # auto | sim | neuron
+    seed: int | None = None               # public seed for local runs; None: fresh and secret
+    jobs: int = 1
+    run_precheck: bool | None = None      # None: as the spec says
+    limits: Limits = field(default_factory=Limits)
+    hide_paths: tuple[str, ...] = ()      # directories the child must not see (uploads, ...)
+    neuron_cores: tuple[int, ...] = (0,)
+    progress: Callable[[str], None] | None = None
+
+
+def neuron_available() -> bool:
+    """The real neuronx-cc imports and a Neuron device is present."""
+    try:
+        found = importlib.util.find_spec("neuronxcc") is not None and importlib.util.find_spec("neuronxcc.nki") is not None
+    except (ImportError, ValueError):
+        found = False
+    return found and bool(glob.glob("/dev/neuron*"))
+
+
+def choose_backend(requested: str) -> str:
+    if requested not in ("auto", "sim", "neuron"):
+        raise ValueError(f"unknown backend {requested!r}: use auto, sim or neuron")
+    if requested == "auto":
+        return "neuron" if neuron_available() else "sim"
+    return requested
+
+
+class _Run:
+    """State of one grading run."""
+
+    def __init__(self, submission: Submission, spec: AssignmentSpec, options: GradeOptions) -> None:
+        self.sub, self.spec, self.opt = submission, spec, options
+        self.backend = choose_backend(options.backend)
+        self.seed = options.seed if options.seed is not None else secrets.randbits(63)
+        self.base = tempfile.mkdtemp(prefix="nkigrader-")
+        self.flags: list[str] = []
+        self.results: dict[str, TestResult] = {}
+        self.rejected: dict[str, str] = {}
+        self.done = 0
+        self.cores = list(options.neuron_cores)
+        capabilities()    # probe once, before worker threads start
+
+    # ----- static checks -------------------------------------------------------------
+    def prechecks(self) -> None:
+        enabled = self.spec.precheck if self.opt.run_precheck is None else self.opt.run_precheck
+        if not enabled:
+            return
+        for key, source in self.sub.files.items():
+            violations = precheck(source, self.sub.filenames.get(key, key))
+            if violations:
+                v = violations[0]
+                more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+                self.rejected[key] = f"rejected by the static check: line {v.line}: {v.message}{more}"
+                self.flags.append(f"precheck_rejected:{key}")
+
+    # ----- one test ------------------------------------------------------------------------
+    def run_test(self, test: TestSpec) -> TestResult:
+        start = time.monotonic()
+        result = self._run_test(test)
+        result.duration_s = round(time.monotonic() - start, 3)
+        self.done += 1
+        if self.opt.progress:
+            extra = f", p99 {result.p99_us:.1f} us" if result.p99_us is not None else ""
+            self.opt.progress(f"[{self.done}/{len(self.spec.tests)}] {test.title}: {result.status} "
+                              f"{result.points:g}/{result.max_points:g}{extra} ({result.duration_s:.1f} s)")
+        return result
+
+    def _result(self, test: TestSpec, status: str, points: float, message: str, **kw) -> TestResult:
+        return TestResult(name=test.name, kind=test.kind, status=status, points=points, max_points=test.points,
+                          title=test.title, file=self.spec.files[test.file].filename,
+                          thresholds_us=test.thresholds_us, message=message, **kw)
+
+    def _run_test(self, test: TestSpec) -> TestResult:
+        fspec = self.spec.files[test.file]
+        if test.file not in self.sub.files:
+            return self._result(test, "skipped", 0.0, f"the submission has no {fspec.filename}",
+                                details={"counts": False})
+        if test.file in self.rejected:
+            return self._result(test, "error", 0.0, self.rejected[test.file])
+        failed_gates = [g for g in test.gated_by if self.results.get(g) is None or self.results[g].status != "passed"]
+        if failed_gates:
+            return self._result(test, "skipped", 0.0, "not run: these tests must pass first: " + ", ".join(failed_gates))
+        if test.compute_only is not None:
+            bad = compute_violations(self.sub.files[test.file], test.kernel, set(test.compute_only))
+            if bad:
+                return self._result(test, "failed", 0.0, f"line {bad[0].line}: {bad[0].message}")
+        details: dict = {"configs": []}
+        outputs_text = []
+        p99s = []
+        for index, config in enumerate(test.configs):
+            outcome = self._run_config(test, index, config)
+            details["configs"].append(outcome["detail"])
+            if outcome.get("output"):
+                outputs_text.append(outcome["output"])
+            if outcome["status"] != "passed":
+                return self._result(test, outcome["status"], 0.0, outcome["message"], details=details,
+                                    output="\n".join(outputs_text)[-4000:])
+            if outcome.get("p99_us") is not None:
+                p99s.append(outcome["p99_us"])
+        output = "\n".join(outputs_text)[-4000:]
+        if not test.timed:
+            return self._result(test, "passed", test.points, "all configurations match the reference",
+                                details=details, output=output)
+        p99 = max(p99s)
+        points, status = scoring.timed_points(test, p99, self.spec.partial_credit)
+        roof = max(problems.roofline_us(test.problem, c) for c in test.configs)
+        details["roofline_us"] = roof
+        if scoring.implausibly_fast(test, p99, roof, self.spec.implausible_speedup):
+            self.flags.append(f"implausibly_fast:{test.name}")
+        th = test.thresholds_us
+        message = {"passed": f"p99 {p99:.1f} us is within the optimized threshold ({th['optimized']} us)",
+                   "partial": f"p99 {p99:.1f} us is within the relaxed threshold ({th['relaxed']} us) but not the "
+                              f"optimized one ({th['optimized']} us): {self.spec.partial_credit:.0%} of the points",
+                   "failed": f"p99 {p99:.1f} us is slower than the {'relaxed' if self.spec.partial_credit else ''} "
+                             f"threshold ({th['relaxed']} us)".replace("the  threshold", "the threshold")}[status]
+        return self._result(test, status, points, message, p99_us=round(p99, 3), details=details, output=output)
+
+    # ----- one configuration in a sandboxed child ---------------------------------------------
+    def _job_dir(self, test: TestSpec, index: int, args: list[np.ndarray], kwargs: dict, mode: str) -> str:
+        job = os.path.join(self.base, f"{test.name}-{index}")
+        os.makedirs(os.path.join(job, "inputs"))
+        fspec = self.spec.files[test.file]
+        with open(os.path.join(job, fspec.filename), "w") as fh:
+            fh.write(self.sub.files[test.file])
+        for i, a in enumerate(args):
+            np.save(os.path.join(job, "inputs", f"arg{i}.npy"), a, allow_pickle=False)
+        with open(os.path.join(job, "job.json"), "w") as fh:
+            json.dump({"backend": self.backend, "file": fspec.filename, "function": test.kernel,
+                       "n_args": len(args), "kwargs": kwargs, "mode": mode, "warmup": test.warmup,
+                       "iters": test.iters, "compile_options": {},
+                       "want_trace": test.compute_only is not None}, fh)
+        return job
+
+    def _run_config(self, test: TestSpec, index: int, config: dict) -> dict:
+        seq = np.random.SeedSequence([self.seed, self.spec.tests.index(test), index])
+        args, kwargs = problems.make_inputs(test.problem, config, np.random.default_rng(seq))
+        expected = problems.reference(test.problem, args, kwargs)
+        mode = "benchmark" if test.timed else "correctness"
+        job = self._job_dir(test, index, args, kwargs, mode)
+        extra = {}
+        if self.backend == "neuron":
+            extra["NEURON_RT_VISIBLE_CORES"] = str(self.cores[index % len(self.cores)])
+            extra["NEURON_RT_EXEC_TIMEOUT"] = str(int(self.opt.limits.wall_seconds))
+            if os.environ.get("GRADER_NEURON_SHIM"):
+                extra["GRADER_NEURON_SHIM"] = os.environ["GRADER_NEURON_SHIM"]
+        child = run_child([sys.executable, "-I", "-m", "grader.child"], job, limits=self.opt.limits,
+                          env=minimal_env(extra), hide_paths=(self.base,) + tuple(self.opt.hide_paths))
+        shutil.rmtree(job, ignore_errors=True)
+        label = _config_label(config)
+        detail = {"config": label, "wall_s": round(child.wall_seconds, 3)}
+        base = {"detail": detail, "output": child.output[-2000:]}
+        parsed = _parse_result(child.result)
+        if parsed is None:
+            if child.timed_out:
+                why = f"timed out after {self.opt.limits.wall_seconds:g} s"
+            elif child.result_truncated:
+                why = "sent back more data than any correct output needs"
+            else:
+                why = f"the kernel process died ({child.killed_by or f'exit code {child.returncode}'}) before reporting"
+            return dict(base, status="error", message=f"{label}: {why}")
+        header, arrays, trace = parsed
+        if header.get("status") != "ok":
+            where = f"\n{header.get('where', '')}".rstrip()
+            return dict(base, status="error",
+                        message=f"{label}: {header.get('error_type', 'Error')}: {header.get('error', '')}{where}")
+        if len(arrays) != 1:
+            return dict(base, status="failed", message=f"{label}: the kernel returned {len(arrays)} outputs, expected 1")
+        tol = self.spec.tolerances["correctness" if not test.timed else str(expected.dtype)]
+        check = check_output(arrays[0], expected, tol["rtol"], tol["atol"])
+        detail["max_abs_error"] = check.max_abs_error
+        if not check.ok:
+            what = "performance run output is wrong, so this test earns no points" if test.timed else "wrong output"
+            return dict(base, status="failed", message=f"{label}: {what}: {check.message}")
+        if not test.timed:
+            bad = self._compute_rule(test, trace) if test.compute_only is not None else None
+            return dict(base, status="failed", message=f"{label}: {bad}") if bad else dict(base, status="passed",
+                                                                                          message="ok")
+        return self._timed(test, config, label, header, trace, base)
+
+    @staticmethod
+    def _compute_rule(test: TestSpec, trace: bytes) -> str | None:
+        """The part-1 rule (only the named instructions may compute), checked on the trace."""
+        trace_io = _trace_io()
+        try:
+            opcodes = {r.opcode for r in trace_io.decode(trace)}
+        except Exception as err:   # the child wrote this trace: whatever breaks on it is the run's fault
+            return f"the run's instruction trace is invalid ({err})"
+        extra = opcodes - set(test.compute_only) - ALWAYS_ALLOWED
+        if extra:
+            return f"only {', '.join(test.compute_only)} may compute here, but the kernel used {', '.join(sorted(extra))}"
+        return None
+
+    def _timed(self, test: TestSpec, config: dict, label: str, header: dict, trace: bytes, base: dict) -> dict:
+        if self.backend == "neuron":
+            p99 = header.get("percentiles_us", {}).get("99")
+            if not isinstance(p99, (int, float)) or not np.isfinite(p99) or p99 <= 0:
+                return dict(base, status="error", message=f"{label}: no valid latency was reported")
+            return dict(base, status="passed", message="ok", p99_us=float(p99))
+        from nkisim import cost
+        trace_io = _trace_io()
+        try:
+            records = trace_io.decode(trace)
+            timeline = cost.schedule(records, cost.DEFAULT_PARAMS, dge=True)
+        except Exception as err:   # the child wrote this trace: whatever breaks on it is the run's fault
+            self.flags.append(f"trace_invalid:{test.name}")
+            return dict(base, status="error", message=f"{label}: the run's instruction trace is invalid ({err})")
+        if test.compute_only is not None:
+            bad = self._compute_rule(test, trace)
+            if bad:
+                return dict(base, status="failed", message=f"{label}: {bad}")
+        flops, _ = problems.work(test.problem, config)
+        traced = sum(_matmul_flops(r.attrs) for r in records if r.opcode == "nc_matmul")
+        if traced < 0.99 * flops:
+            # a run that skipped work, or a child that rewrote its trace: its latency proves nothing
+            self.flags.append(f"trace_inconsistent:{test.name}")
+            return dict(base, status="error",
+                        message=f"{label}: the run's instruction trace holds {traced:.4g} of the {flops:.4g} "
+                                f"matmul FLOPs the problem needs, so its latency cannot count; course staff "
+                                f"will review this run")
+        base["detail"]["instructions"] = len(records)
+        base["detail"]["dma_count"] = timeline.dma_count
+        return dict(base, status="passed", message="ok", p99_us=timeline.total_us)
+
+    # ----- the whole run ----------------------------------------------------------------------
+    def grade(self) -> Report:
+        start = time.monotonic()
+        try:
+            self.prechecks()
+            if self.backend == "sim" and self.spec.platform != "trn2":
+                self.flags.append(f"simulated_platform:{self.spec.platform}")
+            untimed = [t for t in self.spec.tests if not t.timed]
+            timed = [t for t in self.spec.tests if t.timed]
+            for batch in (untimed, timed):      # timed tests are gated on correctness
+                with ThreadPoolExecutor(max_workers=max(1, self.opt.jobs)) as pool:
+                    for test, result in zip(batch, pool.map(self.run_test, batch)):
+                        self.results[test.name] = result
+        finally:
+            shutil.rmtree(self.base, ignore_errors=True)
+        ordered = [self.results[t.name] for t in self.spec.tests]
+        return Report(
+            assignment=self.spec.assignment, spec_version=self.spec.spec_version,
+            thresholds_version=self.spec.thresholds_version, backend=self.backend,
+            submission_sha256=self.sub.sha256, score=scoring.total(self.spec, ordered), flags=self.flags,
+            tests=ordered, seed_kind="public" if self.opt.seed is not None else "secret",
+            seed=self.opt.seed, grader_version=GRADER_VERSION,
+            graded_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            duration_s=round(time.monotonic() - start, 3), platform=self.spec.platform)
+
+
+def _matmul_flops(attrs: dict) -> int:
+    dims = [attrs.get(d, 0) for d in ("k", "m", "n")]
+    if not all(type(v) is int and v > 0 for v in dims):
+        return 0
+    return 2 * dims[0] * dims[1] * dims[2]
+
+
+def _trace_io():
+    """nkisim.trace_io with every instruction registered: decode() accepts only registered
+    opcodes, and the registry fills as nkisim.nki imports the instruction modules."""
+    import nkisim.nki  # noqa: F401
+    from nkisim import trace_io
+    return trace_io
+
+
+def _config_label(config: dict) -> str:
+    if "c_in" in config:
+        return (f"B={config['batch']} C_in={config['c_in']} C_out={config['c_out']} "
+                f"{config['height']}x{config['width']} pool={config.get('pool', 1)} {config.get('dtype', 'float32')}")
+    return f"{config.get('m')}x{config.get('n')} {config.get('dtype', 'float32')}"
+
+
+def _parse_result(data: bytes):
+    """Header line, arrays, trace; None when the child wrote nothing usable."""
+    import io
+    newline = data.find(b"\n")
+    if newline < 0:
+        return None
+    try:
+        header = json.loads(data[:newline])
+        sizes = [int(n) for n in header.get("arrays", [])]
+        trace_bytes = int(header.get("trace_bytes", 0))
+    except (ValueError, TypeError, AttributeError):
+        return None
+    if not isinstance(header, dict) or any(n < 0 for n in sizes) or trace_bytes < 0:
+        return None
+    pos = newline + 1
+    arrays = []
+    for n in sizes:
+        try:
+            arrays.append(np.load(io.BytesIO(data[pos:pos + n]), allow_pickle=False))
+        except (ValueError, OSError, EOFError):
+            return None
+        pos += n
+    trace = data[pos:pos + trace_bytes]
+    if len(trace) != trace_bytes:
+        return None
+    return header, arrays, trace
+
+
+def grade(submission: Submission, spec: AssignmentSpec, options: GradeOptions | None = None) -> Report:
+    return _Run(submission, spec, options or GradeOptions()).grade()

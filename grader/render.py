@@ -1,0 +1,368 @@
+"""Showing a Report: a plain-text table for terminals, the report as JSON, and Gradescope's
+results.json. Nothing here computes a score; every number comes from the Report as it is."""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+from grader.report import KINDS, Report, TestResult
+
+GROUP_TITLES = {"correctness": "Correctness", "performance": "Performance", "extra_credit": "Extra credit"}
+KERNEL_OUTPUT_LIMIT = 2000      # characters of captured kernel output per Gradescope test
+
+# Why a flag was raised, for staff at a terminal and for the student on Gradescope. {subject} is
+# the flagged test's title, or whatever follows the colon in the flag (a file key, a platform).
+FLAG_EXPLANATIONS = {
+    "implausibly_fast": (
+        "{subject}: p99 is below the roofline or far below the optimized reference; review before it counts",
+        "*{subject}* ran faster than the course's optimized reference kernel by a wide margin. That is "
+        "unusual, so course staff will review this run before the score is final."),
+    "precheck_rejected": (
+        "{subject}: the static check rejected this file, so its tests did not run",
+        "Your *{subject}* file was rejected by the static check, so its tests did not run; the test "
+        "messages name the line."),
+    "trace_invalid": (
+        "{subject}: the simulated instruction trace could not be decoded; the test errored",
+        "*{subject}* could not be timed because its run left an invalid trace; course staff will look into it."),
+    "trace_inconsistent": (
+        "{subject}: the trace holds less matmul work than the problem needs; check for skipped work",
+        "*{subject}* seems to do less matrix-multiply work than the problem needs, so course staff will "
+        "review this run before the score is final."),
+    "simulated_platform": (
+        "timed by the trn2 simulator, but the thresholds were set on {subject}",
+        "This run was timed by a trn2 simulator while the thresholds were set on *{subject}*, so its times "
+        "are estimates."),
+}
+UNKNOWN_FLAG = ("no explanation is recorded for this flag; see the full report",
+                "A check flagged this submission for review by course staff.")
+
+ANSI = {"passed": "\x1b[32m", "partial": "\x1b[33m", "failed": "\x1b[31m", "error": "\x1b[1;31m",
+        "skipped": "\x1b[2m"}
+ANSI_RESET = "\x1b[0m"
+
+
+# ----- small formatters -----
+
+def format_points(value: float | None) -> str:
+    """Up to 3 decimals without trailing zeros: 17.5, 16.625, 0."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    text = f"{value:.3f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
+def _format_us(value: float | None) -> str:
+    return f"{value:.1f} us" if _finite(value) else "n/a"
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_timed(test: TestResult) -> bool:
+    return test.kind in ("performance", "extra_credit")
+
+
+def _title(test: TestResult) -> str:
+    return test.title or test.name
+
+
+def _timing_cell(test: TestResult) -> str:
+    """'1003.2 us  (opt 1002 / rel 1365)' for timed tests, '' otherwise."""
+    if not _is_timed(test):
+        return ""
+    cell = _format_us(test.p99_us)
+    limits = test.thresholds_us or {}
+    if "optimized" in limits or "relaxed" in limits:
+        cell += (f"  (opt {format_points(limits.get('optimized'))}"
+                 f" / rel {format_points(limits.get('relaxed'))})")
+    return cell
+
+
+def _grouped(report: Report, keep_empty: bool = False) -> list[tuple[str, list[TestResult]]]:
+    """Tests by kind, in KINDS order and report order within a kind; unknown kinds go last.
+    keep_empty keeps empty known groups, so a group's position (Gradescope's "2.x") is fixed."""
+    kinds = dict.fromkeys([*KINDS, *(t.kind for t in report.tests)])
+    groups = [(kind, [t for t in report.tests if t.kind == kind]) for kind in kinds]
+    return [(kind, tests) for kind, tests in groups if tests or (keep_empty and kind in KINDS)]
+
+
+def _counted(report: Report, kind: str) -> list[TestResult]:
+    """The tests of one kind that count, as scoring.total counts them for max_total: all but those
+    skipped with details["counts"] false (e.g. the tests of an optional file not submitted)."""
+    return [t for t in report.tests
+            if t.kind == kind and (t.status != "skipped" or t.details.get("counts", True))]
+
+
+def _max_for(report: Report, kind: str) -> float:
+    return sum(t.max_points for t in _counted(report, kind))
+
+
+def _flag_parts(report: Report, flag: str) -> tuple[str, str]:
+    """'implausibly_fast:perf_x' -> ('implausibly_fast', title of perf_x)."""
+    code, _, subject = flag.partition(":")
+    titles = {t.name: _title(t) for t in report.tests}
+    return code, titles.get(subject, subject)
+
+
+# ----- terminal -----
+
+def render_terminal(report: Report, *, color: bool = False) -> str:
+    """A per-test table grouped by kind, then totals, flags and where the grade came from."""
+    lines = [f"Grading report: {report.assignment}", ""]
+    lines += _table_lines(report, color)
+    lines += ["", *_totals_lines(report)]
+    if report.flags:
+        lines += ["", "Flags", *_flag_lines(report)]
+    lines += ["", *_footer_lines(report)]
+    return "\n".join(lines) + "\n"
+
+
+def _table_lines(report: Report, color: bool) -> list[str]:
+    header = ("Test", "Status", "Points", "p99")
+    widths = [max(len(row[i]) for row in [header, *map(_table_row, report.tests)]) for i in range(4)]
+
+    def line(cells, status_color=""):
+        status = cells[1].ljust(widths[1])
+        if status_color:                # pad outside the escape codes so columns stay aligned
+            status = f"{status_color}{cells[1]}{ANSI_RESET}" + " " * (widths[1] - len(cells[1]))
+        return f"{cells[0].ljust(widths[0])}  {status}  {cells[2].ljust(widths[2])}  {cells[3]}".rstrip()
+
+    out = [line(header), line(["-" * w for w in widths])]
+    for kind, tests in _grouped(report):
+        out.append(GROUP_TITLES.get(kind, kind))
+        for test in tests:
+            out.append(line(_table_row(test), ANSI.get(test.status, "") if color else ""))
+            if test.status != "passed" and test.message:
+                out += ["      " + part for part in test.message.splitlines()]
+    return out
+
+
+def _table_row(test: TestResult) -> tuple[str, str, str, str]:
+    return ("  " + _title(test), test.status, f"{format_points(test.points)}/{format_points(test.max_points)}",
+            _timing_cell(test))
+
+
+def _totals_lines(report: Report) -> list[str]:
+    score = report.score
+    parts = [("Correctness", score.correctness, _max_for(report, "correctness")),
+             ("Performance", score.performance, _max_for(report, "performance")),
+             ("Extra credit", score.extra_credit, _max_for(report, "extra_credit")),
+             ("Total", score.total, score.max_total)]
+    return [f"{label:<14}{format_points(got)}/{format_points(best)}" for label, got, best in parts]
+
+
+def _flag_lines(report: Report) -> list[str]:
+    lines = []
+    for flag in report.flags:
+        code, subject = _flag_parts(report, flag)
+        lines.append(f"  {flag}: {FLAG_EXPLANATIONS.get(code, UNKNOWN_FLAG)[0].format(subject=subject)}")
+    return lines
+
+
+def _footer_lines(report: Report) -> list[str]:
+    seed = f"{report.seed_kind} {report.seed}" if report.seed_kind == "public" and report.seed is not None \
+        else report.seed_kind
+    lines = [f"assignment {report.assignment}  spec_version {report.spec_version}  "
+             f"thresholds_version {report.thresholds_version}  backend {report.backend}",
+             f"seed {seed}  submission sha256 {report.submission_sha256[:12] or '-'}"]
+    extra = [f"{label} {value}" for label, value in
+             (("grader", report.grader_version), ("graded_at", report.graded_at)) if value]
+    if extra:
+        lines.append("  ".join(extra))
+    return lines
+
+
+# ----- JSON -----
+
+def _jsonable(value):
+    """A copy of value that json.dumps(allow_nan=False) accepts: non-finite floats become None,
+    tuples and sets become lists, NumPy scalars and arrays become Python numbers and lists."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return [_jsonable(v) for v in sorted(value, key=str)]
+    if hasattr(value, "tolist"):            # NumPy scalar or array, without importing NumPy
+        return _jsonable(value.tolist())
+    return str(value)
+
+
+def to_json(report: Report) -> dict:
+    """The whole report (Report.to_json's shape, so Report.from_json reads it back), JSON-safe."""
+    return _jsonable(report.to_json())
+
+
+def write_json(report: Report, path: str | os.PathLike) -> None:
+    _write_atomic(path, _dumps(to_json(report)))
+
+
+def _dumps(data: dict) -> str:
+    return json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def _write_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write text to path so that a reader sees the old file or the complete new one, never a
+    part: write a temporary file in the same directory (same filesystem), then os.replace."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)            # mkstemp makes 0600; reports are read by other processes
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+# ----- Gradescope results.json -----
+
+def to_gradescope(report: Report) -> dict:
+    """Gradescope's results.json (grading-systems.md section 5). The top-level score overrides
+    the sum of test scores, so extra credit can take it above the assignment's maximum."""
+    duration = report.duration_s if _finite(report.duration_s) else 0.0
+    tests = [_gradescope_test(report, test, f"{group}.{i}")
+             for group, (_, members) in enumerate(_grouped(report, keep_empty=True), start=1)
+             for i, test in enumerate(members, start=1)]
+    return _jsonable({
+        "score": report.score.total,
+        "execution_time": max(0, int(round(duration))),
+        "output": _student_summary(report),
+        "output_format": "md",
+        "stdout_visibility": "hidden",
+        "extra_data": {"assignment": report.assignment, "spec_version": report.spec_version,
+                       "thresholds_version": report.thresholds_version, "backend": report.backend,
+                       "submission_sha256": report.submission_sha256, "seed_kind": report.seed_kind,
+                       "grader_version": report.grader_version, "flags": list(report.flags)},
+        "tests": tests,
+        "leaderboard": _leaderboard(report),
+    })
+
+
+def write_gradescope(report: Report, path: str | os.PathLike) -> None:
+    _write_atomic(path, _dumps(to_gradescope(report)))
+
+
+def _gradescope_test(report: Report, test: TestResult, number: str) -> dict:
+    earned = test.status == "passed" or (test.status == "partial" and _finite(test.points) and test.points > 0)
+    entry = {
+        "name": _title(test),
+        "number": number,
+        "score": 0.0 if test.status == "skipped" else test.points,
+        "max_score": test.max_points,
+        "status": "passed" if earned else "failed",
+        "output": _test_output(report, test),
+        "tags": [test.kind],
+    }
+    if _is_timed(test):
+        entry["extra_data"] = {"p99_us": test.p99_us, "thresholds_us": test.thresholds_us,
+                               "thresholds_version": report.thresholds_version}
+    return entry
+
+
+def _test_output(report: Report, test: TestResult) -> str:
+    parts = [test.message] if test.message else []
+    if _is_timed(test):
+        parts.append(_timing_sentence(test, report.thresholds_version))
+    if test.output:
+        parts.append("Kernel output:\n" + _truncate(test.output, KERNEL_OUTPUT_LIMIT))
+    return "\n\n".join(parts)
+
+
+def _timing_sentence(test: TestResult, thresholds_version: str) -> str:
+    p99 = f"p99 {_format_us(test.p99_us)}" if _finite(test.p99_us) else "p99 not measured"
+    limits = test.thresholds_us or {}
+    optimized, relaxed = limits.get("optimized"), limits.get("relaxed")
+    if optimized is None and relaxed is None:
+        return p99
+    if optimized == relaxed:
+        limit = f"threshold {format_points(optimized)} us"
+    else:
+        limit = (f"full credit at or below {format_points(optimized)} us, "
+                 f"partial credit at or below {format_points(relaxed)} us")
+    return f"{p99}; {limit} (thresholds version {thresholds_version})"
+
+
+def _truncate(text: str, limit: int) -> str:
+    """At most `limit` characters, keeping the end: a failing run's error and traceback come last."""
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - 64)           # 64 characters hold the note below
+    return f"[... {len(text) - keep} earlier characters omitted ...]\n" + text[len(text) - keep:]
+
+
+def _leaderboard(report: Report) -> list[dict]:
+    board = [{"name": f"{_title(t)} p99 (us)", "value": t.p99_us, "order": "asc"}
+             for t in report.tests
+             if t.kind == "performance" and t.status in ("passed", "partial") and _finite(t.p99_us)]
+    return board + [{"name": "Total", "value": report.score.total}]
+
+
+def _student_summary(report: Report) -> str:
+    score = report.score
+    total = f"**Total: {format_points(score.total)} / {format_points(score.max_total)}**"
+    if _finite(score.extra_credit) and score.extra_credit > 0:
+        total += f" (includes {format_points(score.extra_credit)} extra credit)"
+    lines = [total, "",
+             f"- Correctness: {format_points(score.correctness)} / "
+             f"{format_points(_max_for(report, 'correctness'))}{_correctness_counts(report)}",
+             f"- Performance: {format_points(score.performance)} / "
+             f"{format_points(_max_for(report, 'performance'))}{_performance_counts(report)}",
+             f"- Extra credit: {format_points(score.extra_credit)} / "
+             f"{format_points(_max_for(report, 'extra_credit'))}{_extra_credit_counts(report)}"]
+    if report.flags:
+        lines += ["", "**Under review**", ""]
+        lines += [f"- {_student_flag(report, flag)}" for flag in report.flags]
+    lines += ["", f"_Graded with {_md_escape(report.assignment)} spec {_md_escape(report.spec_version)}, "
+                  f"thresholds {_md_escape(report.thresholds_version)}, submission "
+                  f"{report.submission_sha256[:12] or 'unknown'}._"]
+    return "\n".join(lines)
+
+
+def _correctness_counts(report: Report) -> str:
+    tests = _counted(report, "correctness")
+    passed = sum(t.status == "passed" for t in tests)
+    return f" ({passed} of {len(tests)} tests passed)" if tests else ""
+
+
+def _performance_counts(report: Report) -> str:
+    tests = _counted(report, "performance")
+    if not tests:
+        return ""
+    full = sum(t.status == "passed" for t in tests)
+    partial = sum(t.status == "partial" and _finite(t.points) and t.points > 0 for t in tests)
+    not_run = sum(t.status == "skipped" for t in tests)
+    counts = [f"{full} of {len(tests)} tests at full credit", f"{partial} at partial credit"]
+    if len(tests) - full - partial - not_run:
+        counts.append(f"{len(tests) - full - partial - not_run} without credit")
+    if not_run:
+        counts.append(f"{not_run} not run")
+    return " (" + ", ".join(counts) + ")"
+
+
+def _extra_credit_counts(report: Report) -> str:
+    tests = _counted(report, "extra_credit")
+    earned = sum(_finite(t.points) and t.points > 0 for t in tests)
+    return f" ({earned} of {len(tests)} earned)" if tests else ""
+
+
+def _student_flag(report: Report, flag: str) -> str:
+    code, subject = _flag_parts(report, flag)
+    return FLAG_EXPLANATIONS.get(code, UNKNOWN_FLAG)[1].format(subject=_md_escape(subject))
+
+
+def _md_escape(text: str) -> str:
+    return "".join("\\" + ch if ch in "\\`*_[]<>#|" else ch for ch in text)

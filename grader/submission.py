@@ -1,0 +1,501 @@
+"""Turn an uploaded submission (one .py file or an archive) into checked source text.
+
+Nothing here imports, executes or extracts student code: archives are read into memory with
+tarfile/zipfile under size caps, and sources are checked with compile() and ast only. Every
+problem becomes a SubmissionError that says what is wrong and how to fix it, so the student
+sees it at upload time instead of as a crash in a grading job.
+"""
+from __future__ import annotations
+
+import ast
+import bz2
+import gzip
+import hashlib
+import io
+import lzma
+import os
+import re
+import stat
+import tarfile
+import warnings
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_UPLOAD_BYTES = 16 * 1024 * 1024        # the uploaded file as received
+MAX_SOURCE_BYTES = 1 * 1024 * 1024         # one .py file, in the upload or in an archive
+MAX_ARCHIVE_MEMBERS = 64                   # every entry counts, directories included
+MAX_UNCOMPRESSED_BYTES = 32 * 1024 * 1024  # all archive members together, uncompressed
+# A decompressed tar stream holds headers and padding besides member data: 64 members with
+# long-name and pax headers stay far below this slack.
+_TAR_STREAM_SLACK = 1024 * 1024
+
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
+_MIB = 1024 * 1024
+
+
+class SubmissionError(ValueError):
+    """An upload that cannot be graded. `reason` says what is wrong, `remedy` how to fix it."""
+
+    def __init__(self, reason: str, remedy: str):
+        super().__init__(reason, remedy)      # keeps the error picklable (Celery results)
+        self.reason = reason
+        self.remedy = remedy
+
+    def __str__(self) -> str:
+        reason = self.reason.rstrip()
+        if not reason.endswith((".", "!", "?")):
+            reason += "."
+        return f"{reason} {self.remedy}"
+
+
+@dataclass(frozen=True)
+class Submission:
+    files: dict[str, str]        # FileSpec key ("conv2d") -> decoded source text
+    filenames: dict[str, str]    # FileSpec key -> its name or member path in the upload
+    sha256: str                  # hex digest of the uploaded bytes exactly as received
+    origin: str                  # the upload's file name (base name only)
+
+
+# ----------------------------------------------------------------------------- entry points
+
+def load_submission(path: str | os.PathLike, spec) -> Submission:
+    """Read and check a submission file from disk (size checked before reading it all)."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as err:
+        raise SubmissionError(f"Cannot read {path}: {err.strerror or err}",
+                              "Check the path and try again.") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise SubmissionError(f"{path} is not a regular file",
+                              "Pass the path of the .py file or archive to grade.")
+    if st.st_size > MAX_UPLOAD_BYTES:
+        raise _too_large_upload(path.name, st.st_size)
+    with path.open("rb") as f:
+        data = f.read(MAX_UPLOAD_BYTES + 1)    # the file may have grown since stat()
+    return submission_from_bytes(path.name, data, spec)
+
+
+def submission_from_bytes(name: str, data: bytes, spec) -> Submission:
+    """Check an upload held in memory (web uploads). `name` is the client's file name."""
+    origin = _basename(name)
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise _too_large_upload(origin, len(data))
+    lower = origin.lower()
+    if lower.endswith(".py"):
+        files, filenames = _single_source(origin, data, spec)
+    elif lower.endswith(ARCHIVE_SUFFIXES):
+        if not data:
+            raise SubmissionError(f"The archive {origin} is empty (0 bytes)",
+                                  f"Re-create it ({_pack_hint(spec)}) and upload it again.")
+        files, filenames = _archive_sources(origin, data, spec)
+    else:
+        raise SubmissionError(
+            f"{origin!r} is not a file type the grader accepts",
+            f"Upload {_names_hint(spec)} on its own, or an archive ({', '.join(ARCHIVE_SUFFIXES)}) "
+            f"holding {_paths_hint(spec)}.")
+    return Submission(files=files, filenames=filenames, sha256=hashlib.sha256(data).hexdigest(), origin=origin)
+
+
+# ----------------------------------------------------------------------------- single .py
+
+def _single_source(origin: str, data: bytes, spec):
+    by_name = {fs.filename: fs for fs in spec.files.values()}
+    fs = by_name.get(origin)
+    if fs is None:
+        raise SubmissionError(
+            f"{origin!r} is not a file this assignment grades: expected {_names_hint(spec)}",
+            f"Rename the file to {_names_hint(spec)} (the name in the starter code), "
+            f"or upload an archive holding {_paths_hint(spec)}.")
+    missing = [f for f in spec.files.values() if not f.optional and f.key != fs.key]
+    if missing:
+        need = _join_or([f.filename for f in missing], "and")
+        raise SubmissionError(
+            f"{origin} alone is not a complete submission: {need} is required",
+            f"Upload an archive holding {_paths_hint(spec)}, or upload {need} on its own.")
+    return {fs.key: _check_source(origin, data, fs)}, {fs.key: origin}
+
+
+# ----------------------------------------------------------------------------- archives
+
+@dataclass
+class _Member:
+    name: str            # as stored in the archive, escaped by _show
+    parts: tuple         # normalised path components
+    size: int            # declared uncompressed size
+    read: object         # callable(cap) -> bytes
+
+
+def _archive_sources(origin: str, data: bytes, spec):
+    members = _read_members(origin, data, spec)
+    located = {}
+    for fs in spec.files.values():
+        member = _locate(origin, members, fs, spec)
+        if member is not None:
+            located[fs.key] = member
+    if not located:
+        found = sorted(_show("/".join(m.parts)) for m in members if m.parts and m.parts[-1].endswith(".py"))
+        seen = f"; it holds {', '.join(found[:8])}{' ...' if len(found) > 8 else ''}" if found \
+            else "; it holds no .py files"
+        raise SubmissionError(
+            f"The archive {origin} contains none of the expected files ({_paths_hint(spec)}){seen}",
+            f"Pack the files at those paths ({_pack_hint(spec)}) and upload the archive again.")
+    missing = [fs for fs in spec.files.values() if not fs.optional and fs.key not in located]
+    if missing:
+        need = _join_or([fs.archive_path for fs in missing], "and")
+        raise SubmissionError(
+            f"The archive {origin} is missing the required file {need}",
+            f"Add it to the archive ({_pack_hint(spec)}) and upload again.")
+    files, filenames = {}, {}
+    for key, member in located.items():
+        if member.size > MAX_SOURCE_BYTES:
+            raise _too_large_source(member.name, member.size)
+        try:
+            content = member.read(MAX_SOURCE_BYTES + 1)
+        except SubmissionError:
+            raise
+        except Exception as err:    # corrupt member data: CRC error, truncated stream
+            raise _corrupt(origin, spec, f"{member.name} cannot be read ({_describe(err)})") from None
+        if len(content) > MAX_SOURCE_BYTES:
+            raise _too_large_source(member.name, len(content))
+        files[key] = _check_source(member.name, content, spec.files[key])
+        filenames[key] = member.name
+    return files, filenames
+
+
+def _read_members(origin: str, data: bytes, spec) -> list[_Member]:
+    head = data[:6]
+    if head.startswith(b"PK"):
+        return _zip_members(origin, data, spec)
+    if head.startswith(b"\x1f\x8b"):
+        raw = _decompress(origin, gzip.GzipFile(fileobj=io.BytesIO(data)), spec)
+    elif head.startswith(b"BZh"):
+        raw = _decompress(origin, bz2.BZ2File(io.BytesIO(data)), spec)
+    elif head.startswith(b"\xfd7zXZ\x00"):
+        raw = _decompress(origin, lzma.LZMAFile(io.BytesIO(data)), spec)
+    else:
+        raw = data
+    return _tar_members(origin, raw, spec)
+
+
+def _decompress(origin: str, stream, spec) -> bytes:
+    cap = MAX_UNCOMPRESSED_BYTES + _TAR_STREAM_SLACK
+    try:
+        raw = stream.read(cap + 1)         # never more than the cap: compression bombs stop here
+    except (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError) as err:
+        raise _corrupt(origin, spec, _describe(err)) from None
+    if len(raw) > cap:
+        raise _too_large_unpacked(origin, f"more than {cap // _MIB} MiB")
+    return raw
+
+
+def _tar_members(origin: str, raw: bytes, spec) -> list[_Member]:
+    try:
+        tf = tarfile.open(fileobj=io.BytesIO(raw), mode="r:")
+    except (tarfile.TarError, EOFError, OSError, ValueError) as err:
+        raise _corrupt(origin, spec, _describe(err)) from None
+    members, total = [], 0
+    try:
+        while True:
+            info = tf.next()
+            if info is None:
+                break
+            if len(members) >= MAX_ARCHIVE_MEMBERS:
+                raise _too_many_members(origin)
+            parts = _safe_parts(origin, info.name, spec)
+            if not (info.isreg() or info.isdir()):
+                raise _bad_member_type(origin, info.name, _tar_kind(info))
+            size = info.size if info.isreg() else 0
+            total += size
+            if total > MAX_UNCOMPRESSED_BYTES:
+                raise _too_large_unpacked(origin, "its members declare more than that")
+            members.append(_Member(_show(info.name), parts, size,
+                                   (lambda cap, i=info: tf.extractfile(i).read(cap)) if info.isreg() else None))
+    except SubmissionError:
+        raise
+    except (tarfile.TarError, EOFError, OSError, ValueError) as err:
+        raise _corrupt(origin, spec, _describe(err)) from None
+    return members
+
+
+def _zip_members(origin: str, data: bytes, spec) -> list[_Member]:
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+        infos = zf.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError,
+            NotImplementedError) as err:
+        raise _corrupt(origin, spec, _describe(err)) from None
+    if len(infos) > MAX_ARCHIVE_MEMBERS:
+        raise _too_many_members(origin)
+    members, total = [], 0
+    for info in infos:
+        parts = _safe_parts(origin, info.filename, spec)
+        mode = info.external_attr >> 16
+        kind = _mode_kind(mode) if mode else None
+        if kind is not None:
+            raise _bad_member_type(origin, info.filename, kind)
+        total += info.file_size
+        if total > MAX_UNCOMPRESSED_BYTES:
+            raise _too_large_unpacked(origin, "its members declare more than that")
+        is_dir = info.is_dir()
+        members.append(_Member(_show(info.filename), parts, 0 if is_dir else info.file_size,
+                               None if is_dir else _zip_reader(origin, zf, info)))
+    return members
+
+
+def _zip_reader(origin, zf, info):
+    def read(cap):
+        if info.flag_bits & 0x1:
+            raise SubmissionError(f"{info.filename} in {origin} is encrypted",
+                                  "Create the archive without a password and upload it again.")
+        with zf.open(info) as f:   # zipfile checks the CRC once the member is read to its end
+            return f.read(cap)
+    return read
+
+
+def _locate(origin: str, members: list[_Member], fs, spec) -> _Member | None:
+    """Find fs in the archive: at its archive_path, at the root, or under one top-level folder."""
+    want = tuple(p for p in fs.archive_path.split("/") if p not in ("", "."))
+    tiers = ([], [], [], [])
+    for m in members:
+        if m.read is None or not m.parts or m.parts[0] == "__MACOSX" or m.parts[-1].startswith("._"):
+            continue
+        if m.parts == want:
+            tiers[0].append(m)
+        elif m.parts == (fs.filename,):
+            tiers[1].append(m)
+        elif m.parts[1:] == want:
+            tiers[2].append(m)
+        elif len(m.parts) == 2 and m.parts[1] == fs.filename:
+            tiers[3].append(m)
+    for tier in tiers:
+        if len(tier) == 1:
+            return tier[0]
+        if len(tier) > 1:
+            names = ", ".join(m.name for m in tier)
+            raise SubmissionError(
+                f"The archive {origin} holds more than one candidate {fs.filename} ({names})",
+                f"Keep exactly one, at {fs.archive_path}, and upload the archive again.")
+    return None
+
+
+def _safe_parts(origin: str, name: str, spec) -> tuple:
+    path = name.replace("\\", "/")
+    if path.startswith("/") or re.match(r"[A-Za-z]:", path):
+        raise SubmissionError(
+            f"The archive {origin} has a member with an absolute path ({name!r})",
+            f"Pack the files with relative paths ({_pack_hint(spec)}) and upload again.")
+    parts = tuple(p for p in path.split("/") if p not in ("", "."))
+    if ".." in parts:
+        raise SubmissionError(
+            f"The archive {origin} has a member whose path contains '..' ({name!r})",
+            f"Pack the files with plain relative paths ({_pack_hint(spec)}) and upload again.")
+    return parts
+
+
+def _tar_kind(info) -> str:
+    if info.issym():
+        return f"a symbolic link (to {info.linkname!r})"
+    if info.islnk():
+        return f"a hard link (to {info.linkname!r})"
+    if info.ischr() or info.isblk():
+        return "a device file"
+    if info.isfifo():
+        return "a FIFO"
+    return f"an entry of unsupported type {info.type!r}"
+
+
+def _mode_kind(mode: int) -> str | None:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device file"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return None
+
+
+# ----------------------------------------------------------------------------- one source file
+
+def _check_source(name: str, data: bytes, fs) -> str:
+    """Size, encoding, emptiness, syntax and required functions of one file. Returns its text."""
+    if len(data) > MAX_SOURCE_BYTES:
+        raise _too_large_source(name, len(data))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise SubmissionError(
+            f"{name} is not valid UTF-8: byte offset {err.start} (line {line}) holds 0x{data[err.start]:02x}",
+            "Save the file with UTF-8 encoding (in most editors: Save As, encoding UTF-8) and upload it again.") \
+            from None
+    if text.startswith("\ufeff"):           # a byte-order mark from some Windows editors
+        text = text[1:]
+    if not text.strip():
+        raise SubmissionError(f"{name} is empty",
+                              "Upload the file with your kernel in it (check that it was saved before packing).")
+    if "\x00" in text:
+        offset = data.find(b"\x00")
+        raise SubmissionError(f"{name} contains a null byte at byte offset {offset}",
+                              "Remove it (the file may have been saved in a binary format) and upload again.")
+    tree = _compile(name, text)
+    for function, params in fs.functions.items():
+        _check_function(name, tree, function, tuple(params))
+    return text
+
+
+def _compile(name: str, text: str) -> ast.Module:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")       # e.g. invalid escape sequences: not our business
+            compile(text, name, "exec", dont_inherit=True)
+            return ast.parse(text, name)
+    except SyntaxError as err:
+        where = f"line {err.lineno}" if err.lineno else "an unknown line"
+        raise SubmissionError(
+            f"{name} has a syntax error on {where}: {err.msg}",
+            f"Fix it and upload again; `python -m py_compile {Path(name).name}` shows it locally.") from None
+    except (RecursionError, MemoryError):
+        raise SubmissionError(f"{name} is nested too deeply for Python to compile it",
+                              "Simplify the deeply nested expression and upload again.") from None
+
+
+def _check_function(name: str, tree: ast.Module, function: str, params: tuple) -> None:
+    wanted = f"def {function}({', '.join(params)}, ...)" if params else f"def {function}(...)"
+    binding = None
+    for stmt in tree.body:                  # the last top-level binding is what an import sees
+        if _binds(stmt, function):
+            binding = stmt
+    if binding is None:
+        nested = next((n for n in ast.walk(tree)
+                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function), None)
+        where = (f" (there is one on line {nested.lineno}, but inside another block)" if nested else "")
+        raise SubmissionError(
+            f"{name} does not define {function} at module level{where}",
+            f"Define `{wanted}:` at the top level of {Path(name).name}, as in the starter code.")
+    if isinstance(binding, ast.AsyncFunctionDef):
+        raise SubmissionError(f"In {name}, {function} (line {binding.lineno}) is an async def",
+                              f"Make it a plain `{wanted}:`.")
+    if not isinstance(binding, ast.FunctionDef):
+        raise SubmissionError(
+            f"In {name}, {function} is last bound on line {binding.lineno} by a statement that is not a def",
+            f"Define it with `{wanted}:` at the top level (decorators are fine) and do not rebind it.")
+    args = binding.args
+    positional = [*args.posonlyargs, *args.args]
+    names = [a.arg for a in positional]
+    shown = f"{function}({ast.unparse(args)})"
+    if tuple(names[:len(params)]) != params:
+        raise SubmissionError(
+            f"In {name}, {shown} (line {binding.lineno}) does not start with the parameters "
+            f"({', '.join(params)}) the grader passes",
+            f"Restore the starter signature `{wanted}`: keep these names in this order; "
+            f"parameters you add after them need default values.")
+    posonly = [a.arg for a in args.posonlyargs[:len(params)]]
+    if posonly:
+        raise SubmissionError(
+            f"In {name}, {shown} makes {', '.join(posonly)} positional-only, but the grader may pass them by name",
+            f"Remove the '/' from the parameter list of {function}.")
+    first_default = len(positional) - len(args.defaults)
+    extra = [a.arg for i, a in enumerate(positional) if i >= len(params) and i < first_default]
+    extra += [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
+    if extra:
+        raise SubmissionError(
+            f"In {name}, {shown} adds parameter {extra[0]!r} without a default value; "
+            f"the grader passes only ({', '.join(params)})",
+            f"Give {extra[0]!r} a default value or remove it.")
+
+
+def _binds(stmt: ast.stmt, name: str) -> bool:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return stmt.name == name
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return any((a.asname or a.name.split(".")[0]) == name for a in stmt.names)
+    targets = []
+    if isinstance(stmt, ast.Assign):
+        targets = stmt.targets
+    elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+        targets = [stmt.target]
+    elif isinstance(stmt, ast.Delete):
+        targets = stmt.targets
+    return any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t))
+
+
+# ----------------------------------------------------------------------------- messages
+
+def _basename(name: str) -> str:
+    return _show(re.split(r"[\\/]", name)[-1] or name)
+
+
+def _show(name: str) -> str:
+    """A name safe to print and to store as JSON: control characters and undecodable bytes
+    (tarfile keeps them as lone surrogates) become backslash escapes."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in name)
+
+
+def _describe(err: BaseException) -> str:
+    text = str(err).strip()
+    return text or type(err).__name__
+
+
+def _join_or(items, word="or") -> str:
+    items = list(items)
+    if len(items) <= 1:
+        return "".join(items)
+    return f"{', '.join(items[:-1])} {word} {items[-1]}"
+
+
+def _names_hint(spec) -> str:
+    return _join_or([fs.filename for fs in spec.files.values()])
+
+
+def _alone_hint(spec) -> str:
+    required = [fs.filename for fs in spec.files.values() if not fs.optional]
+    return _join_or(required if len(required) == 1 else [fs.filename for fs in spec.files.values()])
+
+
+def _paths_hint(spec) -> str:
+    return _join_or([fs.archive_path for fs in spec.files.values()], "and")
+
+
+def _pack_hint(spec) -> str:
+    return "for example `tar czf submission.tar.gz " + " ".join(fs.archive_path for fs in spec.files.values()) + "`"
+
+
+def _too_large_upload(origin: str, size: int) -> SubmissionError:
+    return SubmissionError(
+        f"The upload {origin} is {size / _MIB:.1f} MiB, over the {MAX_UPLOAD_BYTES // _MIB} MiB limit",
+        "Upload only the source files (leave out profiles, data and build outputs).")
+
+
+def _too_large_source(name: str, size: int) -> SubmissionError:
+    return SubmissionError(
+        f"{name} is {size / _MIB:.1f} MiB, over the {MAX_SOURCE_BYTES // _MIB} MiB limit for a source file",
+        "Remove generated or embedded data from it; kernel source is a few hundred lines.")
+
+
+def _too_large_unpacked(origin: str, detail: str) -> SubmissionError:
+    return SubmissionError(
+        f"The archive {origin} is over the {MAX_UNCOMPRESSED_BYTES // _MIB} MiB limit when unpacked ({detail})",
+        "Pack only the source files and upload again.")
+
+
+def _too_many_members(origin: str) -> SubmissionError:
+    return SubmissionError(
+        f"The archive {origin} has more than {MAX_ARCHIVE_MEMBERS} members",
+        "Pack only the files to grade, not a whole folder tree, and upload again.")
+
+
+def _bad_member_type(origin: str, name: str, kind: str) -> SubmissionError:
+    return SubmissionError(
+        f"The archive {origin} has a member {name!r} that is {kind}; only regular files and folders are allowed",
+        "Pack the real files (tar -h follows links) and upload again.")
+
+
+def _corrupt(origin: str, spec, detail: str) -> SubmissionError:
+    return SubmissionError(
+        f"The archive {origin} is corrupt or not a tar/zip archive ({detail})",
+        f"Re-create it ({_pack_hint(spec)}) and upload it again, or upload {_alone_hint(spec)} on its own.")

@@ -1,0 +1,86 @@
+"""The grading core end to end on the simulator: our reference kernels and the student
+template get the grades the course would give them."""
+import os
+import re
+
+import pytest
+
+from grader import spec as specs
+from grader.grade import GradeOptions, choose_backend, grade
+from grader.submission import load_submission, submission_from_bytes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+SPEC = specs.load("asst4-trainium2")
+
+
+def graded(path, **kw):
+    """Grade one of our files uploaded as the student's conv2d.py."""
+    lines = []
+    with open(os.path.join(ROOT, path), "rb") as fh:
+        submission = submission_from_bytes("conv2d.py", fh.read(), SPEC)
+    report = grade(submission, SPEC, GradeOptions(backend="sim", seed=7, jobs=2, progress=lines.append, **kw))
+    return report, lines
+
+
+@pytest.fixture(scope="module")
+def optimized():
+    return graded("reference_kernels/conv2d_optimized.py")
+
+
+def test_optimized_reference_scores_full_marks(optimized):
+    report, lines = optimized
+    s = report.score
+    assert (s.correctness, s.performance, s.extra_credit, s.total, s.max_total) == (10, 50, 5, 65, 60)
+    assert report.flags == []
+    by_name = {t.name: t for t in report.tests}
+    assert by_name["transpose"].status == "skipped" and "no kernels.py" in by_name["transpose"].message
+    assert all(t.status == "passed" for t in report.tests if t.file == "conv2d.py")
+    perf = by_name["perf_224_pool1_float16"]
+    assert perf.p99_us < perf.thresholds_us["optimized"]
+    assert report.backend == "sim" and report.spec_version == SPEC.spec_version
+    assert report.thresholds_version == "2025-11-13" and report.seed_kind == "public" and report.seed == 7
+    assert len(report.submission_sha256) == 64
+    # one progress line per test, as it runs
+    assert len(lines) == len(SPEC.tests) and all(re.match(r"\[\d+/\d+\] ", line) for line in lines)
+
+
+def test_relaxed_reference_lands_in_the_relaxed_tier_where_the_model_says(tmp_path):
+    report, _ = graded("reference_kernels/conv2d_relaxed.py")
+    by_name = {t.name: t for t in report.tests}
+    assert report.score.correctness == 10
+    fp16 = by_name["perf_224_pool1_float16"]
+    assert fp16.status == "partial" and fp16.points == pytest.approx(17.5 * 0.95)
+    assert "relaxed threshold" in fp16.message
+    # the unoptimized kernel misses every extra-credit threshold
+    assert all(by_name[n].status == "failed" and by_name[n].points == 0
+               for n in by_name if n.startswith("ec_"))
+
+
+def test_student_template_scores_zero_with_a_clear_message():
+    report, _ = graded("student_template/conv2d.py")
+    assert report.score.total == 0
+    small = next(t for t in report.tests if t.name == "conv_small")
+    assert small.status == "error" and "NotImplementedError" in small.message
+    assert "not implemented" in small.message
+    perf = next(t for t in report.tests if t.name == "perf_224_pool1_float32")
+    assert perf.status == "skipped" and "must pass first" in perf.message
+
+
+def test_archive_with_both_parts_grades_the_transpose_too(tmp_path):
+    import tarfile
+    archive = tmp_path / "asst4.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(os.path.join(ROOT, "reference_kernels/transpose.py"), arcname="part1/kernels.py")
+        tar.add(os.path.join(ROOT, "student_template/conv2d.py"), arcname="part2/conv2d.py")
+    report = grade(load_submission(str(archive), SPEC), SPEC, GradeOptions(backend="sim", seed=3, jobs=2))
+    by_name = {t.name: t for t in report.tests}
+    assert by_name["transpose"].status == "passed" and by_name["transpose"].points == 10
+    assert by_name["transpose_4096_ec"].status == "passed" and by_name["transpose_4096_ec"].points == 1
+    assert report.score.max_total == 70
+
+
+def test_backend_choice():
+    assert choose_backend("sim") == "sim"
+    assert choose_backend("auto") == "sim"      # no Neuron device on this machine
+    with pytest.raises(ValueError):
+        choose_backend("gpu")
