@@ -8,10 +8,11 @@ Exit status: 0 when grading completed, whatever the score; 2 for bad input (the 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from . import render, spec as specs
-from .grade import GradeOptions, grade
+from .grade import BackendUnavailable, GradeOptions, choose_backend, grade
 from .submission import SubmissionError, load_submission
 
 
@@ -31,6 +32,17 @@ def _grade(args) -> int:
         return 2
     if args.jobs < 1:
         print("grader: --jobs must be at least 1", file=sys.stderr)
+        return 2
+    for flag, out in (("--json", args.json), ("--gradescope", args.gradescope)):
+        folder = os.path.dirname(os.path.abspath(out)) if out else None
+        if folder and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+            # said now, not after minutes of grading
+            print(f"grader: {flag} {out}: the folder {folder} does not exist or is not writable", file=sys.stderr)
+            return 2
+    try:
+        choose_backend(args.backend)
+    except BackendUnavailable as err:
+        print(f"grader: {err}", file=sys.stderr)
         return 2
     options = GradeOptions(backend=args.backend, seed=args.seed, jobs=args.jobs,
                            run_precheck=False if args.no_precheck else None,

@@ -50,13 +50,27 @@ class _MountAttr(ctypes.Structure):
 _READONLY = _MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
 
 
-def _lock_down(tmp_options: bytes) -> bool:
-    """In a fresh mount namespace, as root: all mounts read-only, a private writable /tmp, then
-    a new user namespace, which leaves no capability over anything outside it."""
+def _lock_down(tmp_options: bytes | None) -> bool:
+    """In a fresh mount namespace, as root: all mounts read-only, a private writable /tmp (unless
+    `tmp_options` is None), then a new user namespace, which leaves no capability over
+    anything outside it."""
     return (_libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, ctypes.byref(_READONLY),
                           ctypes.sizeof(_READONLY)) == 0
-            and _libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 0, tmp_options) == 0
+            and (tmp_options is None or _libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 0, tmp_options) == 0)
             and _libc.unshare(CLONE_NEWUSER) == 0)
+
+
+def _code_under_tmp() -> bool:
+    """Does the Python the child runs (interpreter, environment, our packages) live under /tmp?
+    Then a private /tmp would hide it (a checkout or venv in /tmp, as CI may use)."""
+    import numpy
+    dirs = [sys.prefix, sys.base_prefix, os.path.dirname(__file__), os.path.dirname(numpy.__file__)]
+    try:
+        import nkisim
+        dirs.append(os.path.dirname(nkisim.__file__))
+    except ImportError:
+        pass
+    return any(os.path.realpath(d) == "/tmp" or os.path.realpath(d).startswith("/tmp/") for d in dirs)
 
 
 @dataclass(frozen=True)
@@ -215,6 +229,7 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
         flags |= userns
     confinement = {"flags": flags, "hide": [p for p in hide_paths if os.path.isdir(p)], "cgroup": cgroup,
                    "readonly": caps.readonly and bool(flags & CLONE_NEWNS),
+                   "private_tmp": not _code_under_tmp(),
                    "limits": {"memory": limits.memory_bytes, "cpu": limits.cpu_seconds, "file": limits.file_bytes,
                               "files": limits.open_files, "processes": limits.processes}}
     child_env = dict(env, GRADER_RESULT_FD=str(write_fd), GRADER_SANDBOX=json.dumps(confinement))
@@ -275,7 +290,8 @@ def enter() -> bool:
         for path in conf["hide"]:
             if _libc.mount(b"tmpfs", path.encode(), b"tmpfs", 0, b"size=1m,mode=0700") != 0:
                 raise OSError(ctypes.get_errno(), f"cannot hide {path}")
-        if conf.get("readonly") and not _lock_down(b"size=64m,mode=1777"):
+        tmp = b"size=64m,mode=1777" if conf.get("private_tmp", True) else None
+        if conf.get("readonly") and not _lock_down(tmp):
             raise OSError(ctypes.get_errno(), "cannot make the file system read-only")
     lim = conf["limits"]
     for res, value in ((resource.RLIMIT_AS, lim["memory"]), (resource.RLIMIT_CPU, lim["cpu"]),

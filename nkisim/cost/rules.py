@@ -82,7 +82,7 @@ def matmul(rec: TraceRecord, p: CostParams) -> Cost:
     a = rec.attrs
     cycles = max(min(p.pe_stationary_min, a["m"]), a["n"])
     if _is_fp32(a["dtype"]) or _is_fp32(a["moving_dtype"]):
-        cycles *= p.pe_fp32_factor
+        cycles = p.pe_fp32_factor * (cycles + p.pe_fp32_pass_cycles)
     return ComputeCost("PE", (cycles + p.pe_overhead_cycles) / p.pe_ghz)
 
 

@@ -73,6 +73,21 @@ def test_cli_unknown_assignment_exits_2(tmp_path):
     assert result.returncode == 2 and "asst4-trainium2" in result.stderr
 
 
+def test_cli_neuron_backend_without_neuronx_cc_exits_2(tmp_path):
+    path = tmp_path / "conv2d.py"
+    path.write_bytes(source("student_template/conv2d.py"))
+    result = run_cli("grade", str(path), "--backend", "neuron")
+    assert result.returncode == 2 and result.stdout == ""
+    assert "needs neuronx-cc" in result.stderr and "--backend sim" in result.stderr
+
+
+def test_cli_report_into_a_missing_folder_exits_2_before_grading(tmp_path):
+    path = tmp_path / "conv2d.py"
+    path.write_bytes(source("student_template/conv2d.py"))
+    result = run_cli("grade", str(path), "--json", str(tmp_path / "no" / "report.json"))
+    assert result.returncode == 2 and "does not exist" in result.stderr and "[1/" not in result.stderr
+
+
 def test_cli_grades_the_template_and_writes_reports(tmp_path):
     path = tmp_path / "conv2d.py"
     path.write_bytes(source("student_template/conv2d.py"))

@@ -48,9 +48,14 @@ def test_relaxed_reference_lands_in_the_relaxed_tier_where_the_model_says(tmp_pa
     report, _ = graded("reference_kernels/conv2d_relaxed.py")
     by_name = {t.name: t for t in report.tests}
     assert report.score.correctness == 10
-    fp16 = by_name["perf_224_pool1_float16"]
-    assert fp16.status == "partial" and fp16.points == pytest.approx(17.5 * 0.95)
-    assert "relaxed threshold" in fp16.message
+    # as the course's unoptimized kernel, which set the relaxed thresholds, does on Trn2
+    for name in ("perf_224_pool1_float32", "perf_224_pool2_float32", "perf_224_pool1_float16"):
+        test = by_name[name]
+        assert test.status == "partial" and test.points == pytest.approx(test.max_points * 0.95), name
+        assert "relaxed threshold" in test.message
+    # with max-pool it stores half as many output rows, one DMA each: in fp16, bound by
+    # DMA issue, that is enough to pass under the optimized threshold
+    assert by_name["perf_224_pool2_float16"].status == "passed"
     # the unoptimized kernel misses every extra-credit threshold
     assert all(by_name[n].status == "failed" and by_name[n].points == 0
                for n in by_name if n.startswith("ec_"))
@@ -84,3 +89,5 @@ def test_backend_choice():
     assert choose_backend("auto") == "sim"      # no Neuron device on this machine
     with pytest.raises(ValueError):
         choose_backend("gpu")
+    with pytest.raises(ValueError, match="needs neuronx-cc"):
+        choose_backend("neuron")              # asked for by name on a machine without it
