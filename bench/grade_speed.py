@@ -1,13 +1,14 @@
 """Grading speed: prints figures, asserts nothing.
 
 Runs a full `grader grade` of the optimized reference conv2d on the simulator (asst4-trainium2,
-public seed) and prints its wall time. Then does the same work in this process, without a
-sandbox: every test's inputs and NumPy reference answers as the grader makes them, and every
-kernel run as the child makes it (nkisim.run_kernel for correctness, nki.benchmark for timed
-tests). What is left of the grade's wall time is the sandbox's overhead (child start-up and
-imports, job directories, result and trace transfer, the parent timing the trace again):
+public seed) and prints its wall time. Then grades the same tests again in this process without
+a sandbox, the way a trusting harness would: each configuration's inputs, the NumPy reference
+answer worked out in a thread while the kernel runs (as the grader does), the kernel run
+in-process (nkisim.run_kernel for correctness, nki.benchmark for timed tests) and the output
+check. What the sandboxed grade takes beyond that is the sandbox's overhead (child start-up and
+imports, job directories, input and result transfer, the parent timing the trace again):
 
-    overhead share = (grade wall - in-process kernel time - reference time) / grade wall
+    overhead share = (sandboxed grade wall - unsandboxed grade wall) / sandboxed grade wall
 
 (target <= 5%).
 
@@ -23,9 +24,11 @@ import sys
 import tempfile
 import time
 import types
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -61,78 +64,76 @@ def load_kernel():
     return module.fused_conv2d_maxpool
 
 
-def in_process(spec, report: dict, seed: int) -> dict[str, dict]:
-    """Per test that ran: reference time, kernel time, and for timed tests the time the parent
-    spends encoding, decoding and scheduling the trace (part of the overhead)."""
+def in_process(spec, report: dict, seed: int) -> dict[str, float]:
+    """Wall seconds per test that ran, graded without a sandbox (see the module docstring)."""
     kernel = load_kernel()          # installs nkisim as neuronxcc first
     import neuronxcc.nki as nki
-    from nkisim import cost, trace_io
+    import nkisim
+    from grader.checks import check_output
     ran = {t["name"] for t in report["tests"] if t["status"] != "skipped"}
-    figures = {}
+    walls = {}
     for index, test in enumerate(spec.tests):
         if test.name not in ran:
             continue
-        ref_s = kernel_s = trace_s = 0.0
+        start = time.perf_counter()
         for ci, config in enumerate(test.configs):
-            start = time.perf_counter()
             rng = np.random.default_rng(np.random.SeedSequence([seed, index, ci]))
             args, kwargs = problems.make_inputs(test.problem, config, rng)
-            problems.reference(test.problem, args, kwargs)
-            ref_s += time.perf_counter() - start
-            start = time.perf_counter()
-            if test.timed:
-                bench = nki.benchmark(warmup=test.warmup, iters=test.iters)(kernel)
-                bench(*args, **kwargs)
-                kernel_s += time.perf_counter() - start
-                start = time.perf_counter()
-                records = trace_io.decode(trace_io.encode(bench.benchmark_result.run.trace))
-                cost.schedule(records, cost.DEFAULT_PARAMS, dge=True)
-                trace_s += time.perf_counter() - start
-            else:
-                import nkisim
-                nkisim.run_kernel(kernel, args, kwargs)
-                kernel_s += time.perf_counter() - start
-        figures[test.name] = {"ref": ref_s, "kernel": kernel_s, "trace": trace_s}
-    return figures
+            with ThreadPoolExecutor(max_workers=1) as answer:
+                expected = answer.submit(problems.reference, test.problem, args, kwargs)
+                if test.timed:
+                    out = nki.benchmark(warmup=test.warmup, iters=test.iters)(kernel)(*args, **kwargs)
+                else:
+                    out = nkisim.run_kernel(kernel, args, kwargs).outputs
+                tol = spec.tolerances["correctness" if not test.timed else str(out.dtype)]
+                if not check_output(out, expected.result(), tol["rtol"], tol["atol"]).ok:
+                    raise SystemExit(f"{test.name}: the in-process run disagrees with the reference")
+        walls[test.name] = time.perf_counter() - start
+    return walls
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seed", type=int, default=42, help="public seed of the grade (default 42)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="sandboxed and unsandboxed grades, alternating; the best of each counts, so "
+                             "neither pays alone for a cold machine (default 2)")
     args = parser.parse_args()
     spec = specs.load("asst4-trainium2")
 
     print(f"== grader grade conv2d.py (a copy of {KERNEL.relative_to(ROOT)}) --backend sim --seed {args.seed}",
           flush=True)
-    total, report = full_grade(args.seed)
-    print(f"\nwhole grade: {total:.2f} s wall (report: {report['duration_s']:.2f} s; score "
-          f"{report['score']['total']:g}/{report['score']['max_total']:g})\n", flush=True)
+    totals, sandboxed, unsandboxed, child = [], {}, {}, {}
+    for round_ in range(1, args.rounds + 1):
+        total, report = full_grade(args.seed)
+        with threadpool_limits(limits=1, user_api="blas"):      # as the grader computes references
+            walls = in_process(spec, report, args.seed)
+        print(f"\nround {round_}: sandboxed grade {total:.2f} s (score {report['score']['total']:g}/"
+              f"{report['score']['max_total']:g}), unsandboxed {sum(walls.values()):.2f} s\n", flush=True)
+        totals.append(total)
+        for t in report["tests"]:
+            if t["name"] in walls:
+                sandboxed[t["name"]] = min(sandboxed.get(t["name"], float("inf")), t["duration_s"])
+                unsandboxed[t["name"]] = min(unsandboxed.get(t["name"], float("inf")), walls[t["name"]])
+                child[t["name"]] = sum(c.get("wall_s", 0.0) for c in t["details"].get("configs", []))
 
-    figures = in_process(spec, report, args.seed)
-    by_name = {t["name"]: t for t in report["tests"]}
-    print(f"{'test':26} {'graded s':>9} {'child s':>8} {'kernel s':>9} {'ref s':>7} {'trace s':>8} "
-          f"{'overhead s':>11}")
-    sums = dict.fromkeys(("graded", "child", "kernel", "ref", "trace"), 0.0)
-    for name, f in figures.items():
-        t = by_name[name]
-        child = sum(c.get("wall_s", 0.0) for c in t["details"].get("configs", []))
-        over = t["duration_s"] - f["kernel"] - f["ref"]
-        print(f"{name:26} {t['duration_s']:9.2f} {child:8.2f} {f['kernel']:9.2f} {f['ref']:7.2f} "
-              f"{f['trace']:8.2f} {over:11.2f}")
-        for key, value in (("graded", t["duration_s"]), ("child", child), ("kernel", f["kernel"]),
-                           ("ref", f["ref"]), ("trace", f["trace"])):
-            sums[key] += value
-    overhead = total - sums["kernel"] - sums["ref"]
-    print(f"{'all':26} {sums['graded']:9.2f} {sums['child']:8.2f} {sums['kernel']:9.2f} {sums['ref']:7.2f} "
-          f"{sums['trace']:8.2f} {sums['graded'] - sums['kernel'] - sums['ref']:11.2f}")
+    print(f"best of {args.rounds} rounds, per test:")
+    print(f"{'test':26} {'sandboxed s':>12} {'of which child s':>17} {'unsandboxed s':>14} {'overhead s':>11}")
+    for name in sandboxed:
+        print(f"{name:26} {sandboxed[name]:12.2f} {child[name]:17.2f} {unsandboxed[name]:14.2f} "
+              f"{sandboxed[name] - unsandboxed[name]:11.2f}")
+    tests_s, tests_u = sum(sandboxed.values()), sum(unsandboxed.values())
+    print(f"{'all tests':26} {tests_s:12.2f} {'':17} {tests_u:14.2f} {tests_s - tests_u:11.2f}")
     print()
-    print(f"in-process kernel time     {sums['kernel']:8.2f} s")
-    print(f"reference time             {sums['ref']:8.2f} s")
+    total = min(totals)
+    print(f"whole sandboxed grade      {total:8.2f} s (best round; CLI, spec, precheck and report included)")
+    print(f"unsandboxed grade          {tests_u:8.2f} s (sum of each test's best)")
+    overhead = total - tests_u
     print(f"sandbox overhead           {overhead:8.2f} s = {overhead / total:.1%} of the grade (target <= 5%)")
-    print(f"  child start-up/transfer  {sums['child'] - sums['kernel']:8.2f} s  (child wall - kernel time)")
-    print(f"  trace encode/decode/model{sums['trace']:8.2f} s  (in-process estimate of the parent's re-timing)")
-    print(f"  rest (job dirs, checks, CLI, tests skipped)  "
-          f"{overhead - (sums['child'] - sums['kernel']):.2f} s")
+    # the large tests can come out ahead: in the sandbox the reference answer is computed in the
+    # grader's process truly beside the kernel, not sharing one interpreter's lock with it
+    costly = sum(max(0.0, sandboxed[n] - unsandboxed[n]) for n in sandboxed)
+    print(f"  counting only the tests the sandbox slows: {costly:.2f} s = {costly / total:.1%}")
 
 
 if __name__ == "__main__":

@@ -22,19 +22,43 @@ def check_output(out, expected: np.ndarray, rtol: float, atol: float) -> CheckRe
         return CheckResult(False, f"output shape {out.shape} differs from the expected {expected.shape}")
     if out.dtype != expected.dtype:
         return CheckResult(False, f"output dtype {out.dtype} differs from the expected {expected.dtype}")
-    finite = np.isfinite(out)
-    if not finite.all():
-        bad = int((~finite).sum())
-        where = tuple(int(i) for i in np.argwhere(~finite)[0])
-        return CheckResult(False, f"{bad} output values are NaN or infinite (first at index {where}); "
-                                  "uninitialised memory reads as NaN in the simulator", mismatched=bad)
-    o, e = out.astype(np.float64), expected.astype(np.float64)
-    close = np.isclose(o, e, rtol=rtol, atol=atol)
-    err = float(np.max(np.abs(o - e))) if o.size else 0.0
-    if close.all():
+    # in chunks: float64 copies of a whole 200 MB output would cost more than the comparison
+    flat_out, flat_exp = out.reshape(-1), expected.reshape(-1)
+    nonfinite = mismatched = 0
+    first_nonfinite = first_mismatch = None
+    err = 0.0
+    for start in range(0, flat_out.size, CHUNK):
+        o = flat_out[start:start + CHUNK].astype(np.float64)
+        e = flat_exp[start:start + CHUNK].astype(np.float64)
+        finite = np.isfinite(o)
+        if not finite.all():
+            nonfinite += int(o.size - np.count_nonzero(finite))
+            if first_nonfinite is None:
+                first_nonfinite = start + int(np.argmin(finite))
+            continue
+        if nonfinite:
+            continue
+        diff = np.abs(o - e)
+        close = (diff <= atol + rtol * np.abs(e)) & np.isfinite(e)   # np.isclose's rule, finite values
+        err = max(err, float(diff.max()) if o.size else 0.0)
+        if not close.all():
+            mismatched += int(o.size - np.count_nonzero(close))
+            if first_mismatch is None:
+                first_mismatch = start + int(np.argmin(close))
+    if nonfinite:
+        where = _index(first_nonfinite, out.shape)
+        return CheckResult(False, f"{nonfinite} output values are NaN or infinite (first at index {where}); "
+                                  "uninitialised memory reads as NaN in the simulator", mismatched=nonfinite)
+    if not mismatched:
         return CheckResult(True, "output matches", err)
-    bad = int((~close).sum())
-    where = tuple(int(i) for i in np.argwhere(~close)[0])
-    return CheckResult(False, f"{bad} of {o.size} output values differ from the reference beyond rtol={rtol}, "
-                              f"atol={atol} (first at index {where}: got {o[where]:.6g}, expected {e[where]:.6g})",
-                       err, bad)
+    where = _index(first_mismatch, out.shape)
+    return CheckResult(False, f"{mismatched} of {out.size} output values differ from the reference beyond "
+                              f"rtol={rtol}, atol={atol} (first at index {where}: got {float(out[where]):.6g}, "
+                              f"expected {float(expected[where]):.6g})", err, mismatched)
+
+
+CHUNK = 1 << 20
+
+
+def _index(flat: int, shape: tuple) -> tuple:
+    return tuple(int(i) for i in np.unravel_index(flat, shape))

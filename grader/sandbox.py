@@ -20,12 +20,14 @@ detected once per process and listed by `capabilities()`:
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
 import json
 import os
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -91,7 +93,7 @@ class ChildResult:
     timed_out: bool
     stdout: str
     stderr: str
-    result: bytes                        # everything written to the result pipe (capped)
+    result: bytes | bytearray            # everything written to the result pipe (capped)
     result_truncated: bool
     wall_seconds: float
     killed_by: str = ""                  # "timeout", "signal N", ""
@@ -210,7 +212,140 @@ def _reader(stream, limit: int, sink: list, truncated: list) -> None:
                 kept += chunk[:room]
             if len(chunk) > max(room, 0):
                 truncated.append(True)
-    sink.append(bytes(kept))
+    sink.append(kept)
+
+
+class _ZygoteChild:
+    """A job process the zygote forked: its pid, and its exit code from the monitor's report."""
+
+    def __init__(self, pid: int, reply: socket.socket, pending: bytes) -> None:
+        self.pid, self._reply, self._buffer = pid, reply, pending
+        self.returncode: int | None = None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is not None:
+            return self.returncode
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired("job", timeout)
+            self._reply.settimeout(left)
+            try:
+                chunk = self._reply.recv(64)
+            except socket.timeout:
+                raise subprocess.TimeoutExpired("job", timeout) from None
+            if not chunk:                     # the monitor is gone without a word: count it killed
+                self._buffer += f"{-signal.SIGKILL}\n".encode()
+                break
+            self._buffer += chunk
+        self.returncode = int(self._buffer.split(b"\n", 1)[0])
+        self._reply.close()
+        return self.returncode
+
+
+class Zygote:
+    """The grader's end of grader.zygote: started on first use in each process (a prefork
+    worker gets its own), restarted if it died; None from spawn means use a fresh process."""
+
+    PRELOAD = ("numpy", "ml_dtypes", "nkisim", "grader.child")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._control: socket.socket | None = None
+        self._proc: subprocess.Popen | None = None
+        self._owner = 0
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-m", "grader.zygote", str(theirs.fileno()), *self.PRELOAD],
+                env=minimal_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), start_new_session=True)
+        self._control, self._owner = ours, os.getpid()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._alive() else None
+
+    def _alive(self) -> bool:
+        return self._owner == os.getpid() and self._proc is not None and self._proc.poll() is None
+
+    def spawn(self, module: str, workdir: str, env: dict[str, str], fds: tuple[int, int, int]) -> _ZygoteChild | None:
+        message = json.dumps({"module": module, "cwd": workdir, "env": env}).encode()
+        for attempt in (1, 2):                  # again with a new zygote if this one just died
+            with self._lock:
+                if attempt == 2 or not self._alive():
+                    self.stop()
+                    self._start()
+                control = self._control
+            child = self._request(control, message, fds)
+            if child is not None:
+                return child
+        return None
+
+    @staticmethod
+    def _request(control: socket.socket, message: bytes, fds: tuple[int, int, int]) -> _ZygoteChild | None:
+        """Send one job; the monitor's first line is the job's pid. None if nothing answers."""
+        reply, theirs = socket.socketpair()
+        with theirs:
+            try:
+                socket.send_fds(control, [message], [theirs.fileno(), *fds])
+            except OSError:
+                reply.close()
+                return None
+        reply.settimeout(10.0)
+        pending = b""
+        try:
+            while b"\n" not in pending:
+                chunk = reply.recv(64)
+                if not chunk:
+                    break
+                pending += chunk
+        except OSError:
+            pass
+        if b"\n" not in pending:
+            reply.close()
+            return None
+        line, rest = pending.split(b"\n", 1)
+        return _ZygoteChild(int(line), reply, rest)
+
+    def stop(self) -> None:
+        if self._owner == os.getpid():
+            if self._control is not None:
+                self._control.close()       # the zygote exits when its socket closes
+            if self._proc is not None:
+                try:
+                    self._proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait()
+        self._control = self._proc = None
+
+
+ZYGOTE = Zygote()
+atexit.register(ZYGOTE.stop)
+
+
+def _module_of(argv: list[str]) -> str | None:
+    """The module of a `python -I -m MODULE` command line, which the zygote can run."""
+    if len(argv) == 4 and argv[0] == sys.executable and argv[1:3] == ["-I", "-m"]:
+        return argv[3]
+    return None
+
+
+def _launch(argv: list[str], workdir: str, env: dict[str, str], fds: tuple[int, int, int]):
+    """Start the child through the zygote when it can run it, else as a fresh process."""
+    module = _module_of(argv)
+    if module is not None:
+        child = ZYGOTE.spawn(module, workdir, env, fds)
+        if child is not None:
+            return child
+    out, err, result = fds
+    return subprocess.Popen(argv, cwd=workdir, env=dict(env, GRADER_RESULT_FD=str(result)),
+                            stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(result,),
+                            start_new_session=True, close_fds=True)
 
 
 def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, str],
@@ -221,7 +356,6 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
     child confines itself (enter) before it loads any student code."""
     caps = capabilities()
     cgroup = _make_cgroup(caps, limits.processes)
-    read_fd, write_fd = os.pipe()
     userns = 0 if os.geteuid() == 0 else CLONE_NEWUSER
     flags = (CLONE_NEWNET if caps.net else 0) | (CLONE_NEWPID if caps.pid else 0)
     flags |= CLONE_NEWNS if caps.mount and hide_paths else 0
@@ -232,22 +366,21 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
                    "private_tmp": not _code_under_tmp(),
                    "limits": {"memory": limits.memory_bytes, "cpu": limits.cpu_seconds, "file": limits.file_bytes,
                               "files": limits.open_files, "processes": limits.processes}}
-    child_env = dict(env, GRADER_RESULT_FD=str(write_fd), GRADER_SANDBOX=json.dumps(confinement))
+    child_env = dict(env, GRADER_SANDBOX=json.dumps(confinement))
+    pipes = [os.pipe() for _ in range(3)]            # stdout, stderr, result
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, cwd=workdir, env=child_env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_fd,),
-                                start_new_session=True, close_fds=True)
+        proc = _launch(argv, workdir, child_env, tuple(w for _, w in pipes))
     finally:
-        os.close(write_fd)
+        for _, w in pipes:
+            os.close(w)
     outs: list = []
     errs: list = []
     results: list = []
     cut: list = []
-    threads = [threading.Thread(target=_reader, args=(proc.stdout, limits.output_bytes, outs, []), daemon=True),
-               threading.Thread(target=_reader, args=(proc.stderr, limits.output_bytes, errs, []), daemon=True),
-               threading.Thread(target=_reader, args=(os.fdopen(read_fd, "rb", buffering=0),
-                                                      limits.result_bytes, results, cut), daemon=True)]
+    readers = [(outs, limits.output_bytes, []), (errs, limits.output_bytes, []), (results, limits.result_bytes, cut)]
+    threads = [threading.Thread(target=_reader, args=(os.fdopen(r, "rb", buffering=0), limit, sink, flag),
+                                daemon=True) for (r, _), (sink, limit, flag) in zip(pipes, readers)]
     for t in threads:
         t.start()
     timed_out = False

@@ -4,7 +4,6 @@ unpickles anything the child wrote."""
 from __future__ import annotations
 
 import json
-import numbers
 
 from .registry import INSTRUCTIONS
 from .source import SourceSite
@@ -33,9 +32,15 @@ def encode(records: list[TraceRecord]) -> bytes:
 
 
 def _int(v, what):
-    if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+    if type(v) is not int:      # what json.loads makes of an integer, and nothing else (not bool)
         raise TraceFormatError(f"{what} must be an integer")
-    return int(v)
+    return v
+
+
+def _ints(values, what) -> tuple:
+    if type(values) is not list or not all(type(v) is int for v in values):
+        raise TraceFormatError(f"{what} must be a list of integers")
+    return tuple(values)
 
 
 def _decode_region(raw) -> Region:
@@ -44,15 +49,15 @@ def _decode_region(raw) -> Region:
     alloc_id, buffer, start, shape, strides, itemsize, dtype, parts, bounds = raw
     if buffer not in ("hbm", "shared_hbm", "sbuf", "psum") or not isinstance(dtype, str):
         raise TraceFormatError("bad region buffer or dtype")
-    shape = tuple(_int(s, "shape") for s in shape)
+    shape = _ints(shape, "shape")
     if any(s < 0 for s in shape):
         raise TraceFormatError("negative shape")
-    strides = tuple(_int(s, "stride") for s in strides) if strides is not None else None
+    strides = _ints(strides, "strides") if strides is not None else None
     if strides is not None and len(strides) != len(shape):
         raise TraceFormatError("strides do not match shape")
     if (strides is None) == (bounds is None):
         raise TraceFormatError("a region has strides or bounds")
-    bounds = tuple(_int(b, "bound") for b in bounds) if bounds is not None else None
+    bounds = _ints(bounds, "bounds") if bounds is not None else None
     item = _int(itemsize, "itemsize")
     if item not in (1, 2, 4, 8):
         raise TraceFormatError("bad itemsize")

@@ -3,6 +3,7 @@ template get the grades the course would give them."""
 import os
 import re
 
+import numpy as np
 import pytest
 
 from grader import spec as specs
@@ -91,3 +92,27 @@ def test_backend_choice():
         choose_backend("gpu")
     with pytest.raises(ValueError, match="needs neuronx-cc"):
         choose_backend("neuron")              # asked for by name on a machine without it
+
+
+def _npy(arr, allow_pickle=False) -> bytes:
+    import io
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=allow_pickle)
+    return buf.getvalue()
+
+
+def test_result_stream_parses_arrays_without_copies_and_refuses_pickles():
+    import json as _json
+    from grader.grade import _parse_result
+    good = np.arange(12, dtype=np.float16).reshape(3, 4)
+    data = bytearray(_json.dumps({"status": "ok", "arrays": 1, "trace_bytes": 3}).encode() + b"\n"
+                     + _npy(good) + b"abc")
+    header, arrays, trace = _parse_result(data)
+    assert header["status"] == "ok" and trace == b"abc"
+    assert arrays[0].dtype == np.float16 and (arrays[0] == good).all()
+    assert np.shares_memory(arrays[0], np.frombuffer(data, np.uint8))     # a view, not a copy
+    head = _json.dumps({"status": "ok", "arrays": 1, "trace_bytes": 0}).encode() + b"\n"
+    assert _parse_result(head + _npy(np.array([{"a": 1}], dtype=object), allow_pickle=True)) is None
+    assert _parse_result(head + _npy(good)[:-5]) is None                 # cut short
+    assert _parse_result(head + b"\x93NUMPY garbage") is None
+    assert _parse_result(b'{"status": "ok", "arrays": 1000}\n') is None

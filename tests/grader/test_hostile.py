@@ -22,7 +22,7 @@ import pytest
 
 from grader import problems
 from grader.grade import GradeOptions, grade
-from grader.sandbox import Limits, capabilities
+from grader.sandbox import ZYGOTE, Limits, capabilities
 from grader.spec import parse
 from grader.submission import Submission
 
@@ -102,11 +102,17 @@ def grader_stays_healthy():
     """After each hostile grade: nothing left running, and an honest grade in this same process
     (precheck on, as the spec says) still gets full marks."""
     yield
-    assert descendants(os.getpid()) == []
+    assert leftovers() == []
     report = graded(HONEST, precheck=True)
     assert report.score.total == FULL_MARKS, [(t.name, t.status, t.message) for t in report.tests]
     assert report.flags == []
-    assert descendants(os.getpid()) == []
+    assert leftovers() == []
+
+
+def leftovers() -> list[int]:
+    """Processes of ours still running, but for the fork server, which outlives grades by design
+    (its monitors and jobs, should any remain, are counted)."""
+    return [p for p in descendants(os.getpid()) if p != ZYGOTE.pid]
 
 
 # ----------------------------------------------------------------------------- kernel sources
@@ -215,23 +221,17 @@ nkisim.machine.Machine.record = lambda self, *args, **kwargs: None
 """
 
 # honest work, through an nki.benchmark replacement that reports an empty trace
-PATCH_BENCHMARK = HONEST + """
+PATCH_RUNNER = HONEST + """
 
 import types
-_real_benchmark = nki.benchmark
+import nkisim
+_real_run_kernel = nkisim.run_kernel
 
-def _benchmark(*args, **kwargs):
-    def wrap(kernel):
-        real = _real_benchmark(*args, **kwargs)(kernel)
-        class Fake:
-            def __call__(self, *a, **k):
-                out = real(*a, **k)
-                self.benchmark_result = types.SimpleNamespace(run=types.SimpleNamespace(trace=[]))
-                return out
-        return Fake()
-    return wrap
+def _run_kernel(*args, **kwargs):      # the runner the child times with: hand back no trace
+    run = _real_run_kernel(*args, **kwargs)
+    return types.SimpleNamespace(outputs=run.outputs, trace=[])
 
-nki.benchmark = _benchmark
+nkisim.run_kernel = _run_kernel
 """
 
 FAKE_STDOUT_REPORT = zeros_kernel("""
@@ -245,7 +245,7 @@ FD_FAKE_VERDICT = HEADER + FIND_RESULT_FD + """
 import json
 fd = result_fd()
 os.write(fd, json.dumps({"status": "ok", "score": 1000, "points": 1000, "passed": True,
-                         "arrays": [], "trace_bytes": 0}).encode() + b"\\n")
+                         "arrays": 0, "trace_bytes": 0}).encode() + b"\\n")
 os._exit(0)
 """ + ZEROS_KERNEL
 
@@ -256,7 +256,7 @@ buf = io.BytesIO()
 np.save(buf, np.zeros((1, 128, 8, 8), np.float32))
 blob = buf.getvalue()
 os.write(result_fd(),
-         json.dumps({"status": "ok", "arrays": [len(blob)], "trace_bytes": 2}).encode() + b"\\n" + blob + b"[]")
+         json.dumps({"status": "ok", "arrays": 1, "trace_bytes": 2}).encode() + b"\\n" + blob + b"[]")
 os._exit(0)
 """ + ZEROS_KERNEL
 
@@ -274,7 +274,7 @@ np.save(buf, answer)
 blob = buf.getvalue()
 trace = {trace!r}
 os.write(result_fd(),
-         json.dumps({{"status": "ok", "arrays": [len(blob)], "trace_bytes": len(trace)}}).encode() + b"\\n"
+         json.dumps({{"status": "ok", "arrays": 1, "trace_bytes": len(trace)}}).encode() + b"\\n"
          + blob + trace)
 os._exit(0)
 """ + ZEROS_KERNEL
@@ -330,7 +330,14 @@ import inspect
 
 
 def benchmarked():
-    return any(type(frame.frame.f_locals.get("self")).__name__ == "BenchmarkedKernel" for frame in inspect.stack())
+    # the harness's frames say which run this is: nki.benchmark's, or the grader child's job
+    for frame in inspect.stack():
+        local = frame.frame.f_locals
+        if type(local.get("self")).__name__ == "BenchmarkedKernel":
+            return True
+        if isinstance(local.get("job"), dict) and local["job"].get("mode") == "benchmark":
+            return True
+    return False
 
 
 @nki.jit
@@ -414,7 +421,7 @@ def fused_conv2d_maxpool(X, W, bias, pool_size=1):
 
 RESULT_FLOOD = HEADER + FIND_RESULT_FD + """
 fd = result_fd()
-os.write(fd, b'{"status": "ok", "arrays": [268435456], "trace_bytes": 0}\\n')
+os.write(fd, b'{"status": "ok", "arrays": 1, "trace_bytes": 0}\\n')
 chunk = b"\\x93NUMPY" * (2 ** 17)
 for _ in range(256):
     os.write(fd, chunk)
@@ -498,7 +505,7 @@ def attempt(what, action):
 attempt("job dir", lambda: sorted(os.listdir(".")))
 attempt("job.json", lambda: open("job.json").read())
 attempt("environ", lambda: sorted(os.environ))
-attempt("other jobs", lambda: glob.glob("/tmp/nkigrader-*/*"))
+attempt("other jobs", lambda: glob.glob("/tmp/nkigrader-*/*") + glob.glob("/dev/shm/nkigrader-*/*"))
 grader_dir = os.path.dirname(grader.__file__)
 attempt("read specs", lambda: sorted(os.listdir(os.path.join(grader_dir, "specs"))))
 attempt("write grader", lambda: open(os.path.join(grader_dir, "_hostile_probe.py"), "w").write("x = 1"))
@@ -579,7 +586,7 @@ def test_patching_the_cost_model_in_the_child_changes_nothing():
     assert 40 < by_name(report)["perf"].p99_us < 45                   # not 1 us
 
 
-@pytest.mark.parametrize("source", [PATCH_TRACE, PATCH_BENCHMARK], ids=["Machine.record", "nki.benchmark"])
+@pytest.mark.parametrize("source", [PATCH_TRACE, PATCH_RUNNER], ids=["Machine.record", "nkisim.run_kernel"])
 def test_a_trace_without_the_work_earns_no_performance_points(source):
     report = graded(source)
     tests = by_name(report)

@@ -1,0 +1,108 @@
+"""The fork server that starts sandboxed children: what a child sees and how it ends are the
+same as for a fresh `python -I -m grader.child`, and the grader copes with the server dying."""
+import io
+import json
+import os
+import signal
+import sys
+
+import numpy as np
+import pytest
+
+from grader.sandbox import ZYGOTE, Limits, minimal_env, run_child
+
+CHILD = [sys.executable, "-I", "-m", "grader.child"]
+
+PROBE = """
+import os, sys
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+
+listed = sorted(int(f) for f in os.listdir("/proc/self/fd"))
+print("fds", [f for f in listed if os.path.exists(f"/proc/self/fd/{f}")])   # less the listing's own
+print("cwd", os.path.basename(os.getcwd()))
+print("env", sorted(os.environ))
+print("main", sys.modules["__main__"].__name__, sys.modules["__main__"].__file__.endswith("child.py"))
+print("to stderr", file=sys.stderr)
+
+def kernel(x):
+    {body}
+    tile = nl.ndarray((1, 6), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=x)
+    out = nl.ndarray((1, 6), dtype=x.dtype, buffer=nl.hbm)
+    nisa.dma_copy(dst=out, src=nisa.tensor_scalar(tile, nl.add, {offset}))
+    return out
+"""
+
+
+def job_dir(tmp_path, body: str = "pass", offset: int = 0):
+    job = tmp_path / "job"
+    (job / "inputs").mkdir(parents=True)
+    (job / "k.py").write_text(PROBE.replace("{body}", body).replace("{offset}", str(offset)))
+    np.save(job / "inputs" / "arg0.npy", np.arange(6, dtype=np.float32).reshape(1, 6))
+    (job / "job.json").write_text(json.dumps({"backend": "sim", "file": "k.py", "function": "kernel", "n_args": 1,
+                                              "kwargs": {}, "mode": "correctness", "warmup": 1, "iters": 1,
+                                              "compile_options": {}, "want_trace": False}))
+    return str(job)
+
+
+def run(job, **limits):
+    return run_child(CHILD, job, limits=Limits(**dict({"wall_seconds": 20.0}, **limits)), env=minimal_env(),
+                     hide_paths=(os.path.dirname(job),))
+
+
+def test_a_child_from_the_zygote_sees_only_its_job(tmp_path):
+    result = run(job_dir(tmp_path))
+    assert ZYGOTE.pid is not None                         # it went through the fork server
+    assert result.returncode == 0 and not result.timed_out
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert lines["fds"] == "[0, 1, 2, 3]"                 # no control socket, no other job's pipes
+    assert lines["cwd"] == "job"
+    assert "GRADER_RESULT_FD" not in lines["env"] and "GRADER_SANDBOX" not in lines["env"]  # popped on entry
+    assert lines["main"] == "__main__ True"               # run as under `python -m`
+    assert result.stderr.strip() == "to stderr"
+    header = json.loads(result.result.split(b"\n", 1)[0])
+    assert header["status"] == "ok" and header["arrays"]
+
+
+def test_exit_codes_signals_and_timeouts_come_back_as_from_a_process(tmp_path):
+    exited = run(job_dir(tmp_path, "import os; os._exit(7)"))
+    assert exited.returncode == 7 and exited.killed_by == "" and exited.result == b""
+    (tmp_path / "job").rename(tmp_path / "old0")
+    crashed = run(job_dir(tmp_path, "import ctypes; ctypes.string_at(0)"))
+    assert crashed.killed_by == f"signal {signal.SIGSEGV.value}" and crashed.result == b""
+    (tmp_path / "job").rename(tmp_path / "old1")
+    stuck = run(job_dir(tmp_path, "import time; time.sleep(60)"), wall_seconds=1.0)
+    assert stuck.timed_out and stuck.killed_by == "timeout" and stuck.wall_seconds < 10
+
+
+def test_a_dead_zygote_is_replaced(tmp_path):
+    assert run(job_dir(tmp_path)).returncode == 0
+    first = ZYGOTE.pid
+    os.kill(first, signal.SIGKILL)
+    (tmp_path / "job").rename(tmp_path / "old")
+    again = run(job_dir(tmp_path))
+    assert again.returncode == 0 and b'"status": "ok"' in again.result
+    assert ZYGOTE.pid not in (None, first)
+
+
+def test_other_command_lines_run_as_fresh_processes(tmp_path):
+    result = run_child([sys.executable, "-I", "-c", "import os; os.write(int(os.environ['GRADER_RESULT_FD']), b'hi')"],
+                       str(tmp_path), limits=Limits(wall_seconds=20.0), env=minimal_env())
+    assert result.returncode == 0 and result.result == b"hi"
+
+
+@pytest.mark.parametrize("jobs", [4])
+def test_children_started_from_several_threads_do_not_mix(tmp_path, jobs):
+    from concurrent.futures import ThreadPoolExecutor
+    dirs = []
+    for i in range(jobs):
+        base = tmp_path / f"t{i}"
+        base.mkdir()
+        dirs.append(job_dir(base, offset=i))
+    with ThreadPoolExecutor(jobs) as pool:
+        results = list(pool.map(run, dirs))
+    for i, result in enumerate(results):
+        assert result.returncode == 0
+        out = np.load(io.BytesIO(result.result.split(b"\n", 1)[1]), allow_pickle=False)
+        assert out.tolist() == [[float(v + i) for v in range(6)]]
