@@ -76,7 +76,8 @@ class _Run:
         self.sub, self.spec, self.opt = submission, spec, options
         self.backend = choose_backend(options.backend)
         self.seed = options.seed if options.seed is not None else secrets.randbits(63)
-        self.base = tempfile.mkdtemp(prefix="nkigrader-", dir=_job_root())
+        self.root = _job_root()
+        self.base = tempfile.mkdtemp(prefix="run-", dir=self.root)
         self.flags: list[str] = []
         self.results: dict[str, TestResult] = {}
         self.rejected: dict[str, str] = {}
@@ -191,7 +192,7 @@ class _Run:
             if os.environ.get("GRADER_NEURON_SHIM"):
                 extra["GRADER_NEURON_SHIM"] = os.environ["GRADER_NEURON_SHIM"]
         child = run_child([sys.executable, "-I", "-m", "grader.child"], job, limits=self.opt.limits,
-                          env=minimal_env(extra), hide_paths=(self.base,) + tuple(self.opt.hide_paths))
+                          env=minimal_env(extra), hide_paths=(self.root,) + tuple(self.opt.hide_paths))
         shutil.rmtree(job, ignore_errors=True)
         label = _config_label(config)
         detail = {"config": label, "wall_s": round(child.wall_seconds, 3)}
@@ -371,16 +372,21 @@ def _npy_at(view: memoryview, pos: int) -> tuple[np.ndarray, int] | None:
     return arr.reshape(shape, order="F" if fortran_order else "C"), end
 
 
-def _job_root() -> str | None:
-    """Where job directories go: /dev/shm when it is a tmpfs with room to spare (inputs and
-    outputs of the large tests are 200 MB each, and a disk-backed /tmp writes them out),
-    else the system's temporary directory."""
+def _job_root() -> str:
+    """The directory every grade of this user keeps its job directories in; each child gets
+    it covered by an empty tmpfs, so no child sees another grade's jobs, running or left
+    behind by a crash. On /dev/shm when that is a tmpfs with room to spare (inputs and outputs
+    of the large tests are 200 MB each, and a disk-backed /tmp writes them out)."""
+    base = tempfile.gettempdir()
     try:
         st = os.statvfs("/dev/shm")
-        roomy = st.f_bavail * st.f_frsize >= 4 * 2**30 and os.access("/dev/shm", os.W_OK)
+        if st.f_bavail * st.f_frsize >= 4 * 2**30 and os.access("/dev/shm", os.W_OK):
+            base = "/dev/shm"
     except OSError:
-        return None
-    return "/dev/shm" if roomy else None
+        pass
+    root = os.path.join(base, f"nkigrader-{os.getuid()}")
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    return root
 
 
 def grade(submission: Submission, spec: AssignmentSpec, options: GradeOptions | None = None) -> Report:

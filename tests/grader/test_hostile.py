@@ -13,6 +13,7 @@ import base64
 import hashlib
 import os
 import resource
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ import numpy as np
 import pytest
 
 from grader import problems
-from grader.grade import GradeOptions, grade
+from grader.grade import GradeOptions, _job_root, grade
 from grader.sandbox import ZYGOTE, Limits, capabilities
 from grader.spec import parse
 from grader.submission import Submission
@@ -505,7 +506,7 @@ def attempt(what, action):
 attempt("job dir", lambda: sorted(os.listdir(".")))
 attempt("job.json", lambda: open("job.json").read())
 attempt("environ", lambda: sorted(os.environ))
-attempt("other jobs", lambda: glob.glob("/tmp/nkigrader-*/*") + glob.glob("/dev/shm/nkigrader-*/*"))
+attempt("other jobs", lambda: [p for root in ("/tmp", "/dev/shm") for p in glob.glob(f"{root}/nkigrader*/**")])
 grader_dir = os.path.dirname(grader.__file__)
 attempt("read specs", lambda: sorted(os.listdir(os.path.join(grader_dir, "specs"))))
 attempt("write grader", lambda: open(os.path.join(grader_dir, "_hostile_probe.py"), "w").write("x = 1"))
@@ -802,7 +803,13 @@ def test_the_network_is_unreachable_even_on_loopback():
 @pytest.mark.skipif(not (CAPS.mount and CAPS.readonly), reason="no read-only mount namespace on this machine")
 def test_the_child_sees_only_its_job_and_cannot_change_the_machine():
     grader_dir = ROOT / "grader"
-    report = graded(SNOOP, seed=987654321)
+    leftover = Path(_job_root()) / "run-crashed" / "conv-0"    # what a crashed grade leaves behind
+    leftover.mkdir(parents=True, exist_ok=True)
+    (leftover / "conv2d.py").write_text("# another student's kernel\n")
+    try:
+        report = graded(SNOOP, seed=987654321)
+    finally:
+        shutil.rmtree(leftover.parent)
     result = assert_nothing_earned(report, "wrong output")
     line = next(x for x in result.output.splitlines() if x.startswith("SNOOP "))
     found = line[len("SNOOP "):]
