@@ -192,7 +192,8 @@ class _Run:
             if os.environ.get("GRADER_NEURON_SHIM"):
                 extra["GRADER_NEURON_SHIM"] = os.environ["GRADER_NEURON_SHIM"]
         child = run_child([sys.executable, "-I", "-m", "grader.child"], job, limits=self.opt.limits,
-                          env=minimal_env(extra), hide_paths=(self.root,) + tuple(self.opt.hide_paths))
+                          env=minimal_env(extra), hide_paths=(self.root,) + tuple(self.opt.hide_paths),
+                          own_uid=self.backend == "sim")
         shutil.rmtree(job, ignore_errors=True)
         label = _config_label(config)
         detail = {"config": label, "wall_s": round(child.wall_seconds, 3)}

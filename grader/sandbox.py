@@ -16,18 +16,25 @@ detected once per process and listed by `capabilities()`:
   for root, where RLIMIT_NPROC does not apply);
 - `readonly` (a root grader): every mount read-only but a private /tmp, then a new user
   namespace, so the child keeps no capability to undo that, write the grader's own files or
-  cgroups, unmount what hides the job directories, or read other processes' memory.
+  cgroups, unmount what hides the job directories, or read other processes' memory;
+- `unprivileged` (a root grader): instead of that user namespace, the child becomes a random
+  unused uid with no groups and no_new_privs, so files only root may read stay closed; any
+  0700 directory on the way to the interpreter is covered by a tmpfs holding bind mounts of
+  just the code (`code_dirs`).
 """
 from __future__ import annotations
 
 import atexit
 import ctypes
 import ctypes.util
+import functools
 import json
 import os
 import resource
+import secrets
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -37,7 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
-MS_REC, MS_PRIVATE = 16384, 1 << 18
+MS_REC, MS_PRIVATE, MS_BIND = 16384, 1 << 18, 4096
+PR_SET_NO_NEW_PRIVS = 38
+CHILD_UIDS = range(100_000, 160_000)     # one unused uid per child, picked at random
 SYS_MOUNT_SETATTR = 442                  # the same number on every architecture (Linux 5.12+)
 AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = -100, 0x8000, 1
 
@@ -52,14 +61,62 @@ class _MountAttr(ctypes.Structure):
 _READONLY = _MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
 
 
-def _lock_down(tmp_options: bytes | None) -> bool:
+def _lock_down(tmp_options: bytes | None, new_userns: bool = True) -> bool:
     """In a fresh mount namespace, as root: all mounts read-only, a private writable /tmp (unless
-    `tmp_options` is None), then a new user namespace, which leaves no capability over
-    anything outside it."""
+    `tmp_options` is None), then (unless the caller drops to another uid instead) a new user
+    namespace, which leaves no capability over anything outside it."""
     return (_libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, ctypes.byref(_READONLY),
                           ctypes.sizeof(_READONLY)) == 0
             and (tmp_options is None or _libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 0, tmp_options) == 0)
-            and _libc.unshare(CLONE_NEWUSER) == 0)
+            and (not new_userns or _libc.unshare(CLONE_NEWUSER) == 0))
+
+
+@functools.lru_cache(maxsize=1)
+def code_dirs() -> list[str]:
+    """Directories an unprivileged child must still read: the interpreter, its library and
+    site-packages, and where our packages (and neuronx-cc, if installed) live."""
+    import importlib.util
+    dirs = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    dirs.update(p for p in sys.path if p and os.path.isdir(p))
+    for name in ("grader", "nkisim", "numpy", "ml_dtypes", "threadpoolctl", "neuronxcc"):
+        spec = importlib.util.find_spec(name) if name not in sys.modules else sys.modules[name].__spec__
+        for location in (getattr(spec, "submodule_search_locations", None) or []) if spec else []:
+            dirs.add(os.path.dirname(location))
+        if spec and spec.origin and not getattr(spec, "submodule_search_locations", None):
+            dirs.add(os.path.dirname(spec.origin))
+    return sorted({os.path.realpath(d) for d in dirs})    # a list: it goes to the child as JSON
+
+
+def _reach_code(dirs: list[str]) -> None:
+    """Under a uid that owns nothing, a directory like /root (mode 0700) would cut the child
+    off from its own interpreter. Cover each such directory with an empty tmpfs that holds
+    only bind mounts of the code below it: the rest of it (keys, credentials) stays unseen."""
+    blocked: dict[str, list[str]] = {}
+    for d in sorted(dirs, key=len):
+        parts = d.split("/")
+        for i in range(2, len(parts)):
+            ancestor = "/".join(parts[:i])
+            if not os.stat(ancestor).st_mode & stat.S_IXOTH:
+                blocked.setdefault(ancestor, []).append(d)
+                break
+    for ancestor, below in blocked.items():
+        handles = [(d, os.open(d, os.O_PATH | os.O_DIRECTORY)) for d in below]
+        if _libc.mount(b"tmpfs", ancestor.encode(), b"tmpfs", 0, b"size=1m,mode=0755") != 0:
+            raise OSError(ctypes.get_errno(), f"cannot cover {ancestor}")
+        for d, fd in handles:
+            os.makedirs(d, mode=0o755, exist_ok=True)
+            if _libc.mount(f"/proc/self/fd/{fd}".encode(), d.encode(), None, MS_BIND | MS_REC, None) != 0:
+                raise OSError(ctypes.get_errno(), f"cannot reach {d}")
+            os.close(fd)
+
+
+def _drop_privileges(uid: int) -> None:
+    """Become `uid` (a number no other process uses) with no groups, capabilities or way back."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "cannot set no_new_privs")
 
 
 def _code_under_tmp() -> bool:
@@ -110,11 +167,12 @@ class Capabilities:
     pid: bool = False
     mount: bool = False
     readonly: bool = False
+    unprivileged: bool = False          # the child drops to a uid of its own (a root grader)
     pids_cgroup: str = ""               # path of the parent pids cgroup, "" when unavailable
     notes: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
-        on = [n for n in ("net", "pid", "mount", "readonly") if getattr(self, n)] + (["pids_cgroup"] if self.pids_cgroup else [])
+        on = [n for n in ("net", "pid", "mount", "readonly", "unprivileged") if getattr(self, n)] + (["pids_cgroup"] if self.pids_cgroup else [])
         return "namespaces/cgroups: " + (", ".join(on) if on else "none (rlimits and timeouts only)")
 
 
@@ -137,6 +195,27 @@ def _probe_lock_down() -> bool:
     if pid == 0:
         ok = (_libc.unshare(CLONE_NEWNS) == 0 and _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) == 0
               and _lock_down(b"size=1m"))
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def _probe_unprivileged() -> bool:
+    """Can a child drop to an unused uid and still read its interpreter and our code?"""
+    dirs = code_dirs()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ok = (_libc.unshare(CLONE_NEWNS) == 0
+                  and _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) == 0)
+            if ok:
+                _reach_code(dirs)
+                ok = _lock_down(None, new_userns=False)
+            if ok:
+                _drop_privileges(CHILD_UIDS.start)
+                ok = all(os.listdir(d) is not None for d in dirs)
+        except OSError:
+            ok = False
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
@@ -169,6 +248,7 @@ def _detect() -> Capabilities:
             caps.pid = _probe(userns | CLONE_NEWPID)
             caps.mount = os.geteuid() == 0 and _probe(CLONE_NEWNS)
             caps.readonly = caps.mount and _probe_lock_down()
+            caps.unprivileged = caps.readonly and _probe_unprivileged()
             caps.pids_cgroup = _find_pids_cgroup() if os.geteuid() == 0 else ""
         else:
             caps.notes.append("not Linux: rlimits and timeouts only")
@@ -349,11 +429,12 @@ def _launch(argv: list[str], workdir: str, env: dict[str, str], fds: tuple[int, 
 
 
 def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, str],
-              hide_paths: tuple[str, ...] = ()) -> ChildResult:
+              hide_paths: tuple[str, ...] = (), own_uid: bool = True) -> ChildResult:
     """Run `argv` (a Python child that calls `enter()` first) in `workdir` under the sandbox;
     the child finds the result pipe's descriptor in GRADER_RESULT_FD. No preexec_fn: the
     grader runs tests from several threads, where forking with Python code is unsafe, so the
-    child confines itself (enter) before it loads any student code."""
+    child confines itself (enter) before it loads any student code. `own_uid=False` keeps the
+    grader's uid (Neuron device nodes are not open to an arbitrary uid)."""
     caps = capabilities()
     cgroup = _make_cgroup(caps, limits.processes)
     userns = 0 if os.geteuid() == 0 else CLONE_NEWUSER
@@ -361,9 +442,12 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
     flags |= CLONE_NEWNS if caps.mount and hide_paths else 0
     if flags:
         flags |= userns
+    drop = own_uid and caps.unprivileged and bool(flags & CLONE_NEWNS)
     confinement = {"flags": flags, "hide": [p for p in hide_paths if os.path.isdir(p)], "cgroup": cgroup,
                    "readonly": caps.readonly and bool(flags & CLONE_NEWNS),
                    "private_tmp": not _code_under_tmp(),
+                   "uid": secrets.choice(CHILD_UIDS) if drop else None,
+                   "code": code_dirs() if drop else [],
                    "limits": {"memory": limits.memory_bytes, "cpu": limits.cpu_seconds, "file": limits.file_bytes,
                               "files": limits.open_files, "processes": limits.processes}}
     child_env = dict(env, GRADER_SANDBOX=json.dumps(confinement))
@@ -423,14 +507,18 @@ def enter() -> bool:
         for path in conf["hide"]:
             if _libc.mount(b"tmpfs", path.encode(), b"tmpfs", 0, b"size=1m,mode=0700") != 0:
                 raise OSError(ctypes.get_errno(), f"cannot hide {path}")
+        if conf.get("uid") is not None:
+            _reach_code(conf["code"])
         tmp = b"size=64m,mode=1777" if conf.get("private_tmp", True) else None
-        if conf.get("readonly") and not _lock_down(tmp):
+        if conf.get("readonly") and not _lock_down(tmp, new_userns=conf.get("uid") is None):
             raise OSError(ctypes.get_errno(), "cannot make the file system read-only")
     lim = conf["limits"]
     for res, value in ((resource.RLIMIT_AS, lim["memory"]), (resource.RLIMIT_CPU, lim["cpu"]),
                        (resource.RLIMIT_FSIZE, lim["file"]), (resource.RLIMIT_NOFILE, lim["files"]),
                        (resource.RLIMIT_NPROC, lim["processes"]), (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(res, (value, value))
+    if conf.get("uid") is not None:
+        _drop_privileges(conf["uid"])
     return bool(flags & CLONE_NEWPID)
 
 

@@ -826,18 +826,34 @@ def test_the_child_sees_only_its_job_and_cannot_change_the_machine():
     assert not Path("/etc/_hostile_probe").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="the child keeps uid 0 (this machine's Python lives under /root, mode "
-                                       "0700), so files readable by root's owner bits, like /etc/shadow, stay "
-                                       "readable and could be printed into the report")
-def test_root_only_files_are_unreadable():
-    source = zeros_kernel("""
+@pytest.mark.skipif(not CAPS.unprivileged, reason="the child cannot drop to a uid of its own on this machine")
+def test_the_child_runs_as_nobody_and_cannot_read_private_files(tmp_path):
+    secret = Path.home() / "_hostile_secret"          # a root-only file in root's 0700 home
+    secret.write_text("api-key-123")
+    secret.chmod(0o600)
+    try:
+        result = by_name(graded(zeros_kernel(f"""
+import os
+print("uid", os.getuid(), os.geteuid(), os.getgroups())
+for path in ("/etc/shadow", {str(secret)!r}):
+    try:
+        print("read", path, open(path).read())
+    except OSError as err:
+        print("read", path, "failed", type(err).__name__)
 try:
-    print("shadow:", len(open("/etc/shadow").read()), "bytes")
+    print("home", sorted(os.listdir({str(Path.home())!r})))
 except OSError as err:
-    print("shadow: failed", err)
-""")
-    result = by_name(graded(source))["conv"]
-    assert "shadow: failed" in result.output
+    print("home failed", type(err).__name__)
+""")))["conv"]
+    finally:
+        secret.unlink()
+    lines = result.output.splitlines()
+    uid_line = next(x for x in lines if x.startswith("uid "))
+    assert uid_line.split()[1] == uid_line.split()[2] != "0" and uid_line.endswith("[]")
+    assert "read /etc/shadow failed PermissionError" in lines
+    assert f"read {secret} failed" in result.output and "api-key-123" not in result.output
+    home = next(x for x in lines if x.startswith("home"))
+    assert "_hostile_secret" not in home and ".ssh" not in home    # only the interpreter's own path
 
 
 # ----------------------------------------------------------------------------- the static precheck
