@@ -24,7 +24,6 @@ detected once per process and listed by `capabilities()`:
 """
 from __future__ import annotations
 
-import atexit
 import ctypes
 import ctypes.util
 import functools
@@ -33,7 +32,6 @@ import os
 import resource
 import secrets
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -42,6 +40,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .zygote import ZYGOTE
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
 MS_REC, MS_PRIVATE, MS_BIND = 16384, 1 << 18, 4096
@@ -293,119 +293,6 @@ def _reader(stream, limit: int, sink: list, truncated: list) -> None:
             if len(chunk) > max(room, 0):
                 truncated.append(True)
     sink.append(kept)
-
-
-class _ZygoteChild:
-    """A job process the zygote forked: its pid, and its exit code from the monitor's report."""
-
-    def __init__(self, pid: int, reply: socket.socket, pending: bytes) -> None:
-        self.pid, self._reply, self._buffer = pid, reply, pending
-        self.returncode: int | None = None
-
-    def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is not None:
-            return self.returncode
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while b"\n" not in self._buffer:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise subprocess.TimeoutExpired("job", timeout)
-            self._reply.settimeout(left)
-            try:
-                chunk = self._reply.recv(64)
-            except socket.timeout:
-                raise subprocess.TimeoutExpired("job", timeout) from None
-            if not chunk:                     # the monitor is gone without a word: count it killed
-                self._buffer += f"{-signal.SIGKILL}\n".encode()
-                break
-            self._buffer += chunk
-        self.returncode = int(self._buffer.split(b"\n", 1)[0])
-        self._reply.close()
-        return self.returncode
-
-
-class Zygote:
-    """The grader's end of grader.zygote: started on first use in each process (a prefork
-    worker gets its own), restarted if it died; None from spawn means use a fresh process."""
-
-    PRELOAD = ("numpy", "ml_dtypes", "nkisim", "grader.child")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._control: socket.socket | None = None
-        self._proc: subprocess.Popen | None = None
-        self._owner = 0
-
-    def _start(self) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        with theirs:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-m", "grader.zygote", str(theirs.fileno()), *self.PRELOAD],
-                env=minimal_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), start_new_session=True)
-        self._control, self._owner = ours, os.getpid()
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._alive() else None
-
-    def _alive(self) -> bool:
-        return self._owner == os.getpid() and self._proc is not None and self._proc.poll() is None
-
-    def spawn(self, module: str, workdir: str, env: dict[str, str], fds: tuple[int, int, int]) -> _ZygoteChild | None:
-        message = json.dumps({"module": module, "cwd": workdir, "env": env}).encode()
-        for attempt in (1, 2):                  # again with a new zygote if this one just died
-            with self._lock:
-                if attempt == 2 or not self._alive():
-                    self.stop()
-                    self._start()
-                control = self._control
-            child = self._request(control, message, fds)
-            if child is not None:
-                return child
-        return None
-
-    @staticmethod
-    def _request(control: socket.socket, message: bytes, fds: tuple[int, int, int]) -> _ZygoteChild | None:
-        """Send one job; the monitor's first line is the job's pid. None if nothing answers."""
-        reply, theirs = socket.socketpair()
-        with theirs:
-            try:
-                socket.send_fds(control, [message], [theirs.fileno(), *fds])
-            except OSError:
-                reply.close()
-                return None
-        reply.settimeout(10.0)
-        pending = b""
-        try:
-            while b"\n" not in pending:
-                chunk = reply.recv(64)
-                if not chunk:
-                    break
-                pending += chunk
-        except OSError:
-            pass
-        if b"\n" not in pending:
-            reply.close()
-            return None
-        line, rest = pending.split(b"\n", 1)
-        return _ZygoteChild(int(line), reply, rest)
-
-    def stop(self) -> None:
-        if self._owner == os.getpid():
-            if self._control is not None:
-                self._control.close()       # the zygote exits when its socket closes
-            if self._proc is not None:
-                try:
-                    self._proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    self._proc.kill()
-                    self._proc.wait()
-        self._control = self._proc = None
-
-
-ZYGOTE = Zygote()
-atexit.register(ZYGOTE.stop)
 
 
 def _module_of(argv: list[str]) -> str | None:

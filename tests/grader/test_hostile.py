@@ -23,7 +23,8 @@ import pytest
 
 from grader import problems
 from grader.grade import GradeOptions, _job_root, grade
-from grader.sandbox import ZYGOTE, Limits, capabilities
+from grader.sandbox import Limits, capabilities
+from grader.zygote import ZYGOTE
 from grader.spec import parse
 from grader.submission import Submission
 

@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from grader.sandbox import ZYGOTE, Limits, minimal_env, run_child
+from grader.sandbox import Limits, minimal_env, run_child
+from grader.zygote import ZYGOTE
 
 CHILD = [sys.executable, "-I", "-m", "grader.child"]
 
