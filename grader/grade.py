@@ -324,7 +324,7 @@ def _config_label(config: dict) -> str:
 
 def _parse_result(data: bytes | bytearray):
     """Header line, arrays, trace; None when the child wrote nothing usable. The arrays are
-    read-only views of `data`: a 200 MB output is not copied again."""
+    views of `data`: a 200 MB output is not copied again."""
     newline = data.find(b"\n")
     if newline < 0:
         return None
@@ -362,7 +362,7 @@ def _npy_at(view: memoryview, pos: int) -> tuple[np.ndarray, int] | None:
         shape, fortran_order, dtype = read_header(head)
     except (ValueError, KeyError, OSError, EOFError, SyntaxError):
         return None
-    if dtype.hasobject or dtype.itemsize == 0:
+    if dtype.hasobject or dtype.itemsize == 0 or any(n < 0 for n in shape):
         return None
     count = int(np.prod(shape, dtype=np.int64))
     start = pos + head.tell()

@@ -115,4 +115,6 @@ def test_result_stream_parses_arrays_without_copies_and_refuses_pickles():
     assert _parse_result(head + _npy(np.array([{"a": 1}], dtype=object), allow_pickle=True)) is None
     assert _parse_result(head + _npy(good)[:-5]) is None                 # cut short
     assert _parse_result(head + b"\x93NUMPY garbage") is None
+    negative = _npy(good).replace(b"(3, 4), }", b"(-1, 4),}", 1)        # a forged header, same length
+    assert _parse_result(head + negative) is None
     assert _parse_result(b'{"status": "ok", "arrays": 1000}\n') is None
