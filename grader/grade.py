@@ -26,6 +26,7 @@ from .report import Report, TestResult
 from .sandbox import Limits, capabilities, minimal_env, run_child
 from .spec import AssignmentSpec, TestSpec
 from .submission import Submission
+from .zygote import ZYGOTE
 
 GRADER_VERSION = "0.1.0"
 ALWAYS_ALLOWED = {"dma_copy", "tensor_copy", "memset"}   # data movement, not compute
@@ -84,6 +85,7 @@ class _Run:
         self.done = 0
         self.cores = list(options.neuron_cores)
         capabilities()    # probe once, before worker threads start
+        ZYGOTE.warm()
 
     # ----- static checks -------------------------------------------------------------
     def prechecks(self) -> None:
