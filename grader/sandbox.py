@@ -119,17 +119,11 @@ def _drop_privileges(uid: int) -> None:
         raise OSError(ctypes.get_errno(), "cannot set no_new_privs")
 
 
+@functools.lru_cache(maxsize=1)
 def _code_under_tmp() -> bool:
     """Does the Python the child runs (interpreter, environment, our packages) live under /tmp?
     Then a private /tmp would hide it (a checkout or venv in /tmp, as CI may use)."""
-    import numpy
-    dirs = [sys.prefix, sys.base_prefix, os.path.dirname(__file__), os.path.dirname(numpy.__file__)]
-    try:
-        import nkisim
-        dirs.append(os.path.dirname(nkisim.__file__))
-    except ImportError:
-        pass
-    return any(os.path.realpath(d) == "/tmp" or os.path.realpath(d).startswith("/tmp/") for d in dirs)
+    return any(d == "/tmp" or d.startswith("/tmp/") for d in code_dirs())
 
 
 @dataclass(frozen=True)
@@ -213,7 +207,8 @@ def _probe_unprivileged() -> bool:
                 ok = _lock_down(None, new_userns=False)
             if ok:
                 _drop_privileges(CHILD_UIDS.start)
-                ok = all(os.listdir(d) is not None for d in dirs)
+                for d in dirs:
+                    os.listdir(d)           # raises if the uid cannot read it
         except OSError:
             ok = False
         os._exit(0 if ok else 1)

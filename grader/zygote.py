@@ -37,6 +37,22 @@ MAX_REQUEST = 1 << 20
 
 # ----- the grader's end ---------------------------------------------------------------------
 
+def _read_line(sock: socket.socket, buffer: bytes, deadline: float | None) -> tuple[bytes | None, bytes]:
+    """The next line from a monitor's reply socket and what follows it; (None, ...) when the
+    monitor closed it first. Raises socket.timeout at the deadline (time.monotonic)."""
+    while b"\n" not in buffer:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise socket.timeout
+        sock.settimeout(left)
+        chunk = sock.recv(64)
+        if not chunk:
+            return None, buffer
+        buffer += chunk
+    line, rest = buffer.split(b"\n", 1)
+    return line, rest
+
+
 class _ZygoteChild:
     """A job process the zygote forked: its pid, and its exit code from the monitor's report."""
 
@@ -47,21 +63,13 @@ class _ZygoteChild:
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is not None:
             return self.returncode
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while b"\n" not in self._buffer:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise subprocess.TimeoutExpired("job", timeout)
-            self._reply.settimeout(left)
-            try:
-                chunk = self._reply.recv(64)
-            except socket.timeout:
-                raise subprocess.TimeoutExpired("job", timeout) from None
-            if not chunk:                     # the monitor is gone without a word: count it killed
-                self._buffer += f"{-signal.SIGKILL}\n".encode()
-                break
-            self._buffer += chunk
-        self.returncode = int(self._buffer.split(b"\n", 1)[0])
+        try:
+            line, self._buffer = _read_line(self._reply, self._buffer,
+                                            None if timeout is None else time.monotonic() + timeout)
+        except socket.timeout:
+            raise subprocess.TimeoutExpired("job", timeout) from None
+        # a monitor gone without a word: count the job killed
+        self.returncode = -signal.SIGKILL if line is None else int(line)
         self._reply.close()
         return self.returncode
 
@@ -88,12 +96,17 @@ class Zygote:
                 stderr=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), start_new_session=True)
         self._control, self._owner = ours, os.getpid()
 
-    def warm(self) -> None:
-        """Start the zygote now, so its imports overlap the grader's own preparations."""
+    def _ensure(self, fresh: bool = False) -> socket.socket:
+        """The control socket of a running zygote (a new one if `fresh` or none is alive)."""
         with self._lock:
-            if not self._alive():
+            if fresh or not self._alive():
                 self.stop()
                 self._start()
+            return self._control
+
+    def warm(self) -> None:
+        """Start the zygote now, so its imports overlap the grader's own preparations."""
+        self._ensure()
 
     @property
     def pid(self) -> int | None:
@@ -105,12 +118,7 @@ class Zygote:
     def spawn(self, module: str, workdir: str, env: dict[str, str], fds: tuple[int, int, int]) -> _ZygoteChild | None:
         message = json.dumps({"module": module, "cwd": workdir, "env": env}).encode()
         for attempt in (1, 2):                  # again with a new zygote if this one just died
-            with self._lock:
-                if attempt == 2 or not self._alive():
-                    self.stop()
-                    self._start()
-                control = self._control
-            child = self._request(control, message, fds)
+            child = self._request(self._ensure(fresh=attempt == 2), message, fds)
             if child is not None:
                 return child
         return None
@@ -125,20 +133,13 @@ class Zygote:
             except OSError:
                 reply.close()
                 return None
-        reply.settimeout(10.0)
-        pending = b""
         try:
-            while b"\n" not in pending:
-                chunk = reply.recv(64)
-                if not chunk:
-                    break
-                pending += chunk
-        except OSError:
-            pass
-        if b"\n" not in pending:
+            line, rest = _read_line(reply, b"", time.monotonic() + 10.0)
+        except OSError:                         # socket.timeout included
+            line, rest = None, b""
+        if line is None:
             reply.close()
             return None
-        line, rest = pending.split(b"\n", 1)
         return _ZygoteChild(int(line), reply, rest)
 
     def stop(self) -> None:
