@@ -1,0 +1,296 @@
+"""Everything the grading service and the web site keep, as SQLAlchemy 2 models.
+
+One Alembic revision (store/migrations/versions/0001_initial.py) creates exactly these tables;
+tests/store/test_migrations.py keeps the two equal. Choices are strings with CHECK constraints
+(not native enums) so adding a value is a one-line change in both places."""
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import (BigInteger, Boolean, CheckConstraint, DateTime, Float, ForeignKey, Index,
+                        Integer, LargeBinary, MetaData, String, Text, UniqueConstraint, func)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+ROLES = ("student", "ta", "admin")
+VISIBILITIES = ("public", "signed_in")
+RUN_STATUSES = ("queued", "running", "done", "failed", "infra_error", "cancelled")
+FINAL_STATUSES = ("done", "failed", "infra_error", "cancelled")
+BACKENDS = ("sim", "neuron")
+QUEUES = ("sim", "trn2")
+THRESHOLD_SOURCES = ("spec", "nightly")
+
+# Stable constraint names, so the migration and autogenerate agree.
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> CheckConstraint:
+    listed = ", ".join(f"'{v}'" for v in values)
+    return CheckConstraint(f"{column} IN ({listed})", name=f"{column}_valid")
+
+
+def _now() -> Mapped[dt.datetime]:
+    return mapped_column(DateTime(timezone=True), server_default=func.now(), nullable=False)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class User(Base):
+    __tablename__ = "users"
+    __table_args__ = (_one_of("role", ROLES),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    email: Mapped[str] = mapped_column(String(320), unique=True)        # stored lower-case
+    name: Mapped[str] = mapped_column(String(200), default="")
+    role: Mapped[str] = mapped_column(String(16), default="student")
+    password_hash: Mapped[str | None] = mapped_column(String(255))
+    nickname: Mapped[str | None] = mapped_column(String(64), unique=True)   # shown on leaderboards
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[dt.datetime] = _now()
+
+    enrollments: Mapped[list["Enrollment"]] = relationship(back_populates="user")
+
+
+class LoginToken(Base):
+    """One-time sign-in link; only the hash of the token is kept."""
+    __tablename__ = "login_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(128), unique=True)
+    expires_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    used_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[dt.datetime] = _now()
+
+    user: Mapped[User] = relationship()
+
+
+class ApiToken(Base):
+    """Per-user bearer token for the JSON API (`grader submit --token`); only the hash is kept."""
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(128), unique=True)
+    label: Mapped[str] = mapped_column(String(100), default="")
+    created_at: Mapped[dt.datetime] = _now()
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+
+    user: Mapped[User] = relationship()
+
+
+class Course(Base):
+    __tablename__ = "courses"
+    __table_args__ = (_one_of("leaderboard_visibility", VISIBILITIES),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    leaderboard_visibility: Mapped[str] = mapped_column(String(16), default="signed_in")
+    created_at: Mapped[dt.datetime] = _now()
+
+    assignments: Mapped[list["Assignment"]] = relationship(back_populates="course")
+
+
+class Enrollment(Base):
+    __tablename__ = "enrollments"
+    __table_args__ = (UniqueConstraint("user_id", "course_id", name="uq_enrollments_user_course"),
+                      _one_of("role", ROLES))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
+    role: Mapped[str] = mapped_column(String(16), default="student")
+
+    user: Mapped[User] = relationship(back_populates="enrollments")
+    course: Mapped[Course] = relationship()
+
+
+class Assignment(Base):
+    """A course's use of one grader spec. The spec TOML in force is kept here, so a grade can be
+    reproduced after the bundled spec file changed; `name` is what URLs and the API use."""
+    __tablename__ = "assignments"
+    __table_args__ = (_one_of("backend", BACKENDS),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    title: Mapped[str] = mapped_column(String(200), default="")
+    spec_name: Mapped[str] = mapped_column(String(200))
+    spec_version: Mapped[str] = mapped_column(String(50))
+    thresholds_version: Mapped[str] = mapped_column(String(50))
+    spec_hash: Mapped[str] = mapped_column(String(64))
+    spec_toml: Mapped[str] = mapped_column(Text)
+    backend: Mapped[str] = mapped_column(String(16), default="sim")      # where its runs are graded
+    deadline: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    runs_per_hour: Mapped[int] = mapped_column(Integer, default=6)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[dt.datetime] = _now()
+
+    course: Mapped[Course] = relationship(back_populates="assignments")
+    thresholds_versions: Mapped[list["ThresholdsVersion"]] = relationship(back_populates="assignment")
+
+
+class ThresholdsVersion(Base):
+    """Thresholds an assignment used or may adopt: from the spec, or implied by a nightly run."""
+    __tablename__ = "thresholds_versions"
+    __table_args__ = (UniqueConstraint("assignment_id", "version", name="uq_thresholds_versions_assignment_version"),
+                      _one_of("source", THRESHOLD_SOURCES))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignments.id", ondelete="CASCADE"))
+    version: Mapped[str] = mapped_column(String(50))
+    thresholds: Mapped[dict] = mapped_column(JSONB)     # {test name: {"optimized": us, "relaxed": us}}
+    source: Mapped[str] = mapped_column(String(16), default="spec")
+    adopted_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))   # None: proposed only
+    created_at: Mapped[dt.datetime] = _now()
+
+    assignment: Mapped[Assignment] = relationship(back_populates="thresholds_versions")
+
+
+class DeadlineExtension(Base):
+    __tablename__ = "deadline_extensions"
+    __table_args__ = (UniqueConstraint("user_id", "assignment_id", name="uq_deadline_extensions_user_assignment"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignments.id", ondelete="CASCADE"), index=True)
+    deadline: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    granted_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[dt.datetime] = _now()
+
+
+class Submission(Base):
+    """The uploaded bytes exactly as received; grading runs refer to it."""
+    __tablename__ = "submissions"
+    __table_args__ = (Index("ix_submissions_assignment_user", "assignment_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignments.id", ondelete="CASCADE"))
+    filename: Mapped[str] = mapped_column(String(255))
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    sha256: Mapped[str] = mapped_column(String(64))
+    size: Mapped[int] = mapped_column(Integer)
+    uploaded_at: Mapped[dt.datetime] = _now()
+
+    user: Mapped[User] = relationship()
+    assignment: Mapped[Assignment] = relationship()
+    runs: Mapped[list["GradingRun"]] = relationship(back_populates="submission", order_by="GradingRun.id")
+
+
+class GradingRun(Base):
+    """One attempt to grade a submission. Rows move queued -> running -> done | failed |
+    infra_error | cancelled; only the worker that claimed a row (status running, `attempts`
+    matching its claim) may write its result, which makes redelivered tasks harmless."""
+    __tablename__ = "grading_runs"
+    __table_args__ = (_one_of("status", RUN_STATUSES), _one_of("backend", BACKENDS), _one_of("queue", QUEUES),
+                      Index("ix_grading_runs_status_queued_at", "status", "queued_at"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"), index=True)
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    backend: Mapped[str] = mapped_column(String(16), default="sim")
+    queue: Mapped[str] = mapped_column(String(16), default="sim")
+    worker: Mapped[str | None] = mapped_column(String(200))          # hostname/pid that holds it
+    attempts: Mapped[int] = mapped_column(Integer, default=0)        # claims so far (infra retries included)
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    queued_at: Mapped[dt.datetime] = _now()
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    seed: Mapped[int | None] = mapped_column(BigInteger)             # PRIVATE: staff only, never in student views
+    report: Mapped[dict | None] = mapped_column(JSONB)               # Report.to_json() without the seed
+    score_total: Mapped[float | None] = mapped_column(Float)
+    max_total: Mapped[float | None] = mapped_column(Float)
+    thresholds_version: Mapped[str | None] = mapped_column(String(50))
+    flagged: Mapped[bool] = mapped_column(Boolean, default=False)
+    flag_reason: Mapped[str | None] = mapped_column(Text)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    celery_task_id: Mapped[str | None] = mapped_column(String(64))
+    progress_done: Mapped[int] = mapped_column(Integer, default=0)
+    progress_total: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text)                  # why failed / infra_error (staff view)
+
+    submission: Mapped[Submission] = relationship(back_populates="runs")
+    test_results: Mapped[list["TestResultRow"]] = relationship(back_populates="run", order_by="TestResultRow.id",
+                                                               cascade="all, delete-orphan")
+
+
+class TestResultRow(Base):
+    """One test of one run, denormalised from the report for leaderboards and exports."""
+    __test__ = False
+    __tablename__ = "test_results"
+    __table_args__ = (UniqueConstraint("run_id", "test_name", name="uq_test_results_run_test"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("grading_runs.id", ondelete="CASCADE"))
+    test_name: Mapped[str] = mapped_column(String(100))
+    kind: Mapped[str] = mapped_column(String(20))
+    status: Mapped[str] = mapped_column(String(16))
+    points: Mapped[float] = mapped_column(Float)
+    max_points: Mapped[float] = mapped_column(Float)
+    p99_us: Mapped[float | None] = mapped_column(Float)
+
+    run: Mapped[GradingRun] = relationship(back_populates="test_results")
+
+
+class NightlyRun(Base):
+    """One night's regression: every reference kernel of every active spec on every backend."""
+    __tablename__ = "nightly_runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    started_at: Mapped[dt.datetime] = _now()
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    status: Mapped[str] = mapped_column(String(16), default="running")    # running | done | failed
+    trigger: Mapped[str] = mapped_column(String(16), default="beat")      # beat | manual
+
+    results: Mapped[list["NightlyResult"]] = relationship(back_populates="nightly_run", order_by="NightlyResult.id")
+
+
+class NightlyResult(Base):
+    __tablename__ = "nightly_results"
+    __table_args__ = (Index("ix_nightly_results_spec_kernel_backend", "spec_name", "reference_kernel", "backend"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    nightly_run_id: Mapped[int] = mapped_column(ForeignKey("nightly_runs.id", ondelete="CASCADE"), index=True)
+    spec_name: Mapped[str] = mapped_column(String(200))
+    spec_version: Mapped[str] = mapped_column(String(50))
+    thresholds_version: Mapped[str] = mapped_column(String(50))
+    reference_kernel: Mapped[str] = mapped_column(String(100))       # e.g. "conv2d_optimized"
+    backend: Mapped[str] = mapped_column(String(16))
+    p99_us: Mapped[dict] = mapped_column(JSONB)                      # {test name: us}
+    passed: Mapped[bool] = mapped_column(Boolean)
+    drift: Mapped[bool] = mapped_column(Boolean, default=False)
+    drift_reason: Mapped[str | None] = mapped_column(Text)
+    implied_thresholds: Mapped[dict] = mapped_column(JSONB)          # {test name: us}: 120% of this p99
+    thresholds_in_force: Mapped[dict] = mapped_column(JSONB)         # {test name: {"optimized": us, "relaxed": us}}
+    score_total: Mapped[float | None] = mapped_column(Float)
+    report: Mapped[dict | None] = mapped_column(JSONB)
+    created_at: Mapped[dt.datetime] = _now()
+
+    nightly_run: Mapped[NightlyRun] = relationship(back_populates="results")
+
+
+class WorkerHeartbeat(Base):
+    """Each worker process says it is alive here; `grader queue` and the TA console count them."""
+    __tablename__ = "worker_heartbeats"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)      # celery hostname
+    queues: Mapped[str] = mapped_column(String(100))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[dt.datetime] = _now()
+    seen_at: Mapped[dt.datetime] = _now()
+
+
+# ---- web section -----------------------------------------------------------------------------
+# Columns and tables the web site adds go below this line (and into 0001_initial).
+# ---- end of web section ----------------------------------------------------------------------

