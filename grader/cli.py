@@ -1,72 +1,131 @@
 """`grader` command line: grade a submission and print the report.
 
-    grader grade conv2d.py [--assignment asst4-trainium2] [--backend auto|sim|neuron]
-                 [--json OUT] [--gradescope OUT] [--seed N] [--jobs N] [--no-precheck]
+    grader grade PATH [--assignment NAME|SPEC.toml] [--backend auto|sim|neuron]
+                 [--json OUT] [--gradescope OUT] [--seed N] [--jobs N] [--time-budget S]
+                 [--no-precheck]
 
-Exit status: 0 when grading completed, whatever the score; 2 for bad input (the reason on stderr).
+PATH is a conv2d.py, a kernels.py, or an archive (.tar.gz, .tgz, .tar, .zip) holding
+part1/kernels.py and/or part2/conv2d.py; a part not sent scores 0 under its own tests.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 from . import render, spec as specs
-from .grade import BackendUnavailable, GradeOptions, choose_backend, grade
-from .submission import SubmissionError, load_submission
+from .errors import GraderInputError
+from .events import CancelToken, ProgressEvent
+
+EXIT_OK = 0              # grading completed, whatever the score
+EXIT_BAD_INPUT = 2       # bad input: unreadable, not UTF-8, too large, syntax error, wrong signature, bad spec ...
+EXIT_REJECTED = 3        # the static check rejected a submitted file: its tests scored 0, the report says why
+EXIT_STATUS_HELP = """exit status:
+  0    grading completed, whatever the score
+  2    bad input (the reason and the fix on stderr): unreadable or oversized upload, not UTF-8,
+       syntax error, missing function or wrong signature, unsafe archive, unknown or malformed
+       spec, unavailable backend, unwritable report folder
+  3    grading completed, but the static check rejected a submitted file (every violation is
+       listed in the report's header; that file's tests score 0)
+  130  interrupted by Ctrl-C (SIGINT), 143 by SIGTERM: children killed, job files removed,
+       "grading interrupted" on stderr, no report written"""
 
 
-def _grade(args) -> int:
-    try:
-        spec = specs.load(args.assignment)
-    except specs.SpecError as err:
-        print(f"grader: {err}", file=sys.stderr)
-        return 2
-    try:
-        submission = load_submission(args.path, spec)
-    except SubmissionError as err:
-        print(f"grader: {args.path}: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"grader: cannot read {args.path}: {err.strerror or err}", file=sys.stderr)
-        return 2
+def _fail(message: str) -> int:
+    print(f"grader: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def format_progress(event: ProgressEvent) -> str:
+    """One line per finished test: '[3/13] Correctness: large images (224x224): passed 2.5/2.5 (41.2 s)'."""
+    r = event.result
+    extra = f", p99 {r.p99_us:.1f} us" if r.p99_us is not None else ""
+    return render.escape_control(f"[{event.done}/{event.total}] {r.title or r.name}: {r.status} "
+                                 f"{render.format_points(r.points)}/{render.format_points(r.max_points)}{extra} "
+                                 f"({r.duration_s:.1f} s)")
+
+
+def _prepare(args):
+    """Everything that can be wrong with the input, checked before any grading starts."""
+    from .grade import GradeOptions, choose_backend
+    from .submission import load_submission
     if args.jobs < 1:
-        print("grader: --jobs must be at least 1", file=sys.stderr)
-        return 2
+        raise GraderInputError("--jobs must be at least 1", "Give --jobs 1 or more.")
+    if args.time_budget is not None and not args.time_budget > 0:
+        raise GraderInputError(f"--time-budget must be positive, got {args.time_budget:g}",
+                               "Give the budget in seconds, above 0.")
+    spec = specs.load(args.assignment)
+    submission = load_submission(args.path, spec)
     for flag, out in (("--json", args.json), ("--gradescope", args.gradescope)):
         folder = os.path.dirname(os.path.abspath(out)) if out else None
         if folder and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
             # said now, not after minutes of grading
-            print(f"grader: {flag} {out}: the folder {folder} does not exist or is not writable", file=sys.stderr)
-            return 2
-    try:
-        choose_backend(args.backend)
-    except BackendUnavailable as err:
-        print(f"grader: {err}", file=sys.stderr)
-        return 2
-    options = GradeOptions(backend=args.backend, seed=args.seed, jobs=args.jobs,
+            raise GraderInputError(f"{flag} {out}: the folder {folder} does not exist or is not writable",
+                                   "Create the folder or write the report somewhere else.")
+    choose_backend(args.backend)
+    options = GradeOptions(backend=args.backend, seed=args.seed, jobs=args.jobs, time_budget_s=args.time_budget,
                            run_precheck=False if args.no_precheck else None,
-                           progress=lambda line: print(line, file=sys.stderr, flush=True))
-    report = grade(submission, spec, options)
+                           on_progress=lambda event: print(format_progress(event), file=sys.stderr, flush=True))
+    return spec, submission, options
+
+
+def _grade(args) -> int:
+    try:
+        spec, submission, options = _prepare(args)
+    except GraderInputError as err:
+        return _fail(str(err))
+    token = CancelToken()
+    options.cancel = token
+    caught: list[int] = []
+
+    def stop(signum, _frame):
+        # the grade kills its children and cleans up, then returns; the exit status says why
+        caught.append(signum)
+        token.cancel("interrupted")
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        from .grade import grade
+        report = grade(submission, spec, options)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if caught:
+        print("grader: grading interrupted", file=sys.stderr)
+        return 128 + caught[0]
     print(render.render_terminal(report, color=sys.stdout.isatty()))
     if args.json:
         render.write_json(report, args.json)
     if args.gradescope:
         render.write_gradescope(report, args.gradescope)
-    return 0
+    return EXIT_REJECTED if report.rejections else EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="grader", description="Grade NKI kernel submissions")
     sub = parser.add_subparsers(dest="command", required=True)
-    g = sub.add_parser("grade", help="grade a conv2d.py, kernels.py or asst4.tar.gz / .zip")
-    g.add_argument("path")
-    g.add_argument("--assignment", default="asst4-trainium2", help=f"one of {', '.join(specs.available())}")
-    g.add_argument("--backend", default="auto", choices=("auto", "sim", "neuron"))
-    g.add_argument("--json", help="write the JSON report here")
-    g.add_argument("--gradescope", help="write Gradescope's results.json here")
+    g = sub.add_parser(
+        "grade", help="grade a conv2d.py, kernels.py or asst4.tar.gz / .zip",
+        description="Grade one submission: a conv2d.py, a kernels.py, or an archive (.tar.gz, .tgz, .tar, "
+                    ".zip) holding part1/kernels.py and/or part2/conv2d.py. A part not sent scores 0 under its "
+                    "own tests; the maximum is always the assignment's.",
+        epilog=EXIT_STATUS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g.add_argument("path", help="the submission: conv2d.py, kernels.py or an archive")
+    g.add_argument("--assignment", default="asst4-trainium2",
+                   help=f"a bundled assignment ({', '.join(specs.available())}; default asst4-trainium2) or the "
+                        "path of a spec .toml file (a changed spec must bump spec_version, and thresholds_version "
+                        "when a threshold changes)")
+    g.add_argument("--backend", default="auto", choices=("auto", "sim", "neuron"),
+                   help="sim: nkisim and its cost model; neuron: neuronx-cc on a Trn2; auto (default): neuron "
+                        "when available, else sim")
+    g.add_argument("--json", metavar="OUT", help="write the JSON report here")
+    g.add_argument("--gradescope", metavar="OUT", help="write Gradescope's results.json here")
     g.add_argument("--seed", type=int, help="public seed (local runs); by default a fresh secret seed")
-    g.add_argument("--jobs", type=int, default=1, help="tests to run in parallel")
+    g.add_argument("--jobs", type=int, default=1, help="tests to run in parallel (default 1)")
+    g.add_argument("--time-budget", type=float, metavar="SECONDS",
+                   help="wall time for the whole grade (default: the spec's time_budget_s); a kernel that "
+                        "times out fails its later tests at once")
     g.add_argument("--no-precheck", action="store_true", help="skip the static check of the source")
     g.set_defaults(func=_grade)
     args = parser.parse_args(argv)

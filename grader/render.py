@@ -1,5 +1,7 @@
 """Showing a Report: a plain-text table for terminals, the report as JSON, and Gradescope's
-results.json. Nothing here computes a score; every number comes from the Report as it is."""
+results.json. Nothing here computes a score: every total, maximum and count comes from the
+Report's Score, so the three outputs agree. Every string from a report reaches a terminal
+with its control characters escaped (a kernel's error text may carry ANSI escapes)."""
 from __future__ import annotations
 
 import contextlib
@@ -7,6 +9,7 @@ import json
 import math
 import os
 import tempfile
+import unicodedata
 from pathlib import Path
 
 from grader.report import KINDS, Report, TestResult
@@ -23,8 +26,8 @@ FLAG_EXPLANATIONS = {
         "unusual, so course staff will review this run before the score is final."),
     "precheck_rejected": (
         "{subject}: the static check rejected this file, so its tests did not run",
-        "Your *{subject}* file was rejected by the static check, so its tests did not run; the test "
-        "messages name the line."),
+        "Your *{subject}* file was rejected by the static check, so its tests did not run; the "
+        "violations are listed above."),
     "trace_invalid": (
         "{subject}: the simulated instruction trace could not be decoded; the test errored",
         "*{subject}* could not be timed because its run left an invalid trace; course staff will look into it."),
@@ -39,6 +42,10 @@ FLAG_EXPLANATIONS = {
 }
 UNKNOWN_FLAG = ("no explanation is recorded for this flag; see the full report",
                 "A check flagged this submission for review by course staff.")
+STATUS_SENTENCES = {
+    "cancelled": "Grading was cancelled before it finished: tests not run score 0 and the totals are partial.",
+    "interrupted": "Grading was interrupted before it finished: tests not run score 0 and the totals are partial.",
+}
 
 ANSI = {"passed": "\x1b[32m", "partial": "\x1b[33m", "failed": "\x1b[31m", "error": "\x1b[1;31m",
         "skipped": "\x1b[2m"}
@@ -47,9 +54,31 @@ ANSI_RESET = "\x1b[0m"
 
 # ----- small formatters -----
 
+def escape_control(text) -> str:
+    """`text` with every control or format character (ESC, CR, BEL, bidi overrides, newlines
+    too) written as a visible backslash escape, so it cannot move the cursor or recolour a
+    terminal. Split multi-line text into lines first."""
+    text = text if isinstance(text, str) else str(text)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch == " " else _escape_char(ch) for ch in text)
+
+
+def _escape_char(ch: str) -> str:
+    if unicodedata.category(ch) == "Zs":      # unusual spaces print as spaces
+        return " "
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else (f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+
+
+def _lines(text: str) -> list[str]:
+    """Multi-line text as escaped lines."""
+    return [escape_control(line) for line in str(text).splitlines()]
+
+
 def format_points(value: float | None) -> str:
     """Up to 3 decimals without trailing zeros: 17.5, 16.625, 0."""
-    if value is None or not math.isfinite(value):
+    if value is None or not _finite(value):
         return "n/a"
     text = f"{value:.3f}".rstrip("0").rstrip(".")
     return "0" if text == "-0" else text
@@ -91,35 +120,107 @@ def _grouped(report: Report, keep_empty: bool = False) -> list[tuple[str, list[T
     return [(kind, tests) for kind, tests in groups if tests or (keep_empty and kind in KINDS)]
 
 
-def _counted(report: Report, kind: str) -> list[TestResult]:
-    """The tests of one kind that count, as scoring.total counts them for max_total: all but those
-    skipped with details["counts"] false (e.g. the tests of an optional file not submitted)."""
-    return [t for t in report.tests
-            if t.kind == kind and (t.status != "skipped" or t.details.get("counts", True))]
+def _maximum(report: Report, kind: str) -> float:
+    """The assignment's maximum for a kind, as the Score records it."""
+    return {"correctness": report.score.max_correctness, "performance": report.score.max_performance,
+            "extra_credit": report.score.max_extra_credit}[kind]
 
 
-def _max_for(report: Report, kind: str) -> float:
-    return sum(t.max_points for t in _counted(report, kind))
+def _earned(report: Report, kind: str) -> float:
+    return {"correctness": report.score.correctness, "performance": report.score.performance,
+            "extra_credit": report.score.extra_credit}[kind]
+
+
+def count_phrase(report: Report, kind: str) -> str:
+    """'4 of 5 tests passed' and the like, from the Score's counts: the same words in every output."""
+    c = report.score.counts.get(kind) or {}
+    n = c.get("tests", 0)
+    if not n:
+        return ""
+    passed, partial, skipped = c.get("passed", 0), c.get("partial", 0), c.get("skipped", 0)
+    if kind == "correctness":
+        parts = [f"{passed} of {n} tests passed"]
+    elif kind == "extra_credit":
+        parts = [f"{passed + partial} of {n} earned"]
+    else:
+        parts = [f"{passed} of {n} tests at full credit", f"{partial} at partial credit"]
+    unearned = n - passed - partial - skipped
+    if kind != "correctness" and unearned:
+        parts.append(f"{unearned} without credit")
+    if skipped:
+        parts.append(f"{skipped} not run")
+    return ", ".join(parts)
 
 
 def _flag_parts(report: Report, flag: str) -> tuple[str, str]:
     """'implausibly_fast:perf_x' -> ('implausibly_fast', title of perf_x)."""
     code, _, subject = flag.partition(":")
     titles = {t.name: _title(t) for t in report.tests}
-    return code, titles.get(subject, subject)
+    files = {t.file.rsplit(".", 1)[0]: t.file for t in report.tests if t.file}
+    return code, titles.get(subject, files.get(subject, subject))
+
+
+def _file_tests(report: Report, filename: str) -> list[TestResult]:
+    return [t for t in report.tests if t.file == filename or t.file.endswith("/" + filename)]
+
+
+def file_statements(report: Report) -> list[str]:
+    """Once per file that did not run: why, and what its tests score."""
+    lines = []
+    for name in report.missing_files:
+        tests = _file_tests(report, name)
+        worth = sum(t.max_points for t in tests if t.kind != "extra_credit")
+        lines.append(f"{name} was not submitted: its {len(tests)} tests score 0 "
+                     f"({format_points(worth)} points of the assignment's {format_points(report.score.max_total)})")
+    rejected = list(dict.fromkeys(v.get("file", "") for v in report.rejections))
+    for name in rejected:
+        found = [v for v in report.rejections if v.get("file") == name]
+        base = name.rsplit("/", 1)[-1]
+        tests = _file_tests(report, base) or _file_tests(report, name)
+        lines.append(f"{name} was rejected by the static check ({len(found)} "
+                     f"{'violation' if len(found) == 1 else 'violations'}): its {len(tests)} tests score 0")
+    return lines
+
+
+def finding_line(finding: dict) -> str:
+    line = finding.get("line")
+    where = f"{finding.get('file', '')}:{line}" if line else finding.get("file", "")
+    rule = f" [{finding['rule']}]" if finding.get("rule") else ""
+    return f"{where}{rule}: {finding.get('message', '')}"
 
 
 # ----- terminal -----
 
 def render_terminal(report: Report, *, color: bool = False) -> str:
-    """A per-test table grouped by kind, then totals, flags and where the grade came from."""
-    lines = [f"Grading report: {report.assignment}", ""]
+    """The header (status, files not graded, every static-check finding, the time budget), a
+    per-test table grouped by kind, then totals, flags and where the grade came from."""
+    title = f" ({report.title})" if report.title else ""
+    lines = [escape_control(f"Grading report: {report.assignment}{title}"), ""]
+    header = _header_lines(report)
+    if header:
+        lines += [*header, ""]
     lines += _table_lines(report, color)
     lines += ["", *_totals_lines(report)]
     if report.flags:
         lines += ["", "Flags", *_flag_lines(report)]
     lines += ["", *_footer_lines(report)]
     return "\n".join(lines) + "\n"
+
+
+def _header_lines(report: Report) -> list[str]:
+    lines = []
+    if report.status in STATUS_SENTENCES:
+        lines.append(f"STATUS: {report.status.upper()}. {STATUS_SENTENCES[report.status]}")
+    lines += [escape_control(s) for s in file_statements(report)]
+    if report.rejections:
+        lines.append("Static check (errors; the file is rejected):")
+        lines += ["  " + escape_control(finding_line(v)) for v in report.rejections]
+    if report.warnings:
+        lines.append("Static check (warnings; not penalised):")
+        lines += ["  " + escape_control(finding_line(v)) for v in report.warnings]
+    if report.budget_note:
+        lines.append(escape_control(f"Time budget ({format_points(report.time_budget_s)} s): {report.budget_note}"))
+    return lines
 
 
 def _table_lines(report: Report, color: bool) -> list[str]:
@@ -134,47 +235,52 @@ def _table_lines(report: Report, color: bool) -> list[str]:
 
     out = [line(header), line(["-" * w for w in widths])]
     for kind, tests in _grouped(report):
-        out.append(GROUP_TITLES.get(kind, kind))
+        out.append(escape_control(GROUP_TITLES.get(kind, kind)))
         for test in tests:
             out.append(line(_table_row(test), ANSI.get(test.status, "") if color else ""))
             if test.status != "passed" and test.message:
-                out += ["      " + part for part in test.message.splitlines()]
+                out += ["      " + part for part in _lines(test.message)]
     return out
 
 
 def _table_row(test: TestResult) -> tuple[str, str, str, str]:
-    return ("  " + _title(test), test.status, f"{format_points(test.points)}/{format_points(test.max_points)}",
-            _timing_cell(test))
+    return ("  " + escape_control(_title(test)), escape_control(test.status),
+            f"{format_points(test.points)}/{format_points(test.max_points)}", _timing_cell(test))
 
 
 def _totals_lines(report: Report) -> list[str]:
-    score = report.score
-    parts = [("Correctness", score.correctness, _max_for(report, "correctness")),
-             ("Performance", score.performance, _max_for(report, "performance")),
-             ("Extra credit", score.extra_credit, _max_for(report, "extra_credit")),
-             ("Total", score.total, score.max_total)]
-    return [f"{label:<14}{format_points(got)}/{format_points(best)}" for label, got, best in parts]
+    lines = []
+    for kind in KINDS:
+        counts = count_phrase(report, kind)
+        lines.append(f"{GROUP_TITLES[kind]:<14}{format_points(_earned(report, kind))}/"
+                     f"{format_points(_maximum(report, kind))}" + (f"  ({counts})" if counts else ""))
+    lines.append(f"{'Total':<14}{format_points(report.score.total)}/{format_points(report.score.max_total)}"
+                 + (" (extra credit on top)" if report.score.extra_credit else ""))
+    return lines
 
 
 def _flag_lines(report: Report) -> list[str]:
     lines = []
     for flag in report.flags:
         code, subject = _flag_parts(report, flag)
-        lines.append(f"  {flag}: {FLAG_EXPLANATIONS.get(code, UNKNOWN_FLAG)[0].format(subject=subject)}")
+        lines.append(escape_control(f"  {flag}: {FLAG_EXPLANATIONS.get(code, UNKNOWN_FLAG)[0].format(subject=subject)}"))
     return lines
 
 
 def _footer_lines(report: Report) -> list[str]:
-    seed = f"{report.seed_kind} {report.seed}" if report.seed_kind == "public" and report.seed is not None \
-        else report.seed_kind
+    # a secret seed is never shown; a public one was given by whoever ran the grade
+    seed = f"public {report.seed}" if report.seed_kind == "public" and report.seed is not None else "secret"
     lines = [f"assignment {report.assignment}  spec_version {report.spec_version}  "
-             f"thresholds_version {report.thresholds_version}  backend {report.backend}",
-             f"seed {seed}  submission sha256 {report.submission_sha256[:12] or '-'}"]
+             f"thresholds_version {report.thresholds_version}  spec sha256 {report.spec_hash[:12] or '-'}",
+             f"backend {report.backend}  seed {seed}  submission sha256 {report.submission_sha256[:12] or '-'}"]
     extra = [f"{label} {value}" for label, value in
-             (("grader", report.grader_version), ("graded_at", report.graded_at)) if value]
-    if extra:
-        lines.append("  ".join(extra))
-    return lines
+             (("status", report.status), ("grader", report.grader_version), ("graded_at", report.graded_at),
+              ("time", f"{report.duration_s:.1f} s" if _finite(report.duration_s) else ""),
+              ("budget", f"{format_points(report.time_budget_s)} s" if report.time_budget_s else "")) if value]
+    if report.rescored_from:
+        extra.append(f"rescored from thresholds_version {report.rescored_from.get('thresholds_version')}")
+    lines.append("  ".join(extra))
+    return [escape_control(line) for line in lines]
 
 
 # ----- JSON -----
@@ -198,7 +304,8 @@ def _jsonable(value):
 
 
 def to_json(report: Report) -> dict:
-    """The whole report (Report.to_json's shape, so Report.from_json reads it back), JSON-safe."""
+    """The whole report (Report.to_json's shape, so Report.from_json reads it back), JSON-safe.
+    A secret seed is not in it: staff storage calls report.to_json(include_seed=True)."""
     return _jsonable(report.to_json())
 
 
@@ -232,7 +339,8 @@ def _write_atomic(path: str | os.PathLike, text: str) -> None:
 
 def to_gradescope(report: Report) -> dict:
     """Gradescope's results.json (grading-systems.md section 5). The top-level score overrides
-    the sum of test scores, so extra credit can take it above the assignment's maximum."""
+    the sum of test scores, so extra credit can take it above the assignment's maximum. A
+    test's status follows Gradescope's own rule (passed when it earned its full score)."""
     duration = report.duration_s if _finite(report.duration_s) else 0.0
     tests = [_gradescope_test(report, test, f"{group}.{i}")
              for group, (_, members) in enumerate(_grouped(report, keep_empty=True), start=1)
@@ -244,9 +352,12 @@ def to_gradescope(report: Report) -> dict:
         "output_format": "md",
         "stdout_visibility": "hidden",
         "extra_data": {"assignment": report.assignment, "spec_version": report.spec_version,
-                       "thresholds_version": report.thresholds_version, "backend": report.backend,
+                       "thresholds_version": report.thresholds_version, "spec_hash": report.spec_hash,
+                       "backend": report.backend, "status": report.status,
                        "submission_sha256": report.submission_sha256, "seed_kind": report.seed_kind,
-                       "grader_version": report.grader_version, "flags": list(report.flags)},
+                       "grader_version": report.grader_version, "flags": list(report.flags),
+                       "max_total": report.score.max_total, "missing_files": list(report.missing_files),
+                       "rejections": list(report.rejections), "warnings": list(report.warnings)},
         "tests": tests,
         "leaderboard": _leaderboard(report),
     })
@@ -256,16 +367,21 @@ def write_gradescope(report: Report, path: str | os.PathLike) -> None:
     _write_atomic(path, _dumps(to_gradescope(report)))
 
 
+def gradescope_status(test: TestResult) -> str:
+    """Gradescope's meaning: a test passes when it earns its full score."""
+    full = _finite(test.points) and _finite(test.max_points) and test.max_points > 0 and test.points >= test.max_points
+    return "passed" if test.status == "passed" and full else "failed"
+
+
 def _gradescope_test(report: Report, test: TestResult, number: str) -> dict:
-    earned = test.status == "passed" or (test.status == "partial" and _finite(test.points) and test.points > 0)
     entry = {
-        "name": _title(test),
+        "name": _plain(_title(test)),
         "number": number,
-        "score": 0.0 if test.status == "skipped" else test.points,
+        "score": test.points if _finite(test.points) else 0.0,
         "max_score": test.max_points,
-        "status": "passed" if earned else "failed",
+        "status": gradescope_status(test),
         "output": _test_output(report, test),
-        "tags": [test.kind],
+        "tags": [test.kind, test.status],
     }
     if _is_timed(test):
         entry["extra_data"] = {"p99_us": test.p99_us, "thresholds_us": test.thresholds_us,
@@ -273,12 +389,19 @@ def _gradescope_test(report: Report, test: TestResult, number: str) -> dict:
     return entry
 
 
+def _plain(text: str) -> str:
+    """Text for Gradescope: control characters escaped, line breaks kept."""
+    return "\n".join(_lines(text))
+
+
 def _test_output(report: Report, test: TestResult) -> str:
-    parts = [test.message] if test.message else []
+    parts = [f"Status: {test.status}."]
+    if test.message:
+        parts.append(_plain(test.message))
     if _is_timed(test):
         parts.append(_timing_sentence(test, report.thresholds_version))
     if test.output:
-        parts.append("Kernel output:\n" + _truncate(test.output, KERNEL_OUTPUT_LIMIT))
+        parts.append("Kernel output:\n" + _plain(_truncate(test.output, KERNEL_OUTPUT_LIMIT)))
     return "\n\n".join(parts)
 
 
@@ -316,47 +439,31 @@ def _student_summary(report: Report) -> str:
     total = f"**Total: {format_points(score.total)} / {format_points(score.max_total)}**"
     if _finite(score.extra_credit) and score.extra_credit > 0:
         total += f" (includes {format_points(score.extra_credit)} extra credit)"
-    lines = [total, "",
-             f"- Correctness: {format_points(score.correctness)} / "
-             f"{format_points(_max_for(report, 'correctness'))}{_correctness_counts(report)}",
-             f"- Performance: {format_points(score.performance)} / "
-             f"{format_points(_max_for(report, 'performance'))}{_performance_counts(report)}",
-             f"- Extra credit: {format_points(score.extra_credit)} / "
-             f"{format_points(_max_for(report, 'extra_credit'))}{_extra_credit_counts(report)}"]
+    lines = [total, ""]
+    if report.status in STATUS_SENTENCES:
+        lines += [f"**{STATUS_SENTENCES[report.status]}**", ""]
+    statements = file_statements(report)
+    if statements:
+        lines += [f"- {_md_escape(s)}" for s in statements] + [""]
+    if report.rejections:
+        lines += ["**Static check errors** (the file is rejected):", ""]
+        lines += [f"- {_md_escape(finding_line(v))}" for v in report.rejections] + [""]
+    if report.warnings:
+        lines += ["**Static check warnings** (not penalised):", ""]
+        lines += [f"- {_md_escape(finding_line(v))}" for v in report.warnings] + [""]
+    if report.budget_note:
+        lines += [_md_escape(f"Time budget ({format_points(report.time_budget_s)} s): {report.budget_note}"), ""]
+    for kind in KINDS:
+        counts = count_phrase(report, kind)
+        lines.append(f"- {GROUP_TITLES[kind]}: {format_points(_earned(report, kind))} / "
+                     f"{format_points(_maximum(report, kind))}" + (f" ({counts})" if counts else ""))
     if report.flags:
         lines += ["", "**Under review**", ""]
         lines += [f"- {_student_flag(report, flag)}" for flag in report.flags]
     lines += ["", f"_Graded with {_md_escape(report.assignment)} spec {_md_escape(report.spec_version)}, "
                   f"thresholds {_md_escape(report.thresholds_version)}, submission "
-                  f"{report.submission_sha256[:12] or 'unknown'}._"]
+                  f"{_md_escape(report.submission_sha256[:12]) or 'unknown'}._"]
     return "\n".join(lines)
-
-
-def _correctness_counts(report: Report) -> str:
-    tests = _counted(report, "correctness")
-    passed = sum(t.status == "passed" for t in tests)
-    return f" ({passed} of {len(tests)} tests passed)" if tests else ""
-
-
-def _performance_counts(report: Report) -> str:
-    tests = _counted(report, "performance")
-    if not tests:
-        return ""
-    full = sum(t.status == "passed" for t in tests)
-    partial = sum(t.status == "partial" and _finite(t.points) and t.points > 0 for t in tests)
-    not_run = sum(t.status == "skipped" for t in tests)
-    counts = [f"{full} of {len(tests)} tests at full credit", f"{partial} at partial credit"]
-    if len(tests) - full - partial - not_run:
-        counts.append(f"{len(tests) - full - partial - not_run} without credit")
-    if not_run:
-        counts.append(f"{not_run} not run")
-    return " (" + ", ".join(counts) + ")"
-
-
-def _extra_credit_counts(report: Report) -> str:
-    tests = _counted(report, "extra_credit")
-    earned = sum(_finite(t.points) and t.points > 0 for t in tests)
-    return f" ({earned} of {len(tests)} earned)" if tests else ""
 
 
 def _student_flag(report: Report, flag: str) -> str:
@@ -365,4 +472,4 @@ def _student_flag(report: Report, flag: str) -> str:
 
 
 def _md_escape(text: str) -> str:
-    return "".join("\\" + ch if ch in "\\`*_[]<>#|" else ch for ch in text)
+    return "".join("\\" + ch if ch in "\\`*_[]<>#|" else ch for ch in escape_control(text))

@@ -1,11 +1,44 @@
 """Typed grading results. How they are computed lives elsewhere (grade.py, scoring.py); how
-they are shown lives in render.py."""
+they are shown lives in render.py. Every text field is bounded here, at construction, so
+no kernel (a 50 MB exception message, a flood of prints) can make a report huge."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 KINDS = ("correctness", "performance", "extra_credit")
 STATUSES = ("passed", "partial", "failed", "error", "skipped")
+REPORT_STATUSES = ("completed", "cancelled", "interrupted")
+
+MESSAGE_LIMIT = 4000        # characters of one message (a test's, a rejection's)
+OUTPUT_LIMIT = 8000         # characters of a test's captured kernel output
+DETAIL_TEXT_LIMIT = 2000    # characters of any string inside details
+DETAIL_ITEMS_LIMIT = 256    # entries of any list or dict inside details
+DETAIL_TEXT_TOTAL = 300_000  # characters of long text (a profile's SVG) inside details
+
+
+def bound_text(text, limit: int) -> str:
+    """At most about `limit` characters: the head and the tail (an error's type comes first,
+    its traceback's last line last), with what was cut said in between."""
+    text = text if isinstance(text, str) else str(text)
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - 60)
+    head, tail = keep // 2, keep - keep // 2
+    return f"{text[:head]}\n[... {len(text) - head - tail} characters omitted ...]\n{text[len(text) - tail:]}"
+
+
+def _bound_details(value, depth: int = 0):
+    """A copy of `value` whose strings, lists and dicts are bounded (SVG timelines may be long)."""
+    if isinstance(value, str):
+        return bound_text(value, DETAIL_TEXT_TOTAL if value.startswith("<svg") else DETAIL_TEXT_LIMIT)
+    if depth > 8:
+        return None
+    if isinstance(value, dict):
+        items = list(value.items())[:DETAIL_ITEMS_LIMIT]
+        return {bound_text(k, 200): _bound_details(v, depth + 1) for k, v in items}
+    if isinstance(value, (list, tuple)):
+        return [_bound_details(v, depth + 1) for v in list(value)[:DETAIL_ITEMS_LIMIT]]
+    return value
 
 
 @dataclass
@@ -21,10 +54,16 @@ class TestResult:
     file: str = ""                  # which submission file the test exercised
     p99_us: float | None = None     # performance tests: p99 of NeuronCore latency
     thresholds_us: dict | None = None   # {"optimized": us, "relaxed": us}
-    message: str = ""               # one line for the student: why this status
-    output: str = ""                # captured stdout/stderr of the kernel run (truncated)
+    message: str = ""               # for the student: why this status ("" when the header says it)
+    output: str = ""                # captured stdout/stderr and nl.device_print of the kernel run (truncated)
     duration_s: float = 0.0         # wall time of this test
-    details: dict = field(default_factory=dict)   # per-config results, mismatch stats, profile totals
+    details: dict = field(default_factory=dict)   # per-config results, mismatch stats, profile
+
+    def __post_init__(self) -> None:
+        self.title = bound_text(self.title, 200)
+        self.message = bound_text(self.message, MESSAGE_LIMIT)
+        self.output = bound_text(self.output, OUTPUT_LIMIT)
+        self.details = _bound_details(self.details) if isinstance(self.details, dict) else {}
 
 
 @dataclass
@@ -33,7 +72,12 @@ class Score:
     performance: float
     extra_credit: float
     total: float                    # all three added up
-    max_total: float                # correctness + performance maxima (extra credit is on top)
+    max_total: float                # the assignment's correctness + performance maxima (extra credit on top)
+    max_correctness: float = 0.0    # the assignment's maxima per kind, whatever files were sent
+    max_performance: float = 0.0
+    max_extra_credit: float = 0.0
+    # per kind: how many tests ended in each status, and how many there are ("tests")
+    counts: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -46,19 +90,48 @@ class Report:
     score: Score
     flags: list[str]                # e.g. ["implausibly_fast:perf_224_pool1_float16"]
     tests: list[TestResult]
-    seed_kind: str = "secret"       # "public" when the seed was given (local runs), else fresh and secret
-    seed: int | None = None         # recorded only for public seeds
+    seed_kind: str = "secret"       # "public" when the caller gave the seed (local runs), else fresh and secret
+    seed: int | None = None         # the seed used; keep a secret one private (to_json leaves it out)
     grader_version: str = ""
     graded_at: str = ""             # ISO 8601 UTC
     duration_s: float = 0.0
     platform: str = "trn2"          # hardware the thresholds were set on
+    status: str = "completed"       # completed | cancelled | interrupted
+    spec_hash: str = ""             # sha256 of the spec file that graded this run
+    title: str = ""                 # the assignment's title
+    time_budget_s: float | None = None   # wall time the grade was allowed
+    budget_note: str = ""           # what the budget did, when it did something (a timeout, tests cut)
+    missing_files: list[str] = field(default_factory=list)   # assignment files not sent: their tests score 0
+    rejections: list[dict] = field(default_factory=list)     # static-check errors {file, line, rule, message}
+    warnings: list[dict] = field(default_factory=list)       # static-check warnings, same shape
+    rescored_from: dict | None = None    # {"spec_version", "thresholds_version", "spec_hash"} before a rescore
 
-    def to_json(self) -> dict:
-        return asdict(self)
+    def __post_init__(self) -> None:
+        self.flags = [bound_text(f, 200) for f in self.flags][:DETAIL_ITEMS_LIMIT]
+        self.budget_note = bound_text(self.budget_note, MESSAGE_LIMIT)
+        self.rejections = [_bound_finding(v) for v in self.rejections][:DETAIL_ITEMS_LIMIT]
+        self.warnings = [_bound_finding(v) for v in self.warnings][:DETAIL_ITEMS_LIMIT]
+
+    def to_json(self, include_seed: bool = False) -> dict:
+        """The report as plain data. A secret seed is left out unless include_seed (staff
+        storage); a public seed, given by whoever ran the grade, stays."""
+        data = asdict(self)
+        if self.seed_kind != "public" and not include_seed:
+            data.pop("seed")
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> "Report":
-        data = dict(data)
-        data["score"] = Score(**data["score"])
-        data["tests"] = [TestResult(**t) for t in data["tests"]]
+        known = {f.name for f in fields(cls)}
+        data = {k: v for k, v in data.items() if k in known}
+        score = dict(data["score"])
+        data["score"] = Score(**{k: v for k, v in score.items() if k in {f.name for f in fields(Score)}})
+        test_fields = {f.name for f in fields(TestResult)}
+        data["tests"] = [TestResult(**{k: v for k, v in t.items() if k in test_fields}) for t in data["tests"]]
         return cls(**data)
+
+
+def _bound_finding(finding: dict) -> dict:
+    return {"file": bound_text(finding.get("file", ""), 200), "line": finding.get("line"),
+            "rule": bound_text(finding.get("rule", ""), 100),
+            "message": bound_text(finding.get("message", ""), MESSAGE_LIMIT)}

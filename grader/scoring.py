@@ -1,8 +1,13 @@
 """Points as the course awards them: tiers for timed tests, correctness gating, extra credit
-counted apart, and the plausibility flag."""
+counted apart, the plausibility flag, and re-scoring stored p99s under new thresholds. One
+rule everywhere: the maxima are the assignment's, whatever files a submission holds."""
 from __future__ import annotations
 
-from .report import Score, TestResult
+import dataclasses
+
+from . import problems
+from .errors import GraderInputError
+from .report import KINDS, STATUSES, Report, Score, TestResult
 from .spec import AssignmentSpec, TestSpec
 
 
@@ -17,6 +22,21 @@ def timed_points(test: TestSpec, p99_us: float, partial_credit: float) -> tuple[
     return 0.0, "failed"
 
 
+def timed_verdict(test: TestSpec, p99_us: float, partial_credit: float) -> tuple[float, str, str]:
+    """(points, status, message for the student) for a p99 under the test's thresholds."""
+    points, status = timed_points(test, p99_us, partial_credit)
+    th = test.thresholds_us
+    if status == "passed":
+        message = f"p99 {p99_us:.1f} us is within the optimized threshold ({th['optimized']:g} us)"
+    elif status == "partial":
+        message = (f"p99 {p99_us:.1f} us is within the relaxed threshold ({th['relaxed']:g} us) but not the "
+                   f"optimized one ({th['optimized']:g} us): {partial_credit:.0%} of the points")
+    else:
+        tier = "relaxed threshold" if partial_credit and th["relaxed"] != th["optimized"] else "threshold"
+        message = f"p99 {p99_us:.1f} us is slower than the {tier} ({th['relaxed']:g} us)"
+    return points, status, message
+
+
 def implausibly_fast(test: TestSpec, p99_us: float, roofline_us: float, speedup: float) -> bool:
     """Faster than physics allows for the work, or `speedup` times faster than the optimized
     reference (whose latency is the optimized threshold / 1.2)."""
@@ -25,8 +45,60 @@ def implausibly_fast(test: TestSpec, p99_us: float, roofline_us: float, speedup:
 
 
 def total(spec: AssignmentSpec, results: list[TestResult]) -> Score:
-    counted = [r for r in results if r.status != "skipped" or r.details.get("counts", True)]
-    by_kind = {k: sum(r.points for r in results if r.kind == k) for k in ("correctness", "performance", "extra_credit")}
-    max_total = sum(r.max_points for r in counted if r.kind != "extra_credit")
+    """The score of `results` under the assignment's maxima: the numbers every output
+    (terminal, JSON, Gradescope, web) shows, computed once here."""
+    return tally(results, {k: spec.max_points(k) for k in KINDS})
+
+
+def tally(results: list[TestResult], maxima: dict[str, float]) -> Score:
+    """Points per kind, the given maxima per kind, and how many tests of each kind ended in
+    each status."""
+    by_kind = {k: sum(r.points for r in results if r.kind == k) for k in KINDS}
+    counts = {}
+    for kind in KINDS:
+        of_kind = [r for r in results if r.kind == kind]
+        counts[kind] = {"tests": len(of_kind), **{s: sum(r.status == s for r in of_kind) for s in STATUSES}}
     return Score(correctness=by_kind["correctness"], performance=by_kind["performance"],
-                 extra_credit=by_kind["extra_credit"], total=sum(by_kind.values()), max_total=max_total)
+                 extra_credit=by_kind["extra_credit"], total=sum(by_kind.values()),
+                 max_total=maxima["correctness"] + maxima["performance"],
+                 max_correctness=maxima["correctness"], max_performance=maxima["performance"],
+                 max_extra_credit=maxima["extra_credit"], counts=counts)
+
+
+def rescore(report: Report, spec: AssignmentSpec) -> Report:
+    """The report re-scored under `spec`'s thresholds and tiers from its stored p99s: no
+    kernel runs. Only timed tests that were measured change; the spec's versions and hash
+    are recorded, and where the report came from is kept in `rescored_from`."""
+    if spec.assignment != report.assignment:
+        raise GraderInputError(f"this report is for {report.assignment!r}, not {spec.assignment!r}",
+                               "Rescore with a version of the spec of the report's own assignment.")
+    by_name = {t.name: t for t in spec.tests}
+    ours = {t.name for t in report.tests}
+    if ours != set(by_name):
+        differ = sorted(ours.symmetric_difference(by_name))
+        raise GraderInputError(f"the spec and the report have different tests ({', '.join(differ)})",
+                               "Rescore with a spec that keeps the report's tests (only thresholds and "
+                               "points may change); a spec with other tests needs a new grade.")
+    flags = [f for f in report.flags if not f.startswith("implausibly_fast:")]
+    tests = []
+    for result in report.tests:
+        test = by_name[result.name]
+        new = dataclasses.replace(result, max_points=test.points, title=test.title,
+                                  thresholds_us=dict(test.thresholds_us) if test.thresholds_us else None,
+                                  details=dict(result.details))
+        if test.timed and result.p99_us is not None and result.status in ("passed", "partial", "failed"):
+            new.points, new.status, new.message = timed_verdict(test, result.p99_us, spec.partial_credit)
+            roof = result.details.get("roofline_us")
+            if roof is None:
+                roof = max(problems.roofline_us(test.problem, c) for c in test.configs)
+            if new.status != "skipped" and implausibly_fast(test, result.p99_us, roof, spec.implausible_speedup):
+                flags.append(f"implausibly_fast:{test.name}")
+        elif new.status == "passed":
+            new.points = test.points
+        tests.append(new)
+    previous = report.rescored_from or {"spec_version": report.spec_version,
+                                        "thresholds_version": report.thresholds_version,
+                                        "spec_hash": report.spec_hash}
+    return dataclasses.replace(report, tests=tests, flags=flags, score=total(spec, tests),
+                               spec_version=spec.spec_version, thresholds_version=spec.thresholds_version,
+                               spec_hash=spec.spec_hash, rescored_from=previous)

@@ -1,18 +1,30 @@
 """Assignment specs: one versioned TOML file per assignment in grader/specs/, loaded into
-frozen dataclasses and checked, so a typo in a spec fails loudly before anything is graded."""
+frozen dataclasses and checked, so a typo in a spec fails loudly before anything is graded.
+
+A changed spec must bump `spec_version` (any change) and also `thresholds_version` (when a
+threshold changes); every report records both and the spec's content hash (`spec_hash`,
+sha256 of the TOML bytes), and a test pins each bundled spec's hash to its versions."""
 from __future__ import annotations
 
+import hashlib
+import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from . import problems
+from .errors import GraderInputError
+
 SPEC_DIR = Path(__file__).parent / "specs"
-PROBLEMS = ("conv2d", "transpose")
+PROBLEMS = tuple(problems.REGISTRY)
 KINDS = ("correctness", "performance", "extra_credit")
+DEFAULT_TIME_BUDGET_S = 300.0
 
 
-class SpecError(ValueError):
-    """A spec file is malformed."""
+class SpecError(GraderInputError):
+    """A spec file is missing or malformed."""
 
 
 @dataclass(frozen=True)
@@ -21,7 +33,7 @@ class FileSpec:
     filename: str                     # "conv2d.py"
     archive_path: str                 # where the course's submission script puts it
     functions: dict[str, tuple[str, ...]]   # required function -> its leading parameters
-    optional: bool = False
+    optional: bool = False            # may be left out of an upload (its tests then score 0)
 
 
 @dataclass(frozen=True)
@@ -47,7 +59,7 @@ class TestSpec:
 
     @property
     def kernel(self) -> str:
-        return {"conv2d": "fused_conv2d_maxpool", "transpose": "matrix_transpose"}[self.problem]
+        return problems.get(self.problem).kernel
 
 
 @dataclass(frozen=True)
@@ -61,8 +73,10 @@ class AssignmentSpec:
     precheck: bool
     implausible_speedup: float
     files: dict[str, FileSpec]
-    tolerances: dict[str, dict]
+    tolerances: dict[str, dict]       # output dtype -> {rtol, atol}, for every run, timed or not
     tests: tuple[TestSpec, ...] = field(default=())
+    time_budget_s: float = DEFAULT_TIME_BUDGET_S   # wall time one submission's grade may take
+    spec_hash: str = ""               # sha256 of the spec's TOML bytes
 
     def test(self, name: str) -> TestSpec:
         for t in self.tests:
@@ -70,73 +84,127 @@ class AssignmentSpec:
                 return t
         raise KeyError(name)
 
+    def tolerance(self, dtype) -> dict:
+        """{rtol, atol} for outputs of `dtype`: the same for correctness and timed runs, so a
+        kernel cannot switch to cheaper arithmetic when it sees it is being timed."""
+        return self.tolerances[np.dtype(dtype).name]
+
+    def max_points(self, kind: str) -> float:
+        """The assignment's maximum for one kind of test, whatever files a submission holds."""
+        return sum(t.points for t in self.tests if t.kind == kind)
+
 
 def available() -> list[str]:
     return sorted(p.stem for p in SPEC_DIR.glob("*.toml"))
 
 
-def load(name_or_path: str) -> AssignmentSpec:
-    path = Path(name_or_path)
-    if not path.suffix:
-        path = SPEC_DIR / f"{name_or_path}.toml"
-    if not path.is_file():
-        raise SpecError(f"unknown assignment {name_or_path!r}: choose one of {', '.join(available())}")
+def load(name_or_path: str | Path) -> AssignmentSpec:
+    """A bundled spec by name (`asst4-trainium2`) or any spec file by path (`my.toml`)."""
+    text = str(name_or_path)
+    path = Path(text)
+    if not path.suffix and "/" not in text:
+        path = SPEC_DIR / f"{text}.toml"
+        if not path.is_file():
+            raise SpecError(f"unknown assignment {text!r}",
+                            f"Choose one of {', '.join(available())}, or give the path of a spec .toml file.")
     try:
-        data = tomllib.loads(path.read_text())
+        raw = path.read_bytes()
+    except OSError as err:
+        raise SpecError(f"cannot read the spec file {text}: {err.strerror or err}",
+                        f"Check the path, or name a bundled assignment ({', '.join(available())}).") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise SpecError(f"{path.name} is not UTF-8 text ({err.reason} at byte {err.start})",
+                        "Save the spec as UTF-8 TOML.") from None
     except tomllib.TOMLDecodeError as err:
-        raise SpecError(f"{path.name}: {err}") from None
-    return parse(data, path.name)
+        raise SpecError(f"{path.name} is not valid TOML: {err}", "Fix the TOML syntax at that line.") from None
+    return parse(data, path.name, raw)
+
+
+def content_hash(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def _fail(where: str, what: str, remedy: str = "Fix the spec file and try again.") -> SpecError:
+    return SpecError(f"{where}: {what}", remedy)
 
 
 def _need(table: dict, key: str, where: str):
-    if key not in table:
-        raise SpecError(f"{where}: missing '{key}'")
+    if not isinstance(table, dict) or key not in table:
+        raise _fail(where, f"missing '{key}'", f"Add '{key}' there (see grader/specs/asst4-trainium2.toml).")
     return table[key]
 
 
-def parse(data: dict, where: str = "spec") -> AssignmentSpec:
+def _number(value, where: str, what: str, positive: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (positive and not value > 0):
+        raise _fail(where, f"{what} must be a {'positive ' if positive else ''}number, got {value!r}")
+    return float(value)
+
+
+def parse(data: dict, where: str = "spec", raw: bytes | None = None) -> AssignmentSpec:
+    """Check and load a spec's parsed TOML. `raw` is the file's bytes (for spec_hash); a spec
+    built in code is hashed from its canonical JSON instead."""
     files = {}
     for key, f in _need(data, "files", where).items():
         functions = {fn: tuple(params) for fn, params in _need(f, "functions", f"{where} files.{key}").items()}
         files[key] = FileSpec(key, f.get("filename", f"{key}.py"), _need(f, "archive_path", f"{where} files.{key}"),
                               functions, bool(f.get("optional", False)))
-    tests = []
-    for i, t in enumerate(_need(data, "tests", where)):
-        at = f"{where} tests[{i}]"
-        name = _need(t, "name", at)
-        kind = _need(t, "kind", at)
-        if kind not in KINDS:
-            raise SpecError(f"{at}: kind must be one of {KINDS}, got {kind!r}")
-        if t.get("file") not in files:
-            raise SpecError(f"{at}: file must be one of {sorted(files)}")
-        if t.get("problem") not in PROBLEMS:
-            raise SpecError(f"{at}: problem must be one of {PROBLEMS}")
-        thresholds = t.get("thresholds_us")
-        if kind != "correctness":
-            if not thresholds or {"optimized", "relaxed"} - set(thresholds):
-                raise SpecError(f"{at}: timed tests need thresholds_us = {{ optimized = ..., relaxed = ... }}")
-            if thresholds["optimized"] > thresholds["relaxed"]:
-                raise SpecError(f"{at}: the optimized threshold must not exceed the relaxed one")
-        configs = tuple(dict(c) for c in _need(t, "configs", at))
-        if not configs:
-            raise SpecError(f"{at}: needs at least one config")
-        tests.append(TestSpec(
-            name=name, title=t.get("title", name), kind=kind, file=t["file"], problem=t["problem"],
-            points=float(_need(t, "points", at)), configs=configs, gated_by=tuple(t.get("gated_by", ())),
-            thresholds_us=dict(thresholds) if thresholds else None, warmup=int(t.get("warmup", 5)),
-            iters=int(t.get("iters", 20)),
-            compute_only=tuple(t["compute_only"]) if "compute_only" in t else None))
+    tolerances = dict(_need(data, "tolerances", where))
+    tests = [_test(t, f"{where} tests[{i}]", files, tolerances) for i, t in enumerate(_need(data, "tests", where))]
     names = [t.name for t in tests]
     if len(set(names)) != len(names):
-        raise SpecError(f"{where}: test names must be unique")
+        raise _fail(where, "test names must be unique")
     for t in tests:
         unknown = set(t.gated_by) - set(names)
         if unknown:
-            raise SpecError(f"{where}: test {t.name} is gated by unknown tests {sorted(unknown)}")
+            raise _fail(where, f"test {t.name} is gated by unknown tests {sorted(unknown)}")
+    budget = _number(data.get("time_budget_s", DEFAULT_TIME_BUDGET_S), where, "time_budget_s")
+    if raw is None:
+        raw = json.dumps(data, sort_keys=True, default=str).encode()
     return AssignmentSpec(
         assignment=_need(data, "assignment", where), title=data.get("title", ""),
         spec_version=str(_need(data, "spec_version", where)),
         thresholds_version=str(_need(data, "thresholds_version", where)),
         platform=data.get("platform", "trn2"), partial_credit=float(data.get("partial_credit", 0.95)),
         precheck=bool(data.get("precheck", True)), implausible_speedup=float(data.get("implausible_speedup", 3.0)),
-        files=files, tolerances=dict(_need(data, "tolerances", where)), tests=tuple(tests))
+        files=files, tolerances=tolerances, tests=tuple(tests), time_budget_s=budget, spec_hash=content_hash(raw))
+
+
+def _test(t: dict, at: str, files: dict, tolerances: dict) -> TestSpec:
+    name = _need(t, "name", at)
+    kind = _need(t, "kind", at)
+    if kind not in KINDS:
+        raise _fail(at, f"kind must be one of {KINDS}, got {kind!r}")
+    if t.get("file") not in files:
+        raise _fail(at, f"file must be one of {sorted(files)}, got {t.get('file')!r}")
+    if t.get("problem") not in problems.REGISTRY:
+        raise _fail(at, f"problem must be one of {PROBLEMS}, got {t.get('problem')!r}",
+                    "Name a registered problem (grader/problems/).")
+    problem = problems.get(t["problem"])
+    thresholds = t.get("thresholds_us")
+    if kind != "correctness":
+        if not thresholds or {"optimized", "relaxed"} - set(thresholds):
+            raise _fail(at, "timed tests need thresholds_us = { optimized = ..., relaxed = ... }")
+        for tier in ("optimized", "relaxed"):
+            _number(thresholds[tier], at, f"thresholds_us.{tier}")
+        if thresholds["optimized"] > thresholds["relaxed"]:
+            raise _fail(at, "the optimized threshold must not exceed the relaxed one")
+    configs = tuple(dict(c) for c in _need(t, "configs", at))
+    if not configs:
+        raise _fail(at, "needs at least one config")
+    for j, config in enumerate(configs):
+        missing = [k for k in problem.config_keys if k not in config]
+        if missing:
+            raise _fail(at, f"configs[{j}] lacks {', '.join(missing)}, which problem {problem.name!r} needs")
+        dtype = str(config.get("dtype", "float32"))
+        if dtype not in tolerances:
+            raise _fail(at, f"configs[{j}] uses dtype {dtype!r}, which has no entry in [tolerances]",
+                        f"Add `{dtype} = {{ rtol = ..., atol = ... }}` under [tolerances].")
+    compute_only = tuple(t["compute_only"]) if "compute_only" in t else (
+        tuple(sorted(problem.allowed_instructions)) if problem.allowed_instructions is not None else None)
+    return TestSpec(
+        name=name, title=t.get("title", name), kind=kind, file=t["file"], problem=problem.name,
+        points=_number(_need(t, "points", at), at, "points"), configs=configs, gated_by=tuple(t.get("gated_by", ())),
+        thresholds_us=dict(thresholds) if thresholds else None, warmup=int(t.get("warmup", 5)),
+        iters=int(t.get("iters", 20)), compute_only=compute_only)

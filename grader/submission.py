@@ -23,6 +23,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import GraderInputError
+
 MAX_UPLOAD_BYTES = 16 * 1024 * 1024        # the uploaded file as received
 MAX_SOURCE_BYTES = 1 * 1024 * 1024         # one .py file, in the upload or in an archive
 MAX_ARCHIVE_MEMBERS = 64                   # every entry counts, directories included
@@ -35,19 +37,11 @@ ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
 _MIB = 1024 * 1024
 
 
-class SubmissionError(ValueError):
+class SubmissionError(GraderInputError):
     """An upload that cannot be graded. `reason` says what is wrong, `remedy` how to fix it."""
 
     def __init__(self, reason: str, remedy: str):
-        super().__init__(reason, remedy)      # keeps the error picklable (Celery results)
-        self.reason = reason
-        self.remedy = remedy
-
-    def __str__(self) -> str:
-        reason = self.reason.rstrip()
-        if not reason.endswith((".", "!", "?")):
-            reason += "."
-        return f"{reason} {self.remedy}"
+        super().__init__(reason, remedy)
 
 
 @dataclass(frozen=True)

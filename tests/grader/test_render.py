@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import render
+from grader import render, scoring
 from grader import report as report_types   # not TestResult by name: pytest would try to collect it
-from grader.report import Report, Score
+from grader.report import Report
 
 SHA = "0123456789abcdef" * 4
 CONV_OPT_FP16 = {"optimized": 1002.0, "relaxed": 1365.0}
@@ -29,9 +29,12 @@ def timed(name, title, kind, status, points, max_points, p99, thresholds, **kw):
                       thresholds_us=dict(thresholds), **kw)
 
 
-def make_report(tests, score, flags=(), **kw):
+def make_report(tests, maxima, flags=(), **kw):
+    """A report whose Score is tallied from `tests` under the assignment's `maxima` (per kind)."""
+    score = scoring.tally(tests, maxima)
     fields = dict(assignment="asst4-trainium2", spec_version="1", thresholds_version="2025-11-13",
-                  backend="sim", submission_sha256=SHA, score=score, flags=list(flags), tests=tests)
+                  backend="sim", submission_sha256=SHA, score=score, flags=list(flags), tests=tests,
+                  spec_hash="f" * 64)
     fields.update(kw)
     return Report(**fields)
 
@@ -50,8 +53,8 @@ def full_report():
               "passed", 1.25, 1.25, 101.5, EC_FP32),
         correctness("transpose", "Correctness: matrix_transpose", points=10, max_points=10),
     ]
-    score = Score(correctness=15, performance=35, extra_credit=1.25, total=51.25, max_total=50)
-    return make_report(tests, score, seed_kind="public", seed=42, duration_s=412.4,
+    maxima = {"correctness": 15, "performance": 35, "extra_credit": 1.25}
+    return make_report(tests, maxima, seed_kind="public", seed=42, duration_s=412.4,
                        grader_version="0.1.0", graded_at="2025-11-20T10:00:00Z")
 
 
@@ -79,9 +82,9 @@ def mixed_report():
         timed("ec_32x16_pool1_float32", "Extra credit: 32x16, no maxpool, float32", "extra_credit",
               "passed", 1.25, 1.25, 20.0, EC_FP32),
     ]
-    score = Score(correctness=2.5, performance=16.625, extra_credit=1.25, total=20.375, max_total=62.5)
-    return make_report(tests, score, flags=["implausibly_fast:ec_32x16_pool1_float32", "mystery_flag"],
-                       duration_s=float("inf"))
+    maxima = {"correctness": 5, "performance": 57.5, "extra_credit": 1.25}
+    return make_report(tests, maxima, flags=["implausibly_fast:ec_32x16_pool1_float32", "mystery_flag"],
+                       duration_s=float("inf"), seed=987654321)
 
 
 # ----- formatting -----
@@ -102,16 +105,16 @@ def test_terminal_full_report(full_report):
     assert text.index("Correctness\n") < text.index("Performance\n") < text.index("Extra credit\n")
     row = next(line for line in lines if "no maxpool, float16" in line)
     assert re.search(r"passed\s+17\.5/17\.5\s+990\.0 us  \(opt 1002 / rel 1365\)$", row)
-    assert "Correctness   15/15" in lines        # maxima are summed from the tests
-    assert "Performance   35/35" in lines
-    assert "Extra credit  1.25/1.25" in lines
-    assert "Total         51.25/50" in lines
+    assert "Correctness   15/15  (3 of 3 tests passed)" in lines
+    assert "Performance   35/35  (2 of 2 tests at full credit, 0 at partial credit)" in lines
+    assert "Extra credit  1.25/1.25  (1 of 1 earned)" in lines
+    assert "Total         51.25/50 (extra credit on top)" in lines
     assert "Flags" not in lines
-    assert any("spec_version 1" in l and "thresholds_version 2025-11-13" in l and "backend sim" in l
+    assert any("spec_version 1" in l and "thresholds_version 2025-11-13" in l and "spec sha256 ffffffffffff" in l
                for l in lines)
-    assert f"seed public 42  submission sha256 {SHA[:12]}" in lines
+    assert f"backend sim  seed public 42  submission sha256 {SHA[:12]}" in lines
     assert SHA[:13] not in text
-    assert "grader 0.1.0  graded_at 2025-11-20T10:00:00Z" in lines
+    assert "status completed  grader 0.1.0  graded_at 2025-11-20T10:00:00Z  time 412.4 s" in lines
     assert "\x1b[" not in text
     assert text.isascii()
 
@@ -140,12 +143,13 @@ def test_terminal_mixed_report(mixed_report):
     ec_row = lines.index(next(l for l in lines if "Extra credit: 32x16" in l))
     assert "(opt 110 / rel 110)" in lines[ec_row]
     assert not lines[ec_row + 1].startswith("      ")        # passed tests print no message
-    assert "Total         20.375/62.5" in lines
+    assert "Total         20.375/62.5 (extra credit on top)" in lines
     flags = lines[lines.index("Flags") + 1:lines.index("Flags") + 3]
     assert flags[0].startswith("  implausibly_fast:ec_32x16_pool1_float32: Extra credit: 32x16, no maxpool, "
                                "float32: p99 is below the roofline")
     assert flags[1] == "  mystery_flag: no explanation is recorded for this flag; see the full report"
-    assert "seed secret  submission sha256 0123456789ab" in lines
+    assert "backend sim  seed secret  submission sha256 0123456789ab" in lines
+    assert "987654321" not in text                             # a secret seed is never shown
     assert "graded_at" not in text                             # empty fields are left out
 
 
@@ -158,15 +162,89 @@ def test_terminal_color_touches_status_words_only(mixed_report):
     assert "\x1b[32mpassed\x1b[0m" in colored and "\x1b[31mfailed\x1b[0m" in colored
 
 
-def test_maxima_leave_out_tests_that_do_not_count(full_report):
-    """An optional file that was not submitted: its tests are skipped and left out of the maxima,
-    as scoring.total leaves them out of max_total."""
+def test_a_file_not_submitted_keeps_the_assignment_maximum_and_is_stated_once(full_report):
+    """kernels.py not sent: its test scores 0 under the assignment's maximum, and the header
+    says so once; the row itself repeats nothing."""
     transpose = full_report.tests[-1]
-    transpose.status, transpose.points, transpose.details = "skipped", 0.0, {"counts": False}
-    full_report.score = Score(correctness=5, performance=35, extra_credit=1.25, total=41.25, max_total=40)
-    lines = render.render_terminal(full_report).splitlines()
-    assert "Correctness   5/5" in lines and "Total         41.25/40" in lines
-    assert "- Correctness: 5 / 5 (2 of 2 tests passed)" in render.to_gradescope(full_report)["output"]
+    transpose.file, transpose.status, transpose.points = "kernels.py", "skipped", 0.0
+    transpose.details = {"not_run": "not_submitted"}
+    full_report.missing_files = ["kernels.py"]
+    full_report.score = scoring.tally(full_report.tests, {"correctness": 15, "performance": 35, "extra_credit": 1.25})
+    text = render.render_terminal(full_report)
+    lines = text.splitlines()
+    assert "Correctness   5/15  (2 of 3 tests passed, 1 not run)" in lines
+    assert "Total         41.25/50 (extra credit on top)" in lines
+    assert text.count("kernels.py") == 1
+    assert "kernels.py was not submitted: its 1 tests score 0 (10 points of the assignment's 50)" in lines
+    results = render.to_gradescope(full_report)
+    assert "- Correctness: 5 / 15 (2 of 3 tests passed, 1 not run)" in results["output"]
+    assert results["output"].count("kernels.py") == 1
+    row = next(t for t in results["tests"] if t["name"] == "Correctness: matrix_transpose")
+    assert (row["score"], row["max_score"], row["status"]) == (0.0, 10, "failed")
+
+
+def test_rejections_and_warnings_are_listed_once_in_the_header(full_report):
+    for test in full_report.tests[:2]:
+        test.status, test.points, test.details = "error", 0.0, {"not_run": "rejected"}
+    full_report.rejections = [
+        {"file": "conv2d.py", "line": 3, "rule": "import", "message": "imports os"},
+        {"file": "conv2d.py", "line": 9, "rule": "forbidden-call", "message": "calls open()"}]
+    full_report.warnings = [{"file": "conv2d.py", "line": 1, "rule": "unused-import", "message": "pdb is unused"}]
+    full_report.flags = ["precheck_rejected:conv2d"]
+    text = render.render_terminal(full_report)
+    for needle in ("conv2d.py:3 [import]: imports os", "conv2d.py:9 [forbidden-call]: calls open()",
+                   "conv2d.py:1 [unused-import]: pdb is unused"):
+        assert text.count(needle) == 1
+    assert "conv2d.py was rejected by the static check (2 violations)" in text
+    summary = render.to_gradescope(full_report)["output"]
+    assert summary.count("imports os") == 1 and summary.count("calls open()") == 1
+    assert "pdb is unused" in summary and "not penalised" in summary
+
+
+def test_cancelled_report_says_so_everywhere(mixed_report):
+    mixed_report.status = "cancelled"
+    assert "STATUS: CANCELLED. Grading was cancelled" in render.render_terminal(mixed_report)
+    results = render.to_gradescope(mixed_report)
+    assert "Grading was cancelled" in results["output"] and results["extra_data"]["status"] == "cancelled"
+    assert render.to_json(mixed_report)["status"] == "cancelled"
+
+
+def test_terminal_escapes_control_characters_from_every_field(mixed_report):
+    """A kernel's error text, a title, a flag or a finding cannot move the cursor or repaint the
+    screen: ESC, CR, BEL, backspace and bidi overrides arrive as visible escapes."""
+    evil = "\x1b[2J\x1b[H\x1b[32mTotal 65/60\x1b[0m\r\x07\x08\u202e"
+    mixed_report.tests[1].message = "boom " + evil + "\nsecond line " + evil
+    mixed_report.tests[1].title = "title " + evil
+    mixed_report.flags = ["mystery:" + evil]
+    mixed_report.warnings = [{"file": "conv2d.py", "line": 1, "rule": "x", "message": evil}]
+    mixed_report.budget_note = evil
+    mixed_report.time_budget_s = 300.0
+    for color in (False, True):
+        text = render.render_terminal(mixed_report, color=color)
+        stripped = re.sub(r"\x1b\[[0-9;]*m(passed|partial|failed|error|skipped)\x1b\[0m", r"\1", text)
+        assert not any(ch in stripped for ch in "\x1b\r\x07\x08\u202e")
+        assert "\\x1b[2J" in text and "\\u202e" in text
+    summary = render.to_gradescope(mixed_report)
+    assert "\x1b" not in json.dumps(summary, ensure_ascii=False).replace("\\u001b", "")
+
+
+def test_secret_seed_stays_out_of_every_output_but_staff_json(mixed_report):
+    assert mixed_report.seed == 987654321 and mixed_report.seed_kind == "secret"
+    assert "seed" not in render.to_json(mixed_report)
+    assert "987654321" not in json.dumps(render.to_gradescope(mixed_report))
+    assert "987654321" not in render.render_terminal(mixed_report)
+    assert mixed_report.to_json(include_seed=True)["seed"] == 987654321
+
+
+def test_report_text_fields_are_bounded():
+    huge = "E" * (50 * 2**20)
+    test = report_types.TestResult("t", "correctness", "error", 0, 1, message=huge, output=huge,
+                                   details={"configs": [{"error": huge}] * 1000, "profile": {"svg": "<svg" + huge}})
+    report = make_report([test], {"correctness": 1, "performance": 0, "extra_credit": 0},
+                         flags=[huge], warnings=[{"file": "a.py", "line": 1, "rule": "r", "message": huge}])
+    size = len(json.dumps(render.to_json(report)))
+    assert size < 2 * 2**20
+    assert "characters omitted" in report.tests[0].message
 
 
 @pytest.mark.parametrize("flag, staff, student", [
@@ -198,8 +276,11 @@ def test_to_json_keys_and_values(mixed_report):
     assert {"assignment", "spec_version", "backend", "submission_sha256", "score", "flags", "tests"} <= set(data)
     assert data["assignment"] == "asst4-trainium2" and data["backend"] == "sim"
     assert data["submission_sha256"] == SHA
-    assert data["score"] == {"correctness": 2.5, "performance": 16.625, "extra_credit": 1.25,
-                             "total": 20.375, "max_total": 62.5}
+    score = data["score"]
+    assert {k: score[k] for k in ("correctness", "performance", "extra_credit", "total", "max_total")} == {
+        "correctness": 2.5, "performance": 16.625, "extra_credit": 1.25, "total": 20.375, "max_total": 62.5}
+    assert score["counts"]["performance"] == {"tests": 5, "passed": 0, "partial": 2, "failed": 1, "error": 1,
+                                              "skipped": 1}
     assert data["flags"] == ["implausibly_fast:ec_32x16_pool1_float32", "mystery_flag"]
     assert data["duration_s"] is None
     for test in data["tests"]:
@@ -282,10 +363,10 @@ def test_gradescope_full_report(full_report):
         ("2.2", "Performance: 224x224, no maxpool, float16"), ("3.1", "Extra credit: 32x16, no maxpool, float32")]
     assert all(t["status"] == "passed" and t["score"] == t["max_score"] for t in results["tests"])
     ec = results["tests"][-1]
-    assert (ec["score"], ec["max_score"], ec["tags"]) == (1.25, 1.25, ["extra_credit"])
+    assert (ec["score"], ec["max_score"], ec["tags"]) == (1.25, 1.25, ["extra_credit", "passed"])
     assert ec["extra_data"] == {"p99_us": 101.5, "thresholds_us": EC_FP32, "thresholds_version": "2025-11-13"}
     assert "p99 101.5 us; threshold 110 us" in ec["output"]
-    assert "extra_data" not in results["tests"][0] and results["tests"][0]["output"] == ""
+    assert "extra_data" not in results["tests"][0] and results["tests"][0]["output"] == "Status: passed."
     assert results["leaderboard"] == [
         {"name": "Performance: 224x224, no maxpool, float32 p99 (us)", "value": 4500.25, "order": "asc"},
         {"name": "Performance: 224x224, no maxpool, float16 p99 (us)", "value": 990.0, "order": "asc"},
@@ -302,11 +383,13 @@ def test_gradescope_mixed_report(mixed_report):
     assert results["execution_time"] == 0                     # non-finite duration
     tests = {t["name"]: t for t in results["tests"]}
     partial = tests["Performance: 224x224, no maxpool, float16"]
-    assert (partial["status"], partial["score"], partial["max_score"]) == ("passed", 16.625, 17.5)
-    assert partial["output"].startswith("p99 1003.2 us is above the optimized threshold: 95% credit\n\n")
+    # Gradescope's meaning of "passed": the full score; the relaxed tier's 95% is not that
+    assert (partial["status"], partial["score"], partial["max_score"]) == ("failed", 16.625, 17.5)
+    assert partial["output"].startswith("Status: partial.\n\np99 1003.2 us is above the optimized threshold: "
+                                        "95% credit\n\n")
     assert ("p99 1003.2 us; full credit at or below 1002 us, partial credit at or below 1365 us "
             "(thresholds version 2025-11-13)") in partial["output"]
-    assert partial["tags"] == ["performance"]
+    assert partial["tags"] == ["performance", "partial"]
     assert tests["Performance: 224x224, maxpool, float16"]["status"] == "failed"    # partial, 0 points
     assert tests["Performance: 224x224, no maxpool, float32"]["status"] == "failed"
     error = tests["Performance: 224x224, maxpool, float32"]
@@ -314,7 +397,7 @@ def test_gradescope_mixed_report(mixed_report):
     assert "p99 not measured" in error["output"]
     skipped = tests["Performance: skipped one"]
     assert (skipped["score"], skipped["status"]) == (0, "failed")
-    assert skipped["output"].startswith("not run: correctness test conv_large failed")
+    assert skipped["output"].startswith("Status: skipped.\n\nnot run: correctness test conv_large failed")
     failed = tests["Correctness: large images (224x224)"]
     assert failed["status"] == "failed"
     kernel_output = failed["output"].split("Kernel output:\n", 1)[1]
@@ -328,8 +411,8 @@ def test_gradescope_mixed_report(mixed_report):
     summary = results["output"]
     assert "**Total: 20.375 / 62.5** (includes 1.25 extra credit)" in summary
     assert "- Correctness: 2.5 / 5 (1 of 2 tests passed)" in summary
-    assert ("- Performance: 16.625 / 57.5 (0 of 5 tests at full credit, 1 at partial credit, "
-            "3 without credit, 1 not run)") in summary
+    assert ("- Performance: 16.625 / 57.5 (0 of 5 tests at full credit, 2 at partial credit, "
+            "2 without credit, 1 not run)") in summary
     assert "- Extra credit: 1.25 / 1.25 (1 of 1 earned)" in summary
     assert "- *Extra credit: 32x16, no maxpool, float32* ran faster than the course's optimized" in summary
     assert "- A check flagged this submission for review by course staff." in summary

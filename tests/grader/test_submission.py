@@ -30,6 +30,15 @@ def spec2024():
     return specs.load("asst4-trainium")
 
 
+@pytest.fixture(scope="module")
+def conv_required_spec():
+    """asst4-trainium2 as a course could set it: conv2d.py required, kernels.py optional."""
+    import tomllib
+    data = tomllib.loads((specs.SPEC_DIR / "asst4-trainium2.toml").read_text())
+    data["files"]["conv2d"]["optional"] = False
+    return specs.parse(data)
+
+
 # ----------------------------------------------------------------------------- builders
 
 def tar_bytes(entries, mode="w:gz") -> bytes:
@@ -220,8 +229,13 @@ def test_unexpected_py_name(name, spec):
     assert name in err.reason and "expected conv2d.py or kernels.py" in err.reason
 
 
-def test_optional_file_alone_is_not_a_submission(spec):
-    err = fails("kernels.py", KERNELS, spec)
+def test_kernels_py_alone_is_a_submission(spec):
+    sub = submission_from_bytes("kernels.py", KERNELS, spec)
+    assert set(sub.files) == {"kernels"} and sub.filenames == {"kernels": "kernels.py"}
+
+
+def test_optional_file_alone_is_not_a_submission_when_another_is_required(conv_required_spec):
+    err = fails("kernels.py", KERNELS, conv_required_spec)
     assert "conv2d.py is required" in err.reason
 
 
@@ -494,9 +508,14 @@ def test_archive_without_expected_files(spec):
     assert "src/solution.py" in err.reason
 
 
-def test_archive_missing_the_required_file(spec):
-    err = fails("a.zip", zip_bytes([("part1/kernels.py", KERNELS)]), spec)
+def test_archive_missing_the_required_file(conv_required_spec):
+    err = fails("a.zip", zip_bytes([("part1/kernels.py", KERNELS)]), conv_required_spec)
     assert "missing the required file part2/conv2d.py" in err.reason
+
+
+def test_archive_with_part1_only(spec):
+    sub = submission_from_bytes("a.zip", zip_bytes([("part1/kernels.py", KERNELS)]), spec)
+    assert set(sub.files) == {"kernels"}
 
 
 def test_two_candidates_in_different_folders(spec):
@@ -525,6 +544,6 @@ def test_undecodable_and_control_characters_in_names_are_escaped(spec):
     sub.filenames["conv2d"].encode("utf-8")                    # safe to store and to show
 
 
-def test_a_missing_required_file_is_reported_before_problems_in_optional_ones(spec):
-    err = fails("a.tar.gz", tar_bytes([("part1/kernels.py", b"def matrix_transpose(:\n")]), spec)
+def test_a_missing_required_file_is_reported_before_problems_in_optional_ones(conv_required_spec):
+    err = fails("a.tar.gz", tar_bytes([("part1/kernels.py", b"def matrix_transpose(:\n")]), conv_required_spec)
     assert "missing the required file part2/conv2d.py" in err.reason

@@ -1,0 +1,33 @@
+"""What the grader must know about one problem (a kernel the course asks for), as one record:
+adding a problem is one module that builds a Problem and one line in the registry."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Problem:
+    name: str                                   # the spec's `problem = "..."`
+    kernel: str                                 # the function the student's file defines
+    config_keys: tuple[str, ...]                # keys every config of this problem must give
+    make_inputs: Callable[[dict, np.random.Generator], tuple[list[np.ndarray], dict]]
+    reference: Callable[[list[np.ndarray], dict], np.ndarray]   # in the grader, never student code
+    work: Callable[[dict], tuple[float, float]]  # (Tensor Engine FLOPs, HBM bytes) any correct kernel needs
+    label: Callable[[dict], str]                 # a config as the student reads it in a message
+    # the only compute instructions a kernel may use (None: any); data movement is always allowed
+    allowed_instructions: frozenset[str] | None = None
+
+    def roofline_us(self, config: dict) -> float:
+        """Lower bound on Trn2 latency: fixed overhead + max(compute at peak, traffic at DMA bandwidth)."""
+        from nkisim.cost import DEFAULT_PARAMS as p
+        flops, moved = self.work(config)
+        peak = p.pe_peak_flops_per_ns / (p.pe_fp32_factor if config.get("dtype", "float32") == "float32" else 1)
+        return (p.bench_overhead_ns + max(flops / peak, moved / p.dma_bytes_per_ns)) / 1e3
+
+
+def uniform(rng: np.random.Generator, dtype: np.dtype, *shape: int) -> np.ndarray:
+    """Uniform [0, 1) values in `dtype`, as the course's np.random.rand inputs."""
+    return rng.random(shape, dtype=np.float32).astype(dtype)

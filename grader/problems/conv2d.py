@@ -1,0 +1,43 @@
+"""Part 2: fused conv2d (stride 1, no padding) + bias + max-pool, `fused_conv2d_maxpool`."""
+from __future__ import annotations
+
+import numpy as np
+
+from reference_kernels.numpy_reference import conv2d_maxpool_reference
+
+from .base import Problem, uniform
+
+
+def make_inputs(config: dict, rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
+    c = config
+    dtype = np.dtype(c.get("dtype", "float32"))
+    x = uniform(rng, dtype, c["batch"], c["c_in"], c["height"], c["width"])
+    w = uniform(rng, dtype, c["c_out"], c["c_in"], c["k"], c["k"])
+    bias = uniform(rng, dtype, c["c_out"]) if c.get("bias") else np.zeros(c["c_out"], dtype)
+    return [x, w, bias], {"pool_size": int(c.get("pool", 1))}
+
+
+def reference(args: list[np.ndarray], kwargs: dict) -> np.ndarray:
+    return conv2d_maxpool_reference(*args, **kwargs)
+
+
+def work(config: dict) -> tuple[float, float]:
+    c = config
+    item = np.dtype(c.get("dtype", "float32")).itemsize
+    ho, wo = c["height"] - c["k"] + 1, c["width"] - c["k"] + 1
+    pool = int(c.get("pool", 1))
+    flops = 2.0 * c["batch"] * c["c_in"] * c["c_out"] * c["k"] ** 2 * ho * wo
+    moved = (c["batch"] * c["c_in"] * c["height"] * c["width"] + c["c_out"] * c["c_in"] * c["k"] ** 2
+             + c["c_out"] + c["batch"] * c["c_out"] * (ho // pool) * (wo // pool))
+    return flops, moved * item
+
+
+def label(config: dict) -> str:
+    c = config
+    return (f"B={c['batch']} C_in={c['c_in']} C_out={c['c_out']} {c['height']}x{c['width']} "
+            f"pool={c.get('pool', 1)} {c.get('dtype', 'float32')}")
+
+
+PROBLEM = Problem(name="conv2d", kernel="fused_conv2d_maxpool",
+                  config_keys=("batch", "c_in", "c_out", "height", "width", "k"),
+                  make_inputs=make_inputs, reference=reference, work=work, label=label)

@@ -1,0 +1,30 @@
+"""Part 1: `matrix_transpose`, which may compute only with nisa.nc_transpose."""
+from __future__ import annotations
+
+import numpy as np
+
+from reference_kernels.numpy_reference import transpose_reference
+
+from .base import Problem, uniform
+
+
+def make_inputs(config: dict, rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
+    return [uniform(rng, np.dtype(config.get("dtype", "float32")), config["m"], config["n"])], {}
+
+
+def reference(args: list[np.ndarray], kwargs: dict) -> np.ndarray:
+    return transpose_reference(args[0])
+
+
+def work(config: dict) -> tuple[float, float]:
+    item = np.dtype(config.get("dtype", "float32")).itemsize
+    return 0.0, 2.0 * config["m"] * config["n"] * item
+
+
+def label(config: dict) -> str:
+    return f"{config['m']}x{config['n']} {config.get('dtype', 'float32')}"
+
+
+PROBLEM = Problem(name="transpose", kernel="matrix_transpose", config_keys=("m", "n"),
+                  make_inputs=make_inputs, reference=reference, work=work, label=label,
+                  allowed_instructions=frozenset({"nc_transpose"}))
