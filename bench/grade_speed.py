@@ -85,7 +85,7 @@ def in_process(spec, report: dict, seed: int) -> dict[str, float]:
                     out = nki.benchmark(warmup=test.warmup, iters=test.iters)(kernel)(*args, **kwargs)
                 else:
                     out = nkisim.run_kernel(kernel, args, kwargs).outputs
-                tol = spec.tolerances["correctness" if not test.timed else str(out.dtype)]
+                tol = spec.tolerance(out.dtype)
                 if not check_output(out, expected.result(), tol["rtol"], tol["atol"]).ok:
                     raise SystemExit(f"{test.name}: the in-process run disagrees with the reference")
         walls[test.name] = time.perf_counter() - start
