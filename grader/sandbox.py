@@ -1,26 +1,28 @@
 """Running untrusted kernel code in a child process.
 
 Always enforced: a fresh private working directory; a minimal environment; resource limits
-(address space, CPU seconds, file size, open files, no core dumps); a wall-clock timeout that
-kills the whole process group; stdout/stderr captured and truncated; results only over an
-inherited pipe, never parsed from stdout.
+(address space, CPU seconds, file size, open files, no core dumps); a wall-clock timeout and a
+cancel event that kill the whole process group; a parent-death signal, so no child outlives
+its grader; stdout/stderr captured and truncated; results only over an inherited pipe.
 
 Enforced where the kernel allows it (Linux, as root or with unprivileged user namespaces),
 detected once per process and listed by `capabilities()`:
 - `net`: a new, empty network namespace (no interfaces but a down loopback);
-- `pid`: a new PID namespace, so the child sees neither the grader nor other jobs and cannot
-  signal them (the child forks once; the grandchild, PID 1 there, runs the kernel);
-- `mount`: a private mount namespace in which the directory holding all job directories and
-  any configured paths (uploads, other submissions) are covered by empty tmpfs mounts;
-- `pids_cgroup`: a pids cgroup capping the process count (a fork bomb stops at the cap even
-  for root, where RLIMIT_NPROC does not apply);
-- `readonly` (a root grader): every mount read-only but a private /tmp, then a new user
-  namespace, so the child keeps no capability to undo that, write the grader's own files or
-  cgroups, unmount what hides the job directories, or read other processes' memory;
-- `unprivileged` (a root grader): instead of that user namespace, the child becomes a random
-  unused uid with no groups and no_new_privs, so files only root may read stay closed; any
-  0700 directory on the way to the interpreter is covered by a tmpfs holding bind mounts of
-  just the code (`code_dirs`).
+- `pid`: a new PID namespace (the child forks once; the grandchild, PID 1 there, runs the
+  kernel), so the child sees neither the grader nor other jobs and cannot signal them;
+- `private_proc`: that namespace's own /proc, so the child cannot list host processes or read
+  another process's command line;
+- `mount`: a private mount namespace; with `package_view` (a root grader, sim backend) the
+  child's root is a new tmpfs holding bind mounts of just the interpreter and its standard
+  library, the system libraries, the packages the child imports (`view_plan`), its job
+  directory, device nodes, its own /proc and a private /tmp; the repository, reference
+  kernels, tests, other site-packages and the rest of the machine do not exist there.
+  Otherwise the job root and configured paths are covered by empty tmpfs mounts;
+- `readonly`: every mount read-only but the private /tmp, then a new user namespace or
+- `unprivileged`: a random unused uid with no groups and no_new_privs;
+- `pids_cgroup` / `memory_cgroup`: a cgroup per job capping the process count (fork bombs,
+  as RLIMIT_NPROC does not bind root) and the memory it holds, shared memory included
+  (memfd, tmpfs), with no swap.
 """
 from __future__ import annotations
 
@@ -29,26 +31,37 @@ import ctypes.util
 import functools
 import json
 import os
+import platform
 import resource
 import secrets
+import shutil
 import signal
-import stat
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .zygote import ZYGOTE
+from .zygote import ZYGOTE, set_parent_death_signal
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
-MS_REC, MS_PRIVATE, MS_BIND = 16384, 1 << 18, 4096
-PR_SET_NO_NEW_PRIVS = 38
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 CHILD_UIDS = range(100_000, 160_000)     # one unused uid per child, picked at random
 SYS_MOUNT_SETATTR = 442                  # the same number on every architecture (Linux 5.12+)
-AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = -100, 0x8000, 1
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine())
+AT_FDCWD, AT_RECURSIVE = -100, 0x8000
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 1, 2
+
+# What a simulator child imports, and so all it may see of the Python world.
+CHILD_PACKAGES = ("numpy", "ml_dtypes", "threadpoolctl", "nkisim")
+CHILD_GRADER_FILES = ("__init__.py", "child.py", "sandbox.py", "zygote.py", "wire.py")
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache", "/etc/localtime")
+DEVICES = ("null", "zero", "full", "random", "urandom")
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
@@ -58,57 +71,139 @@ class _MountAttr(ctypes.Structure):
                 ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
 
 
-_READONLY = _MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
+def _check(status: int, what: str) -> None:
+    if status != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
 
 
-def _lock_down(tmp_options: bytes | None, new_userns: bool = True) -> bool:
-    """In a fresh mount namespace, as root: all mounts read-only, a private writable /tmp (unless
-    `tmp_options` is None), then (unless the caller drops to another uid instead) a new user
-    namespace, which leaves no capability over anything outside it."""
-    return (_libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, ctypes.byref(_READONLY),
-                          ctypes.sizeof(_READONLY)) == 0
-            and (tmp_options is None or _libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 0, tmp_options) == 0)
-            and (not new_userns or _libc.unshare(CLONE_NEWUSER) == 0))
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None, what: str) -> None:
+    _check(_libc.mount(source and source.encode(), target.encode(), fstype and fstype.encode(), flags,
+                       data and data.encode()), what)
+
+
+def _set_mount_attr(path: str, attr_set: int, attr_clr: int, recursive: bool) -> None:
+    attr = _MountAttr(attr_set, attr_clr, 0, 0)
+    _check(_libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path.encode(), AT_RECURSIVE if recursive else 0,
+                         ctypes.byref(attr), ctypes.sizeof(attr)), f"mount_setattr {path}")
+
+
+def _lock_down(tmp_options: str | None) -> bool:
+    """All mounts read-only, then (unless `tmp_options` is None) a private writable /tmp."""
+    try:
+        _set_mount_attr("/", MOUNT_ATTR_RDONLY, 0, recursive=True)
+        if tmp_options is not None:
+            _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp_options, "private /tmp")
+    except OSError:
+        return False
+    return True
+
+
+# ----- the package-only view ------------------------------------------------------------------
+
+def _module_location(name: str) -> str | None:
+    import importlib.util
+    module = sys.modules.get(name)
+    spec = module.__spec__ if module is not None else importlib.util.find_spec(name)
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return os.path.realpath(list(spec.submodule_search_locations)[0])
+    return os.path.realpath(spec.origin) if spec.origin else None
 
 
 @functools.lru_cache(maxsize=1)
-def code_dirs() -> list[str]:
-    """Directories an unprivileged child must still read: the interpreter, its library and
-    site-packages, and where our packages (and neuronx-cc, if installed) live."""
-    import importlib.util
-    dirs = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    dirs.update(p for p in sys.path if p and os.path.isdir(p))
-    for name in ("grader", "nkisim", "numpy", "ml_dtypes", "threadpoolctl", "neuronxcc"):
-        spec = importlib.util.find_spec(name) if name not in sys.modules else sys.modules[name].__spec__
-        for location in (getattr(spec, "submodule_search_locations", None) or []) if spec else []:
-            dirs.add(os.path.dirname(location))
-        if spec and spec.origin and not getattr(spec, "submodule_search_locations", None):
-            dirs.add(os.path.dirname(spec.origin))
-    return sorted({os.path.realpath(d) for d in dirs})    # a list: it goes to the child as JSON
+def view_plan() -> tuple[tuple[str, str], ...]:
+    """What a simulator child's root holds, as (path, kind) in mounting order: "bind" a host
+    path at the same path, "link" copy a symlink, "empty" an empty directory (a tmpfs where it
+    would cover bound content). Everything else does not exist for the child."""
+    plan: dict[str, str] = {}
+    for path in SYSTEM_PATHS:
+        if os.path.islink(path) and path.count("/") == 1:
+            plan[path] = "link"
+        elif os.path.isdir(path):
+            plan[os.path.realpath(path)] = "bind"
+        elif os.path.exists(path):
+            plan[path] = "bind"             # a file: at its own path (/etc/localtime is a link)
+    for name in DEVICES:
+        if os.path.exists(f"/dev/{name}"):
+            plan[f"/dev/{name}"] = "bind"
+    # the interpreter and its standard library, but not its own site-packages
+    base = os.path.realpath(sys.base_prefix)
+    plan[base] = "bind"
+    paths = sysconfig.get_paths(vars={"base": base, "platbase": base})
+    for key in ("purelib", "platlib"):
+        if os.path.isdir(paths[key]):
+            plan[os.path.realpath(paths[key])] = "empty"
+    # each package alone in an otherwise empty directory (site-packages, or the repository)
+    for name in CHILD_PACKAGES:
+        location = _module_location(name)
+        if location is None:
+            continue
+        parent = os.path.dirname(location)
+        plan.setdefault(parent, "empty")
+        plan[location] = "bind"
+        libs = os.path.join(parent, f"{name}.libs")       # shared libraries a wheel vendors
+        if os.path.isdir(libs):
+            plan[libs] = "bind"
+    grader_dir = os.path.dirname(os.path.realpath(__file__))
+    plan.setdefault(os.path.dirname(grader_dir), "empty")
+    plan[grader_dir] = "empty"
+    for name in CHILD_GRADER_FILES:
+        if os.path.exists(os.path.join(grader_dir, name)):
+            plan[os.path.join(grader_dir, name)] = "bind"
+    return tuple(sorted(plan.items(), key=lambda item: item[0].split("/")))
 
 
-def _reach_code(dirs: list[str]) -> None:
-    """Under a uid that owns nothing, a directory like /root (mode 0700) would cut the child
-    off from its own interpreter. Cover each such directory with an empty tmpfs that holds
-    only bind mounts of the code below it: the rest of it (keys, credentials) stays unseen."""
-    blocked: dict[str, list[str]] = {}
-    for d in sorted(dirs, key=len):
-        parts = d.split("/")
-        for i in range(2, len(parts)):
-            ancestor = "/".join(parts[:i])
-            if not os.stat(ancestor).st_mode & stat.S_IXOTH:
-                blocked.setdefault(ancestor, []).append(d)
-                break
-    for ancestor, below in blocked.items():
-        handles = [(d, os.open(d, os.O_PATH | os.O_DIRECTORY)) for d in below]
-        if _libc.mount(b"tmpfs", ancestor.encode(), b"tmpfs", 0, b"size=1m,mode=0755") != 0:
-            raise OSError(ctypes.get_errno(), f"cannot cover {ancestor}")
-        for d, fd in handles:
-            os.makedirs(d, mode=0o755, exist_ok=True)
-            if _libc.mount(f"/proc/self/fd/{fd}".encode(), d.encode(), None, MS_BIND | MS_REC, None) != 0:
-                raise OSError(ctypes.get_errno(), f"cannot reach {d}")
-            os.close(fd)
+def _make_point(target: str, is_dir: bool) -> None:
+    """A mount point in the view; only ever created on a tmpfs of the view (a host path bound
+    into the view already exists there)."""
+    if is_dir:
+        os.makedirs(target, mode=0o755, exist_ok=True)
+    elif not os.path.lexists(target):
+        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+        os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
 
+
+def _build_view(plan, job: str, hide: list[str], with_proc: bool) -> None:
+    """Make a new root of only `plan`, the job directory (at its own path), /proc and a private
+    /tmp, all read-only but /tmp, and pivot into it; the old root is detached."""
+    # sources are opened first: the view's root is mounted over /tmp, where code may live
+    sources = {path: os.open(path, os.O_PATH) for path, kind in plan if kind == "bind"}
+    sources[job] = os.open(job, os.O_PATH | os.O_DIRECTORY)
+    root = "/tmp"
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755", "view root")
+    os.umask(0o022)
+    entries = list(plan) + [("/tmp", "tmp"), ("/proc", "proc" if with_proc else "empty"), (job, "bind")]
+    for path, kind in sorted(entries, key=lambda item: item[0].split("/")):
+        target = root + path
+        if kind == "link":
+            os.symlink(os.readlink(path), target)
+        elif kind == "bind":
+            _make_point(target, os.path.isdir(f"/proc/self/fd/{sources[path]}"))
+            _mount(f"/proc/self/fd/{sources[path]}", target, None, MS_BIND | MS_REC, None, f"bind {path}")
+            os.close(sources[path])
+        elif kind in ("empty", "tmp") and os.path.isdir(target) and os.listdir(target):
+            _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755", f"cover {path}")
+        else:
+            _make_point(target, True)
+            if kind == "tmp":
+                _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777", "private /tmp")
+            elif kind == "proc":
+                _mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None, "/proc")
+    for path in hide:         # a configured path that a bound directory would still show
+        target = root + path
+        if os.path.isdir(target) and not (job + "/").startswith(path.rstrip("/") + "/"):
+            _mount("tmpfs", target, "tmpfs", 0, "size=1m,mode=0700", f"hide {path}")
+    _set_mount_attr(root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0, recursive=True)
+    _set_mount_attr(root + "/tmp", 0, MOUNT_ATTR_RDONLY, recursive=False)
+    os.chdir(root)
+    _check(_libc.syscall(SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")
+    os.chdir(job)
+
+
+# ----- privileges ---------------------------------------------------------------------------
 
 def _drop_privileges(uid: int) -> None:
     """Become `uid` (a number no other process uses) with no groups, capabilities or way back."""
@@ -121,16 +216,20 @@ def _drop_privileges(uid: int) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _code_under_tmp() -> bool:
-    """Does the Python the child runs (interpreter, environment, our packages) live under /tmp?
-    Then a private /tmp would hide it (a checkout or venv in /tmp, as CI may use)."""
-    return any(d == "/tmp" or d.startswith("/tmp/") for d in code_dirs())
+    """Does the Python the child runs live under /tmp? Without the package view a private /tmp
+    would hide it (a checkout or venv in /tmp, as CI may use)."""
+    dirs = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(__file__))}
+    return any(os.path.realpath(d) == "/tmp" or os.path.realpath(d).startswith("/tmp/") for d in dirs)
 
+
+# ----- limits, results, capabilities ----------------------------------------------------------
 
 @dataclass(frozen=True)
 class Limits:
     wall_seconds: float = 600.0
     cpu_seconds: int = 900
-    memory_bytes: int = 8 * 2**30
+    memory_bytes: int = 8 * 2**30        # address space (RLIMIT_AS)
+    resident_bytes: int | None = None    # memory cgroup (shared memory included); None: memory_bytes
     file_bytes: int = 64 * 2**20
     open_files: int = 256
     processes: int = 64
@@ -147,7 +246,8 @@ class ChildResult:
     result: bytes | bytearray            # everything written to the result pipe (capped)
     result_truncated: bool
     wall_seconds: float
-    killed_by: str = ""                  # "timeout", "signal N", ""
+    killed_by: str = ""                  # "timeout", "cancelled", "memory limit", "signal N", ""
+    cancelled: bool = False
 
     @property
     def output(self) -> str:
@@ -159,120 +259,238 @@ class ChildResult:
 class Capabilities:
     net: bool = False
     pid: bool = False
+    private_proc: bool = False          # the PID namespace's own /proc
     mount: bool = False
     readonly: bool = False
+    package_view: bool = False          # sim children see only view_plan()
+    private_tmp: bool = False
     unprivileged: bool = False          # the child drops to a uid of its own (a root grader)
-    pids_cgroup: str = ""               # path of the parent pids cgroup, "" when unavailable
+    pids_cgroup: str = ""               # parent of the per-job pids cgroups, "" when unavailable
+    memory_cgroup: str = ""             # parent of the per-job memory cgroups, "" when unavailable
+    parent_death: bool = False          # children die with the grader (prctl PR_SET_PDEATHSIG)
     notes: list[str] = field(default_factory=list)
 
+    FLAGS = ("net", "pid", "private_proc", "mount", "readonly", "package_view", "private_tmp", "unprivileged",
+             "pids_cgroup", "memory_cgroup", "parent_death")
+
     def describe(self) -> str:
-        on = [n for n in ("net", "pid", "mount", "readonly", "unprivileged") if getattr(self, n)] + (["pids_cgroup"] if self.pids_cgroup else [])
-        return "namespaces/cgroups: " + (", ".join(on) if on else "none (rlimits and timeouts only)")
+        on = [n for n in self.FLAGS if getattr(self, n)]
+        return "confinement: " + (", ".join(on) if on else "none (rlimits and timeouts only)")
 
 
 _caps: Capabilities | None = None
 _caps_lock = threading.Lock()
 
 
-def _probe(flags: int) -> bool:
-    """Can a child process unshare these namespaces? Tried in a throwaway fork."""
-    pid = os.fork()
-    if pid == 0:
-        ok = _libc.unshare(flags) == 0
-        os._exit(0 if ok else 1)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-
-
-def _probe_lock_down() -> bool:
-    pid = os.fork()
-    if pid == 0:
-        ok = (_libc.unshare(CLONE_NEWNS) == 0 and _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) == 0
-              and _lock_down(b"size=1m"))
-        os._exit(0 if ok else 1)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-
-
-def _probe_unprivileged() -> bool:
-    """Can a child drop to an unused uid and still read its interpreter and our code?"""
-    dirs = code_dirs()
+def _forked_status(body) -> bool:
+    """Run `body()` in a throwaway fork; True when it returns True without raising."""
     pid = os.fork()
     if pid == 0:
         try:
-            ok = (_libc.unshare(CLONE_NEWNS) == 0
-                  and _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) == 0)
-            if ok:
-                _reach_code(dirs)
-                ok = _lock_down(None, new_userns=False)
-            if ok:
-                _drop_privileges(CHILD_UIDS.start)
-                for d in dirs:
-                    os.listdir(d)           # raises if the uid cannot read it
-        except OSError:
+            ok = bool(body())
+        except BaseException:       # noqa: BLE001 - any failure means "not available"
             ok = False
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    return os.waitstatus_to_exitcode(status) == 0
 
 
-def _find_pids_cgroup() -> str:
-    v1 = Path("/sys/fs/cgroup/pids")
-    if (v1 / "cgroup.procs").exists() and os.access(v1, os.W_OK):
-        return str(v1)
-    v2 = Path("/sys/fs/cgroup")
-    control = v2 / "cgroup.subtree_control"
-    if control.exists() and "pids" in control.read_text().split() and os.access(v2, os.W_OK):
-        return str(v2)
-    return ""
+def _probe_confinement(conf: dict) -> bool:
+    """Does the real confinement work with these settings? Checked from inside it, on a job
+    directory of its own: the view's code is readable and /proc shows only the namespace's
+    own processes."""
+    import tempfile
+    job = tempfile.mkdtemp(prefix="nkigrader-probe-")
+
+    def body():
+        os.chdir(job)
+        _enter(dict(conf, job=job), parent_check=None)
+        for path, kind in view_plan() if conf["view"] else ():
+            if kind == "bind" and os.path.isdir(path):
+                os.listdir(path)
+        if conf["flags"] & CLONE_NEWPID and sorted(int(p) for p in os.listdir("/proc") if p.isdigit()) != [1]:
+            return False
+        return True
+    try:
+        return _forked_status(body)
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
 
 
 def capabilities() -> Capabilities:
     global _caps
     with _caps_lock:
-        return _caps if _caps is not None else _detect()
+        if _caps is None:
+            _caps = _detect()
+        return _caps
 
 
 def _detect() -> Capabilities:
-    global _caps
-    if True:
-        caps = Capabilities()
-        if sys.platform.startswith("linux"):
-            userns = 0 if os.geteuid() == 0 else CLONE_NEWUSER
-            caps.net = _probe(userns | CLONE_NEWNET)
-            caps.pid = _probe(userns | CLONE_NEWPID)
-            caps.mount = os.geteuid() == 0 and _probe(CLONE_NEWNS)
-            caps.readonly = caps.mount and _probe_lock_down()
-            caps.unprivileged = caps.readonly and _probe_unprivileged()
-            caps.pids_cgroup = _find_pids_cgroup() if os.geteuid() == 0 else ""
-        else:
-            caps.notes.append("not Linux: rlimits and timeouts only")
-        _caps = caps
-    return _caps
+    caps = Capabilities()
+    if not sys.platform.startswith("linux"):
+        caps.notes.append("not Linux: rlimits and timeouts only")
+        return caps
+    caps.parent_death = True
+    root = os.geteuid() == 0
+    userns = 0 if root else CLONE_NEWUSER
+    caps.net = _forked_status(lambda: _libc.unshare(userns | CLONE_NEWNET) == 0)
+    caps.pid = _forked_status(lambda: _libc.unshare(userns | CLONE_NEWPID) == 0)
+    caps.mount = root and _forked_status(lambda: _libc.unshare(CLONE_NEWNS) == 0)
+    caps.readonly = caps.mount and _forked_status(
+        lambda: _libc.unshare(CLONE_NEWNS) == 0 and _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) == 0
+        and _lock_down("size=1m"))
+    base = {"flags": (CLONE_NEWPID if caps.pid else 0) | CLONE_NEWNS, "hide": [], "cgroups": [],
+            "readonly": True, "uid": None, "limits": None, "legacy_proc": False}
+    if caps.readonly and caps.pid and SYS_PIVOT_ROOT is not None:
+        caps.package_view = _probe_confinement(dict(base, view=True))
+        caps.unprivileged = caps.package_view and _probe_confinement(dict(base, view=True, uid=CHILD_UIDS.start))
+    caps.private_proc = caps.pid and caps.mount and (caps.package_view or _probe_confinement(dict(base, view=False)))
+    caps.private_tmp = caps.package_view or (caps.readonly and not _code_under_tmp())
+    if root:
+        caps.pids_cgroup = _cgroup_parent("pids", "pids.max")
+        caps.memory_cgroup = _cgroup_parent("memory", "memory.max", "memory.limit_in_bytes")
+    return caps
 
 
-def _make_cgroup(caps: Capabilities, limit: int) -> str:
-    if not caps.pids_cgroup:
-        return ""
-    path = Path(caps.pids_cgroup) / f"nkigrader-{uuid.uuid4().hex[:12]}"
+# ----- cgroups ------------------------------------------------------------------------------
+
+def _cgroup_mounts() -> tuple[dict[str, str], str]:
+    """Mount points of the cgroup v1 controllers and of the v2 hierarchy."""
+    v1: dict[str, str] = {}
+    v2 = ""
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            left, _, right = line.partition(" - ")
+            fields, tail = left.split(), right.split()
+            if len(fields) < 5 or len(tail) < 3:
+                continue
+            if tail[0] == "cgroup":
+                for option in tail[2].split(","):
+                    v1.setdefault(option, fields[4])
+            elif tail[0] == "cgroup2":
+                v2 = v2 or fields[4]
+    return v1, v2
+
+
+def _cgroup_parent(controller: str, *control_files: str) -> str:
+    """Where this process may create job cgroups with `controller`: below its own cgroup (so
+    jobs stay inside whatever limits the grader itself runs under), or for cgroup v2 the root
+    when the grader's own cgroup cannot delegate. Tried by creating and removing one."""
     try:
-        path.mkdir()
-        (path / "pids.max").write_text(str(limit))
-        return str(path)
-    except OSError:
+        v1, v2 = _cgroup_mounts()
+        own: dict[str, str] = {}
+        with open("/proc/self/cgroup") as fh:
+            for line in fh:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                for c in controllers.split(",") if controllers else [""]:
+                    own[c] = path
+    except (OSError, ValueError):
         return ""
+    candidates = []
+    if controller in v1:
+        candidates.append(os.path.normpath(os.path.join(v1[controller], own.get(controller, "/").lstrip("/"))))
+    elif v2:
+        for where in (os.path.normpath(os.path.join(v2, own.get("", "/").lstrip("/"))), v2):
+            try:
+                if controller in Path(where, "cgroup.subtree_control").read_text().split():
+                    candidates.append(where)
+            except OSError:
+                pass
+    for parent in candidates:
+        trial = Path(parent, f"nkigrader-probe-{uuid.uuid4().hex[:8]}")
+        try:
+            trial.mkdir()
+        except OSError:
+            continue
+        found = any((trial / name).exists() for name in control_files)
+        _remove_cgroup(str(trial))
+        if found:
+            return parent
+    return ""
 
 
-def _remove_cgroup(path: str) -> None:
-    if not path:
-        return
-    for _ in range(50):
+def _write(path: Path, value: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(value)
+
+
+def _make_cgroups(caps: Capabilities, limits: Limits) -> list[str]:
+    """A pids cgroup and a memory cgroup for one job (either may be unavailable)."""
+    made = []
+    name = f"nkigrader-{uuid.uuid4().hex[:12]}"
+    memory = limits.resident_bytes if limits.resident_bytes is not None else limits.memory_bytes
+    for parent, settings in ((caps.pids_cgroup, [("pids.max", str(limits.processes))]),
+                             (caps.memory_cgroup, [("memory.max", str(memory)), ("memory.swap.max", "0"),
+                                                   ("memory.limit_in_bytes", str(memory)),
+                                                   ("memory.memsw.limit_in_bytes", str(memory)),
+                                                   ("memory.swappiness", "0")])):
+        if not parent:
+            continue
+        path = Path(parent, name)
+        try:
+            path.mkdir()
+            made.append(str(path))
+            for control, value in settings:      # v1 and v2 names: write the ones this one has
+                if (path / control).exists():
+                    _write(path / control, value)
+        except OSError:
+            continue
+    return made
+
+
+def _memory_exceeded(cgroups: list[str]) -> bool:
+    """Did the kernel kill a process of the job for going over its memory cgroup's limit?"""
+    for path in cgroups:
+        for name in ("memory.events", "memory.oom_control"):
+            try:
+                text = Path(path, name).read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and value.strip().isdigit() and int(value) > 0:
+                    return True
+    return False
+
+
+def _signal_cgroup(path: str) -> bool:
+    """SIGKILL every process in the cgroup once; True when it was already empty."""
+    try:
+        pids = [int(p) for p in Path(path, "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return True
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return not pids
+
+
+def _kill_cgroups(paths: list[str], deadline_s: float = 10.0) -> None:
+    """Kill every process still in the job's cgroups (children that left the process group),
+    until they are empty."""
+    end = time.monotonic() + deadline_s
+    for path in paths:
+        while not _signal_cgroup(path) and time.monotonic() < end:
+            time.sleep(0.01)
+
+
+def _remove_cgroup(path: str, deadline_s: float = 10.0) -> None:
+    end = time.monotonic() + deadline_s
+    while path:
         try:
             os.rmdir(path)
             return
+        except FileNotFoundError:
+            return
         except OSError:
-            time.sleep(0.02)    # members still exiting
+            if time.monotonic() > end:
+                return
+            time.sleep(0.01)    # members still exiting
 
+
+# ----- running a child ----------------------------------------------------------------------
 
 def _reader(stream, limit: int, sink: list, truncated: list) -> None:
     """Keep the first `limit` bytes of a stream and drain (discard) the rest."""
@@ -305,31 +523,67 @@ def _launch(argv: list[str], workdir: str, env: dict[str, str], fds: tuple[int, 
         if child is not None:
             return child
     out, err, result = fds
-    return subprocess.Popen(argv, cwd=workdir, env=dict(env, GRADER_RESULT_FD=str(result)),
+    return subprocess.Popen(argv, cwd=workdir, env=dict(env, GRADER_RESULT_FD=str(result),
+                                                        GRADER_PARENT_PID=str(os.getpid())),
                             stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(result,),
                             start_new_session=True, close_fds=True)
 
 
+@dataclass
+class _Job:
+    proc: object
+    workdir: str
+    cgroups: list[str]
+    cancelled: bool = False
+
+
+# Every child running now, by id. Changed only by single dict operations, which are atomic
+# under the GIL, so kill_all_children() may run in a signal handler without a lock.
+_RUNNING: dict[int, _Job] = {}
+
+
+def _kill(job: _Job) -> None:
+    _kill_group(job.proc.pid)
+    for path in job.cgroups:
+        _signal_cgroup(path)
+
+
+def kill_all_children() -> int:
+    """Kill every child running now, with their process groups and cgroups, and remove their
+    job directories; each run_child returns a result marked cancelled. Safe from a signal
+    handler or another thread. Returns how many children there were."""
+    jobs = list(_RUNNING.values())
+    for job in jobs:
+        job.cancelled = True
+        _kill(job)
+    for job in jobs:
+        shutil.rmtree(job.workdir, ignore_errors=True)
+    return len(jobs)
+
+
 def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, str],
-              hide_paths: tuple[str, ...] = (), own_uid: bool = True) -> ChildResult:
+              hide_paths: tuple[str, ...] = (), own_uid: bool = True,
+              cancel: threading.Event | None = None) -> ChildResult:
     """Run `argv` (a Python child that calls `enter()` first) in `workdir` under the sandbox;
     the child finds the result pipe's descriptor in GRADER_RESULT_FD. No preexec_fn: the
     grader runs tests from several threads, where forking with Python code is unsafe, so the
-    child confines itself (enter) before it loads any student code. `own_uid=False` keeps the
-    grader's uid (Neuron device nodes are not open to an arbitrary uid)."""
+    child confines itself (enter) before it loads any student code. `own_uid=False` (the
+    neuron backend) keeps the grader's uid and the host's file system view, read-only, as
+    Neuron device nodes and runtime files are not open to an arbitrary uid. Setting `cancel`
+    kills the child's whole process group at once and returns a result marked cancelled (its
+    job directory removed)."""
     caps = capabilities()
-    cgroup = _make_cgroup(caps, limits.processes)
+    cgroups = _make_cgroups(caps, limits)
     userns = 0 if os.geteuid() == 0 else CLONE_NEWUSER
     flags = (CLONE_NEWNET if caps.net else 0) | (CLONE_NEWPID if caps.pid else 0)
-    flags |= CLONE_NEWNS if caps.mount and hide_paths else 0
+    flags |= CLONE_NEWNS if caps.mount else 0
     if flags:
         flags |= userns
-    drop = own_uid and caps.unprivileged and bool(flags & CLONE_NEWNS)
-    confinement = {"flags": flags, "hide": [p for p in hide_paths if os.path.isdir(p)], "cgroup": cgroup,
-                   "readonly": caps.readonly and bool(flags & CLONE_NEWNS),
-                   "private_tmp": not _code_under_tmp(),
-                   "uid": secrets.choice(CHILD_UIDS) if drop else None,
-                   "code": code_dirs() if drop else [],
+    view = own_uid and caps.package_view
+    confinement = {"flags": flags, "hide": [os.path.realpath(p) for p in hide_paths if os.path.isdir(p)],
+                   "cgroups": cgroups, "readonly": caps.readonly, "view": view,
+                   "legacy_proc": not caps.private_proc,
+                   "uid": secrets.choice(CHILD_UIDS) if view and caps.unprivileged else None,
                    "limits": {"memory": limits.memory_bytes, "cpu": limits.cpu_seconds, "file": limits.file_bytes,
                               "files": limits.open_files, "processes": limits.processes}}
     child_env = dict(env, GRADER_SANDBOX=json.dumps(confinement))
@@ -337,9 +591,17 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
     start = time.monotonic()
     try:
         proc = _launch(argv, workdir, child_env, tuple(w for _, w in pipes))
+    except BaseException:
+        for r, _ in pipes:
+            os.close(r)
+        for path in cgroups:
+            _remove_cgroup(path)
+        raise
     finally:
         for _, w in pipes:
             os.close(w)
+    job = _Job(proc, workdir, cgroups)
+    _RUNNING[id(job)] = job
     outs: list = []
     errs: list = []
     results: list = []
@@ -351,57 +613,153 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
         t.start()
     timed_out = False
     try:
-        proc.wait(timeout=limits.wall_seconds)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        timed_out = _wait(job, start + limits.wall_seconds, cancel)
     finally:
-        _kill_group(proc.pid)
+        _kill(job)
         proc.wait()
-        if cgroup:
-            _kill_cgroup(cgroup)
+        _kill_cgroups(cgroups)
+        del _RUNNING[id(job)]
     for t in threads:
         t.join(timeout=10)
-    _remove_cgroup(cgroup)
+    memory = _memory_exceeded(cgroups)
+    for path in cgroups:
+        _remove_cgroup(path)
+    if job.cancelled:
+        shutil.rmtree(workdir, ignore_errors=True)
     wall = time.monotonic() - start
     rc = proc.returncode
-    killed = "timeout" if timed_out else (f"signal {-rc}" if rc is not None and rc < 0 else
-                                          (f"signal {rc - 128}" if rc is not None and rc > 128 else ""))
+    killed = ("cancelled" if job.cancelled else "timeout" if timed_out else "memory limit" if memory else
+              f"signal {-rc}" if rc is not None and rc < 0 else
+              f"signal {rc - 128}" if rc is not None and rc > 128 else "")
     return ChildResult(rc, timed_out, _text(outs), _text(errs), results[0] if results else b"", bool(cut),
-                       wall, killed)
+                       wall, killed, cancelled=job.cancelled)
 
+
+def _wait(job: _Job, deadline: float, cancel: threading.Event | None) -> bool:
+    """Wait for the child to end, the deadline (True) or the cancel event."""
+    # without an event to watch, one wait to the deadline; with one, short waits between looks
+    step = 0.05 if cancel is not None else None
+    while True:
+        if cancel is not None and cancel.is_set():
+            job.cancelled = True
+        if job.cancelled:
+            return False
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return True
+        try:
+            job.proc.wait(timeout=left if step is None else min(step, left))
+            return False
+        except subprocess.TimeoutExpired:
+            continue
+
+
+# ----- the child's side -----------------------------------------------------------------------
 
 def enter() -> bool:
-    """Called first thing in the child: join the job's pids cgroup, leave the network, PID and
-    mount namespaces, hide other jobs, set rlimits. Returns True when a PID namespace was
-    entered (the caller must fork: only its children live in the new namespace)."""
+    """Called first thing in the child: confine this process as GRADER_SANDBOX says. With a PID
+    namespace this process stays outside as a reaper that waits for the namespace's first
+    process (which returns from here to run the job) and passes its exit status up; if the
+    grader dies, the reaper kills the namespace, removes the job directory and cgroups.
+    Always returns False (no further fork is needed)."""
     raw = os.environ.pop("GRADER_SANDBOX", None)
+    parent = os.environ.pop("GRADER_PARENT_PID", "")
     if raw is None:
         return False
     conf = json.loads(raw)
-    if conf["cgroup"]:
-        with open(os.path.join(conf["cgroup"], "cgroup.procs"), "w") as fh:
-            fh.write(str(os.getpid()))
+    conf["job"] = os.getcwd()
+    _enter(conf, parent_check=int(parent) if parent.isdigit() else None)
+    return False
+
+
+def _cleanup(conf: dict) -> None:
+    """The grader is gone: remove what it would have removed."""
+    shutil.rmtree(conf["job"], ignore_errors=True)
+    for path in conf["cgroups"]:
+        _signal_cgroup(path)
+        _remove_cgroup(path, deadline_s=5.0)
+
+
+def _enter(conf: dict, parent_check: int | None) -> None:
+    def orphaned(*_):
+        _cleanup(conf)
+        os._exit(128 + signal.SIGKILL)
+
+    if parent_check is not None:
+        signal.signal(signal.SIGTERM, orphaned)
+        if not set_parent_death_signal(signal.SIGTERM, parent_check):
+            orphaned()
     flags = conf["flags"]
-    if flags and _libc.unshare(flags) != 0:
+    outer = flags & ~CLONE_NEWNS
+    if outer and _libc.unshare(outer) != 0:
         raise OSError(ctypes.get_errno(), "unshare failed")
+    if flags & CLONE_NEWPID:
+        _reap_namespace(conf, parent_check is not None)     # returns in the namespace's first process
+    for path in conf["cgroups"]:
+        _write(Path(path, "cgroup.procs"), "0")
     if flags & CLONE_NEWNS:
-        _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None)
-        for path in conf["hide"]:
-            if _libc.mount(b"tmpfs", path.encode(), b"tmpfs", 0, b"size=1m,mode=0700") != 0:
-                raise OSError(ctypes.get_errno(), f"cannot hide {path}")
-        if conf.get("uid") is not None:
-            _reach_code(conf["code"])
-        tmp = b"size=64m,mode=1777" if conf.get("private_tmp", True) else None
-        if conf.get("readonly") and not _lock_down(tmp, new_userns=conf.get("uid") is None):
-            raise OSError(ctypes.get_errno(), "cannot make the file system read-only")
+        _check(_libc.unshare(CLONE_NEWNS), "unshare the mount namespace")
+        _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
+        in_pid_ns = bool(flags & CLONE_NEWPID)
+        if conf["view"]:
+            _build_view(view_plan(), conf["job"], conf["hide"], with_proc=in_pid_ns)
+        else:
+            for path in conf["hide"]:
+                _mount("tmpfs", path, "tmpfs", 0, "size=1m,mode=0700", f"hide {path}")
+            if in_pid_ns and not conf.get("legacy_proc"):
+                _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None, "/proc")
+            if conf["readonly"] and not _lock_down(None if _code_under_tmp() else "size=64m,mode=1777"):
+                raise OSError(ctypes.get_errno(), "cannot make the file system read-only")
+        if conf["readonly"] and conf.get("uid") is None:
+            _check(_libc.unshare(CLONE_NEWUSER), "unshare the user namespace")
     lim = conf["limits"]
-    for res, value in ((resource.RLIMIT_AS, lim["memory"]), (resource.RLIMIT_CPU, lim["cpu"]),
-                       (resource.RLIMIT_FSIZE, lim["file"]), (resource.RLIMIT_NOFILE, lim["files"]),
-                       (resource.RLIMIT_NPROC, lim["processes"]), (resource.RLIMIT_CORE, 0)):
-        resource.setrlimit(res, (value, value))
+    if lim is not None:
+        for res, value in ((resource.RLIMIT_AS, lim["memory"]), (resource.RLIMIT_CPU, lim["cpu"]),
+                           (resource.RLIMIT_FSIZE, lim["file"]), (resource.RLIMIT_NOFILE, lim["files"]),
+                           (resource.RLIMIT_NPROC, lim["processes"]), (resource.RLIMIT_CORE, 0)):
+            resource.setrlimit(res, (value, value))
     if conf.get("uid") is not None:
         _drop_privileges(conf["uid"])
-    return bool(flags & CLONE_NEWPID)
+    # a credential change clears the parent-death signal: set it (again) last; the cleanup
+    # on SIGTERM belongs to a reaper, never to the process that runs the kernel
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _reap_namespace(conf: dict, clean_up: bool) -> None:
+    """Fork the PID namespace's first process, which returns; this process waits for it and
+    exits with its status. Should this process's parent die (the grader, or the fork server's
+    monitor), it gets SIGTERM: it kills the namespace and cleans up."""
+    alive_r, alive_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(alive_w)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        os.set_blocking(alive_r, False)
+        try:
+            reaper_gone = os.read(alive_r, 1) == b""           # EOF: no writer left
+        except BlockingIOError:
+            reaper_gone = False
+        os.close(alive_r)
+        if reaper_gone:
+            os._exit(128 + signal.SIGKILL)
+        return
+    os.close(alive_r)
+
+    def orphaned(*_):
+        try:
+            os.kill(pid, signal.SIGKILL)        # the namespace ends with its first process
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        _cleanup(conf)
+        os._exit(128 + signal.SIGKILL)
+
+    if clean_up:
+        signal.signal(signal.SIGTERM, orphaned)
+    _, status = os.waitpid(pid, 0)
+    os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
 
 
 def _text(chunks: list) -> str:
@@ -413,23 +771,6 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _kill_cgroup(path: str) -> None:
-    """Kill every process still in the job's cgroup (children that left the process group)."""
-    for _ in range(20):
-        try:
-            pids = [int(p) for p in Path(path, "cgroup.procs").read_text().split()]
-        except OSError:
-            return
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.02)
 
 
 def minimal_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""A fork server for sandboxed children: `python -I -m grader.zygote FD [MODULE ...]`, and the
+"""A fork server for sandboxed children: `python -I -m grader.zygote FD PARENT [MODULE ...]`, and the
 grader's end of it (`ZYGOTE.spawn`, used by grader.sandbox).
 
 Starting a fresh Python and importing NumPy and nkisim costs about 0.15 s, paid by every
@@ -14,16 +14,21 @@ other descriptor, replaces its environment with the job's and runs the module as
 exactly as `python -I -m MODULE` would; grader.child confines itself first thing as always.
 
 The zygote holds no secrets: the grader starts it with the minimal child environment and
-sends it nothing but paths and that environment. It exits when the control socket closes,
-which the kernel does when the grader exits.
+sends it nothing but paths and that environment. Nothing it starts outlives the grader: it
+exits when the grader (process PARENT, watched through a pidfd) exits or closes the control
+socket; each monitor has a parent-death signal (SIGKILL) tied to the zygote, and each job one
+tied to its monitor, so the chain falls with the grader (grader.sandbox.enter then has the
+job kill its PID namespace and remove its job directory).
 """
 from __future__ import annotations
 
 import atexit
+import ctypes
 import importlib
 import json
 import os
 import runpy
+import selectors
 import signal
 import socket
 import subprocess
@@ -33,6 +38,16 @@ import time
 
 RESULT_FD = 3
 MAX_REQUEST = 1 << 20
+PR_SET_PDEATHSIG = 1
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def set_parent_death_signal(sig: int, parent: int) -> bool:
+    """Have the kernel send `sig` to this process when its parent exits; False when the
+    parent (pid `parent`) is already gone, the race a later prctl cannot see."""
+    _libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    return os.getppid() == parent
 
 
 # ----- the grader's end ---------------------------------------------------------------------
@@ -91,7 +106,7 @@ class Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-m", "grader.zygote", str(theirs.fileno()), *self.PRELOAD],
+                [sys.executable, "-I", "-m", "grader.zygote", str(theirs.fileno()), str(os.getpid()), *self.PRELOAD],
                 env=sandbox.minimal_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), start_new_session=True)
         self._control, self._owner = ours, os.getpid()
@@ -162,9 +177,11 @@ atexit.register(ZYGOTE.stop)
 
 # ----- the server's end ---------------------------------------------------------------------
 
-def _become_job(job: dict, out: int, err: int, result: int) -> None:
+def _become_job(job: dict, out: int, err: int, result: int, monitor: int) -> None:
     """In the forked job process: never returns."""
     try:
+        if not set_parent_death_signal(signal.SIGKILL, monitor):
+            os._exit(128 + signal.SIGKILL)
         os.setsid()
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -176,6 +193,7 @@ def _become_job(job: dict, out: int, err: int, result: int) -> None:
         os.environ.clear()
         os.environ.update(job["env"])
         os.environ["GRADER_RESULT_FD"] = str(RESULT_FD)
+        os.environ["GRADER_PARENT_PID"] = str(monitor)
         sys.argv = [job["module"]]
         # a fresh copy runs as __main__, as under -m; its imports stay preloaded
         sys.modules.pop(job["module"], None)
@@ -197,10 +215,11 @@ def _monitor(job: dict, fds: list[int]) -> None:
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         reply, out, err, result = fds
+        monitor = os.getpid()
         pid = os.fork()
         if pid == 0:
             os.close(reply)
-            _become_job(job, out, err, result)
+            _become_job(job, out, err, result, monitor)
         for fd in (out, err, result):
             os.close(fd)
         os.write(reply, f"{pid}\n".encode())
@@ -210,9 +229,28 @@ def _monitor(job: dict, fds: list[int]) -> None:
         os._exit(0)
 
 
-def serve(control: socket.socket) -> None:
+def _watch(parent: int) -> int | None:
+    """A pidfd that becomes readable when the grader exits (None where pidfds are missing)."""
+    try:
+        fd = os.pidfd_open(parent)
+    except (OSError, AttributeError):
+        return None
+    if os.getppid() != parent:          # it died before the pidfd was opened
+        os._exit(0)
+    return fd
+
+
+def serve(control: socket.socket, parent: int) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)      # monitors are reaped by the kernel
+    zygote = os.getpid()
+    events = selectors.DefaultSelector()
+    events.register(control, selectors.EVENT_READ)
+    grader = _watch(parent)
+    if grader is not None:
+        events.register(grader, selectors.EVENT_READ)
     while True:
+        if any(key.fileobj == grader for key, _ in events.select()):
+            return                                      # the grader is gone
         try:
             message, fds, _, _ = socket.recv_fds(control, MAX_REQUEST, 4)
         except (OSError, InterruptedError):
@@ -225,6 +263,8 @@ def serve(control: socket.socket) -> None:
             continue
         job = json.loads(message)
         if os.fork() == 0:
+            if not set_parent_death_signal(signal.SIGKILL, zygote):
+                os._exit(0)
             control.close()
             _monitor(job, fds)
         for fd in fds:
@@ -233,12 +273,13 @@ def serve(control: socket.socket) -> None:
 
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
-    for name in sys.argv[2:]:
+    parent = int(sys.argv[2])
+    for name in sys.argv[3:]:
         try:
             importlib.import_module(name)
         except Exception:       # noqa: BLE001 - a job that needs it will import it and fail there
             pass
-    serve(control)
+    serve(control, parent)
 
 
 if __name__ == "__main__":
