@@ -1,0 +1,72 @@
+"""Web fixtures on the shared embedded PostgreSQL and Redis (tests/conftest.py): an app, a
+test client per role, and rows built through the real code paths (roster import, the real
+grader for reports)."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from webtest_helpers import OPTIMIZED, PASSWORD, RELAXED, TINY_SPEC, login
+
+
+@pytest.fixture
+def app(db, broker, tmp_path, monkeypatch):
+    monkeypatch.setenv("NKI_GRADER_HOME", str(tmp_path / "instance"))
+    import web
+    app = web.create_app({"TESTING": True, "SECRET_KEY": "test-secret", "DATABASE_URL": db.get_bind().url
+                          .render_as_string(hide_password=False), "LEADERBOARD_CACHE_SECONDS": 0})
+    return app
+
+
+@pytest.fixture
+def course_setup(db):
+    """A course with the tiny assignment, two students, a TA and an admin (passwords set)."""
+    from store.models import Assignment, Course, Enrollment, ThresholdsVersion, User
+    from web import accounts
+    from web.courses import spec_thresholds
+    from workers import specs
+    toml, spec = specs.read_spec_file(str(TINY_SPEC))
+    course = Course(name="CS149", leaderboard_visibility="signed_in")
+    assignment = Assignment(course=course, name="tiny", title=spec.title, spec_name=str(TINY_SPEC),
+                            spec_version=spec.spec_version, thresholds_version=spec.thresholds_version,
+                            spec_hash=specs.spec_hash(toml), spec_toml=toml, backend="sim", runs_per_hour=3,
+                            deadline=dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=7))
+    db.add(ThresholdsVersion(assignment=assignment, version=spec.thresholds_version, source="spec",
+                             thresholds=spec_thresholds(toml), adopted_at=dt.datetime.now(dt.timezone.utc)))
+    people = {}
+    for key, role, nickname in (("alice", "student", "alice_k"), ("bob", "student", "bobby"),
+                                ("tara", "ta", None), ("ada", "admin", None)):
+        user = User(email=f"{key}@example.edu", name=key.title(), role=role, nickname=nickname, active=True)
+        accounts.set_password(user, PASSWORD)
+        db.add(user)
+        db.add(Enrollment(user=user, course=course, role=role))
+        people[key] = user
+    db.add(assignment)
+    db.commit()
+    return {"assignment": assignment, "course": course, **people}
+
+
+@pytest.fixture
+def client_for(app, course_setup):
+    """client_for("alice") -> a test client signed in as that user."""
+    def make(who: str | None):
+        client = app.test_client()
+        if who:
+            response = login(client, f"{who}@example.edu")
+            assert response.status_code == 302, response.get_data(as_text=True)
+        return client
+    return make
+
+
+@pytest.fixture(scope="session")
+def tiny_reports():
+    """Real reports from the real grader on the tiny spec: the optimized and the relaxed
+    reference kernels, graded once per test session (about a second each)."""
+    import grader
+    spec = grader.load_spec(str(TINY_SPEC))
+    reports = {}
+    for key, source in (("optimized", OPTIMIZED), ("relaxed", RELAXED)):
+        submission = grader.submission_from_bytes("conv2d.py", source, spec)
+        reports[key] = grader.grade(submission, spec, grader.GradeOptions(backend="sim", seed=7))
+    return reports

@@ -1,0 +1,89 @@
+"""Signing in with a password or a one-time link, CSRF on forms, session cookies, the
+account page (nickname, password, API tokens)."""
+from __future__ import annotations
+
+import re
+
+from sqlalchemy import select
+
+from webtest_helpers import PASSWORD, csrf_of, login
+
+
+def test_password_sign_in_and_wrong_password(app, course_setup):
+    client = app.test_client()
+    assert client.get("/").status_code == 302                      # anonymous: to the sign-in page
+    bad = login(client, "alice@example.edu", "not the password")
+    assert bad.status_code == 401
+    assert "do not match an active account" in bad.get_data(as_text=True)
+    good = login(client, "alice@example.edu")
+    assert good.status_code == 302
+    home = client.get("/").get_data(as_text=True)
+    assert "Tiny fused conv2d" in home and "Alice" in home
+
+
+def test_forms_refuse_posts_without_csrf_token(app, course_setup):
+    client = app.test_client()
+    response = client.post("/login", data={"email": "alice@example.edu", "password": PASSWORD})
+    assert response.status_code == 400
+    assert "Reload the page" in response.get_data(as_text=True)
+
+
+def test_one_time_link_signs_in_once_and_only_on_post(app, db, course_setup):
+    from web.accounts import new_login_token
+    token = new_login_token(db, course_setup["bob"], hours=1)
+    db.commit()
+    client = app.test_client()
+    page = client.get(f"/login/link/{token}")
+    assert page.status_code == 200 and client.get("/").status_code == 302     # a GET signs nobody in
+    signed_in = client.post(f"/login/link/{token}", data={"csrf_token": csrf_of(page.get_data(as_text=True))})
+    assert signed_in.status_code == 302 and client.get("/").status_code == 200
+    other = app.test_client()
+    again = other.post(f"/login/link/{token}",
+                       data={"csrf_token": csrf_of(other.get(f"/login/link/{token}").get_data(as_text=True))})
+    assert again.status_code == 400
+    assert "already used" in again.get_data(as_text=True)
+
+
+def test_session_cookie_is_httponly_lax_and_secure_off_loopback(app, course_setup):
+    local = login(app.test_client(), "alice@example.edu")
+    cookie = session_cookie(local)
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" not in cookie
+    remote = app.test_client()
+    page = remote.get("/login", base_url="https://grader.example.edu")
+    response = remote.post("/login", base_url="https://grader.example.edu",
+                           data={"email": "alice@example.edu", "password": PASSWORD,
+                                 "csrf_token": csrf_of(page.get_data(as_text=True))})
+    assert "Secure" in session_cookie(response)
+
+
+def session_cookie(response) -> str:
+    return next(c for c in response.headers.getlist("Set-Cookie") if c.startswith("session="))
+
+
+def test_account_nickname_password_and_api_tokens(client_for, db, course_setup):
+    from store.models import ApiToken, User
+    alice = client_for("alice")
+    page = alice.get("/account").get_data(as_text=True)
+    token = csrf_of(page)
+    taken = alice.post("/account/nickname", data={"nickname": "bobby", "csrf_token": token}, follow_redirects=True)
+    assert "is taken" in taken.get_data(as_text=True)
+    bad = alice.post("/account/nickname", data={"nickname": "<script>", "csrf_token": token}, follow_redirects=True)
+    assert "Use letters, digits" in bad.get_data(as_text=True)
+    alice.post("/account/nickname", data={"nickname": "kernel queen", "csrf_token": token})
+    short = alice.post("/account/password", data={"password": "short", "confirm": "short", "csrf_token": token},
+                       follow_redirects=True)
+    assert "at least 10 characters" in short.get_data(as_text=True)
+    alice.post("/account/password", data={"password": "a new long password", "confirm": "a new long password",
+                                          "csrf_token": token})
+    made = alice.post("/account/tokens", data={"label": "laptop", "csrf_token": token}).get_data(as_text=True)
+    shown = re.search(r"data-new-token>([^<]+)<", made).group(1)
+    db.expire_all()
+    user = db.scalar(select(User).where(User.email == "alice@example.edu"))
+    assert user.nickname == "kernel queen"
+    row = db.scalar(select(ApiToken).where(ApiToken.user_id == user.id))
+    assert row.token_hash != shown and len(row.token_hash) == 64          # only the hash is kept
+    assert login(client_for(None), "alice@example.edu", "a new long password").status_code == 302
+    revoke = alice.post(f"/account/tokens/{row.id}/revoke", data={"csrf_token": token})
+    assert revoke.status_code == 303
+    db.expire_all()
+    assert db.get(ApiToken, row.id).revoked_at is not None

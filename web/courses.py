@@ -1,0 +1,125 @@
+"""Assignments as the site sees them: who may open one, its spec in force, a student's
+deadline, and how many graded runs the student has left this hour."""
+from __future__ import annotations
+
+import datetime as dt
+import tomllib
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from store.models import Assignment, DeadlineExtension, Enrollment, GradingRun, Submission
+from workers import specs
+
+from .accounts import Account, now
+from .errors import UserError
+
+IN_FLIGHT = ("queued", "running")
+NOT_COUNTED = ("infra_error", "cancelled")    # our failures, or withdrawn: never against a student
+
+
+def get_assignment(session: Session, name: str) -> Assignment:
+    assignment = session.scalar(select(Assignment).where(Assignment.name == name))
+    if assignment is None:
+        raise UserError(f"There is no assignment called {name!r}.", "Pick one from the assignments page.", 404)
+    return assignment
+
+
+def can_open(session: Session, user: Account, assignment: Assignment) -> bool:
+    if user.is_staff:
+        return True
+    return assignment.active and session.scalar(
+        select(Enrollment.id).where(Enrollment.user_id == user.id,
+                                    Enrollment.course_id == assignment.course_id)) is not None
+
+
+def assignment_for(session: Session, user: Account, name: str) -> Assignment:
+    assignment = get_assignment(session, name)
+    if not can_open(session, user, assignment):
+        raise UserError(f"You are not enrolled in the course of {name!r}.",
+                        "Ask course staff to add you to the roster.", 403)
+    return assignment
+
+
+def visible_assignments(session: Session, user: Account) -> list[Assignment]:
+    query = select(Assignment).order_by(Assignment.deadline.desc().nulls_last(), Assignment.name)
+    if not user.is_staff:
+        enrolled = select(Enrollment.course_id).where(Enrollment.user_id == user.id)
+        query = query.where(Assignment.active, Assignment.course_id.in_(enrolled))
+    return list(session.scalars(query))
+
+
+# ----- the spec in force -----
+
+def spec_of(assignment: Assignment):
+    """The spec in force: the TOML kept on the assignment, not today's bundled file."""
+    return specs.from_toml(assignment.spec_toml)
+
+
+def timed_tests(assignment: Assignment) -> list:
+    return [t for t in spec_of(assignment).tests if t.timed]
+
+
+def spec_thresholds(toml_text: str) -> dict[str, dict]:
+    """{test name: {"optimized": us, "relaxed": us}} of every timed test in a spec's TOML."""
+    data = tomllib.loads(toml_text)
+    return {t["name"]: dict(t["thresholds_us"]) for t in data.get("tests", []) if "thresholds_us" in t}
+
+
+# ----- deadlines and the rate limit -----
+
+def deadline_for(session: Session, user_id: int, assignment: Assignment) -> dt.datetime | None:
+    extension = session.scalar(select(DeadlineExtension.deadline).where(
+        DeadlineExtension.user_id == user_id, DeadlineExtension.assignment_id == assignment.id))
+    return extension or assignment.deadline
+
+
+@dataclass(frozen=True)
+class Allowance:
+    per_hour: int
+    used: int                       # runs queued in the last hour that count
+    in_flight: int
+    next_free_at: dt.datetime | None
+
+    @property
+    def left(self) -> int:
+        return max(0, self.per_hour - self.used)
+
+    @property
+    def can_submit(self) -> bool:
+        return self.left > 0 and self.in_flight == 0
+
+
+def allowance(session: Session, user_id: int, assignment: Assignment) -> Allowance:
+    since = now() - dt.timedelta(hours=1)
+    mine = (select(GradingRun).join(Submission)
+            .where(Submission.user_id == user_id, Submission.assignment_id == assignment.id))
+    recent = session.scalars(mine.where(GradingRun.queued_at > since, GradingRun.status.not_in(NOT_COUNTED))
+                             .order_by(GradingRun.queued_at)).all()
+    in_flight = session.scalar(select(func.count()).select_from(
+        mine.where(GradingRun.status.in_(IN_FLIGHT)).subquery()))
+    next_free = None
+    if len(recent) >= assignment.runs_per_hour:
+        next_free = recent[len(recent) - assignment.runs_per_hour].queued_at + dt.timedelta(hours=1)
+    return Allowance(assignment.runs_per_hour, len(recent), in_flight or 0, next_free)
+
+
+def check_may_submit(session: Session, user: Account, assignment: Assignment) -> None:
+    """Raises UserError (403/429) saying why this upload may not be graded now."""
+    if user.is_staff:
+        return
+    if not assignment.active:
+        raise UserError(f"{assignment.name} is closed.", "Ask course staff if you need to submit.", 403)
+    deadline = deadline_for(session, user.id, assignment)
+    if deadline is not None and now() > deadline:
+        raise UserError(f"The deadline for {assignment.name} passed at {deadline:%Y-%m-%d %H:%M} UTC.",
+                        "Ask course staff for an extension if you have a reason.", 403)
+    left = allowance(session, user.id, assignment)
+    if left.in_flight:
+        raise UserError("You already have a run queued or grading for this assignment.",
+                        "Wait for it to finish (its status page updates by itself), then upload again.", 429)
+    if left.left == 0:
+        when = f" at {left.next_free_at:%H:%M} UTC" if left.next_free_at else ""
+        raise UserError(f"You have used all {left.per_hour} graded runs of the last hour.",
+                        f"The next one frees up{when}; test locally with `grader grade` meanwhile.", 429)

@@ -1,0 +1,28 @@
+"""One database session per request, closed (and rolled back if uncommitted) at its end."""
+from __future__ import annotations
+
+from flask import Flask, current_app, g
+from sqlalchemy.orm import Session
+
+import store
+from store.db import session_factory
+
+_KEY = "nki_grader.sessions"
+
+
+def init_app(app: Flask) -> None:
+    engine = app.config.get("ENGINE") or store.engine_from_env(app.config.get("DATABASE_URL"))
+    app.extensions[_KEY] = session_factory(engine)
+    app.teardown_appcontext(_close)
+
+
+def session() -> Session:
+    if "db" not in g:
+        g.db = current_app.extensions[_KEY]()
+    return g.db
+
+
+def _close(_exc) -> None:
+    s = g.pop("db", None)
+    if s is not None:
+        s.close()                  # rolls back whatever the view did not commit

@@ -1,0 +1,123 @@
+"""Grading runs as pages show them: who may see one, its live status, its report as the
+grader's typed Report, and what the report page draws from it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+import grader
+from grader import render
+from store.models import FINAL_STATUSES, GradingRun
+from workers import enqueue
+
+from .accounts import Account
+from .charts import TimingRow, p99_chart
+from .errors import UserError
+
+
+def visible_run(session: Session, user: Account, run_id: int) -> GradingRun:
+    """The run if user owns it or is staff. Others get the same 404 as a missing run, so run
+    ids reveal nothing about other students."""
+    run = session.get(GradingRun, run_id)
+    if run is None or not (user.is_staff or run.submission.user_id == user.id):
+        raise UserError(f"There is no run {run_id} of yours.", "Open your runs from the assignment page.", 404)
+    return run
+
+
+def status_json(session: Session, run: GradingRun) -> dict:
+    finished = run.status in FINAL_STATUSES
+    return {"run_id": run.id, "status": run.status,
+            "queue_position": None if finished else enqueue.queue_position(session, run),
+            "done": run.progress_done, "total": run.progress_total,
+            "score": run.score_total if run.status == "done" else None}
+
+
+def report_of(run: GradingRun) -> grader.Report | None:
+    return grader.Report.from_json(run.report) if run.report else None
+
+
+def student_report_json(run: GradingRun) -> dict:
+    """The report as students and the API get it: never the seed, whatever was stored."""
+    data = dict(render.to_json(report_of(run)))
+    data.pop("seed", None)
+    return data
+
+
+# ----- what the report page draws -----
+
+@dataclass
+class ProfileView:
+    test_title: str
+    test_name: str
+    mfu: float | None
+    achieved_tflops: float | None
+    total_us: float | None
+    roofline_us: float | None
+    roofline_limit: str
+    engines: list[tuple[str, float, float, int]]      # name, busy us, utilisation, instructions
+    hotspots: list[dict]
+    has_svg: bool
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def profile_svg(report: grader.Report, test_name: str) -> str | None:
+    for test in report.tests:
+        if test.name == test_name:
+            profile = (test.details or {}).get("profile") or {}
+            svg = profile.get("timeline_svg") or profile.get("svg")
+            return svg if isinstance(svg, str) and svg.lstrip().startswith("<svg") else None
+    return None
+
+
+def profile_views(report: grader.Report) -> list[ProfileView]:
+    views = []
+    for test in report.tests:
+        profile = (test.details or {}).get("profile")
+        if not isinstance(profile, dict):
+            continue
+        engines = []
+        for name, stats in (profile.get("engines") or {}).items():
+            if isinstance(stats, dict):
+                engines.append((str(name), _number(stats.get("busy_us")) or 0.0,
+                                _number(stats.get("utilisation")) or 0.0, int(stats.get("instructions") or 0)))
+        hotspots = [h for h in (profile.get("hotspots") or []) if isinstance(h, dict)][:8]
+        views.append(ProfileView(test.title or test.name, test.name, _number(profile.get("mfu")),
+                                 _number(profile.get("achieved_tflops")), _number(profile.get("total_us")),
+                                 _number(profile.get("roofline_us")), str(profile.get("roofline_limit") or ""),
+                                 engines, hotspots, profile_svg(report, test.name) is not None))
+    return views
+
+
+def timing_chart(report: grader.Report):
+    rows = [TimingRow(t.title or t.name, t.p99_us, (t.thresholds_us or {}).get("optimized"),
+                      (t.thresholds_us or {}).get("relaxed"))
+            for t in report.tests if t.kind in ("performance", "extra_credit")]
+    return p99_chart(rows) if rows else None
+
+
+def flag_texts(report: grader.Report, for_staff: bool) -> list[str]:
+    """Each flag explained, in the words render.py keeps for staff or for students."""
+    titles = {t.name: t.title or t.name for t in report.tests}
+    texts = []
+    for flag in report.flags:
+        code, _, subject = flag.partition(":")
+        staff, student = render.FLAG_EXPLANATIONS.get(code, render.UNKNOWN_FLAG)
+        text = staff if for_staff else student.replace("*", "")   # Gradescope's markdown emphasis
+        texts.append(text.format(subject=titles.get(subject, subject)))
+    return texts
+
+
+def score_parts(report: grader.Report) -> list[tuple[str, float, float]]:
+    """(label, points, maximum) per kind and the total, as the terminal report adds them up."""
+    def maximum(kind):
+        return sum(t.max_points for t in report.tests
+                   if t.kind == kind and (t.status != "skipped" or t.details.get("counts", True)))
+    s = report.score
+    return [("Correctness", s.correctness, maximum("correctness")),
+            ("Performance", s.performance, maximum("performance")),
+            ("Extra credit", s.extra_credit, maximum("extra_credit")),
+            ("Total", s.total, s.max_total)]

@@ -1,0 +1,59 @@
+"""The app's configuration: defaults, then the caller's dict. Secrets never have a default
+that is the same on every installation: without one given, a random key is made once and
+kept in the instance folder (shared by every gunicorn worker of this installation)."""
+from __future__ import annotations
+
+import os
+import secrets
+from datetime import timedelta
+from pathlib import Path
+
+DEFAULTS = {
+    "MAX_CONTENT_LENGTH": 17 * 1024 * 1024,   # the grader refuses uploads over 16 MiB with its own message
+    "SESSION_COOKIE_HTTPONLY": True,
+    "SESSION_COOKIE_SECURE_OVERRIDE": None,   # None: Secure unless plain http on loopback (web/cookies.py)
+    "SESSION_COOKIE_SAMESITE": "Lax",
+    "REMEMBER_COOKIE_HTTPONLY": True,
+    "REMEMBER_COOKIE_SAMESITE": "Lax",
+    "PERMANENT_SESSION_LIFETIME": timedelta(hours=12),
+    "WTF_CSRF_TIME_LIMIT": None,              # the token lives as long as the session
+    "LOGIN_LINK_HOURS": 72,                   # one-time login links from a roster import
+    "LEADERBOARD_CACHE_SECONDS": 2.0,         # how stale a leaderboard may be (under load)
+    "LEADERBOARD_PAGE_SIZE": 100,
+    "STATUS_POLL_MS": 1000,
+}
+
+
+def instance_dir() -> Path:
+    return Path(os.environ.get("NKI_GRADER_HOME", "instance")).resolve()
+
+
+def secret_key() -> str:
+    """NKI_GRADER_SECRET_KEY, else a key generated once into the instance folder."""
+    if os.environ.get("NKI_GRADER_SECRET_KEY"):
+        return os.environ["NKI_GRADER_SECRET_KEY"]
+    folder = instance_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "secret_key"
+    if not path.exists():
+        # written whole under a temporary name, then linked into place: a worker starting at
+        # the same time either wins the link or reads the winner's complete key
+        tmp = folder / f".secret_key.{os.getpid()}.{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    return path.read_text().strip()
+
+
+def build(config: dict | None) -> dict:
+    merged = dict(DEFAULTS)
+    merged.update(config or {})
+    if not merged.get("SECRET_KEY"):
+        merged["SECRET_KEY"] = secret_key()
+    return merged

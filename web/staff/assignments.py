@@ -1,0 +1,152 @@
+"""An assignment as staff run it: create one, thresholds versions and rescoring, deadline
+extensions, grade exports."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from flask import Response, flash, redirect, render_template, request, url_for
+from flask_login import current_user
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+import grader
+from store.models import Assignment, Course, DeadlineExtension, ThresholdsVersion, User
+from workers import specs
+
+from .. import courses, db, exports, thresholds
+from ..errors import UserError
+from ..forms import AssignmentForm, ExtensionForm, SimpleActionForm, ThresholdsForm
+from ..leaderboard import standings_cache
+from . import bp
+from .nightly import implied_for
+
+
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    return value.replace(tzinfo=dt.timezone.utc) if value is not None and value.tzinfo is None else value
+
+
+@bp.route("/assignments", methods=["POST"])
+def create_assignment():
+    if not current_user.is_admin:
+        raise UserError("Only admins create assignments.", "Ask an admin.", 403)
+    form = AssignmentForm()
+    form.spec.choices = [(name, name) for name in grader.available_specs()]
+    if not form.validate_on_submit():
+        problems = "; ".join(f"{form[name].label.text}: {' '.join(errs)}" for name, errs in form.errors.items())
+        raise UserError(f"The assignment was not created: {problems}.", "Correct the form and try again.")
+    session = db.session()
+    toml_text, spec = specs.read_spec_file(form.spec.data)
+    course = session.scalar(select(Course).where(Course.name == form.course.data.strip()))
+    if course is None:
+        course = Course(name=form.course.data.strip())
+        session.add(course)
+    course.leaderboard_visibility = form.visibility.data
+    assignment = Assignment(course=course, name=form.name.data, title=spec.title, spec_name=form.spec.data,
+                            spec_version=spec.spec_version, thresholds_version=spec.thresholds_version,
+                            spec_hash=spec.spec_hash, spec_toml=toml_text, backend=form.backend.data,
+                            deadline=_utc(form.deadline.data), runs_per_hour=form.runs_per_hour.data, active=True)
+    session.add(assignment)
+    session.add(ThresholdsVersion(assignment=assignment, version=spec.thresholds_version, source="spec",
+                                  thresholds=courses.spec_thresholds(toml_text), adopted_at=dt.datetime.now(dt.timezone.utc)))
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        raise UserError(f"An assignment called {form.name.data!r} exists already.", "Choose another name.", 409)
+    flash(f"Assignment {assignment.name} created.", "success")
+    return redirect(url_for("staff.assignment", name=assignment.name), 303)
+
+
+@bp.route("/assignments/<name>")
+def assignment(name: str):
+    session = db.session()
+    assignment = courses.get_assignment(session, name)
+    versions = session.scalars(select(ThresholdsVersion).where(ThresholdsVersion.assignment_id == assignment.id)
+                               .order_by(ThresholdsVersion.created_at.desc())).all()
+    extensions = session.execute(select(DeadlineExtension, User).join(User, DeadlineExtension.user_id == User.id)
+                                 .where(DeadlineExtension.assignment_id == assignment.id)
+                                 .order_by(User.email)).all()
+    in_force = courses.spec_thresholds(assignment.spec_toml)
+    implied = implied_for(session, assignment)
+    proposal = {name: {"optimized": round(implied.get(name, {}).get("optimized", levels["optimized"]), 1),
+                       "relaxed": round(implied.get(name, {}).get("relaxed", levels["relaxed"]), 1)}
+                for name, levels in in_force.items()}
+    form = ThresholdsForm(thresholds=json.dumps(proposal, indent=2),
+                          version=f"{dt.date.today().isoformat()}-nightly" if implied else "")
+    return render_template("staff/assignment.html", assignment=assignment, versions=versions, in_force=in_force,
+                           implied=implied, extensions=extensions, thresholds_form=form,
+                           extension_form=ExtensionForm(), action_form=SimpleActionForm())
+
+
+@bp.route("/assignments/<name>/thresholds", methods=["POST"])
+def adopt_thresholds(name: str):
+    session = db.session()
+    assignment = courses.get_assignment(session, name)
+    form = ThresholdsForm()
+    if not form.validate_on_submit():
+        problems = "; ".join(f"{form[n].label.text}: {' '.join(e)}" for n, e in form.errors.items())
+        raise UserError(f"The thresholds were not adopted: {problems}.", "Correct the form and try again.")
+    values = thresholds.parse_thresholds(form.thresholds.data, assignment)
+    thresholds.adopt(session, assignment, form.version.data, values,
+                     source="nightly" if request.form.get("source") == "nightly" else "spec")
+    session.commit()
+    message = f"Thresholds version {form.version.data} is in force."
+    if form.rescore.data:
+        count = thresholds.rescore_all(session, assignment)
+        message += f" Rescored {count} graded runs (no kernel was run again)."
+    standings_cache().forget(assignment.id)
+    flash(message, "success")
+    return redirect(url_for("staff.assignment", name=name), 303)
+
+
+@bp.route("/assignments/<name>/rescore", methods=["POST"])
+def rescore(name: str):
+    if not SimpleActionForm().validate_on_submit():
+        raise UserError("The form was incomplete.", "Use the button on the assignment page.")
+    session = db.session()
+    assignment = courses.get_assignment(session, name)
+    count = thresholds.rescore_all(session, assignment)
+    standings_cache().forget(assignment.id)
+    flash(f"Rescored {count} graded runs under thresholds {assignment.thresholds_version}.", "success")
+    return redirect(url_for("staff.assignment", name=name), 303)
+
+
+@bp.route("/assignments/<name>/extensions", methods=["POST"])
+def grant_extension(name: str):
+    session = db.session()
+    assignment = courses.get_assignment(session, name)
+    form = ExtensionForm()
+    if not form.validate_on_submit():
+        problems = "; ".join(f"{form[n].label.text}: {' '.join(e)}" for n, e in form.errors.items())
+        raise UserError(f"The extension was not granted: {problems}.", "Correct the form and try again.")
+    user = session.scalar(select(User).where(User.email == form.email.data.strip().lower()))
+    if user is None:
+        raise UserError(f"No user has the email {form.email.data!r}.", "Import them with the roster first.", 404)
+    row = session.scalar(select(DeadlineExtension).where(DeadlineExtension.user_id == user.id,
+                                                         DeadlineExtension.assignment_id == assignment.id))
+    if row is None:
+        row = DeadlineExtension(user_id=user.id, assignment_id=assignment.id)
+        session.add(row)
+    row.deadline, row.granted_by_id = _utc(form.deadline.data), current_user.id
+    session.commit()
+    flash(f"{user.email} may submit {name} until {row.deadline:%Y-%m-%d %H:%M} UTC.", "success")
+    return redirect(url_for("staff.assignment", name=name), 303)
+
+
+@bp.route("/assignments/<name>/grades.csv")
+def grades_csv(name: str):
+    session = db.session()
+    assignment = courses.get_assignment(session, name)
+    body = exports.grades_csv(exports.grade_lines(session, assignment))
+    return Response(body, mimetype="text/csv",
+                    headers={"Content-Disposition": f'attachment; filename="{name}-grades.csv"'})
+
+
+@bp.route("/assignments/<name>/gradescope.zip")
+def gradescope_zip(name: str):
+    session = db.session()
+    assignment = courses.get_assignment(session, name)
+    body = exports.gradescope_zip(exports.grade_lines(session, assignment))
+    return Response(body, mimetype="application/zip",
+                    headers={"Content-Disposition": f'attachment; filename="{name}-gradescope.zip"'})

@@ -1,0 +1,64 @@
+"""The nightly regression of the reference kernels: p99 per night with drifted nights marked,
+and the thresholds the references imply beside those in force."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from flask import render_template
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from store.models import Assignment, NightlyResult
+
+from .. import db
+from ..charts import COLORS, Guide, Point, time_chart
+from . import bp
+
+NIGHTS_SHOWN = 60
+# which threshold each reference kernel stands for: the course sets the optimized threshold
+# from its optimized kernel and the relaxed one from its plain kernel
+LEVEL_OF_KERNEL = {"conv2d_optimized": "optimized", "conv2d_relaxed": "relaxed"}
+
+
+def implied_for(session: Session, assignment: Assignment) -> dict[str, dict[str, float]]:
+    """{test: {"optimized": us, "relaxed": us}} from the latest nightly result of each
+    reference kernel of this assignment's spec on its backend."""
+    implied: dict[str, dict[str, float]] = defaultdict(dict)
+    for kernel, level in LEVEL_OF_KERNEL.items():
+        latest = session.scalar(select(NightlyResult).where(
+            NightlyResult.spec_name == assignment.spec_name, NightlyResult.reference_kernel == kernel,
+            NightlyResult.backend == assignment.backend).order_by(NightlyResult.id.desc()).limit(1))
+        for test, us in ((latest.implied_thresholds or {}) if latest else {}).items():
+            if isinstance(us, (int, float)):
+                implied[test][level] = float(us)
+    return dict(implied)
+
+
+@bp.route("/nightly")
+def nightly():
+    session = db.session()
+    results = session.scalars(select(NightlyResult).order_by(NightlyResult.id.desc()).limit(2000)).all()
+    series: dict[tuple[str, str, str], list[NightlyResult]] = defaultdict(list)
+    for r in results:
+        key = (r.spec_name, r.reference_kernel, r.backend)
+        if len(series[key]) < NIGHTS_SHOWN:
+            series[key].append(r)
+    groups = []
+    for (spec_name, kernel, backend), rows in sorted(series.items()):
+        rows.reverse()                             # oldest first
+        latest = rows[-1]
+        level = LEVEL_OF_KERNEL.get(kernel, "optimized")
+        tests = sorted({t for r in rows for t in (r.p99_us or {})})
+        charts, table = [], []
+        for test in tests:
+            in_force = (latest.thresholds_in_force or {}).get(test, {}).get(level)
+            implied = (latest.implied_thresholds or {}).get(test)
+            guides = tuple(g for g in (Guide(f"{level} in force", in_force, COLORS[level]) if in_force else None,
+                                       Guide("implied", implied, COLORS["implied"], dashed=True) if implied else None)
+                           if g is not None)
+            points = [Point(r.created_at, (r.p99_us or {}).get(test), r.drift) for r in rows]
+            charts.append(time_chart(points, title=f"{test}: p99 of {kernel} ({backend})", unit=" us", guides=guides))
+            table.append((test, (latest.p99_us or {}).get(test), implied, in_force))
+        groups.append({"spec": spec_name, "kernel": kernel, "backend": backend, "level": level, "latest": latest,
+                       "charts": charts, "table": table, "drifts": [r for r in rows if r.drift]})
+    return render_template("staff/nightly.html", groups=groups)

@@ -1,0 +1,136 @@
+"""Every grading run, filtered and searched; one run in full; actions on it."""
+from __future__ import annotations
+
+import json
+
+from flask import Response, current_app, flash, jsonify, redirect, render_template, request, url_for
+from sqlalchemy import func, or_, select
+
+from grader import render
+from store.models import BACKENDS, RUN_STATUSES, Assignment, GradingRun, Submission, User
+from workers import enqueue
+
+from .. import db, runs
+from ..errors import UserError
+from ..forms import FlagForm, SimpleActionForm
+from ..leaderboard import standings_cache
+from . import bp
+
+PAGE_SIZE = 50
+
+
+def _filtered(args):
+    query = (select(GradingRun, Submission, User, Assignment)
+             .join(Submission, GradingRun.submission_id == Submission.id)
+             .join(User, Submission.user_id == User.id)
+             .join(Assignment, Submission.assignment_id == Assignment.id))
+    if args.get("assignment"):
+        query = query.where(Assignment.name == args["assignment"])
+    if args.get("status") in RUN_STATUSES:
+        query = query.where(GradingRun.status == args["status"])
+    if args.get("backend") in BACKENDS:
+        query = query.where(GradingRun.backend == args["backend"])
+    if args.get("flagged") in ("yes", "no"):
+        query = query.where(GradingRun.flagged.is_(args["flagged"] == "yes"))
+    text = (args.get("q") or "").strip()
+    if text:
+        like = f"%{text.replace('%', '').replace('_', '')}%"
+        query = query.where(or_(User.email.ilike(like), User.name.ilike(like), User.nickname.ilike(like),
+                                Submission.filename.ilike(like), Submission.sha256.startswith(text.lower())))
+    return query
+
+
+@bp.route("/submissions")
+def submissions():
+    session = db.session()
+    query = _filtered(request.args)
+    total = session.scalar(select(func.count()).select_from(query.subquery()))
+    page = max(1, request.args.get("page", 1, type=int))
+    rows = session.execute(query.order_by(GradingRun.id.desc()).limit(PAGE_SIZE).offset((page - 1) * PAGE_SIZE)).all()
+    names = session.scalars(select(Assignment.name).order_by(Assignment.name)).all()
+    return render_template("staff/submissions.html", rows=rows, total=total, page=page,
+                           pages=max(1, -(-total // PAGE_SIZE)), args=request.args, assignments=names,
+                           statuses=RUN_STATUSES, backends=BACKENDS)
+
+
+@bp.route("/runs/<int:run_id>")
+def run_detail(run_id: int):
+    session = db.session()
+    run = session.get(GradingRun, run_id)
+    if run is None:
+        raise UserError(f"There is no run {run_id}.", "Pick one from the submissions list.", 404)
+    report = runs.report_of(run)
+    return render_template("staff/run.html", run=run, report=report,
+                           chart=runs.timing_chart(report) if report else None,
+                           profiles=runs.profile_views(report) if report else [],
+                           parts=runs.score_parts(report) if report else [],
+                           flags=runs.flag_texts(report, for_staff=True) if report else [],
+                           report_json=json.dumps(run.report, indent=2) if run.report else "",
+                           status=runs.status_json(session, run), flag_form=FlagForm(),
+                           action_form=SimpleActionForm())
+
+
+@bp.route("/runs/<int:run_id>/file")
+def run_file(run_id: int):
+    run = db.session().get(GradingRun, run_id) or _missing(run_id)
+    name = run.submission.filename.replace('"', "")
+    return Response(run.submission.data, mimetype="application/octet-stream",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+@bp.route("/runs/<int:run_id>/results.json")
+def run_gradescope(run_id: int):
+    run = db.session().get(GradingRun, run_id) or _missing(run_id)
+    report = runs.report_of(run)
+    if report is None:
+        raise UserError(f"Run {run_id} has no report yet.", "Wait until it is graded.", 409)
+    return jsonify(render.to_gradescope(report))
+
+
+def _missing(run_id: int):
+    raise UserError(f"There is no run {run_id}.", "Pick one from the submissions list.", 404)
+
+
+def _action_run(run_id: int) -> GradingRun:
+    if not SimpleActionForm().validate_on_submit() and not FlagForm().validate_on_submit():
+        raise UserError("The form was incomplete.", "Use the buttons on the run's page.", 400)
+    return db.session().get(GradingRun, run_id) or _missing(run_id)
+
+
+@bp.route("/runs/<int:run_id>/rerun", methods=["POST"])
+def rerun(run_id: int):
+    fresh = enqueue.rerun(_action_run(run_id))
+    flash(f"Run {run_id} queued again as run {fresh.id}.", "success")
+    return redirect(url_for("staff.run_detail", run_id=fresh.id), 303)
+
+
+@bp.route("/runs/<int:run_id>/cancel", methods=["POST"])
+def cancel(run_id: int):
+    status = enqueue.cancel(_action_run(run_id))
+    flash(f"Run {run_id} is {status}" + (" (its worker stops at its next heartbeat)." if status == "running" else "."),
+          "success")
+    return redirect(url_for("staff.run_detail", run_id=run_id), 303)
+
+
+@bp.route("/runs/<int:run_id>/flag", methods=["POST"])
+def flag(run_id: int):
+    run = _action_run(run_id)
+    reason = (request.form.get("reason") or "").strip() or "flagged by staff"
+    run.flagged, run.flag_reason = True, reason
+    return _flag_saved(run, f"Run {run_id} flagged: hidden from the leaderboard and grade exports.")
+
+
+@bp.route("/runs/<int:run_id>/unflag", methods=["POST"])
+def unflag(run_id: int):
+    run = _action_run(run_id)
+    run.flagged, run.flag_reason = False, None
+    return _flag_saved(run, f"Run {run_id} unflagged: it counts again.")
+
+
+def _flag_saved(run: GradingRun, message: str):
+    assignment_id = run.submission.assignment_id
+    db.session().commit()
+    standings_cache().forget(assignment_id)
+    flash(message + f" Other server processes show it within {current_app.config['LEADERBOARD_CACHE_SECONDS']:g} s.",
+          "success")
+    return redirect(url_for("staff.run_detail", run_id=run.id), 303)

@@ -1,0 +1,123 @@
+"""Student pages: the assignments, one assignment (upload, allowance, history), a run's live
+status and its report."""
+from __future__ import annotations
+
+from flask import Blueprint, Response, jsonify, redirect, render_template, url_for
+from flask_login import current_user, login_required
+from sqlalchemy import select
+
+import grader
+from store.models import GradingRun, Submission, User
+from workers import enqueue
+
+from . import courses, db, runs
+from .charts import Guide, Point, time_chart
+from .errors import UserError
+from .forms import UploadForm
+
+bp = Blueprint("student", __name__)
+
+SVG_HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+               "X-Content-Type-Options": "nosniff"}
+
+
+@bp.route("/")
+@login_required
+def home():
+    session = db.session()
+    assignments = courses.visible_assignments(session, current_user)
+    deadlines = {a.id: courses.deadline_for(session, current_user.id, a) for a in assignments}
+    return render_template("student/home.html", assignments=assignments, deadlines=deadlines)
+
+
+def _history(session, user_id: int, assignment) -> list[GradingRun]:
+    return list(session.scalars(
+        select(GradingRun).join(Submission)
+        .where(Submission.user_id == user_id, Submission.assignment_id == assignment.id)
+        .order_by(GradingRun.queued_at.desc(), GradingRun.id.desc())))
+
+
+def _render_assignment(assignment, form, error=None, status=200):
+    session = db.session()
+    history = _history(session, current_user.id, assignment)
+    graded = [r for r in reversed(history) if r.status == "done" and r.score_total is not None]
+    max_total = graded[-1].max_total if graded else None
+    chart = time_chart([Point(r.finished_at or r.queued_at, r.score_total, r.flagged) for r in graded],
+                       title="Your score over time", guides=(Guide("maximum", max_total, "#2e7d32", True),)
+                       if max_total else ())
+    return render_template(
+        "student/assignment.html", assignment=assignment, form=form, error=error, history=history,
+        chart=chart, allowance=courses.allowance(session, current_user.id, assignment),
+        deadline=courses.deadline_for(session, current_user.id, assignment)), status
+
+
+@bp.route("/a/<name>")
+@login_required
+def assignment(name: str):
+    return _render_assignment(courses.assignment_for(db.session(), current_user, name), UploadForm())
+
+
+@bp.route("/a/<name>/submit", methods=["POST"])
+@login_required
+def upload(name: str):
+    session = db.session()
+    assignment = courses.assignment_for(session, current_user, name)
+    form = UploadForm()
+    if not form.validate_on_submit():
+        error = UserError(" ".join(form.file.errors) or "No file was received.",
+                          "Choose conv2d.py, kernels.py or your asst4 archive, then press Upload.")
+        return _render_assignment(assignment, form, error, 400)
+    # the users row is locked until submit() commits: two uploads at once cannot both pass the limit
+    user = session.scalars(select(User).where(User.id == current_user.id).with_for_update()).one()
+    try:
+        courses.check_may_submit(session, current_user, assignment)
+        upload_file = form.file.data
+        run = enqueue.submit(session, user, assignment, upload_file.filename or "", upload_file.read())
+    except UserError as err:
+        session.rollback()
+        return _render_assignment(assignment, form, err, err.status)
+    except grader.GraderInputError as err:
+        session.rollback()
+        return _render_assignment(assignment, form, UserError(str(err), getattr(err, "remedy", "")), 400)
+    return redirect(url_for("student.run_page", run_id=run.id), 303)
+
+
+@bp.route("/runs/<int:run_id>")
+@login_required
+def run_page(run_id: int):
+    session = db.session()
+    run = runs.visible_run(session, current_user, run_id)
+    return render_template("student/run.html", run=run, status=runs.status_json(session, run))
+
+
+@bp.route("/runs/<int:run_id>/status")
+@login_required
+def run_status(run_id: int):
+    session = db.session()
+    return jsonify(runs.status_json(session, runs.visible_run(session, current_user, run_id)))
+
+
+@bp.route("/runs/<int:run_id>/report")
+@login_required
+def report(run_id: int):
+    run = runs.visible_run(db.session(), current_user, run_id)
+    report = runs.report_of(run)
+    if report is None:
+        raise UserError(f"Run {run_id} has no report yet (it is {run.status}).",
+                        "Wait for it on its status page; the report appears when grading is done.", 409)
+    return render_template("student/report.html", run=run, report=report, chart=runs.timing_chart(report),
+                           profiles=runs.profile_views(report), parts=runs.score_parts(report),
+                           flags=runs.flag_texts(report, for_staff=current_user.is_staff))
+
+
+@bp.route("/runs/<int:run_id>/timeline/<test_name>.svg")
+@login_required
+def timeline(run_id: int, test_name: str):
+    """The engine timeline as an image of its own: shown through <img>, an SVG cannot run
+    scripts, whatever the kernel's source lines put into it."""
+    run = runs.visible_run(db.session(), current_user, run_id)
+    report = runs.report_of(run)
+    svg = runs.profile_svg(report, test_name) if report else None
+    if svg is None:
+        raise UserError(f"Run {run_id} has no timeline for {test_name!r}.", "Timelines exist for simulated timed tests.", 404)
+    return Response(svg, mimetype="image/svg+xml", headers=SVG_HEADERS)

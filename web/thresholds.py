@@ -1,0 +1,118 @@
+"""Adopting a new thresholds version for an assignment and rescoring its graded runs.
+
+Adopting rewrites the thresholds in the spec TOML kept on the assignment (tomlkit keeps its
+comments and layout), bumps thresholds_version and records the version. Rescoring replays
+every stored report's p99s through grader.rescore under the spec in force: no kernel runs."""
+from __future__ import annotations
+
+import json
+import math
+
+import tomlkit
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+import grader
+from store.models import Assignment, GradingRun, Submission, TestResultRow, ThresholdsVersion
+from workers import specs
+
+from . import courses
+from .accounts import now
+from .errors import UserError
+
+LEVELS = ("optimized", "relaxed")
+
+
+def parse_thresholds(text: str, assignment: Assignment) -> dict[str, dict[str, float]]:
+    """The TA's JSON, checked against the assignment's timed tests. Tests left out keep the
+    thresholds in force."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"The thresholds are not valid JSON: {err.msg} (line {err.lineno}, column {err.colno}).",
+                        'Write them as {"perf_224_pool1_float16": {"optimized": 1002, "relaxed": 1365}, ...}.')
+    if not isinstance(data, dict) or not data:
+        raise UserError("The thresholds must be a JSON object with at least one test.",
+                        'Write them as {"test name": {"optimized": us, "relaxed": us}}.')
+    timed = {t.name for t in courses.timed_tests(assignment)}
+    current = courses.spec_thresholds(assignment.spec_toml)
+    merged = {name: dict(levels) for name, levels in current.items()}
+    for name, levels in data.items():
+        if name not in timed:
+            raise UserError(f"{name!r} is not a timed test of {assignment.name}.",
+                            f"Use these test names: {', '.join(sorted(timed))}.")
+        if not isinstance(levels, dict) or set(levels) - set(LEVELS):
+            raise UserError(f"{name}: give an object with 'optimized' and 'relaxed' (microseconds).",
+                            'For example {"optimized": 1002, "relaxed": 1365}.')
+        merged.setdefault(name, {}).update(levels)
+        values = [merged[name].get(level) for level in LEVELS]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+                   for v in values):
+            raise UserError(f"{name}: thresholds must be positive numbers of microseconds.", "Fix the numbers.")
+        if values[0] > values[1]:
+            raise UserError(f"{name}: the optimized threshold ({values[0]}) is above the relaxed one ({values[1]}).",
+                            "The optimized threshold is the stricter (smaller) one.")
+    return merged
+
+
+def rewrite_spec(toml_text: str, thresholds: dict[str, dict[str, float]], version: str) -> str:
+    doc = tomlkit.parse(toml_text)
+    doc["thresholds_version"] = version
+    for test in doc.get("tests", []):
+        if test.get("name") in thresholds:
+            table = tomlkit.inline_table()
+            table.update({level: thresholds[test["name"]][level] for level in LEVELS})
+            test["thresholds_us"] = table
+    return tomlkit.dumps(doc)
+
+
+def adopt(session: Session, assignment: Assignment, version: str, thresholds: dict, source: str = "spec") -> None:
+    """Put thresholds in force as `version` (the caller commits, then may rescore)."""
+    if version == assignment.thresholds_version:
+        raise UserError(f"{version!r} is the thresholds version in force already.", "Give the new version a new name.")
+    row = session.scalar(select(ThresholdsVersion).where(ThresholdsVersion.assignment_id == assignment.id,
+                                                         ThresholdsVersion.version == version))
+    if row is not None and row.adopted_at is not None:
+        raise UserError(f"Thresholds version {version!r} was adopted before.", "Give the new version a new name.")
+    new_toml = rewrite_spec(assignment.spec_toml, thresholds, version)
+    spec = specs.from_toml(new_toml)         # checks the new TOML before anything changes
+    if row is None:
+        row = ThresholdsVersion(assignment_id=assignment.id, version=version, source=source)
+        session.add(row)
+    row.thresholds = thresholds
+    row.adopted_at = now()
+    assignment.spec_toml = new_toml
+    assignment.spec_hash = spec.spec_hash
+    assignment.thresholds_version = spec.thresholds_version
+
+
+def rescore_all(session: Session, assignment: Assignment, batch: int = 200) -> int:
+    """Re-score every finished run of the assignment under the spec in force; returns how many."""
+    spec = courses.spec_of(assignment)
+    query = (select(GradingRun).join(Submission)
+             .where(Submission.assignment_id == assignment.id, GradingRun.status == "done",
+                    GradingRun.report.is_not(None))
+             .order_by(GradingRun.id))
+    count, last_id = 0, 0
+    while True:
+        chunk = session.scalars(query.where(GradingRun.id > last_id).limit(batch)).all()
+        if not chunk:
+            return count
+        for run in chunk:
+            _rescore_run(session, run, spec)
+        count += len(chunk)
+        last_id = chunk[-1].id
+        session.commit()          # a batch at a time: a huge course never holds one long transaction
+
+
+def _rescore_run(session: Session, run: GradingRun, spec) -> None:
+    new = grader.rescore(grader.Report.from_json(run.report), spec)
+    run.report = new.to_json(include_seed=False)
+    run.score_total = new.score.total
+    run.max_total = new.score.max_total
+    run.thresholds_version = new.thresholds_version
+    by_name = {t.name: t for t in new.tests}
+    for row in session.scalars(select(TestResultRow).where(TestResultRow.run_id == run.id)):
+        test = by_name.get(row.test_name)
+        if test is not None:
+            row.points, row.max_points, row.status = test.points, test.max_points, test.status
