@@ -85,5 +85,27 @@ class LatencyUnavailableError(NKISimError, NotImplementedError):
     code = "err_latency_unavailable"
 
 
+class NotSimulatedError(NKISimError, NotImplementedError):
+    """Documented NKI that nkisim does not simulate: the kernel may well be valid."""
+    code = "err_not_simulated"
+
+
+class NoSuchNameError(NKISimError, AttributeError):
+    """A name that is not part of the NKI API at all (a typo, or a name from another module).
+    Also an AttributeError, so hasattr()/getattr(..., default) keep working."""
+    code = "err_no_such_nki_name"
+
+
+class ArgumentError(NKISimError, TypeError):
+    """An NKI call whose arguments do not match its signature."""
+    code = "err_unsupported_args"
+
+
+class SimulatorFailure(NKISimError, RuntimeError):
+    """An unexpected exception inside the simulator while it served the kernel's call; the
+    original exception is kept as __cause__."""
+    code = "err_simulator_exception"
+
+
 class RealNeuronxccPresentError(RuntimeError):
     """nkisim.install() found the real neuronx-cc and refuses to shadow it."""

@@ -139,6 +139,40 @@ def arange(*args) -> IndexExpr:
     return IndexExpr(np.arange(*[_int_arg(a) for a in args]))
 
 
+def ds(start, size) -> slice:
+    """nl.ds(start, size): the `size` elements from `start`. NKI treats it as a slice wherever
+    it appears in a subscript (basic indexing), so it is the slice start:start+size."""
+    from .errors import NotSimulatedError
+    if isinstance(start, IndexExpr):
+        raise IndexingError("nl.ds takes an integer start (a constant or an expression of loop "
+                            "indices), not an nl.arange/nl.mgrid pattern",
+                            remedy="index with the pattern itself, e.g. t[i_p, i_f], or give nl.ds "
+                                   "an integer start such as nl.ds(i * 128, 128)",
+                            code="err_tensor_index_not_supported")
+    if not _is_integral(start):
+        if type(start).__name__ == "DeviceTensor":
+            raise NotSimulatedError("nl.ds with a start read from a tensor at run time (an indirect, "
+                                    "runtime-valued window) is not simulated by nkisim",
+                                    remedy="use a start computed in Python from loop indices, or grade "
+                                           "this kernel on Trainium hardware")
+        raise IndexingError(f"nl.ds start must be an integer, got {start!r}",
+                            remedy="use integer arithmetic ('//') for the start",
+                            code="err_tensor_index_not_supported")
+    if not _is_integral(size) or int(size) < 1:
+        raise IndexingError(f"nl.ds size must be a positive integer known when the kernel is built, "
+                            f"got {size!r}", remedy="pass the window length as a Python int",
+                            code="err_tensor_index_not_supported")
+    start, size = int(start), int(size)
+    if start < 0:
+        raise OutOfBoundsError(f"nl.ds({start}, {size}) starts before index 0",
+                               remedy="a window's start must be 0 or more; fix the start expression")
+    return slice(start, start + size)
+
+
+def _is_integral(value) -> bool:
+    return isinstance(value, numbers.Integral) or (isinstance(value, float) and value.is_integer())
+
+
 def _int_arg(value) -> int:
     if isinstance(value, numbers.Integral):
         return int(value)

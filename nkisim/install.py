@@ -29,7 +29,13 @@ def real_neuronxcc_available() -> bool:
         return False
 
 
-def install(force: bool = False) -> None:
+def install(force: bool = False, platform: str | None = None) -> None:
+    """`platform` ("trn2" or "trn1") makes that platform's NKI rules the default of every run
+    in this process and gives kernel files its SDK's host-side names (logging.OFF on trn1).
+    Call it before importing the kernel file."""
+    if platform is not None:
+        from .platforms import set_default_platform
+        set_default_platform(platform)
     if installed():
         return
     if real_neuronxcc_available() and not force:
@@ -54,6 +60,8 @@ def install(force: bool = False) -> None:
 
 
 def uninstall() -> None:
+    from .platforms import reset
+    reset()
     for name in _MODULES:
         previous = _saved.pop(name, None)
         if previous is None:

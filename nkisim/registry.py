@@ -1,6 +1,10 @@
 """The instruction table: every nki.isa instruction is registered here once, with the
 engines it may run on. Trace records carry these names as opcodes, and the cost model
-keys its rules by them."""
+keys its rules by them.
+
+Every call a kernel makes into the simulator goes through `kernel_facing` (registered
+instructions here, nki.language functions in nki/language.py): an exception that is not
+already a typed NKISimError becomes one that names the kernel's own file:line."""
 from __future__ import annotations
 
 import functools
@@ -8,6 +12,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable
 
+from .errors import ArgumentError, NKISimError, SimulatorFailure
+from .source import user_site
 from .trace import Engine
 
 
@@ -20,6 +26,48 @@ class InstructionSpec:
 
 INSTRUCTIONS: dict[str, InstructionSpec] = {}
 
+# Left alone: typed errors already say everything; resource exhaustion and warnings
+# (BlockDimensionWarning under -W error) must keep their own type for the caller.
+_PASS_THROUGH = (NKISimError, MemoryError, RecursionError, Warning)
+
+
+def translate(exc: Exception, label: str, signature: inspect.Signature | None, args, kwargs) -> NKISimError:
+    """The typed error for `exc`, raised inside the simulator while it ran `label(*args, **kwargs)`
+    for the kernel. Arguments that do not fit the signature are the kernel's to fix; anything
+    else is reported as what it is: an exception inside the simulator."""
+    shown = f"{label}{signature}" if signature is not None else label
+    site = user_site(2)
+    if signature is not None:
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as mismatch:
+            return ArgumentError(f"{label}: {mismatch}", site=site,
+                                 remedy=f"call it as documented: {shown}")
+    return SimulatorFailure(
+        f"{label} raised {type(exc).__name__} inside the simulator: {exc}", site=site,
+        remedy=f"check the argument values against the NKI documentation of {shown}; if the call "
+               "is valid NKI, nkisim cannot simulate it yet: report it with this message")
+
+
+def kernel_facing(fn: Callable, label: str, signature: inspect.Signature | None = None) -> Callable:
+    """`fn` as the kernel calls it: untyped exceptions become typed errors at the kernel's line,
+    with the original kept as __cause__."""
+    if signature is None:
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):
+            signature = None
+
+    @functools.wraps(fn)
+    def facing(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except _PASS_THROUGH:
+            raise
+        except Exception as exc:
+            raise translate(exc, label, signature, args, kwargs) from exc
+    return facing
+
 
 def instruction(name: str, *engines: Engine):
     """Register `fn(machine, *args, **kwargs)` as instruction `name`; the returned function
@@ -28,13 +76,21 @@ def instruction(name: str, *engines: Engine):
         if name in INSTRUCTIONS:
             raise RuntimeError(f"instruction {name!r} registered twice")
         INSTRUCTIONS[name] = InstructionSpec(name, engines, fn)
+        sig = inspect.signature(fn)
+        public = sig.replace(parameters=list(sig.parameters.values())[1:])
+        label = f"nisa.{fn.__name__}"
 
         @functools.wraps(fn)
         def call(*args, **kwargs):
             from .machine import current_machine
-            return fn(current_machine(), *args, **kwargs)
+            machine = current_machine()
+            try:
+                return fn(machine, *args, **kwargs)
+            except _PASS_THROUGH:
+                raise
+            except Exception as exc:
+                raise translate(exc, label, public, args, kwargs) from exc
 
-        sig = inspect.signature(fn)
-        call.__signature__ = sig.replace(parameters=list(sig.parameters.values())[1:])
+        call.__signature__ = public
         return call
     return register

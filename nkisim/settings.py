@@ -5,7 +5,7 @@ Every limit the simulator enforces is declared here, once, with where its value 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -22,9 +22,9 @@ class HardwareLimits:
     psum_banks: int = 8
     # SBUF: 224 KiB per partition on NeuronCore-v3 (28 MiB / 128).
     sbuf_partition_bytes: int = 224 * 1024
-    # What the compiler and runtime keep for themselves. The 2.21 value is undocumented;
-    # 16 KiB is the documented NeuronCore-v2 reserve, used as the default.
-    sbuf_reserved_bytes: int = 16 * 1024
+    # What the compiler and runtime keep for themselves: a Trn2 NEFF from compiler 2.21
+    # reserves 8 bytes per partition (16 KiB is NeuronCore-v2's figure; see platforms.py).
+    sbuf_reserved_bytes: int = 8
     # Vector-engine transpose handles at most 32x32.
     vector_transpose_max: int = 32
 
@@ -42,7 +42,12 @@ class HardwareLimits:
 class SimSettings:
     """Options of one simulated run. The defaults expose bugs rather than hide them."""
 
-    limits: HardwareLimits = field(default_factory=HardwareLimits)
+    # Whose NKI rules apply: "trn2" (Fall 2025, SDK 2.26) or "trn1" (Fall 2024, SDK 2.20/2.21);
+    # None means the process default (trn2 unless nkisim.install(platform=...) said otherwise).
+    platform: str | None = None
+    # None: the platform's limits. (dataclasses.replace(s, platform=p) keeps s's limits;
+    # pass limits=None with it to take p's.)
+    limits: HardwareLimits | None = None
     # Fill uninitialised tiles (nl.ndarray) with NaN, as hardware leaves garbage there.
     fill_uninitialized_with_nan: bool = True
     # Leading block dimensions (nl.par_dim not first): compiler 2.21 only warns.
@@ -53,3 +58,10 @@ class SimSettings:
     # benchmark iteration by log-normal noise of this standard deviation (e.g. 0.02 = ~2%).
     latency_noise: float = 0.0
     noise_seed: int = 0
+
+    def __post_init__(self) -> None:
+        from .platforms import rules_for
+        rules = rules_for(self.platform)
+        object.__setattr__(self, "platform", rules.name)
+        if self.limits is None:
+            object.__setattr__(self, "limits", rules.hardware_limits())

@@ -32,12 +32,17 @@ def _is_internal(filename: str) -> bool:
         return result
 
 
-def user_site(skip: int = 1) -> SourceSite | None:
-    """The innermost stack frame outside nkisim: the line of the kernel that called us."""
+def user_frame(skip: int = 1):
+    """The innermost stack frame outside nkisim: the kernel's frame that called us."""
     frame = sys._getframe(skip)
     while frame is not None:
-        name = frame.f_code.co_filename
-        if not _is_internal(name):
-            return SourceSite(name, frame.f_lineno)
+        if not _is_internal(frame.f_code.co_filename):
+            return frame
         frame = frame.f_back
     return None
+
+
+def user_site(skip: int = 1) -> SourceSite | None:
+    """The line of the kernel that called us (the innermost frame outside nkisim)."""
+    frame = user_frame(skip + 1)
+    return None if frame is None else SourceSite(frame.f_code.co_filename, frame.f_lineno)

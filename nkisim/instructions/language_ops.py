@@ -74,7 +74,8 @@ def ndarray(shape, dtype=dtypes.float32, *, buffer=None, name="", **kwargs):
 
 def _filled(shape, value, dtype, buffer, name):
     buf = _buffer(buffer)
-    if buf.is_hbm:
+    from ..platforms import current_rules   # SDK 2.20/2.21 (trn1) allowed it; 2.22+ refuses
+    if buf.is_hbm and not current_rules().hbm_tensor_init_value:
         raise MemorySpaceError("creating an HBM tensor with an initial value is not supported",
                                remedy="allocate with nl.ndarray(..., buffer=nl.hbm) and write it by DMA",
                                code="err_hbm_tensor_with_init_value_not_supported")

@@ -18,7 +18,11 @@ def profile(func=None, **kwargs):
 
 
 def __getattr__(name):
-    raise AttributeError(f"module 'neuronxcc.nki' has no attribute '{name}'")
+    if name.startswith("_"):
+        raise AttributeError(f"module 'neuronxcc.nki' has no attribute '{name}'")
+    from .names import no_such_name, public_names
+    raise no_such_name("nki.", name, public_names(globals()) + ["language", "isa", "compiler", "typing"],
+                       (("nl.", vars(language)), ("nisa.", vars(isa))))
 
 
 del _Kernel

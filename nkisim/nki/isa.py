@@ -10,6 +10,7 @@ from ..instructions.scalar import activation
 from ..instructions.tensor_engine import nc_matmul, nc_transpose
 from ..instructions.vector import memset, tensor_copy, tensor_reduce, tensor_scalar, tensor_tensor
 from ..trace import Engine as _Engine
+from . import names as _names
 
 
 class engine(_enum.IntEnum):
@@ -55,8 +56,27 @@ class nc_version(_enum.IntEnum):
 
 
 def get_nc_version():
-    return nc_version.gen3
+    """gen3 on Trn2, gen2 on Trn1: the platform of the run (see nkisim.platforms)."""
+    from ..platforms import current_rules
+    return nc_version(current_rules().nc_version)
 
 
 fp32 = _NS(min=float(_np.finfo(_np.float32).min))
 constants = _NS(engine=engine)
+
+
+def _simulated() -> str:
+    public = _names.public_names(globals())
+    instructions = [n for n in public if callable(globals()[n]) and not isinstance(globals()[n], type)
+                    and n != "get_nc_version"]
+    return f"nisa.{', nisa.'.join(instructions)}"
+
+
+def _elsewhere():
+    from . import language
+    return (("nl.", vars(language)),)
+
+
+# documented NKI instructions nkisim does not simulate, and names that are not NKI at all
+__getattr__ = _names.make_getattr("nisa.", globals(), _names.ISA_NOT_SIMULATED, _simulated,
+                                  elsewhere=_elsewhere)

@@ -5,13 +5,17 @@ import numpy as _np
 
 from .. import dtypes as _dt
 from ..alu import OPS as _OPS
-from ..indexing import arange, mgrid
+from ..alu import NkiOp as _NkiOp
+from ..indexing import arange, ds, mgrid
 from ..instructions.language_ops import (
     BlockDimensionWarning, broadcast_to, copy, device_print, empty_like, full, load,
-    load_transpose2d, matmul, ndarray, ones, ones_like, par_dim, store, transpose, unsupported,
+    load_transpose2d, matmul, ndarray, ones, ones_like, par_dim, store, transpose,
     where, zeros, zeros_like)
+from ..instructions.loops import loop_reduce
 from ..memory import Buffer as _Buffer
+from ..registry import kernel_facing as _kernel_facing
 from ..settings import HardwareLimits as _Limits
+from . import names as _names
 
 # ----- data types -----
 float32, float16, bfloat16, tfloat32 = _dt.float32, _dt.float16, _dt.bfloat16, _dt.tfloat32
@@ -80,8 +84,34 @@ def program_ndim():
     return 0
 
 
-# documented NKI functions nkisim does not simulate: a clear error rather than AttributeError
-for _name in ("softmax", "rms_norm", "dropout", "gather_flattened", "loop_reduce", "all_reduce",
-              "atomic_rmw", "rand", "random_seed", "shared_constant", "shared_identity_matrix", "ds"):
-    globals()[_name] = unsupported(_name)
-del _name
+def expand_dims(data, axis):
+    """nl.expand_dims(data, axis): a view with a size-1 dimension inserted at `axis`."""
+    return data.expand_dims(axis)
+
+
+# Every function a kernel calls reports any exception at the kernel's own line (op objects
+# such as nl.add stay as they are: they are also op codes passed to instructions).
+for _name, _fn in list(globals().items()):
+    if (callable(_fn) and not _name.startswith("_") and not isinstance(_fn, (type, _NkiOp))
+            and getattr(_fn, "__module__", "").startswith("nkisim")):
+        globals()[_name] = _kernel_facing(_fn, f"nl.{_name}")
+del _name, _fn
+
+
+def _simulated() -> str:
+    public = _names.public_names(globals())
+    ops = [n for n in public if isinstance(globals()[n], _NkiOp)]
+    functions = [n for n in public if n not in ops and callable(globals()[n])
+                 and not isinstance(globals()[n], type)]
+    return (f"nl.{', nl.'.join(functions)}; op codes/functions nl.{', nl.'.join(ops)}; dtypes, "
+            "buffers and nl.tile_size")
+
+
+def _elsewhere():
+    from . import isa
+    return (("nisa.", vars(isa)),)
+
+
+# documented NKI names nkisim does not simulate, and names that are not NKI at all
+__getattr__ = _names.make_getattr("nl.", globals(), _names.LANGUAGE_NOT_SIMULATED, _simulated,
+                                  elsewhere=_elsewhere)

@@ -508,7 +508,7 @@ def test_vector_add_overflowing_sbuf():
     with pytest.raises(errors.AllocationError) as info:
         nki.baremetal(vector_add_whole_vectors_in_sbuf_kernel)(a, b)
     assert_raised_at(info.value, "err_stack_overflow_sbuf", "huge-sbuf")
-    assert ("required SBUF 262144 bytes per partition exceeds the available 212992 bytes"
+    assert ("required SBUF 262144 bytes per partition exceeds the available 229368 bytes"
             in info.value.detail)
 
 
