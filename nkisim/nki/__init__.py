@@ -1,6 +1,6 @@
 """The `neuronxcc.nki` API, simulated. After `nkisim.install()`, `import neuronxcc.nki as nki`
 gives this module."""
-from ..errors import UnsupportedOperationError
+from ..errors import NotSimulatedError
 from ..runtime import Kernel as _Kernel
 from ..runtime import baremetal, benchmark, jit, simulate_kernel
 from ..tensor import DeviceTensor as tensor
@@ -11,10 +11,10 @@ __all__ = ["jit", "baremetal", "benchmark", "simulate_kernel", "profile", "compi
 
 
 def profile(func=None, **kwargs):
-    raise UnsupportedOperationError(
+    raise NotSimulatedError(
         "nki.profile writes NEFF/NTFF files for neuron-profile, which need real hardware",
         remedy="use nki.benchmark for an estimated latency, or the `nkisim profile` command for an "
-               "engine timeline", code="err_not_simulated")
+               "engine timeline")
 
 
 def __getattr__(name):

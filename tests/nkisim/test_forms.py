@@ -303,6 +303,8 @@ def test_names_that_are_not_nki_get_close_matches():
     assert "nisa.tensor_copy" in err.remedy
     with pytest.raises(errors.NoSuchNameError, match="nki.baremetal"):
         nki.baremtal  # noqa: B018
+    with pytest.raises(errors.NotSimulatedError, match="neuron-profile"):
+        nki.profile(uses_bn_stats)
     # still AttributeErrors, so feature tests in Python keep working
     assert not hasattr(nl, "no_such_function") and getattr(nisa, "nope", None) is None
     with pytest.raises(AttributeError):
