@@ -4,7 +4,9 @@
    time vs the time NumPy needs for the same reference outputs on this machine (target ratio <= 3),
    and the wall time the cost model adds on top (target <= 25% of simulator time).
 2. Per-instruction overhead: 100k small tensor_tensor instructions (target <= 15 us each).
-3. Peak RSS of this process (target <= 3 GiB).
+3. Cost-model scaling on a hostile trace: one-element writes into one tile, each followed by a
+   read of the whole tile, at n and 4n records (target: time ratio near 4, i.e. linear).
+4. Peak RSS of this process (target <= 3 GiB).
 
     python bench/sim_speed.py [--quick]
 """
@@ -81,10 +83,31 @@ def per_instruction_overhead(count: int) -> float:
     return (time.perf_counter() - start) / count
 
 
+@nki.jit
+def scattered_writes(a, count):
+    """`count` one-element writes into one tile, each followed by a read of the whole tile."""
+    out = nl.ndarray((1, 1), dtype=a.dtype, buffer=nl.hbm)
+    t = nl.ndarray((1, count), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    for j in nl.affine_range(count):
+        t[0:1, j:j + 1] = nisa.tensor_copy(t[0:1, 0:1])
+        total = nisa.tensor_reduce(nl.add, t, axis=1)
+    nisa.dma_copy(dst=out, src=total)
+    return out
+
+
+def scheduler_seconds(count: int) -> tuple[int, float, int]:
+    run = nkisim.run_kernel(scattered_writes, (np.ones((1, count), np.float32), count), {})
+    start = time.perf_counter()
+    timeline = cost.estimate(run)
+    return len(run.trace), time.perf_counter() - start, timeline.dependency_checks
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="batch 1 instead of the course's batch 4")
     parser.add_argument("--instructions", type=int, default=100_000)
+    parser.add_argument("--writes", type=int, default=5_000, help="one-element writes of the scaling run (n)")
     args = parser.parse_args()
     batch = 1 if args.quick else 4
     print(f"== conv2d correctness tests, optimized reference, batch {batch}")
@@ -94,6 +117,9 @@ def main() -> None:
     overhead = per_instruction_overhead(args.instructions)
     print(f"== per-instruction overhead: {overhead * 1e6:.1f} us over {args.instructions} tensor_tensor "
           "instructions (target <= 15 us)")
+    (n1, t1, c1), (n4, t4, c4) = scheduler_seconds(args.writes), scheduler_seconds(4 * args.writes)
+    print(f"== cost model on one-element writes to one tile: {n1} records {t1:.2f} s ({c1} range checks), "
+          f"{n4} records {t4:.2f} s ({c4} checks); ratio {t4 / t1:.2f} for 4x the records (linear: ~4)")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20   # KiB -> GiB
     print(f"== peak RSS: {peak:.2f} GiB (target <= 3 GiB)")
 

@@ -75,6 +75,12 @@ def elementwise(rec: TraceRecord, p: CostParams) -> Cost:
     return ComputeCost(QUEUE_OF_ENGINE[rec.engine], _BY_ENGINE[rec.engine](rec, p))
 
 
+@cost_rule("device_print")
+def device_print(rec: TraceRecord, p: CostParams) -> Cost:
+    """Debug output the simulator shows; nothing a timed kernel pays for (assumed)."""
+    return ComputeCost("SP", 0.0)
+
+
 # ----- Tensor Engine --------------------------------------------------------------------------
 
 @cost_rule("nc_matmul")
@@ -117,3 +123,25 @@ def dma(rec: TraceRecord, p: CostParams) -> Cost:
 def dma_transpose(rec: TraceRecord, p: CostParams) -> Cost:
     src, dst = rec.reads[0], rec.writes[0]
     return DmaCost(dst.nbytes, max(_runs(src), _runs(dst)), p.dma_transpose_efficiency)
+
+
+# ----- placement: which queue issues a DMA, which engines an unplaced copy may use ----------
+
+def dma_issue_queue(rec: TraceRecord, dge: bool) -> str:
+    return "DGE" if dge else "DMA-issue"
+
+
+def dma_issue_ns(cost: DmaCost, p: CostParams, dge: bool) -> float:
+    return (p.dge_issue_ns + p.dge_issue_per_row_ns * cost.descriptors) if dge else p.static_issue_ns
+
+
+BALANCED_QUEUES = ("DVE", "ACT")
+
+
+def balanced_copy(rec: TraceRecord, auto_default: bool) -> bool:
+    return False
+
+
+def copy_ns(rec: TraceRecord, queue: str, p: CostParams) -> float:
+    engine = Engine.VECTOR if queue == "DVE" else Engine.SCALAR
+    return _BY_ENGINE[engine](rec, p)

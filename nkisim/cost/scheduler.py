@@ -7,18 +7,21 @@ Model (trn2-cost-model.md section 5):
 - DMAs are issued one after another on one issue queue (the DGE in the default mode, cheap
   prebuilt descriptors with --disable-dge), then move their bytes on 16 DMA engines;
 - an instruction waits for the instructions that wrote what it reads (read-after-write on
-  overlapping regions, PSUM accumulation in program order); a dependency that crosses
-  engines costs a semaphore hop. Rewriting a tile buffer does not wait for its readers
-  (measured on hardware: no write-after-read stall while capacity allows).
+  overlapping regions, PSUM accumulation in program order; dependencies.py finds them in
+  O(n log n)); a dependency that crosses engines costs a semaphore hop. Rewriting a tile
+  buffer does not wait for its readers (measured on hardware: no write-after-read stall
+  while capacity allows).
 """
 from __future__ import annotations
 
+import gc
 import heapq
 from dataclasses import dataclass, field
 
 from ..trace import TraceRecord
+from .dependencies import dependencies
 from .params import CostParams
-from .rules import COST_RULES, ComputeCost, DmaCost
+from .rules import BALANCED_QUEUES, COST_RULES, DmaCost, balanced_copy, copy_ns, dma_issue_ns, dma_issue_queue
 
 
 @dataclass(slots=True)
@@ -43,6 +46,7 @@ class Timeline:
     dma_count: int = 0
     dma_bytes: int = 0
     params: CostParams = field(default_factory=CostParams)
+    dependency_checks: int = 0         # element ranges the dependency index looked at
 
     @property
     def total_ns(self) -> float:
@@ -53,51 +57,13 @@ class Timeline:
         return self.total_ns / 1000.0
 
 
-class _Writers:
-    """Who last wrote each part of each allocation, in program order: gives every record the
-    earlier records it must wait for (read-after-write on overlapping element ranges)."""
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """Where one record may run: (queue, duration) options, more than one for an instruction
+    the compiler may place on either engine; a DMA also moves bytes after its issue."""
 
-    _PRUNE_SCAN = 16   # how far back a new write looks for older writes it fully replaces
-
-    def __init__(self) -> None:
-        self.by_alloc: dict[int, list[tuple[int, int, int]]] = {}
-
-    def producers(self, region, out: set) -> None:
-        entries = self.by_alloc.get(region.alloc_id)
-        if not entries:
-            return
-        lo, hi = region.lo, region.hi
-        for wlo, whi, index in reversed(entries):
-            if wlo < hi and lo < whi:
-                out.add(index)
-                if wlo <= lo and whi >= hi:      # this write covers the whole read: older ones are dead
-                    return
-
-    def add(self, region, index: int) -> None:
-        lo, hi = region.lo, region.hi
-        entries = self.by_alloc.setdefault(region.alloc_id, [])
-        tail = entries[-self._PRUNE_SCAN:]
-        if any(lo <= e[0] and e[1] <= hi for e in tail):
-            keep = [e for e in tail if not (lo <= e[0] and e[1] <= hi)]
-            entries[len(entries) - len(tail):] = keep
-        entries.append((lo, hi, index))
-
-
-def dependencies(trace: list[TraceRecord]) -> list[tuple[int, ...]]:
-    """For each record, the indices of the earlier records whose results it reads."""
-    writers = _Writers()
-    deps: list[tuple[int, ...]] = []
-    for i, rec in enumerate(trace):
-        found: set[int] = set()
-        for r in rec.reads:
-            writers.producers(r, found)
-        if rec.accumulate:                    # accumulation continues the previous writes in order
-            for r in rec.writes:
-                writers.producers(r, found)
-        deps.append(tuple(found))
-        for r in rec.writes:
-            writers.add(r, i)
-    return deps
+    options: tuple[tuple[str, float], ...]
+    dma: DmaCost | None = None
 
 
 class _Lane:
@@ -117,109 +83,177 @@ class _Lane:
         self.version = 0
 
 
+def _jobs(trace: list[TraceRecord], p: CostParams, dge: bool) -> list[_Job]:
+    auto_default = not any("auto_engine" in rec.attrs for rec in trace)
+    jobs = []
+    for rec in trace:
+        cost = COST_RULES[rec.opcode](rec, p)
+        if isinstance(cost, DmaCost):
+            jobs.append(_Job(((dma_issue_queue(rec, dge), dma_issue_ns(cost, p, dge)),), cost))
+        elif balanced_copy(rec, auto_default):
+            jobs.append(_Job(tuple((q, copy_ns(rec, q, p)) for q in BALANCED_QUEUES)))
+        else:
+            jobs.append(_Job(((cost.queue, cost.ns),)))
+    return jobs
+
+
 def schedule(trace: list[TraceRecord], params: CostParams, *, dge: bool = True,
              overhead_ns: float | None = None) -> Timeline:
-    p = params
-    n = len(trace)
-    costs = [COST_RULES[rec.opcode](rec, p) for rec in trace]
-    deps = dependencies(trace)
-    lanes: dict[str, _Lane] = {}
-    lane_of: list[_Lane] = []
-    durations: list[float] = []
-    for cost in costs:
-        if isinstance(cost, ComputeCost):
-            name, dur = cost.queue, cost.ns
-        else:
-            name = "DGE" if dge else "DMA-issue"
-            dur = (p.dge_issue_ns + p.dge_issue_per_row_ns * cost.descriptors) if dge else p.static_issue_ns
-        lane = lanes.get(name) or lanes.setdefault(name, _Lane(name))
-        lane.members.append(len(lane_of))
-        lane_of.append(lane)
-        durations.append(dur)
-    position = [0] * n
-    for lane in lanes.values():
-        for pos, idx in enumerate(lane.members):
-            position[idx] = pos
-    successors: list[list[int]] = [[] for _ in range(n)]
-    waiting = [len(d) for d in deps]
-    for i, d in enumerate(deps):
-        for j in d:
-            successors[j].append(i)
-    ready_at = [0.0] * n
-    done_queue = ["" for _ in range(n)]     # the queue a finished record ran on, for hops
-    slots: list[Slot | None] = [None] * n
-    dma_free = [0.0] * p.dma_engines
-    window = max(1, p.lookahead)
-    global_heap: list[tuple[float, int, int, str]] = []
+    # the scheduler makes no reference cycles but millions of small tuples: left on, the cyclic
+    # collector would rescan the whole trace again and again, making the time superlinear
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _Scheduler(trace, params, dge).run(overhead_ns)
+    finally:
+        if collecting:
+            gc.enable()
 
-    def offer(lane: _Lane) -> None:
-        if lane.ready_heap:
+
+class _Scheduler:
+    """List scheduling over the dependency graph: each engine lane picks, among its next
+    `lookahead` members whose inputs are ready, the one ready first; lanes advance in time
+    order through one heap of their next start times."""
+
+    def __init__(self, trace: list[TraceRecord], p: CostParams, dge: bool) -> None:
+        self.p, self.dge, self.n = p, dge, len(trace)
+        self.jobs = _jobs(trace, p, dge)
+        graph = dependencies(trace)
+        self.checks = graph.checks
+        self.lanes: dict[str, _Lane] = {}
+        self.position: list[tuple[int, ...]] = []
+        for job in self.jobs:
+            pos = []
+            for name, _ in job.options:
+                lane = self.lanes.get(name) or self.lanes.setdefault(name, _Lane(name))
+                pos.append(len(lane.members))
+                lane.members.append(len(self.position))
+            self.position.append(tuple(pos))
+        all_deps = graph.deps + graph.joins
+        self.successors: list[list[int]] = [[] for _ in all_deps]
+        for i, d in enumerate(all_deps):
+            for j in d:
+                self.successors[j].append(i)
+        self.waiting = [len(d) for d in all_deps]
+        self.ready_at = [[0.0] * len(job.options) for job in self.jobs]
+        # a join finishes at its last input's end; `hop_end` adds the semaphore hop, which a
+        # reader on another queue than all of the join's inputs pays
+        self.join_end = [0.0] * len(graph.joins)
+        self.join_hop_end = [0.0] * len(graph.joins)
+        self.join_queue: list[str | None] = [None] * len(graph.joins)
+        self.slots: list[Slot | None] = [None] * self.n
+        self.scheduled = [False] * self.n
+        self.dma_free = [0.0] * p.dma_engines
+        self.global_heap: list[tuple[float, int, int, str]] = []
+
+    # --- lanes ------------------------------------------------------------------------------
+
+    def offer(self, lane: _Lane) -> None:
+        heap = lane.ready_heap
+        while heap and self.scheduled[heap[0][1]]:     # taken by the other lane of a balanced copy
+            heapq.heappop(heap)
+        if heap:
             lane.version += 1
-            start = max(lane.free, lane.ready_heap[0][0])
-            heapq.heappush(global_heap, (start, lane.ready_heap[0][1], lane.version, lane.name))
+            start = max(lane.free, heap[0][0])
+            heapq.heappush(self.global_heap, (start, heap[0][1], lane.version, lane.name))
 
-    def enter_window(lane: _Lane) -> None:
-        limit = min(len(lane.members), lane.head + window)
+    def enter_window(self, lane: _Lane) -> None:
+        limit = min(len(lane.members), lane.head + max(1, self.p.lookahead))
         while lane.entered < limit:
             idx = lane.members[lane.entered]
             lane.entered += 1
-            if waiting[idx] == 0:
-                heapq.heappush(lane.ready_heap, (ready_at[idx], idx))
+            if self.waiting[idx] == 0 and not self.scheduled[idx]:
+                k = self._option(idx, lane.name)
+                heapq.heappush(lane.ready_heap, (self.ready_at[idx][k], idx))
 
-    for lane in lanes.values():
-        enter_window(lane)
-        offer(lane)
-    hop = p.semaphore_ns
-    makespan = 0.0
-    scheduled = [False] * n
-    dma_count = dma_bytes = 0
-    while global_heap:
-        _, _, version, name = heapq.heappop(global_heap)
-        lane = lanes[name]
-        if version != lane.version or not lane.ready_heap:
-            continue
-        ready, idx = heapq.heappop(lane.ready_heap)
-        start = ready if ready > lane.free else lane.free
-        end = start + durations[idx]
-        lane.free = end
-        lane.busy += durations[idx]
-        cost = costs[idx]
-        if isinstance(cost, DmaCost):
-            slot = _transfer(cost, start, end, p, dma_free)
-            dma_count += 1
-            dma_bytes += cost.nbytes
-            done_queue[idx] = "DMA"
-        else:
-            slot = Slot(name, start, end)
-            done_queue[idx] = name
-        slots[idx] = slot
-        scheduled[idx] = True
-        if slot.end > makespan:
-            makespan = slot.end
-        # advance the lane's head past scheduled members, letting later ones into the window
+    def advance(self, lane: _Lane) -> None:
         members = lane.members
-        while lane.head < len(members) and scheduled[members[lane.head]]:
+        while lane.head < len(members) and self.scheduled[members[lane.head]]:
             lane.head += 1
-        enter_window(lane)
-        touched = {name}
-        for s in successors[idx]:
-            t = slot.end + (hop if lane_of[s].name != done_queue[idx] else 0.0)
-            if t > ready_at[s]:
-                ready_at[s] = t
-            waiting[s] -= 1
-            if waiting[s] == 0:
-                succ_lane = lane_of[s]
-                if position[s] < succ_lane.entered:
-                    heapq.heappush(succ_lane.ready_heap, (ready_at[s], s))
-                    touched.add(succ_lane.name)
-        for lname in touched:
-            offer(lanes[lname])
-    busy = {name: lane.busy for name, lane in lanes.items()}
-    if dma_count:   # average busy time of one DMA engine
-        busy["DMA"] = sum((s.end - s.start - p.dma_end_latency_ns) * s.engines for s in slots
-                          if s.queue == "DMA") / p.dma_engines
-    return Timeline(slots, makespan, p.bench_overhead_ns if overhead_ns is None else overhead_ns, busy,
-                    "dge" if dge else "static", dma_count, dma_bytes, p)
+        self.enter_window(lane)
+
+    def _option(self, idx: int, name: str) -> int:
+        for k, (queue, _) in enumerate(self.jobs[idx].options):
+            if queue == name:
+                return k
+        raise KeyError(name)
+
+    # --- completion -------------------------------------------------------------------------
+
+    def finished(self, node: int, end: float, hop_end: float, queue: str | None, touched: set) -> None:
+        """Pass a finished node's end time to its successors; joins pass it on at once."""
+        stack = [(node, end, hop_end, queue)]
+        while stack:
+            node, end, hop_end, queue = stack.pop()
+            for s in self.successors[node]:
+                self.waiting[s] -= 1
+                if s >= self.n:
+                    j = s - self.n
+                    self.join_end[j] = max(self.join_end[j], end)
+                    self.join_hop_end[j] = max(self.join_hop_end[j], hop_end)
+                    prev = self.join_queue[j]
+                    self.join_queue[j] = queue if prev in (None, queue) else "*"
+                    if self.waiting[s] == 0:
+                        stack.append((s, self.join_end[j], self.join_hop_end[j], self.join_queue[j]))
+                    continue
+                times = self.ready_at[s]
+                for k, (lane_name, _) in enumerate(self.jobs[s].options):
+                    t = end if lane_name == queue else hop_end
+                    if t > times[k]:
+                        times[k] = t
+                if self.waiting[s] == 0:
+                    for k, (lane_name, _) in enumerate(self.jobs[s].options):
+                        lane = self.lanes[lane_name]
+                        if self.position[s][k] < lane.entered:
+                            heapq.heappush(lane.ready_heap, (times[k], s))
+                            touched.add(lane_name)
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def run(self, overhead_ns: float | None) -> Timeline:
+        p = self.p
+        for lane in self.lanes.values():
+            self.enter_window(lane)
+            self.offer(lane)
+        makespan = 0.0
+        dma_count = dma_bytes = 0
+        while self.global_heap:
+            _, _, version, name = heapq.heappop(self.global_heap)
+            lane = self.lanes[name]
+            if version != lane.version or not lane.ready_heap:
+                continue
+            ready, idx = heapq.heappop(lane.ready_heap)
+            job = self.jobs[idx]
+            duration = job.options[self._option(idx, name)][1] if len(job.options) > 1 else job.options[0][1]
+            start = ready if ready > lane.free else lane.free
+            end = start + duration
+            lane.free = end
+            lane.busy += duration
+            if job.dma is not None:
+                slot = _transfer(job.dma, start, end, p, self.dma_free)
+                dma_count += 1
+                dma_bytes += job.dma.nbytes
+                done_queue = "DMA"
+            else:
+                slot = Slot(name, start, end)
+                done_queue = name
+            self.slots[idx] = slot
+            self.scheduled[idx] = True
+            if slot.end > makespan:
+                makespan = slot.end
+            touched = {name}
+            for other, _ in job.options:
+                self.advance(self.lanes[other])
+                touched.add(other)
+            self.finished(idx, slot.end, slot.end + p.semaphore_ns, done_queue, touched)
+            for lname in touched:
+                self.offer(self.lanes[lname])
+        busy = {name: lane.busy for name, lane in self.lanes.items()}
+        if dma_count:   # average busy time of one DMA engine
+            busy["DMA"] = sum((s.end - s.start - p.dma_end_latency_ns) * s.engines for s in self.slots
+                              if s.queue == "DMA") / p.dma_engines
+        return Timeline(self.slots, makespan, p.bench_overhead_ns if overhead_ns is None else overhead_ns,
+                        busy, "dge" if self.dge else "static", dma_count, dma_bytes, p, self.checks)
 
 
 def _transfer(cost: DmaCost, issue_start: float, issue_end: float, p: CostParams,
