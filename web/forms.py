@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from flask_wtf import FlaskForm
 from flask_wtf.file import FileField, FileRequired
-from wtforms import (BooleanField, DateTimeLocalField, EmailField, IntegerField, PasswordField, SelectField,
+from wtforms import (BooleanField, DateTimeLocalField, EmailField, IntegerField, PasswordField,
                      StringField, SubmitField, TextAreaField)
-from wtforms.validators import DataRequired, Length, NumberRange, Optional, Regexp
+from wtforms.validators import AnyOf, DataRequired, Length, NumberRange, Optional, Regexp
 
 EMAIL = Regexp(r"^[^@\s]+@[^@\s]+\.[^@\s]+$", message="Enter an email address like name@example.edu.")
 
@@ -78,12 +78,12 @@ class AssignmentForm(FlaskForm):
     course = StringField("Course", validators=[DataRequired(), Length(max=200)])
     name = StringField("Assignment name (used in URLs)", validators=[
         DataRequired(), Length(max=100), Regexp(r"^[a-z0-9][a-z0-9_.-]*$", message="Lower-case letters, digits, _ . -")])
-    spec = SelectField("Grader spec", choices=[])
-    backend = SelectField("Graded on", choices=[("sim", "simulator"), ("neuron", "Trainium2 hardware")])
+    spec = StringField("Grader spec", validators=[DataRequired()])     # one of grader.available_specs()
+    backend = StringField("Graded on", validators=[AnyOf(["sim", "neuron"])])
     deadline = DateTimeLocalField("Deadline (UTC)", format="%Y-%m-%dT%H:%M", validators=[Optional()])
     runs_per_hour = IntegerField("Graded runs per student per hour", default=6,
                                  validators=[NumberRange(min=1, max=1000)])
-    visibility = SelectField("Leaderboard visible to", choices=[("signed_in", "signed-in users"), ("public", "everyone")])
+    visibility = StringField("Leaderboard visible to", validators=[AnyOf(["signed_in", "public"])])
     submit = SubmitField("Create assignment")
 
 

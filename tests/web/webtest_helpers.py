@@ -45,3 +45,30 @@ def store_graded_run(db, user, assignment, report, filename="conv2d.py", data=OP
     db.add(run)
     db.commit()
     return run
+
+
+def multipart(fields: dict[str, str], file_field: str, filename: str, data: bytes) -> tuple[bytes, str]:
+    """A multipart/form-data body as bytes. (The test client's own encoder spools big bodies to
+    a temporary file that it never closes when the server refuses the request unread.)"""
+    boundary = "----webtest-boundary-7f3a"
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+             for k, v in fields.items()]
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{file_field}"; filename="{filename}"\r\n'
+                 f"Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n")
+    parts.append(f"--{boundary}--\r\n".encode())
+    return b"".join(parts), f"multipart/form-data; boundary={boundary}"
+
+
+def measured(base_report, p99_us: float | None, spec_path=TINY_SPEC, correct: bool = True):
+    """`base_report` (a real report of the tiny spec) as the grader scores a kernel that is
+    correct and measured at p99_us: the scoring itself is grader.rescore's."""
+    import dataclasses
+    import grader
+    tests = []
+    for t in base_report.tests:
+        if t.kind == "correctness":
+            tests.append(dataclasses.replace(t, status="passed" if correct else "failed",
+                                             points=t.max_points if correct else 0.0))
+        else:
+            tests.append(dataclasses.replace(t, status="failed" if p99_us else "skipped", p99_us=p99_us))
+    return grader.rescore(dataclasses.replace(base_report, tests=tests, flags=[]), grader.load_spec(str(spec_path)))

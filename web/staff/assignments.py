@@ -31,7 +31,9 @@ def create_assignment():
     if not current_user.is_admin:
         raise UserError("Only admins create assignments.", "Ask an admin.", 403)
     form = AssignmentForm()
-    form.spec.choices = [(name, name) for name in grader.available_specs()]
+    if form.is_submitted() and form.spec.data not in grader.available_specs():
+        raise UserError(f"There is no bundled spec {form.spec.data!r}.",
+                        f"Choose one of: {', '.join(grader.available_specs())}.")
     if not form.validate_on_submit():
         problems = "; ".join(f"{form[name].label.text}: {' '.join(errs)}" for name, errs in form.errors.items())
         raise UserError(f"The assignment was not created: {problems}.", "Correct the form and try again.")

@@ -1,0 +1,164 @@
+"""The TA console: submissions, a run in full, rerun, flag, thresholds and rescoring,
+extensions, exports, roster import, nightly history, queue, creating an assignment."""
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import html
+import io
+import json
+import zipfile
+
+from sqlalchemy import func, select
+
+from store.models import (Assignment, GradingRun, LoginToken, NightlyResult, NightlyRun, TestResultRow, User)
+
+from webtest_helpers import csrf_of, measured, multipart, store_graded_run
+
+
+def post_form(client, page_url: str, action: str, data: dict, **kw):
+    token = csrf_of(client.get(page_url).get_data(as_text=True))
+    return client.post(action, data={"csrf_token": token, **data}, **kw)
+
+
+def test_submissions_search_and_run_in_full(client_for, db, course_setup, tiny_reports):
+    run = store_graded_run(db, course_setup["alice"], course_setup["assignment"], tiny_reports["optimized"])
+    store_graded_run(db, course_setup["bob"], course_setup["assignment"], tiny_reports["relaxed"], filename="asst4.zip")
+    ta = client_for("tara")
+    assert "workers alive" in ta.get("/staff/").get_data(as_text=True)
+    listing = ta.get("/staff/submissions?q=alice").get_data(as_text=True)
+    assert "alice@example.edu" in listing and "bob@example.edu" not in listing
+    assert "asst4.zip" in ta.get("/staff/submissions?assignment=tiny&status=done&flagged=no").get_data(as_text=True)
+    detail = ta.get(f"/staff/runs/{run.id}").get_data(as_text=True)
+    assert 'data-seed>424242<' in detail and "Full report JSON" in detail
+    assert ta.get(f"/staff/runs/{run.id}/file").data == run.submission.data
+    gradescope = ta.get(f"/staff/runs/{run.id}/results.json").get_json()
+    assert gradescope["score"] == run.score_total and gradescope["tests"]
+
+
+def test_flag_rerun_and_cancel(client_for, db, course_setup, tiny_reports):
+    run = store_graded_run(db, course_setup["alice"], course_setup["assignment"], measured(tiny_reports["optimized"], 30))
+    ta = client_for("tara")
+    page = f"/staff/runs/{run.id}"
+    post_form(ta, page, f"/staff/runs/{run.id}/flag", {"reason": "copied kernel"})
+    db.expire_all()
+    assert db.get(GradingRun, run.id).flagged and db.get(GradingRun, run.id).flag_reason == "copied kernel"
+    assert "alice_k" not in client_for("bob").get("/leaderboard/tiny").get_data(as_text=True)
+    post_form(ta, page, f"/staff/runs/{run.id}/unflag", {})
+    assert "alice_k" in client_for("bob").get("/leaderboard/tiny").get_data(as_text=True)
+    rerun = post_form(ta, page, f"/staff/runs/{run.id}/rerun", {})
+    fresh_id = int(rerun.headers["Location"].rsplit("/", 1)[1])
+    db.expire_all()
+    fresh = db.get(GradingRun, fresh_id)
+    assert fresh.status == "queued" and fresh.submission_id == run.submission_id
+    post_form(ta, f"/staff/runs/{fresh_id}", f"/staff/runs/{fresh_id}/cancel", {})
+    db.expire_all()
+    assert db.get(GradingRun, fresh_id).status == "cancelled"
+
+
+def test_adopt_thresholds_and_rescore_without_running_kernels(client_for, db, course_setup, tiny_reports):
+    assignment = course_setup["assignment"]
+    run = store_graded_run(db, course_setup["alice"], assignment, measured(tiny_reports["optimized"], 50.0))
+    assert run.score_total == 7.25                          # 50 us: relaxed tier under optimized = 40 us
+    ta = client_for("tara")
+    page = "/staff/assignments/tiny"
+    bad = post_form(ta, page, f"{page}/thresholds", {"version": "t2", "thresholds": '{"perf_tiny": {"optimized": 90, "relaxed": 60}}',
+                                                     "rescore": "y"})
+    assert bad.status_code == 400 and "above the relaxed one" in bad.get_data(as_text=True)
+    unknown = post_form(ta, page, f"{page}/thresholds", {"version": "t2", "thresholds": '{"conv_tiny": {"optimized": 1, "relaxed": 2}}'})
+    assert unknown.status_code == 400 and "not a timed test" in unknown.get_data(as_text=True)
+    good = post_form(ta, page, f"{page}/thresholds", {"version": "t2", "rescore": "y",
+                                                      "thresholds": '{"perf_tiny": {"optimized": 55, "relaxed": 80}}'})
+    assert good.status_code == 303
+    db.expire_all()
+    assignment = db.get(Assignment, assignment.id)
+    run = db.get(GradingRun, run.id)
+    assert assignment.thresholds_version == "t2" and "optimized = 55" in assignment.spec_toml
+    assert run.score_total == 7.5 and run.thresholds_version == "t2"
+    assert run.report["tests"][1]["thresholds_us"] == {"optimized": 55, "relaxed": 80}
+    assert db.scalar(select(TestResultRow.points).where(TestResultRow.run_id == run.id,
+                                                         TestResultRow.test_name == "perf_tiny")) == 5.0
+    again = post_form(ta, page, f"{page}/thresholds", {"version": "t2", "thresholds": '{"perf_tiny": {"optimized": 1, "relaxed": 2}}'})
+    assert again.status_code == 400 and "in force already" in again.get_data(as_text=True)
+
+
+def test_extension_lets_one_student_submit_late(client_for, db, course_setup):
+    assignment = course_setup["assignment"]
+    assignment.deadline = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=2)
+    db.commit()
+    until = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=2)).strftime("%Y-%m-%dT%H:%M")
+    ta = client_for("tara")
+    granted = post_form(ta, "/staff/assignments/tiny", "/staff/assignments/tiny/extensions",
+                        {"email": "bob@example.edu", "deadline": until}, follow_redirects=True)
+    assert "bob@example.edu may submit tiny until" in granted.get_data(as_text=True)
+    bob_page = client_for("bob").get("/a/tiny").get_data(as_text=True)
+    alice_page = client_for("alice").get("/a/tiny").get_data(as_text=True)
+    assert until.replace("T", " ") in bob_page and until.replace("T", " ") not in alice_page
+
+
+def test_grade_exports(client_for, db, course_setup, tiny_reports):
+    store_graded_run(db, course_setup["alice"], course_setup["assignment"], measured(tiny_reports["optimized"], 30.0))
+    store_graded_run(db, course_setup["alice"], course_setup["assignment"], measured(tiny_reports["optimized"], 50.0))
+    ta = client_for("tara")
+    rows = list(csv.DictReader(io.StringIO(ta.get("/staff/assignments/tiny/grades.csv").get_data(as_text=True))))
+    by_email = {r["email"]: r for r in rows}
+    assert set(by_email) == {"alice@example.edu", "bob@example.edu"}
+    assert float(by_email["alice@example.edu"]["total"]) == 7.5 and by_email["alice@example.edu"]["runs"] == "2"
+    assert float(by_email["bob@example.edu"]["total"]) == 0 and by_email["bob@example.edu"]["run_id"] == ""
+    archive = zipfile.ZipFile(io.BytesIO(ta.get("/staff/assignments/tiny/gradescope.zip").data))
+    assert archive.namelist() == ["alice@example.edu/results.json"]
+    assert json.loads(archive.read("alice@example.edu/results.json"))["score"] == 7.5
+
+
+def test_roster_import_all_or_nothing_with_login_links(client_for, db, course_setup):
+    ta = client_for("tara")
+    bad_csv = b"email,name,role\nnew1@example.edu,New One,student\nnot-an-email,X,student\nnew2@example.edu,Two,wizard\n"
+    token = csrf_of(ta.get("/staff/roster").get_data(as_text=True))
+    body, ctype = multipart({"csrf_token": token, "course": "CS149"}, "csv_file", "roster.csv", bad_csv)
+    refused = ta.post("/staff/roster", data=body, content_type=ctype)
+    text = refused.get_data(as_text=True)
+    assert refused.status_code == 400 and "line 3" in text and "line 4" in text and "nothing was changed" in text
+    assert db.scalar(select(func.count()).select_from(User).where(User.email.like("new%"))) == 0
+    good_csv = "email,name,role\nnew1@example.edu,New One,student\nNEW2@example.edu,Zoë Two,\n".encode()
+    body, ctype = multipart({"csrf_token": token, "course": "CS149"}, "csv_file", "roster.csv", good_csv)
+    page = ta.post("/staff/roster", data=body, content_type=ctype).get_data(as_text=True)
+    assert page.count("/login/link/") == 2
+    db.expire_all()
+    new2 = db.scalar(select(User).where(User.email == "new2@example.edu"))
+    assert new2.name == "Zoë Two" and new2.role == "student"
+    assert db.scalar(select(func.count()).select_from(LoginToken).where(LoginToken.user_id == new2.id)) == 1
+
+
+def test_nightly_history_marks_drift_and_shows_implied_thresholds(client_for, db, course_setup):
+    for night, (p99, drift) in enumerate(((30.0, False), (31.0, False), (45.0, True))):
+        nightly = NightlyRun(status="done", trigger="beat", started_at=dt.datetime(2026, 11, 20 + night, 2, tzinfo=dt.timezone.utc))
+        db.add(nightly)
+        db.add(NightlyResult(nightly_run=nightly, spec_name=course_setup["assignment"].spec_name, spec_version="1",
+                             thresholds_version="t1", reference_kernel="conv2d_optimized", backend="sim",
+                             p99_us={"perf_tiny": p99}, passed=True, drift=drift,
+                             drift_reason="p99 moved +45%" if drift else None,
+                             implied_thresholds={"perf_tiny": p99 * 1.2},
+                             thresholds_in_force={"perf_tiny": {"optimized": 40, "relaxed": 60}},
+                             created_at=dt.datetime(2026, 11, 20 + night, 3, tzinfo=dt.timezone.utc)))
+    db.commit()
+    ta = client_for("tara")
+    page = ta.get("/staff/nightly").get_data(as_text=True)
+    assert page.count('class="marked"') == 1 and "p99 moved +45%" in page
+    assert "54.0 us" in page and "40.0 us" in page                     # implied beside in force
+    assignment_page = html.unescape(ta.get("/staff/assignments/tiny").get_data(as_text=True))
+    assert '"optimized": 54.0' in assignment_page                       # the adopt form is prefilled with it
+
+
+def test_admin_creates_an_assignment_and_tas_cannot(client_for, db, course_setup):
+    data = {"course": "CS149 Fall", "name": "asst4", "spec": "asst4-trainium2", "backend": "sim",
+            "runs_per_hour": "4", "visibility": "public", "deadline": "2026-12-12T23:59"}
+    denied = post_form(client_for("tara"), "/staff/", "/staff/assignments", data)
+    assert denied.status_code == 403
+    created = post_form(client_for("ada"), "/staff/", "/staff/assignments", data)
+    assert created.status_code == 303
+    db.expire_all()
+    assignment = db.scalar(select(Assignment).where(Assignment.name == "asst4"))
+    assert assignment.spec_version and assignment.runs_per_hour == 4 and assignment.course.leaderboard_visibility == "public"
+    assert "perf_224_pool1_float16" in assignment.spec_toml
+    duplicate = post_form(client_for("ada"), "/staff/", "/staff/assignments", data)
+    assert duplicate.status_code == 409

@@ -1,0 +1,112 @@
+"""Student pages: upload (every input error clear, 4xx, nothing stored), the rate limit and
+deadline, live status, reports, history, and what a student may not see."""
+from __future__ import annotations
+
+import datetime as dt
+import io
+import tarfile
+
+import pytest
+from sqlalchemy import func, select
+
+from webtest_helpers import OPTIMIZED, csrf_of, multipart, store_graded_run
+
+
+def upload(client, filename: str, data: bytes, assignment: str = "tiny"):
+    token = csrf_of(client.get(f"/a/{assignment}").get_data(as_text=True))
+    body, content_type = multipart({"csrf_token": token}, "file", filename, data)
+    return client.post(f"/a/{assignment}/submit", data=body, content_type=content_type)
+
+
+def stored_counts(db) -> tuple[int, int]:
+    from store.models import GradingRun, Submission
+    db.expire_all()
+    return db.scalar(select(func.count()).select_from(Submission)), db.scalar(select(func.count()).select_from(GradingRun))
+
+
+def traversal_archive() -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name in ("part2/conv2d.py", "../../etc/evil.py"):
+            info = tarfile.TarInfo(name)
+            info.size = len(OPTIMIZED)
+            tar.addfile(info, io.BytesIO(OPTIMIZED))
+    return buffer.getvalue()
+
+
+BAD_UPLOADS = {
+    "wrong file name": ("solution.py", OPTIMIZED, "conv2d.py"),
+    "syntax error": ("conv2d.py", b"def fused_conv2d_maxpool(X, W, bias, pool_size=1)\n    return X\n", "line"),
+    "path traversal": ("asst4.tar.gz", traversal_archive(), ".."),
+    "oversize": ("conv2d.py", b"#" * (17 * 1024 * 1024 + 10), "16 MiB"),
+    "not UTF-8": ("conv2d.py", b"# \xff\xfe caf\xe9\n" + OPTIMIZED, "UTF-8"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_UPLOADS))
+def test_bad_upload_is_explained_inline_and_nothing_is_stored(client_for, db, case):
+    filename, data, expected = BAD_UPLOADS[case]
+    response = upload(client_for("alice"), filename, data)
+    page = response.get_data(as_text=True)
+    assert 400 <= response.status_code < 500
+    assert expected in page
+    if response.status_code != 413:              # above the request limit the error page says it alone
+        assert "data-upload-error" in page        # shown inline, on the upload form
+    assert stored_counts(db) == (0, 0)
+
+
+def test_upload_queues_a_run_and_status_updates_from_the_database(client_for, db, course_setup):
+    client = client_for("alice")
+    response = upload(client, "conv2d.py", OPTIMIZED)
+    assert response.status_code == 303
+    run_url = response.headers["Location"]
+    page = client.get(run_url).get_data(as_text=True)
+    assert "data-run-status" in page and "queued" in page
+    run_id = int(run_url.rsplit("/", 1)[1])
+    status = client.get(f"/runs/{run_id}/status").get_json()
+    assert status == {"run_id": run_id, "status": "queued", "queue_position": 1, "done": 0, "total": 0,
+                      "score": None}
+    assert stored_counts(db) == (1, 1)
+    # one in flight at a time: a second upload is refused with the reason, nothing stored
+    again = upload(client, "conv2d.py", OPTIMIZED)
+    assert again.status_code == 429
+    assert "already have a run queued" in again.get_data(as_text=True)
+    assert stored_counts(db) == (1, 1)
+    assert client.get(f"/runs/{run_id}/report").status_code == 409    # no report before it is graded
+
+
+def test_hourly_limit_and_deadline(client_for, db, course_setup, tiny_reports):
+    alice, assignment = course_setup["alice"], course_setup["assignment"]
+    for _ in range(3):                                   # runs_per_hour = 3 in course_setup
+        store_graded_run(db, alice, assignment, tiny_reports["relaxed"])
+    client = client_for("alice")
+    page = client.get("/a/tiny").get_data(as_text=True)
+    assert "<strong>0</strong> left this hour" in page
+    refused = upload(client, "conv2d.py", OPTIMIZED)
+    assert refused.status_code == 429 and "all 3 graded runs" in refused.get_data(as_text=True)
+    assignment.deadline = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
+    db.commit()
+    late = upload(client_for("bob"), "conv2d.py", OPTIMIZED)
+    assert late.status_code == 403 and "deadline" in late.get_data(as_text=True)
+    assert stored_counts(db) == (3, 3)
+
+
+def test_report_history_and_what_others_cannot_see(client_for, db, course_setup, tiny_reports):
+    alice = course_setup["alice"]
+    run = store_graded_run(db, alice, course_setup["assignment"], tiny_reports["optimized"])
+    mine = client_for("alice")
+    report = mine.get(f"/runs/{run.id}/report")
+    assert report.status_code == 200
+    page = report.get_data(as_text=True)
+    assert "Correctness: one small image" in page and 'data-chart="p99"' in page
+    assert "424242" not in page                                  # the private seed never reaches a student
+    history = mine.get("/a/tiny").get_data(as_text=True)
+    assert f"/runs/{run.id}" in history and "Your score over time" in history
+    bob = client_for("bob")
+    for path in (f"/runs/{run.id}", f"/runs/{run.id}/report", f"/runs/{run.id}/status",
+                 f"/runs/{run.id}/timeline/perf_tiny.svg"):
+        assert bob.get(path).status_code == 404, path
+    for path in ("/staff/", "/staff/submissions", f"/staff/runs/{run.id}", "/staff/roster", "/staff/nightly",
+                 "/staff/assignments/tiny", "/staff/assignments/tiny/grades.csv"):
+        assert bob.get(path).status_code == 403, path
+    assert client_for(None).get(f"/runs/{run.id}/report").status_code == 302     # anonymous: sign in first
