@@ -13,6 +13,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 
 from . import render, spec as specs
 from .errors import GraderInputError
@@ -84,7 +85,9 @@ def _grade(args) -> int:
         caught.append(signum)
         token.cancel("interrupted")
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # signal handlers can only be set from the main thread (a caller may run main() elsewhere)
+    signals = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
+    previous = {sig: signal.signal(sig, stop) for sig in signals}
     try:
         from .grade import grade
         report = grade(submission, spec, options)
@@ -128,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
                         "times out fails its later tests at once")
     g.add_argument("--no-precheck", action="store_true", help="skip the static check of the source")
     g.set_defaults(func=_grade)
+    # Service commands (serve, worker, submit, ...) plug in here; grader/ never imports them.
+    import importlib.metadata
+    for entry in importlib.metadata.entry_points(group="nki_grader.commands"):
+        entry.load()(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

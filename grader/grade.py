@@ -136,12 +136,12 @@ class _Run:
     def _timeout_message(self, test: TestSpec, label: str, limits: Limits) -> str:
         """What a timed-out configuration says; every later test of the same kernel repeats it."""
         if limits.wall_seconds < self.opt.limits.wall_seconds:
-            why = f"the rest of the submission's {self.budget_s:g} s time budget"
+            why = f"when the submission's {self.budget_s:g} s time budget ran out"
         else:
             why = "the limit for one configuration"
-        return (f"{test.kernel} did not finish within {limits.wall_seconds:.0f} s ({why}) in "
-                f"{test.title} ({label}), so it was stopped; the tests that would run it again fail "
-                f"with this message. Look for a loop that never ends.")
+        return (f"{test.kernel} was stopped after {limits.wall_seconds:.0f} s, {why}, in {test.title} "
+                f"({label}); every later test that runs it fails with this message. Look for a loop "
+                f"that never ends, or work far beyond what the problem needs.")
 
     def _reference_answer(self, test: TestSpec, args: list[np.ndarray], kwargs: dict):
         """A future of the reference answer. Worked out beside the child once this kernel has
@@ -180,13 +180,13 @@ class _Run:
             return self._result(test, "skipped", 0.0, "", details={"not_run": "not_submitted"})
         if test.file in self.rejected:           # the header lists every violation once
             return self._result(test, "error", 0.0, "", details={"not_run": "rejected"})
-        timed_out = self.timeouts.get((test.file, test.kernel))
-        if timed_out:
-            return self._result(test, "error", 0.0, timed_out, details={"not_run": "timed_out"})
         failed_gates = [g for g in test.gated_by if self.results.get(g) is None or self.results[g].status != "passed"]
         if failed_gates:
             return self._result(test, "skipped", 0.0, "not run: these tests must pass first: " + ", ".join(failed_gates),
                                 details={"not_run": "gated"})
+        timed_out = self.timeouts.get((test.file, test.kernel))
+        if timed_out:
+            return self._result(test, "error", 0.0, timed_out, details={"not_run": "timed_out"})
         if self._remaining_s() < 1.0:
             with self.lock:
                 self.budget_cut.append(test.name)
@@ -468,25 +468,13 @@ def _parse_result(data: bytes | bytearray):
 
 
 def _npy_at(view: memoryview, pos: int) -> tuple[np.ndarray, int] | None:
-    """The .npy array starting at `pos` (plain dtypes only, never pickles), and where it ends."""
-    import io
-    head = io.BytesIO(view[pos:pos + 65536])
+    """The .npy array starting at `pos` (plain dtypes only, never pickles), and where it ends;
+    sizes checked with Python ints by grader.wire (a forged shape cannot wrap)."""
+    from .wire import BadResult, read_npy_at
     try:
-        version = np.lib.format.read_magic(head)
-        read_header = {(1, 0): np.lib.format.read_array_header_1_0,
-                       (2, 0): np.lib.format.read_array_header_2_0}[version]
-        shape, fortran_order, dtype = read_header(head)
-    except (ValueError, KeyError, OSError, EOFError, SyntaxError):
+        return read_npy_at(view, pos, max_bytes=len(view))
+    except BadResult:
         return None
-    if dtype.hasobject or dtype.itemsize == 0 or any(n < 0 for n in shape):
-        return None
-    count = int(np.prod(shape, dtype=np.int64))
-    start = pos + head.tell()
-    end = start + count * dtype.itemsize
-    if end > len(view):
-        return None
-    arr = np.frombuffer(view, dtype=dtype, count=count, offset=start)
-    return arr.reshape(shape, order="F" if fortran_order else "C"), end
 
 
 def _job_root() -> str:

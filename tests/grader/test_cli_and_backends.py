@@ -66,6 +66,38 @@ def test_cli_bad_input_exits_2_with_the_reason(tmp_path, content, name, reason):
     assert reason in result.stderr and result.stdout == ""
 
 
+def test_cli_kernels_py_alone_grades_part_1_under_the_assignments_maximum(tmp_path):
+    """As the README says: `grader grade kernels.py` works on its own."""
+    path = tmp_path / "kernels.py"
+    path.write_bytes(source("student_template/kernels.py"))
+    out = tmp_path / "report.json"
+    result = run_cli("grade", str(path), "--backend", "sim", "--seed", "1", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert report["missing_files"] == ["conv2d.py"] and report["score"]["max_total"] == 70
+    assert {t["status"] for t in report["tests"] if t["file"] == "conv2d.py"} == {"skipped"}
+    assert "conv2d.py was not submitted: its 12 tests score 0 (60 points of the assignment's 70)" in result.stdout
+    assert "Total         0/70" in result.stdout
+
+
+@pytest.mark.parametrize("args, reason", [
+    (("--time-budget", "0"), "--time-budget must be positive"),
+    (("--jobs", "0"), "--jobs must be at least 1"),
+])
+def test_cli_bad_options_exit_2(tmp_path, args, reason):
+    path = tmp_path / "conv2d.py"
+    path.write_bytes(source("student_template/conv2d.py"))
+    result = run_cli("grade", str(path), *args)
+    assert result.returncode == 2 and reason in result.stderr and result.stdout == ""
+
+
+def test_cli_help_documents_inputs_assignment_paths_and_exit_statuses():
+    text = " ".join(run_cli("grade", "--help").stdout.split())      # argparse rewraps lines
+    for needle in ("kernels.py", "path of a spec .toml file", "must bump spec_version", "--time-budget",
+                   "130 interrupted by Ctrl-C (SIGINT), 143 by SIGTERM", "2 bad input", "3 grading completed"):
+        assert needle in text, needle
+
+
 def test_cli_unknown_assignment_exits_2(tmp_path):
     path = tmp_path / "conv2d.py"
     path.write_bytes(source("student_template/conv2d.py"))

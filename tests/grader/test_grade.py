@@ -1,7 +1,6 @@
 """The grading core end to end on the simulator: our reference kernels and the student
 template get the grades the course would give them."""
 import os
-import re
 
 import numpy as np
 import pytest
@@ -15,12 +14,12 @@ SPEC = specs.load("asst4-trainium2")
 
 
 def graded(path, **kw):
-    """Grade one of our files uploaded as the student's conv2d.py."""
-    lines = []
+    """Grade one of our files uploaded as the student's conv2d.py; the progress events too."""
+    events = []
     with open(os.path.join(ROOT, path), "rb") as fh:
         submission = submission_from_bytes("conv2d.py", fh.read(), SPEC)
-    report = grade(submission, SPEC, GradeOptions(backend="sim", seed=7, jobs=2, progress=lines.append, **kw))
-    return report, lines
+    report = grade(submission, SPEC, GradeOptions(backend="sim", seed=7, jobs=2, on_progress=events.append, **kw))
+    return report, events
 
 
 @pytest.fixture(scope="module")
@@ -29,20 +28,25 @@ def optimized():
 
 
 def test_optimized_reference_scores_full_marks(optimized):
-    report, lines = optimized
+    report, events = optimized
     s = report.score
-    assert (s.correctness, s.performance, s.extra_credit, s.total, s.max_total) == (10, 50, 5, 65, 60)
-    assert report.flags == []
+    # the maximum is the assignment's: part 1 (kernels.py, not sent) scores 0 under its own tests
+    assert (s.correctness, s.performance, s.extra_credit, s.total, s.max_total) == (10, 50, 5, 65, 70)
+    assert (s.max_correctness, s.max_performance, s.max_extra_credit) == (20, 50, 6)
+    assert report.flags == [] and report.missing_files == ["kernels.py"] and report.status == "completed"
     by_name = {t.name: t for t in report.tests}
-    assert by_name["transpose"].status == "skipped" and "no kernels.py" in by_name["transpose"].message
+    assert by_name["transpose"].status == "skipped" and by_name["transpose"].message == ""
     assert all(t.status == "passed" for t in report.tests if t.file == "conv2d.py")
     perf = by_name["perf_224_pool1_float16"]
     assert perf.p99_us < perf.thresholds_us["optimized"]
-    assert report.backend == "sim" and report.spec_version == SPEC.spec_version
+    assert report.backend == "sim" and report.spec_version == SPEC.spec_version == "2"
     assert report.thresholds_version == "2025-11-13" and report.seed_kind == "public" and report.seed == 7
-    assert len(report.submission_sha256) == 64
-    # one progress line per test, as it runs
-    assert len(lines) == len(SPEC.tests) and all(re.match(r"\[\d+/\d+\] ", line) for line in lines)
+    assert report.spec_hash == SPEC.spec_hash and report.time_budget_s == SPEC.time_budget_s
+    assert report.budget_note == "" and len(report.submission_sha256) == 64
+    # one progress event per test, as it runs, counting up
+    assert [e.done for e in events] == list(range(1, len(SPEC.tests) + 1))
+    assert all(e.total == len(SPEC.tests) for e in events)
+    assert {e.result.name for e in events} == {t.name for t in SPEC.tests}
 
 
 def test_relaxed_reference_lands_in_the_relaxed_tier_where_the_model_says(tmp_path):

@@ -1,0 +1,81 @@
+"""Assignment specs: each bundled spec's content hash is pinned to its versions, so a spec
+changed without bumping its version fails here; loading by name or path; clear errors."""
+from __future__ import annotations
+
+import hashlib
+import tomllib
+
+import pytest
+
+import grader
+from grader import spec as specs
+
+# (spec_version, thresholds_version, sha256 of the TOML file). A failure here means a spec file
+# changed: bump its spec_version (and thresholds_version too if a threshold changed), then put
+# the new versions and hash here. Reports record all three, so a changed spec must say so.
+PINNED = {
+    "asst4-trainium2": ("2", "2025-11-13", "0ff0ebc4465a13a0309fb986315963429b0efe621ee78675a1455f9cb8279ce8"),
+    "asst4-trainium": ("2", "2024-fall", "b480042d2ccb6a7e2e8e72f1e0cc402c5f7a602e284316df418ac0adb8cd3cc8"),
+}
+
+
+@pytest.mark.parametrize("name", specs.available())
+def test_each_bundled_spec_is_pinned_to_its_versions(name):
+    assert name in PINNED, f"{name} is a new bundled spec: pin its versions and hash in PINNED"
+    raw = (specs.SPEC_DIR / f"{name}.toml").read_bytes()
+    spec = grader.load_spec(name)
+    digest = hashlib.sha256(raw).hexdigest()
+    assert spec.spec_hash == digest
+    assert (spec.spec_version, spec.thresholds_version, digest) == PINNED[name], (
+        f"{name}.toml changed: bump spec_version (and thresholds_version if a threshold changed), "
+        f"then pin ({spec.spec_version!r}, {spec.thresholds_version!r}, {digest!r})")
+
+
+def test_every_bundled_spec_has_a_budget_and_the_assignments_maxima():
+    spec = grader.load_spec("asst4-trainium2")
+    assert 60 <= spec.time_budget_s <= 600
+    assert (spec.max_points("correctness"), spec.max_points("performance"), spec.max_points("extra_credit")) == \
+        (20, 50, 6)
+    assert spec.tolerance("float32") == {"rtol": 1e-5, "atol": 1e-8}     # timed runs as correctness runs
+    assert grader.load_spec("asst4-trainium").time_budget_s > 0
+
+
+def test_a_spec_file_path_loads_like_a_name(tmp_path):
+    raw = (specs.SPEC_DIR / "asst4-trainium2.toml").read_bytes()
+    copy = tmp_path / "my-course.toml"
+    copy.write_bytes(raw.replace(b'thresholds_version = "2025-11-13"', b'thresholds_version = "mine"'))
+    spec = grader.load_spec(str(copy))
+    assert spec.thresholds_version == "mine" and spec.spec_hash == hashlib.sha256(copy.read_bytes()).hexdigest()
+    assert spec.spec_hash != grader.load_spec("asst4-trainium2").spec_hash
+
+
+@pytest.mark.parametrize("edit, reason", [
+    (lambda d: d.pop("tolerances"), "missing 'tolerances'"),
+    (lambda d: d["tests"][0].update(problem="fft"), "problem must be one of ('conv2d', 'transpose')"),
+    (lambda d: d["tests"][0]["configs"][0].pop("c_in"), "configs[0] lacks c_in"),
+    (lambda d: d["tests"][0]["configs"][0].update(dtype="bfloat16"), "uses dtype 'bfloat16', which has no entry"),
+    (lambda d: d.update(time_budget_s=0), "time_budget_s must be a positive number"),
+    (lambda d: d["tests"][4]["thresholds_us"].update(optimized=9999), "must not exceed the relaxed one"),
+])
+def test_a_malformed_spec_says_what_and_where(edit, reason):
+    data = tomllib.loads((specs.SPEC_DIR / "asst4-trainium2.toml").read_text())
+    edit(data)
+    with pytest.raises(grader.SpecError) as info:
+        specs.parse(data, "course.toml")
+    assert reason in str(info.value) and "course.toml" in str(info.value)
+    assert isinstance(info.value, grader.GraderInputError) and info.value.remedy
+
+
+@pytest.mark.parametrize("name, reason", [("asst9", "unknown assignment 'asst9'"),
+                                          ("missing/spec.toml", "cannot read the spec file missing/spec.toml")])
+def test_unknown_names_and_paths_are_input_errors(name, reason):
+    with pytest.raises(grader.GraderInputError) as info:
+        grader.load_spec(name)
+    assert reason in info.value.reason and "asst4-trainium2" in info.value.remedy
+
+
+def test_bad_toml_is_an_input_error(tmp_path):
+    path = tmp_path / "broken.toml"
+    path.write_text("assignment = \n")
+    with pytest.raises(grader.SpecError, match="broken.toml is not valid TOML"):
+        grader.load_spec(str(path))
