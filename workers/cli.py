@@ -1,0 +1,218 @@
+"""Service commands of the `grader` console script, plugged in through the
+`nki_grader.commands` entry-point group (grader/ imports nothing of ours):
+
+    grader serve [--port 8000]            embedded PostgreSQL + Redis, a sim worker, beat, the web app
+    grader worker --queue sim|trn2        a Celery worker (trn2: one grade per NeuronCore)
+    grader beat                           the nightly schedule and the reaper of dead workers' runs
+    grader nightly [--now]                the reference regression (now, here; or queued)
+    grader submit PATH [--server URL --token T]   enqueue, follow the progress, print the report
+    grader queue                          depth per queue, running, workers alive
+
+`python -m workers.cli ...` runs the same commands without the console script."""
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib.util
+import os
+import sys
+
+
+def _fail(message: str) -> int:
+    print(f"grader: {message}", file=sys.stderr)
+    return 2
+
+
+# --------------------------------------------------------------------------- worker
+
+def register_worker(sub) -> None:
+    p = sub.add_parser("worker", help="run a grading worker (Celery) on the sim or trn2 queue")
+    p.add_argument("--queue", choices=("sim", "trn2"), default="sim")
+    p.add_argument("--concurrency", type=int, help="grades at once (sim: default 1; trn2: one per core)")
+    p.add_argument("--cores", help="trn2: NeuronCores to use, e.g. 0,1,2,3 (default $NKI_NEURON_CORES or 0)")
+    p.add_argument("--name", help="worker name (default grader-<queue>-<pid>@<host>)")
+    p.add_argument("--time-budget", type=float, help="wall seconds for one grade (default: the spec's)")
+    p.add_argument("--loglevel", default="INFO")
+    p.set_defaults(func=_worker)
+
+
+def _neuron_here() -> bool:
+    if os.environ.get("GRADER_NEURON_SHIM"):
+        return True
+    try:
+        found = importlib.util.find_spec("neuronxcc") is not None
+    except (ImportError, ValueError):
+        found = False
+    return found and bool(glob.glob("/dev/neuron*"))
+
+
+def _worker(args) -> int:
+    import socket
+    if args.concurrency is not None and args.concurrency < 1:
+        return _fail("--concurrency must be at least 1")
+    if args.time_budget is not None and args.time_budget <= 0:
+        return _fail("--time-budget must be a positive number of seconds")
+    name = args.name or f"grader-{args.queue}-{os.getpid()}@{socket.gethostname()}"
+    concurrency = args.concurrency or 1
+    if args.queue == "trn2":
+        if not _neuron_here():
+            return _fail("a trn2 worker needs neuronx-cc (importable as neuronxcc) and Neuron devices "
+                         "(/dev/neuron*); run it on a Trn2 instance with the Neuron SDK, or start "
+                         "`grader worker --queue sim` here")
+        raw = args.cores or os.environ.get("NKI_NEURON_CORES") or "0"
+        try:
+            cores = [int(c) for c in raw.split(",") if c.strip()]
+        except ValueError:
+            return _fail(f"--cores {raw!r}: give NeuronCore numbers separated by commas, e.g. 0,1,2,3")
+        if not cores or len(set(cores)) != len(cores):
+            return _fail(f"--cores {raw!r}: give each NeuronCore once, e.g. 0,1,2,3")
+        # one pool process per core: timed runs never share a NeuronCore
+        concurrency = len(cores)
+        os.environ["NKI_NEURON_CORES"] = ",".join(map(str, cores))
+    else:
+        os.environ.pop("NKI_NEURON_CORES", None)
+    os.environ["NKI_WORKER_NAME"] = name
+    os.environ["NKI_WORKER_QUEUES"] = args.queue
+    if args.time_budget:
+        os.environ["NKI_GRADE_BUDGET_S"] = str(args.time_budget)
+    from .app import app
+    import workers.tasks  # noqa: F401  (registers tasks and signal handlers)
+    app.worker_main(["worker", "--queues", args.queue, "--hostname", name, "--concurrency", str(concurrency),
+                     "--pool", "prefork", "--loglevel", args.loglevel, "--without-gossip", "--without-mingle"])
+    return 0
+
+
+# --------------------------------------------------------------------------- beat
+
+def register_beat(sub) -> None:
+    p = sub.add_parser("beat", help="run the scheduler: nightly regression and the reaper of stalled runs")
+    p.add_argument("--schedule", help="beat's schedule file (default <instance>/celerybeat-schedule)")
+    p.add_argument("--loglevel", default="INFO")
+    p.set_defaults(func=_beat)
+
+
+def _beat(args) -> int:
+    from store.db import instance_dir
+    from .app import app
+    from .reaper import Reaper
+    import workers.tasks  # noqa: F401
+    reaper = Reaper()
+    reaper.start()
+    schedule = args.schedule or str(instance_dir() / "celerybeat-schedule")
+    try:
+        app.start(["beat", "--schedule", schedule, "--loglevel", args.loglevel])
+    finally:
+        reaper.stop()
+    return 0
+
+
+# --------------------------------------------------------------------------- nightly
+
+def register_nightly(sub) -> None:
+    p = sub.add_parser("nightly", help="the reference-kernel regression")
+    p.add_argument("--now", action="store_true", help="run it here and now and print the results "
+                                                     "(without: queue it for a sim worker)")
+    p.set_defaults(func=_nightly)
+
+
+def _nightly(args) -> int:
+    from sqlalchemy import select
+    from store import session_scope, upgrade
+    from store.models import NightlyResult
+    upgrade()
+    if not args.now:
+        from .tasks import nightly_regression
+        nightly_regression.apply_async(queue="sim")
+        print("nightly regression queued for a sim worker")
+        return 0
+    from .nightly import run_nightly
+    night_id = run_nightly(trigger="manual")
+    with session_scope() as s:
+        rows = s.scalars(select(NightlyResult).where(NightlyResult.nightly_run_id == night_id)
+                         .order_by(NightlyResult.id)).all()
+        print(f"nightly run {night_id}: {len(rows)} reference grades")
+        for r in rows:
+            mark = "DRIFT " if r.drift else ""
+            print(f"  {mark}{r.spec_name} {r.reference_kernel} on {r.backend}: "
+                  f"{'passed' if r.passed else 'FAILED'}, score {r.score_total:g}")
+            for test, us in sorted(r.p99_us.items()):
+                force = r.thresholds_in_force.get(test, {})
+                print(f"      {test:32s} p99 {us:9.1f} us  implies {r.implied_thresholds[test]:9.1f} us  "
+                      f"in force opt {force.get('optimized', '-')} / rel {force.get('relaxed', '-')}")
+            if r.drift_reason:
+                print(f"      drift: {r.drift_reason}")
+    return 0
+
+
+# --------------------------------------------------------------------------- queue
+
+def register_queue(sub) -> None:
+    p = sub.add_parser("queue", help="queue depth, running grades and workers alive")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_queue)
+
+
+def _queue(args) -> int:
+    import json
+    from store import session_scope, upgrade
+    from .enqueue import queue_stats
+    upgrade()
+    with session_scope() as s:
+        stats = queue_stats(s)
+    if args.json:
+        print(json.dumps(stats, indent=2))
+        return 0
+    for queue, c in stats["queues"].items():
+        print(f"{queue:5s} queued {c['queued']:5d}  running {c['running']:4d}")
+    print(f"workers alive: {stats['workers_alive']}")
+    for w in stats["workers"]:
+        print(f"  {w['name']}  queues {w['queues']}  pid {w['pid']}  seen {w['seen_at']}")
+    return 0
+
+
+# --------------------------------------------------------------------------- submit / serve
+
+def register_submit(sub) -> None:
+    p = sub.add_parser("submit", help="submit for grading by the service, follow it, print the report")
+    p.add_argument("path")
+    p.add_argument("--assignment", default="asst4-trainium2", help="assignment name on the server")
+    p.add_argument("--server", help="the site's URL (uses its JSON API); without it: this machine's service")
+    p.add_argument("--token", default=os.environ.get("NKI_GRADER_TOKEN"),
+                   help="API token for --server (default $NKI_GRADER_TOKEN)")
+    p.add_argument("--email", default="local@localhost", help="without --server: the local user to submit as")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to follow the run before giving up")
+    p.add_argument("--json", help="also write the report JSON here")
+    p.set_defaults(func=_submit)
+
+
+def _submit(args) -> int:
+    from .submit_cmd import submit_command
+    return submit_command(args)
+
+
+def register_serve(sub) -> None:
+    p = sub.add_parser("serve", help="run the whole service on this machine (Ctrl-C stops it)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--workers", type=int, default=1, help="sim grades at once")
+    p.set_defaults(func=_serve)
+
+
+def _serve(args) -> int:
+    from .serve import serve
+    return serve(args)
+
+
+COMMANDS = (register_serve, register_worker, register_beat, register_nightly, register_submit, register_queue)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workers.cli", description="nki-grader service commands")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for register in COMMANDS:
+        register(sub)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""What the web site and `grader submit` call: store an upload and queue its grade, rerun,
+cancel, and read the queue. Nothing is enqueued before its row is committed, so a worker never
+looks for a run that is not there; bad uploads raise grader.GraderInputError with nothing stored."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.orm import Session, object_session
+
+from store.models import Assignment, GradingRun, Submission, User, WorkerHeartbeat
+
+from . import settings, specs
+from .publish import QUEUE_FOR_BACKEND, new_task_id, send
+from .runs import now
+
+
+def submit(session: Session, user: User, assignment: Assignment, filename: str, data: bytes) -> GradingRun:
+    import grader
+    spec = specs.from_toml(assignment.spec_toml)
+    grader.submission_from_bytes(filename, data, spec)          # raises GraderInputError: nothing stored
+    submission = Submission(user=user, assignment=assignment, filename=filename, data=data,
+                            sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    run = _new_run(submission, assignment.backend)
+    session.add(run)
+    session.commit()
+    send(run.id, run.queue, run.celery_task_id)
+    return run
+
+
+def rerun(run: GradingRun) -> GradingRun:
+    """Grade the same submission again, as a new run (the old one stays in the history)."""
+    session = object_session(run)
+    fresh = _new_run(run.submission, run.backend)
+    session.add(fresh)
+    session.commit()
+    send(fresh.id, fresh.queue, fresh.celery_task_id)
+    return fresh
+
+
+def cancel(run: GradingRun) -> str:
+    """A queued run is cancelled at once; a running one is asked to stop (its worker sees the
+    request at its next heartbeat and stores the partial report as cancelled). Returns the status."""
+    session = object_session(run)
+    session.execute(update(GradingRun).where(GradingRun.id == run.id, GradingRun.status == "queued")
+                    .values(status="cancelled", finished_at=now(), cancel_requested=True))
+    session.execute(update(GradingRun).where(GradingRun.id == run.id, GradingRun.status == "running")
+                    .values(cancel_requested=True))
+    session.commit()
+    session.refresh(run)
+    return run.status
+
+
+def queue_position(session: Session, run: GradingRun) -> int | None:
+    """1 for the next run to start in its queue; None when the run is not waiting."""
+    if run.status != "queued":
+        return None
+    ahead = session.scalar(select(func.count()).select_from(GradingRun).where(
+        GradingRun.queue == run.queue, GradingRun.status == "queued",
+        or_(GradingRun.queued_at < run.queued_at, and_(GradingRun.queued_at == run.queued_at, GradingRun.id < run.id))))
+    return int(ahead) + 1
+
+
+def queue_stats(session: Session) -> dict:
+    """{"queues": {name: {"queued": n, "running": n}}, "workers": [...], "workers_alive": n}."""
+    counts = {q: {"queued": 0, "running": 0} for q in QUEUE_FOR_BACKEND.values()}
+    for queue, status, n in session.execute(
+            select(GradingRun.queue, GradingRun.status, func.count())
+            .where(GradingRun.status.in_(("queued", "running"))).group_by(GradingRun.queue, GradingRun.status)):
+        counts.setdefault(queue, {"queued": 0, "running": 0})[status] = n
+    fresh = now() - dt.timedelta(seconds=settings.load().worker_alive_s)
+    workers = [{"name": w.name, "queues": w.queues, "pid": w.pid, "seen_at": w.seen_at.isoformat()}
+               for w in session.scalars(select(WorkerHeartbeat).where(WorkerHeartbeat.seen_at >= fresh)
+                                        .order_by(WorkerHeartbeat.name))]
+    return {"queues": counts, "workers": workers, "workers_alive": len(workers)}
+
+
+def _new_run(submission: Submission, backend: str) -> GradingRun:
+    return GradingRun(submission=submission, backend=backend, queue=QUEUE_FOR_BACKEND[backend],
+                      status="queued", celery_task_id=new_task_id())
+
+
+def run_by_id(session: Session, run_id: int) -> GradingRun | None:
+    return session.get(GradingRun, run_id)

@@ -1,0 +1,151 @@
+"""Nightly regression: every reference kernel of every active spec on every available backend.
+Each result is stored with its p99s, whether it passed, drift against the previous night, and
+the thresholds it implies (120% of its p99) beside the ones in force; staff can adopt those as
+a new thresholds version (proposed in thresholds_versions, source "nightly") and rescore."""
+from __future__ import annotations
+
+import datetime as dt
+import io
+import logging
+import tarfile
+from pathlib import Path
+
+from sqlalchemy import select
+
+import grader
+import reference_kernels
+from store.db import session_scope
+from store.models import Assignment, NightlyResult, NightlyRun, ThresholdsVersion, WorkerHeartbeat
+
+from . import settings, specs
+from .runs import now
+
+log = logging.getLogger(__name__)
+
+REFERENCE_DIR = Path(reference_kernels.__file__).resolve().parent
+# reference name -> the file standing in for each kernel the spec asks for
+REFERENCES = {
+    "conv2d_optimized": {"fused_conv2d_maxpool": "conv2d_optimized.py", "matrix_transpose": "transpose.py"},
+    "conv2d_relaxed": {"fused_conv2d_maxpool": "conv2d_relaxed.py", "matrix_transpose": "transpose.py"},
+}
+IMPLIED_FACTOR = 1.2          # the course's rule: thresholds are 120% of the reference's p99
+TIER_OF_REFERENCE = {"conv2d_optimized": "optimized", "conv2d_relaxed": "relaxed"}
+
+
+def reference_archive(spec, reference: str) -> bytes:
+    """A submission archive holding this reference's kernels at the spec's archive paths."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for fs in spec.files.values():
+            source = next((REFERENCES[reference][fn] for fn in fs.functions if fn in REFERENCES[reference]), None)
+            if source is None:
+                continue
+            data = (REFERENCE_DIR / source).read_bytes()
+            info = tarfile.TarInfo(fs.archive_path)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def active_specs() -> dict[str, str]:
+    """{spec hash: TOML text} of every active assignment; the bundled specs when there are none."""
+    with session_scope() as s:
+        rows = s.execute(select(Assignment.spec_hash, Assignment.spec_toml).where(Assignment.active.is_(True))).all()
+    found = {specs.spec_hash(toml): toml for _, toml in rows}
+    if not found:
+        for name in grader.available_specs():
+            toml, _ = specs.read_spec_file(name)
+            found[specs.spec_hash(toml)] = toml
+    return found
+
+
+def available_backends() -> list[str]:
+    """The simulator always; Trn2 when a trn2 worker is alive (it runs the neuron references)."""
+    alive = now() - dt.timedelta(seconds=settings.load().worker_alive_s)
+    with session_scope() as s:
+        trn2 = s.scalar(select(WorkerHeartbeat.id).where(WorkerHeartbeat.seen_at >= alive,
+                                                         WorkerHeartbeat.queues.contains("trn2")).limit(1))
+    return ["sim", "neuron"] if trn2 is not None else ["sim"]
+
+
+def run_nightly(trigger: str = "beat", backends: list[str] | None = None) -> int:
+    """Grade every reference of every active spec; returns the nightly run's id. The simulator
+    references run here; the neuron ones are sent to the trn2 queue."""
+    with session_scope() as s:
+        night = NightlyRun(trigger=trigger)
+        s.add(night)
+        s.flush()
+        night_id = night.id
+    backends = backends or available_backends()
+    failed = False
+    for toml in active_specs().values():
+        for reference in REFERENCES:
+            for backend in backends:
+                if backend == "neuron":
+                    from .tasks import nightly_reference
+                    nightly_reference.apply_async(args=[night_id, toml, reference, backend], queue="trn2")
+                    continue
+                try:
+                    grade_reference(night_id, toml, reference, backend)
+                except Exception:
+                    failed = True
+                    log.error("nightly: %s on %s could not be graded", reference, backend, exc_info=True)
+    with session_scope() as s:
+        night = s.get(NightlyRun, night_id)
+        night.status, night.finished_at = ("failed" if failed else "done"), now()
+        propose_thresholds(s, night)
+    return night_id
+
+
+def grade_reference(night_id: int, toml: str, reference: str, backend: str) -> NightlyResult:
+    spec = specs.from_toml(toml)
+    submission = grader.submission_from_bytes("asst4.tar.gz", reference_archive(spec, reference), spec)
+    report = grader.grade(submission, spec, grader.GradeOptions(backend=backend))
+    timed = {t.name: t for t in report.tests if t.p99_us is not None}
+    p99 = {name: t.p99_us for name, t in timed.items()}
+    bad = [t.name for t in report.tests if t.status in ("failed", "error")]
+    with session_scope() as s:
+        previous = s.scalar(select(NightlyResult).where(
+            NightlyResult.spec_name == spec.assignment, NightlyResult.reference_kernel == reference,
+            NightlyResult.backend == backend, NightlyResult.nightly_run_id != night_id)
+            .order_by(NightlyResult.id.desc()).limit(1))
+        status = {t.name: t.status for t in report.tests}
+        reasons = [f"{name} {status[name]}" for name in bad]
+        reasons += drift_reasons(previous.p99_us if previous else {}, p99, settings.load().drift_percent)
+        result = NightlyResult(
+            nightly_run_id=night_id, spec_name=spec.assignment, spec_version=spec.spec_version,
+            thresholds_version=spec.thresholds_version, reference_kernel=reference, backend=backend,
+            p99_us=p99, passed=not bad, drift=bool(reasons), drift_reason="; ".join(reasons) or None,
+            implied_thresholds={name: round(IMPLIED_FACTOR * us, 1) for name, us in p99.items()},
+            thresholds_in_force={t.name: dict(t.thresholds_us) for t in spec.tests if t.thresholds_us},
+            score_total=report.score.total, report=report.to_json(include_seed=False))
+        s.add(result)
+    return result
+
+
+def drift_reasons(before: dict, after: dict, percent: float) -> list[str]:
+    reasons = []
+    for name, us in after.items():
+        old = before.get(name)
+        if old:
+            moved = 100.0 * (us - old) / old
+            if abs(moved) > percent:
+                reasons.append(f"{name} p99 {old:.1f} -> {us:.1f} us ({moved:+.1f}%, limit {percent:g}%)")
+    return reasons
+
+
+def propose_thresholds(session, night: NightlyRun) -> None:
+    """For each active assignment, a proposed thresholds version from tonight's references on
+    its backend: optimized and relaxed tiers from the optimized and relaxed references."""
+    results = session.scalars(select(NightlyResult).where(NightlyResult.nightly_run_id == night.id)).all()
+    for assignment in session.scalars(select(Assignment).where(Assignment.active.is_(True))):
+        mine = [r for r in results if r.backend == assignment.backend and r.passed
+                and r.spec_name == specs.from_toml(assignment.spec_toml).assignment]
+        tiers = {TIER_OF_REFERENCE[r.reference_kernel]: r.implied_thresholds for r in mine}
+        if set(tiers) != {"optimized", "relaxed"}:
+            continue
+        thresholds = {name: {"optimized": tiers["optimized"][name], "relaxed": max(tiers["relaxed"][name],
+                                                                                   tiers["optimized"][name])}
+                      for name in tiers["optimized"] if name in tiers["relaxed"]}
+        session.add(ThresholdsVersion(assignment_id=assignment.id, source="nightly", thresholds=thresholds,
+                                      version=f"nightly-{night.started_at:%Y-%m-%d}-{night.id}"))

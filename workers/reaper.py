@@ -1,0 +1,93 @@
+"""The reaper (run by `grader beat`): a running row whose worker stopped heart-beating goes back
+to the queue (or to infra_error after too many attempts, never counted against the student),
+and a queued row whose task the broker no longer holds is sent again."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import threading
+
+from sqlalchemy import select, update
+
+from store.db import session_scope
+from store.models import GradingRun
+
+from . import settings
+from .app import QUEUES, app
+from .broker import client_for
+from .publish import resend
+from .runs import now
+
+log = logging.getLogger(__name__)
+
+
+def broker_task_ids() -> set[str]:
+    """Task ids the broker holds: waiting in a queue, or delivered and not yet acknowledged."""
+    client = client_for(app.conf.broker_url)
+    ids: set[str] = set()
+    keys = set()
+    for queue in QUEUES:
+        keys.add(queue.encode())
+        keys.update(client.scan_iter(match=f"{queue}\x06\x16*"))     # kombu's priority sub-queues
+    for key in keys:
+        for raw in client.lrange(key, 0, -1):
+            ids.add(_task_id(json.loads(raw)))
+    for raw in client.hvals("unacked"):
+        ids.add(_task_id(json.loads(raw)[0]))
+    return ids
+
+
+def _task_id(message: dict) -> str:
+    return (message.get("headers") or {}).get("id") or (message.get("properties") or {}).get("correlation_id", "")
+
+
+def reap_once() -> dict:
+    conf = settings.load()
+    stale = now() - dt.timedelta(seconds=conf.stale_after_s)
+    with session_scope() as s:
+        dead = s.execute(select(GradingRun.id, GradingRun.attempts, GradingRun.worker)
+                         .where(GradingRun.status == "running", GradingRun.heartbeat_at < stale)).all()
+        requeue, given_up = [], []
+        for run_id, attempts, worker in dead:
+            done = attempts >= conf.max_attempts
+            values = ({"status": "infra_error", "finished_at": now(),
+                       "error": f"worker {worker} stopped answering on attempt {attempts}; gave up after "
+                                f"{attempts} attempts"} if done else
+                      {"status": "queued", "worker": None, "heartbeat_at": None,
+                       "error": f"worker {worker} stopped answering; re-queued"})
+            hit = s.execute(update(GradingRun).where(GradingRun.id == run_id, GradingRun.status == "running",
+                                                     GradingRun.attempts == attempts, GradingRun.heartbeat_at < stale)
+                            .values(**values).returning(GradingRun.id)).first()
+            if hit:
+                (given_up if done else requeue).append(run_id)
+        s.commit()
+        lost_before = now() - dt.timedelta(seconds=conf.lost_after_s)
+        waiting = s.execute(select(GradingRun.id, GradingRun.celery_task_id).where(
+            GradingRun.status == "queued", GradingRun.queued_at < lost_before)).all()
+        lost = []
+        if waiting:
+            held = broker_task_ids()
+            lost = [run_id for run_id, task_id in waiting if task_id not in held]
+        sent = resend(s, requeue + lost)
+    if requeue or lost or given_up:
+        log.warning("reaper: re-queued %s (dead worker), re-sent %s (lost message), gave up on %s",
+                    requeue, lost, given_up)
+    return {"requeued": requeue, "resent_lost": lost, "infra_error": given_up, "sent": sent}
+
+
+class Reaper(threading.Thread):
+    def __init__(self, every_s: float | None = None) -> None:
+        super().__init__(name="reaper", daemon=True)
+        self.every_s = every_s or settings.load().reaper_interval_s
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.every_s):
+            try:
+                reap_once()
+            except Exception:                 # database or broker away: next round
+                log.warning("reaper round failed", exc_info=True)
+
+    def stop(self) -> None:
+        self.stopped.set()

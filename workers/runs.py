@@ -1,0 +1,106 @@
+"""The grading run's life in the database. Every write after the claim is conditional on the
+claim (status running and the attempt number the worker got), so a worker that lost its run
+(reaped, cancelled, or a duplicate delivery) can never overwrite a result."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy.orm import Session
+
+from store.models import GradingRun, TestResultRow
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class Claim:
+    run_id: int
+    attempt: int
+    worker: str
+
+    def mine(self):
+        return and_(GradingRun.id == self.run_id, GradingRun.status == "running",
+                    GradingRun.attempts == self.attempt)
+
+
+def claim(session: Session, run_id: int, worker: str, task_id: str | None, stale_after_s: float) -> Claim | None:
+    """Take a queued run (or a running one whose worker went silent). None: someone else has
+    it, or it is finished: the delivery is a duplicate and must do nothing."""
+    stale = now() - dt.timedelta(seconds=stale_after_s)
+    attempt = session.execute(
+        update(GradingRun)
+        .where(GradingRun.id == run_id,
+               or_(GradingRun.status == "queued",
+                   and_(GradingRun.status == "running", GradingRun.heartbeat_at < stale)),
+               GradingRun.cancel_requested.is_(False))
+        .values(status="running", worker=worker, attempts=GradingRun.attempts + 1, started_at=now(),
+                heartbeat_at=now(), celery_task_id=task_id, progress_done=0, error=None)
+        .returning(GradingRun.attempts)).scalar()
+    session.commit()
+    return Claim(run_id, attempt, worker) if attempt is not None else None
+
+
+def heartbeat(session: Session, c: Claim) -> tuple[bool, bool]:
+    """Touch the row. Returns (still ours, cancel requested)."""
+    row = session.execute(update(GradingRun).where(c.mine()).values(heartbeat_at=now())
+                          .returning(GradingRun.cancel_requested)).first()
+    session.commit()
+    return (row is not None, bool(row and row[0]))
+
+
+def progress(session: Session, c: Claim, done: int, total: int) -> None:
+    session.execute(update(GradingRun).where(c.mine()).values(progress_done=done, progress_total=total,
+                                                              heartbeat_at=now()))
+    session.commit()
+
+
+def finish(session: Session, c: Claim, report: dict, seed: int | None) -> bool:
+    """Store a finished grade in one transaction. False: the run was no longer ours."""
+    score = report.get("score") or {}
+    flags = report.get("flags") or []
+    status = "cancelled" if report.get("status") == "cancelled" else "done"
+    tests = report.get("tests") or []
+    updated = session.execute(
+        update(GradingRun).where(c.mine()).values(
+            status=status, finished_at=now(), heartbeat_at=now(), report=report, seed=seed,
+            score_total=score.get("total"), max_total=score.get("max_total"),
+            thresholds_version=report.get("thresholds_version"),
+            flagged=bool(flags), flag_reason=", ".join(flags) or None,
+            progress_done=len(tests) if status == "done" else GradingRun.progress_done,
+            progress_total=len(tests) if status == "done" else GradingRun.progress_total,
+        ).returning(GradingRun.id)).first()
+    if updated is None:
+        session.rollback()
+        return False
+    session.execute(delete(TestResultRow).where(TestResultRow.run_id == c.run_id))
+    session.add_all(TestResultRow(run_id=c.run_id, test_name=t["name"], kind=t["kind"], status=t["status"],
+                                  points=t["points"], max_points=t["max_points"], p99_us=t.get("p99_us"))
+                    for t in tests)
+    session.commit()
+    return True
+
+
+def fail(session: Session, c: Claim, status: str, error: str) -> bool:
+    """End a claimed run as failed (the submission cannot be graded) or infra_error."""
+    row = session.execute(update(GradingRun).where(c.mine())
+                          .values(status=status, error=error[:4000], finished_at=now())
+                          .returning(GradingRun.id)).first()
+    session.commit()
+    return row is not None
+
+
+def release(session: Session, c: Claim, error: str) -> bool:
+    """Hand a claimed run back to the queue after an infrastructure fault (not the student's)."""
+    row = session.execute(update(GradingRun).where(c.mine())
+                          .values(status="queued", worker=None, heartbeat_at=None, error=error[:4000])
+                          .returning(GradingRun.id)).first()
+    session.commit()
+    return row is not None
+
+
+def run_row(session: Session, run_id: int) -> GradingRun | None:
+    return session.scalar(select(GradingRun).where(GradingRun.id == run_id))

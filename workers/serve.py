@@ -1,0 +1,126 @@
+"""`grader serve`: the whole service on one machine. Embedded PostgreSQL and Redis (unless
+DATABASE_URL / REDIS_URL), migrations, a sim worker, beat (nightly + reaper) and the web app
+under gunicorn on 127.0.0.1:PORT. Prints the URL and a first admin's one-time login link;
+Ctrl-C (or SIGTERM) stops every part, children first, then Redis and PostgreSQL."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+STOP_GRACE_S = 30.0
+
+
+class Child:
+    def __init__(self, name: str, argv: list[str]) -> None:
+        self.name = name
+        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.alive():
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                return
+
+    def reap(self, deadline: float) -> None:
+        try:
+            self.process.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            print(f"grader serve: {self.name} did not stop in {STOP_GRACE_S:.0f} s; killing it", file=sys.stderr)
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)      # anything left in its group
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+
+def _web_available() -> bool:
+    try:
+        return importlib.util.find_spec("web.bootstrap") is not None and hasattr(__import__("web"), "create_app")
+    except ImportError:
+        return False
+
+
+def _wait_http(url: str, child: Child, timeout: float = 120.0) -> bool:
+    import requests
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and child.alive():
+        try:
+            requests.get(url, timeout=5)
+            return True
+        except requests.RequestException:
+            time.sleep(0.3)
+    return False
+
+
+def serve(args) -> int:
+    from store import session_scope, upgrade
+    from store.db import instance_dir, start_embedded
+    from .broker import EmbeddedRedis
+
+    if not 0 < args.port < 65536:
+        print(f"grader: --port {args.port} is not a TCP port (1-65535)", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+
+    pg = redis = None
+    children: list[Child] = []
+    try:
+        if not os.environ.get("DATABASE_URL"):
+            pg = start_embedded()
+            os.environ["DATABASE_URL"] = pg.url
+            print(f"PostgreSQL (embedded): {pg.pgdata}")
+        if not os.environ.get("REDIS_URL"):
+            redis = EmbeddedRedis(instance_dir() / "redis").start()
+            os.environ["REDIS_URL"] = redis.url
+            print(f"Redis (embedded): {redis.dir}")
+        upgrade()
+        python = sys.executable
+        children.append(Child("worker", [python, "-m", "workers.cli", "worker", "--queue", "sim",
+                                         "--concurrency", str(max(1, args.workers))]))
+        children.append(Child("beat", [python, "-m", "workers.cli", "beat"]))
+        base_url = f"http://127.0.0.1:{args.port}"
+        if _web_available():
+            web = Child("web", [python, "-m", "gunicorn", "--bind", f"127.0.0.1:{args.port}", "--workers", "2",
+                                "--threads", "4", "--access-logfile", "-", "web:create_app()"])
+            children.append(web)
+            if _wait_http(base_url + "/", web):
+                from web.bootstrap import first_admin_login_link
+                with session_scope() as s:
+                    link = first_admin_login_link(s, base_url)
+                print(f"\nnki-grader is serving at {base_url}\nFirst admin sign-in (one-time link): {link}\n"
+                      f"Ctrl-C stops everything.", flush=True)
+            else:
+                print("grader serve: the web app did not come up; see its output above", file=sys.stderr)
+                stop.set()
+        else:
+            print("\nThe web site is not installed (web.create_app missing): serving the queue only "
+                  "(grader submit, grader queue). Ctrl-C stops everything.", flush=True)
+        while not stop.wait(0.5):
+            dead = [c for c in children if not c.alive()]
+            if dead:
+                print(f"grader serve: {dead[0].name} exited with status {dead[0].process.returncode}; "
+                      f"stopping everything", file=sys.stderr)
+                return 1
+        return 0
+    finally:
+        for child in children:
+            child.stop()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for child in children:
+            child.reap(deadline)
+        if redis is not None:
+            redis.stop()
+        if pg is not None:
+            pg.stop()
+        print("grader serve: stopped", flush=True)

@@ -1,0 +1,151 @@
+"""Celery tasks. `grade_submission(run_id)` is thin: claim the row, grade with the grader's
+public face, store. A duplicate delivery finds the row claimed or finished and does nothing."""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import traceback
+
+from celery import signals
+
+import grader
+from store.db import engine_from_env, forget_engines_after_fork, session_scope
+
+from . import runs, settings, specs
+from .app import app
+from .heartbeats import WorkerAnnouncer
+
+log = logging.getLogger(__name__)
+_pool_core: int | None = None          # the NeuronCore this pool process owns (trn2 workers)
+
+
+@signals.worker_process_init.connect
+def _pool_process_init(**_):
+    """Each pool process: fresh database connections, and on a Trn2 worker one NeuronCore."""
+    global _pool_core
+    forget_engines_after_fork()
+    cores = [int(c) for c in os.environ.get("NKI_NEURON_CORES", "").split(",") if c.strip()]
+    if cores:
+        from billiard.process import current_process
+        _pool_core = cores[(getattr(current_process(), "index", 0) or 0) % len(cores)]
+        os.environ["NEURON_RT_VISIBLE_CORES"] = str(_pool_core)
+
+
+_announcer: WorkerAnnouncer | None = None
+
+
+@signals.worker_ready.connect
+def _worker_ready(sender=None, **_):
+    global _announcer
+    name = os.environ.get("NKI_WORKER_NAME") or getattr(sender, "hostname", "worker")
+    queues = os.environ.get("NKI_WORKER_QUEUES", "")
+    _announcer = WorkerAnnouncer(name, queues, settings.load().heartbeat_s)
+    _announcer.start()
+
+
+@signals.worker_shutdown.connect
+def _worker_shutdown(**_):
+    if _announcer is not None:
+        _announcer.stop()
+
+
+class RunHeartbeat(threading.Thread):
+    """Touches the claimed row while the grade runs; cancels the grade when a TA asked for it
+    or when the row is no longer ours (reaped after a long stall)."""
+
+    def __init__(self, claim: runs.Claim, token: "grader.CancelToken", every_s: float) -> None:
+        super().__init__(name=f"heartbeat-run-{claim.run_id}", daemon=True)
+        self.claim, self.token, self.every_s = claim, token, every_s
+        self.stopped = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.every_s):
+            try:
+                with session_scope() as s:
+                    ours, cancel = runs.heartbeat(s, self.claim)
+            except Exception:                     # database blip: try again next beat
+                log.warning("heartbeat for run %s failed", self.claim.run_id, exc_info=True)
+                continue
+            if not ours:
+                self.lost = True
+                self.token.cancel()
+                return
+            if cancel:
+                self.token.cancel()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+def _progress_writer(claim: runs.Claim):
+    def on_progress(event) -> None:
+        try:
+            with session_scope() as s:
+                runs.progress(s, claim, event.done, event.total)
+        except Exception:                          # progress is a courtesy; the grade goes on
+            log.warning("progress for run %s not stored", claim.run_id, exc_info=True)
+    return on_progress
+
+
+@app.task(bind=True, name="workers.grade_submission", max_retries=None)
+def grade_submission(self, run_id: int) -> str:
+    conf = settings.load()
+    worker = f"{self.request.hostname or 'worker'}:{os.getpid()}"
+    with session_scope() as s:
+        claim = runs.claim(s, run_id, worker, self.request.id, conf.stale_after_s)
+        if claim is None:
+            return "skipped"
+        row = runs.run_row(s, run_id)
+        filename, data = row.submission.filename, row.submission.data
+        spec_toml, backend = row.submission.assignment.spec_toml, row.backend
+    try:
+        spec = specs.from_toml(spec_toml)
+        submission = grader.submission_from_bytes(filename, data, spec)
+    except grader.GraderInputError as err:
+        with session_scope() as s:
+            runs.fail(s, claim, "failed", f"cannot grade this submission: {err}")
+        return "failed"
+    token = grader.CancelToken()
+    beat = RunHeartbeat(claim, token, conf.heartbeat_s)
+    beat.start()
+    try:
+        options = grader.GradeOptions(
+            backend=backend, cancel=token, on_progress=_progress_writer(claim), time_budget_s=conf.grade_budget_s,
+            neuron_cores=(_pool_core,) if _pool_core is not None else (0,))
+        report = grader.grade(submission, spec, options)
+    except Exception as err:  # the grader never raises for student faults: this is ours
+        return _infrastructure_fault(self, claim, conf, err)
+    finally:
+        beat.stop()
+    if beat.lost:
+        return "lost"                 # reaped while we were stalled: the new claim grades it
+    with session_scope() as s:
+        stored = runs.finish(s, claim, report.to_json(include_seed=False), report.seed)
+    return report.status if stored else "lost"
+
+
+def _infrastructure_fault(task, claim: runs.Claim, conf: settings.Settings, err: BaseException) -> str:
+    detail = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=8)}"
+    log.error("run %s attempt %s: infrastructure fault: %s", claim.run_id, claim.attempt, detail)
+    with session_scope() as s:
+        if claim.attempt >= conf.max_attempts:
+            runs.fail(s, claim, "infra_error", f"gave up after {claim.attempt} attempts: {detail}")
+            return "infra_error"
+        released = runs.release(s, claim, detail)
+    if released:
+        raise task.retry(countdown=min(60, 5 * claim.attempt), exc=None)
+    return "lost"
+
+
+@app.task(name="workers.nightly_regression")
+def nightly_regression() -> int:
+    from .nightly import run_nightly
+    return run_nightly(trigger="beat")
+
+
+@app.task(name="workers.nightly_reference", acks_late=True)
+def nightly_reference(night_id: int, toml: str, reference: str, backend: str) -> None:
+    from .nightly import grade_reference
+    grade_reference(night_id, toml, reference, backend)
