@@ -50,8 +50,9 @@ def p99_chart(rows: list[TimingRow], width: int = 760) -> Markup:
         y = top + i * row_h
         known = [v for v in (row.p99_us, row.optimized_us, row.relaxed_us) if _finite(v)]
         scale = bar_w / (max(known) * 1.15) if known and max(known) > 0 else 0
+        short = row.label if len(row.label) <= 44 else row.label[:43] + "\u2026"
         body.append(f'<text x="{label_w - 8}" y="{y + 17}" text-anchor="end" fill="{COLORS["text"]}">'
-                    f'{escape(row.label)}</text>')
+                    f'<title>{escape(row.label)}</title>{escape(short)}</text>')
         body.append(f'<rect x="{label_w}" y="{y + 4}" width="{bar_w}" height="20" fill="#f5f5f5"/>')
         if _finite(row.p99_us):
             body.append(f'<rect class="p99" x="{label_w}" y="{y + 6}" width="{_num(row.p99_us * scale)}" '
