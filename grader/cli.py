@@ -72,12 +72,7 @@ def _prepare(args):
 
 
 def _grade(args) -> int:
-    try:
-        spec, submission, options = _prepare(args)
-    except GraderInputError as err:
-        return _fail(str(err))
     token = CancelToken()
-    options.cancel = token
     caught: list[int] = []
 
     def stop(signum, _frame):
@@ -89,8 +84,13 @@ def _grade(args) -> int:
     signals = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
     previous = {sig: signal.signal(sig, stop) for sig in signals}
     try:
+        try:
+            spec, submission, options = _prepare(args)
+        except GraderInputError as err:
+            return _fail(str(err))
+        options.cancel = token
         from .grade import grade
-        report = grade(submission, spec, options)
+        report = None if caught else grade(submission, spec, options)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

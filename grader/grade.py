@@ -127,15 +127,18 @@ class _Run:
     def _remaining_s(self) -> float:
         return self.deadline - time.monotonic()
 
+    def _per_config_s(self) -> float:
+        return min(self.opt.limits.wall_seconds, self.spec.config_timeout_s)
+
     def _config_limits(self) -> Limits:
-        """The child's limits for the next configuration: the configured ones, with the wall
-        clock cut to what is left of the submission's time budget."""
-        wall = min(self.opt.limits.wall_seconds, max(0.0, self._remaining_s()))
+        """The child's limits for the next configuration: the configured ones (and the spec's
+        per-configuration timeout), with the wall clock cut to what is left of the budget."""
+        wall = min(self._per_config_s(), max(0.0, self._remaining_s()))
         return dataclasses.replace(self.opt.limits, wall_seconds=wall)
 
     def _timeout_message(self, test: TestSpec, label: str, limits: Limits) -> str:
         """What a timed-out configuration says; every later test of the same kernel repeats it."""
-        if limits.wall_seconds < self.opt.limits.wall_seconds:
+        if limits.wall_seconds < self._per_config_s():
             why = f"when the submission's {self.budget_s:g} s time budget ran out"
         else:
             why = "the limit for one configuration"

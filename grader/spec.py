@@ -20,7 +20,8 @@ from .errors import GraderInputError
 SPEC_DIR = Path(__file__).parent / "specs"
 PROBLEMS = tuple(problems.REGISTRY)
 KINDS = ("correctness", "performance", "extra_credit")
-DEFAULT_TIME_BUDGET_S = 300.0
+DEFAULT_TIME_BUDGET_S = 480.0      # one submission's whole grade
+DEFAULT_CONFIG_TIMEOUT_S = 180.0   # one configuration's run
 
 
 class SpecError(GraderInputError):
@@ -76,6 +77,7 @@ class AssignmentSpec:
     tolerances: dict[str, dict]       # output dtype -> {rtol, atol}, for every run, timed or not
     tests: tuple[TestSpec, ...] = field(default=())
     time_budget_s: float = DEFAULT_TIME_BUDGET_S   # wall time one submission's grade may take
+    config_timeout_s: float = DEFAULT_CONFIG_TIMEOUT_S   # wall time one configuration's run may take
     spec_hash: str = ""               # sha256 of the spec's TOML bytes
 
     def test(self, name: str) -> TestSpec:
@@ -160,6 +162,7 @@ def parse(data: dict, where: str = "spec", raw: bytes | None = None) -> Assignme
         if unknown:
             raise _fail(where, f"test {t.name} is gated by unknown tests {sorted(unknown)}")
     budget = _number(data.get("time_budget_s", DEFAULT_TIME_BUDGET_S), where, "time_budget_s")
+    config_timeout = _number(data.get("config_timeout_s", DEFAULT_CONFIG_TIMEOUT_S), where, "config_timeout_s")
     if raw is None:
         raw = json.dumps(data, sort_keys=True, default=str).encode()
     return AssignmentSpec(
@@ -168,7 +171,8 @@ def parse(data: dict, where: str = "spec", raw: bytes | None = None) -> Assignme
         thresholds_version=str(_need(data, "thresholds_version", where)),
         platform=data.get("platform", "trn2"), partial_credit=float(data.get("partial_credit", 0.95)),
         precheck=bool(data.get("precheck", True)), implausible_speedup=float(data.get("implausible_speedup", 3.0)),
-        files=files, tolerances=tolerances, tests=tuple(tests), time_budget_s=budget, spec_hash=content_hash(raw))
+        files=files, tolerances=tolerances, tests=tuple(tests), time_budget_s=budget,
+        config_timeout_s=config_timeout, spec_hash=content_hash(raw))
 
 
 def _test(t: dict, at: str, files: dict, tolerances: dict) -> TestSpec:

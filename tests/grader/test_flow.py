@@ -425,6 +425,15 @@ def _leak():
         run_cli("grade", "--help").stdout.split())
 
 
+def test_a_warning_is_reported_once_without_rejecting(tmp_path, spec):
+    sub = grader.submission_from_bytes("conv2d.py", b"import pdb\n" + CONV, spec)
+    report = grader.grade(sub, spec, grader.GradeOptions(backend="sim", seed=1))
+    assert report.rejections == [] and report.score.total == 9
+    assert [(w["file"], w["line"], w["rule"]) for w in report.warnings] == [("conv2d.py", 1, "debugger")]
+    text = render.render_terminal(report)
+    assert text.count(report.warnings[0]["message"]) == 1 and "warnings; not penalised" in text
+
+
 # ----- what the grader checks and computes ------------------------------------------------------------
 
 def test_timed_runs_are_checked_at_the_correctness_tolerance(spec):
