@@ -705,8 +705,8 @@ class _Flow:
             for fn in defs:
                 yield from self._parameters(fn, name)
                 if name not in self.classes:
-                    for result in _results(fn):
-                        yield f"{name}->", result, "is"
+                    for result, yielded in _results(fn):
+                        yield f"{name}->", result, "into" if yielded else "is"
 
     def _unpack(self, target, value):
         if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
@@ -751,9 +751,11 @@ class _Flow:
             yield a.arg, f"{name}={a.arg}", "slot"
         for a in args.kwonlyargs:
             yield a.arg, f"{name}={a.arg}", "slot"
-        for a in [*positional, *args.kwonlyargs, args.vararg, args.kwarg]:
+        for a in [*positional, *args.kwonlyargs]:
+            yield a.arg, f"{name}*", "slot"                 # unpacked arguments may land anywhere
+        for a in [args.vararg, args.kwarg]:
             if a is not None:
-                yield a.arg, f"{name}*", "slot"             # unpacked arguments may land anywhere
+                yield a.arg, f"{name}*", "gather"           # *args, **kwargs: containers of arguments
 
     def _solve(self, flows):
         """Apply the flows to a fixpoint with a work list: a flow runs again only when
@@ -788,6 +790,10 @@ class _Flow:
     def _apply(self, target: str, source, how: str) -> bool:
         if how == "slot":
             is_, holds = self.alias.get(source), self.holds.get(source)
+        elif how == "gather":
+            is_ = holds = self.alias.get(source, set()) | self.holds.get(source, set())
+        elif how == "into":                           # a generator's yields: what its iterator holds
+            is_, holds = set(), self.resolve(source) | self.contents(source)
         elif how == "is":
             is_, holds = self.resolve(source), self.contents(source)
         else:
@@ -865,10 +871,11 @@ def _names_in(target) -> list[str]:
     return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
 
 
-def _results(fn) -> list:
-    """The expressions a function of the file hands back (returns, yields, a lambda's body)."""
+def _results(fn) -> list[tuple[ast.AST, bool]]:
+    """The expressions a function of the file hands back (returns, a lambda's body), and
+    whether each is yielded (a generator: calling it gives an iterator over them)."""
     if isinstance(fn, ast.Lambda):
-        return [fn.body]
+        return [(fn.body, False)]
     found = []
     stack = list(fn.body)
     while stack:
@@ -876,7 +883,7 @@ def _results(fn) -> list:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
         if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)) and node.value is not None:
-            found.append(node.value)
+            found.append((node.value, not isinstance(node, ast.Return)))
         stack.extend(ast.iter_child_nodes(node))
     return found
 
@@ -965,7 +972,8 @@ class _Checker:
         for node in self.nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
-                    self.check_import(node, a, a.name, f"import {a.name}", uses.get(a.asname or a.name.split(".")[0], []))
+                    shown = f"import {a.name}" + (f" as {a.asname}" if a.asname else "")
+                    self.check_import(node, a.name, shown, uses.get(a.asname or a.name.split(".")[0], []))
             elif isinstance(node, ast.ImportFrom):
                 shown = f"from {'.' * node.level}{node.module or ''} import"
                 if node.level:
@@ -978,10 +986,11 @@ class _Checker:
                                                  f"kernel uses, so they cannot be checked. Import the module under "
                                                  f"an alias instead (`import {node.module} as ...`).")
                     else:
-                        self.check_import(node, a, f"{node.module}.{a.name}", f"{shown} {a.name}",
+                        self.check_import(node, f"{node.module}.{a.name}",
+                                          f"{shown} {a.name}" + (f" as {a.asname}" if a.asname else ""),
                                           uses.get(a.asname or a.name, []))
 
-    def check_import(self, node, alias, path: str, shown: str, uses: list[ast.Name]):
+    def check_import(self, node, path: str, shown: str, uses: list[ast.Name]):
         dunders = [p for p in path.split(".") if _is_dunder(p) and p not in _HARMLESS_DUNDER_NAMES | {"__future__"}]
         if dunders:
             self.add(node, "dunder", f"`{shown}` is not allowed: {dunders[0]} is an interpreter internal. {_DELETE}")
@@ -1058,7 +1067,7 @@ class _Checker:
         for path in sorted(self.flow.resolve(node)):
             refused = _judge(path)
             if refused:
-                rule = "file-io" if refused[0] == _FILES else "module-use"
+                rule = "file-io" if refused[0].startswith(_FILES) else "module-use"
                 self.add(node, rule, f"`{_src(node)}` is not allowed: {refused[0]}. {_DELETE}")
                 return
 
