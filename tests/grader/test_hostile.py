@@ -1,39 +1,46 @@
-"""Hostile submissions: kernels that cheat, or attack the sandbox, the grader or the machine.
+"""Hostile submissions: kernels that attack the sandbox, the result channel, the grader or the
+machine, each a complete conv2d.py graded on the simulator against a small spec (one 10x10
+configuration, graded in well under a second).
 
-Each one is a complete conv2d.py graded on the simulator against a small spec (one 10x10
-config, graded in well under a second). For each we check that it earns nothing it did not
-earn, that the report says why, and that the grader stays healthy: after every test an honest
-kernel graded in the same process still gets full marks, and no process the test started is
-left behind. Most cases run without the static precheck, so that the sandbox and the output
-checks are what is tested; a few run with it and assert that it rejects them.
+Each test checks that the attack earns nothing it did not earn, that the report says why, and
+that nothing the grade started is left running (waited for, with a generous deadline: a child
+killed a moment ago may still be exiting on a busy machine). The attacks on the grader's own
+process (signals, floods, resource bombs) also check that an honest kernel graded next in the
+same process still gets full marks. The static precheck is off but where a test says so, so
+that the sandbox and the grader's own checks are what is tested.
+
+The attacks on values and traces (device_print formatters, objects with __array__, code run
+through NumPy's helpers, patched runners, forged programs) are in the last section.
 """
 from __future__ import annotations
 
-import base64
 import hashlib
+import io
+import json
 import os
 import resource
 import shutil
 import socket
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from grader import problems
+from grader import render
 from grader.grade import GradeOptions, _job_root, grade
+from grader.report import MESSAGE_LIMIT, OUTPUT_LIMIT
 from grader.sandbox import Limits, capabilities
-from grader.zygote import ZYGOTE
 from grader.spec import parse
 from grader.submission import Submission
+from grader.zygote import ZYGOTE
 
 ROOT = Path(__file__).resolve().parents[2]
 HONEST = (ROOT / "reference_kernels" / "conv2d_relaxed.py").read_text()
 CAPS = capabilities()
 
 CONFIG = dict(batch=1, c_in=128, c_out=128, height=10, width=10, k=3, bias=True, pool=1, dtype="float32")
-OUT_SHAPE = (1, 128, 8, 8)
 SPEC = parse({
     "assignment": "hostile-small", "spec_version": "1", "thresholds_version": "test", "platform": "trn2",
     "partial_credit": 0.95, "precheck": True, "implausible_speedup": 3.0,
@@ -44,7 +51,7 @@ SPEC = parse({
     "tests": [
         {"name": "conv", "kind": "correctness", "file": "conv2d", "problem": "conv2d", "points": 2.5,
          "configs": [CONFIG]},
-        # the relaxed reference takes 42.2 us here (roofline 11.8 us): full marks on both
+        # the relaxed reference takes about 42 us here (roofline 11.8 us): full marks on both
         {"name": "perf", "kind": "performance", "file": "conv2d", "problem": "conv2d", "points": 17.5,
          "gated_by": ["conv"], "thresholds_us": {"optimized": 50, "relaxed": 70}, "warmup": 1, "iters": 5,
          "configs": [CONFIG]},
@@ -55,6 +62,7 @@ SPEC = parse({
 FULL_MARKS = 2.5 + 17.5 + 1.25
 WALL = 20.0          # seconds per kernel run; the honest kernel needs about 0.2
 SHORT_WALL = 3.0     # for the cases that are meant to time out
+LEFTOVER_DEADLINE = 60.0
 
 
 def graded(source: str, *, precheck: bool = False, seed: int | None = None, **limits):
@@ -68,19 +76,23 @@ def by_name(report):
     return {t.name: t for t in report.tests}
 
 
-def assert_nothing_earned(report, why: str, test: str = "conv"):
-    """No points at all; `test` failed or errored with `why` in its message; the timed tests
-    gated on it did not run."""
+def assert_nothing_earned(report, why: str | None, test: str = "conv"):
+    """No points at all; `test` failed or errored (with `why` in its message, when given); the
+    timed tests gated on it did not run."""
     assert report.score.total == 0, report.score
     result = by_name(report)[test]
-    assert result.status in ("failed", "error") and result.points == 0
-    assert why in result.message, result.message
+    assert result.status in ("failed", "error") and result.points == 0, (result.status, result.message)
+    if why is not None:
+        assert why in result.message, result.message
     if test == "conv":
         assert all(t.status == "skipped" for t in report.tests if t.name != "conv")
     return result
 
 
+# ----------------------------------------------------------------------------- nothing left behind
+
 def descendants(root: int) -> list[int]:
+    """Every live process below `root` (zombies count: they are not reaped yet)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -89,7 +101,7 @@ def descendants(root: int) -> list[int]:
             with open(f"/proc/{entry}/stat") as fh:
                 ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
-            continue
+            continue                        # exited while we looked
         children.setdefault(ppid, []).append(int(entry))
     found, todo = [], [root]
     while todo:
@@ -99,22 +111,39 @@ def descendants(root: int) -> list[int]:
     return found
 
 
+def leftovers() -> list[int]:
+    """Processes of ours still there, but for the fork server, which outlives grades by design
+    (its monitors and jobs, should any remain, are counted)."""
+    return [p for p in descendants(os.getpid()) if p != ZYGOTE.pid]
+
+
+def wait_for_no_leftovers(deadline_s: float = LEFTOVER_DEADLINE) -> list[int]:
+    """[] once every process a grade started has exited; what is still there at the deadline.
+    A killed child's monitor reports its exit a moment before it exits itself, so look again
+    until the condition holds rather than once."""
+    end = time.monotonic() + deadline_s
+    while True:
+        found = leftovers()
+        if not found or time.monotonic() > end:
+            return found
+        time.sleep(0.05)
+
+
 @pytest.fixture(autouse=True)
-def grader_stays_healthy():
-    """After each hostile grade: nothing left running, and an honest grade in this same process
-    (precheck on, as the spec says) still gets full marks."""
+def nothing_left_running():
     yield
-    assert leftovers() == []
+    assert wait_for_no_leftovers() == []
+
+
+@pytest.fixture
+def grader_stays_healthy():
+    """After an attack on the grader itself: an honest grade in this same process (precheck
+    on, as the spec says) still gets full marks."""
+    yield
+    assert wait_for_no_leftovers() == []
     report = graded(HONEST, precheck=True)
     assert report.score.total == FULL_MARKS, [(t.name, t.status, t.message) for t in report.tests]
     assert report.flags == []
-    assert leftovers() == []
-
-
-def leftovers() -> list[int]:
-    """Processes of ours still running, but for the fork server, which outlives grades by design
-    (its monitors and jobs, should any remain, are counted)."""
-    return [p for p in descendants(os.getpid()) if p != ZYGOTE.pid]
 
 
 # ----------------------------------------------------------------------------- kernel sources
@@ -126,7 +155,7 @@ import neuronxcc.nki.language as nl
 import neuronxcc.nki.isa as nisa
 """
 
-# A kernel of the right shape and dtype that computes nothing: every cheat below that is not
+# A kernel of the right shape and dtype that computes nothing: every attack below that is not
 # about the output itself returns this.
 ZEROS_KERNEL = """
 
@@ -148,25 +177,8 @@ def zeros_kernel(prelude: str = "") -> str:
     return HEADER + prelude + ZEROS_KERNEL
 
 
-# The answer computed on the host with NumPy, as a cheat would.
-HOST_CONV = """
-
-def host_conv(x, w, b, pool):
-    n, ci, h, wd = x.shape
-    co, _, k, _ = w.shape
-    ho, wo = h - k + 1, wd - k + 1
-    out = np.zeros((n, co, ho, wo), np.float64)
-    for i in range(k):
-        for j in range(k):
-            out += np.einsum("nchw,oc->nohw", x[:, :, i:i + ho, j:j + wo], w[:, :, i, j])
-    out += b[None, :, None, None]
-    if pool > 1:
-        out = out.reshape(n, co, ho // pool, pool, wo // pool, pool).max(axis=(3, 5))
-    return out.astype(x.dtype)
-"""
-
-# The grader takes GRADER_RESULT_FD out of the environment before student code runs, but the
-# pipe is still open in the child: find it as the one writable pipe past stderr.
+# The result pipe's descriptor is taken out of the environment before student code runs, but
+# the pipe is still open in the child: find it as the one writable pipe past stderr.
 FIND_RESULT_FD = """
 import os
 
@@ -182,6 +194,18 @@ def result_fd():
     raise RuntimeError("no result pipe found")
 """
 
+
+def forged_result(payload: str) -> str:
+    """A kernel that writes `payload` (Python building a bytes value `blob`) to the result pipe
+    at import and exits before anything else can be written."""
+    return HEADER + FIND_RESULT_FD + payload + """
+os.write(result_fd(), blob)
+os._exit(0)
+""" + ZEROS_KERNEL
+
+
+# ----- cheating on the checks
+
 PATCH_ALLCLOSE = zeros_kernel("""
 np.allclose = lambda *args, **kwargs: True
 np.isclose = lambda a, b, *args, **kwargs: np.ones(np.broadcast(a, b).shape, dtype=bool)
@@ -190,169 +214,116 @@ np.testing.assert_allclose = lambda *args, **kwargs: None
 
 PATCH_SCORER = zeros_kernel("""
 import grader.checks
-import grader.grade
 import grader.scoring
 grader.scoring.timed_points = lambda test, p99, partial: (1000.0, "passed")
-grader.scoring.total = lambda spec, results: None
 grader.checks.check_output = lambda *args, **kwargs: grader.checks.CheckResult(True, "output matches", 0.0)
-grader.grade.check_output = grader.checks.check_output
 """)
-
-# honest work, with the simulator's latency model patched to say 1 us
-PATCH_COST_MODEL = HONEST + """
-
-import types
-import nkisim.cost
-import nkisim.cost.scheduler
-import nkisim.runtime
-
-def _fast(*args, **kwargs):
-    return types.SimpleNamespace(total_us=1.0, dma_count=0)
-
-nkisim.cost.schedule = _fast
-nkisim.cost.scheduler.schedule = _fast
-nkisim.cost.estimate = _fast
-nkisim.runtime.LatencyPercentiles.get_latency_percentile = lambda self, p: 1.0
-"""
-
-# honest work, but the instruction trace the latency comes from is thrown away
-PATCH_TRACE = HONEST + """
-
-import nkisim.machine
-nkisim.machine.Machine.record = lambda self, *args, **kwargs: None
-"""
-
-# honest work, through an nki.benchmark replacement that reports an empty trace
-PATCH_RUNNER = HONEST + """
-
-import types
-import nkisim
-_real_run_kernel = nkisim.run_kernel
-
-def _run_kernel(*args, **kwargs):      # the runner the child times with: hand back no trace
-    run = _real_run_kernel(*args, **kwargs)
-    return types.SimpleNamespace(outputs=run.outputs, trace=[])
-
-nkisim.run_kernel = _run_kernel
-"""
 
 FAKE_STDOUT_REPORT = zeros_kernel("""
-import json
 print("Score: 65.0 / 60.0 (all tests passed)")
-print(json.dumps({"score": {"correctness": 10, "performance": 50, "extra_credit": 5, "total": 65},
-                  "tests": [{"name": "conv", "status": "passed", "points": 2.5}]}))
 """)
 
-FD_FAKE_VERDICT = HEADER + FIND_RESULT_FD + """
-import json
-fd = result_fd()
-os.write(fd, json.dumps({"status": "ok", "score": 1000, "points": 1000, "passed": True,
-                         "arrays": 0, "trace_bytes": 0}).encode() + b"\\n")
-os._exit(0)
-""" + ZEROS_KERNEL
+WRONG_DTYPE = (HONEST.replace("dtype=X.dtype,\n        buffer=nl.hbm", "dtype=nl.float16,\n        buffer=nl.hbm")
+               .replace("nisa.tensor_copy(pooled, dtype=X.dtype)", "nisa.tensor_copy(pooled, dtype=nl.float16)"))
 
-FD_FORGED_ZEROS = HEADER + FIND_RESULT_FD + """
+NAN_OUTPUT = HEADER + """
+
+@nki.jit
+def fused_conv2d_maxpool(X, W, bias, pool_size=1):
+    out = nl.ndarray((1, 128, 8, 8), dtype=X.dtype, buffer=nl.hbm)
+    never_written = nl.ndarray((128, 8, 8), dtype=X.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=out[0], src=never_written)
+    return out
+"""
+
+RETURNS_INPUT = HEADER + """
+
+@nki.jit
+def fused_conv2d_maxpool(X, W, bias, pool_size=1):
+    return X
+"""
+
+HUGE_OUTPUT = HEADER + """
+
+@nki.jit
+def fused_conv2d_maxpool(X, W, bias, pool_size=1):
+    out = nl.ndarray((1, 128, 80, 80), dtype=X.dtype, buffer=nl.hbm)
+    for r in nl.affine_range(80):
+        tile = nl.zeros((128, 80), dtype=X.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=out[0, :, r, :], src=tile)
+    return out
+"""
+
+# ----- the result channel
+
+FAKE_VERDICT = forged_result("""
+import json
+blob = json.dumps({"status": "ok", "score": 1000, "points": 1000, "passed": True, "arrays": 0,
+                   "trace_bytes": 0}).encode() + b"\\n"
+""")
+
+FORGED_ZEROS = forged_result("""
 import io
 import json
 buf = io.BytesIO()
 np.save(buf, np.zeros((1, 128, 8, 8), np.float32))
-blob = buf.getvalue()
-os.write(result_fd(),
-         json.dumps({"status": "ok", "arrays": 1, "trace_bytes": 2}).encode() + b"\\n" + blob + b"[]")
-os._exit(0)
-""" + ZEROS_KERNEL
+blob = json.dumps({"status": "ok", "arrays": 1, "trace_bytes": 0}).encode() + b"\\n" + buf.getvalue()
+""")
 
-def forged_host_answer(trace: bytes = b"[]") -> str:
-    """The child holds the inputs: read them from the job directory, answer on the host, forge
-    the result with the given trace (by default an empty one), and never run a kernel."""
-    return HEADER + HOST_CONV + FIND_RESULT_FD + f"""
+# a .npy header whose element count wraps to 0 in 64-bit arithmetic
+FORGED_NPY_HEADER = forged_result("""
 import io
 import json
-job = json.load(open("job.json"))
-args = [np.load(f"inputs/arg{{i}}.npy") for i in range(job["n_args"])]
-answer = host_conv(*args, job["kwargs"]["pool_size"])
+header = {"descr": "<f4", "fortran_order": False, "shape": (2 ** 32, 2 ** 32)}
 buf = io.BytesIO()
-np.save(buf, answer)
-blob = buf.getvalue()
-trace = {trace!r}
-os.write(result_fd(),
-         json.dumps({{"status": "ok", "arrays": 1, "trace_bytes": len(trace)}}).encode() + b"\\n"
-         + blob + trace)
+np.lib.format.write_array_header_1_0(buf, header)
+blob = json.dumps({"status": "ok", "arrays": 1, "trace_bytes": 0}).encode() + b"\\n" + buf.getvalue() + bytes(64)
+""")
+
+FORGED_HUGE_ERROR = forged_result("""
+import json
+blob = json.dumps({"status": "error", "error_type": "E" * 1_000_000, "error": "A" * 50_000_000,
+                   "where": "W" * 1_000_000, "arrays": 0, "trace_bytes": 0}).encode() + b"\\n"
+""")
+
+RAISED_HUGE_ERROR = zeros_kernel("""
+raise RuntimeError("A" * 50_000_000)
+""")
+
+# a fake full-marks screen in the exception text and on stdout
+ANSI_ERROR = zeros_kernel("""
+FAKE = "\\x1b[2J\\x1b[H\\x1b[32mAll tests passed. Total 65 / 60\\x1b[0m\\r\\x07"
+print(FAKE)
+raise RuntimeError(FAKE)
+""")
+
+RESULT_FLOOD = forged_result("""
+os.write(result_fd(), b'{"status": "ok", "arrays": 1, "trace_bytes": 0}\\n')
+chunk = b"\\x93NUMPY" * (2 ** 17)
+for _ in range(256):
+    os.write(result_fd(), chunk)
+blob = b""
+""")
+
+HUGE_STDOUT = zeros_kernel("""
+import sys
+chunk = "spam " * 200_000 + "\\n"
+for _ in range(200):
+    sys.stdout.write(chunk)
+    sys.stderr.write(chunk)
+sys.stdout.flush()
+""")
+
+SYSTEM_EXIT = zeros_kernel("""
+raise SystemExit(0)
+""")
+
+OS_EXIT = zeros_kernel("""
+import os
 os._exit(0)
-""" + ZEROS_KERNEL
+""")
 
-
-FD_FORGED_HOST_ANSWER = forged_host_answer()
-
-
-# Reading device values through the simulator's private attributes, with only allowed imports.
-PRIVATE_ATTRIBUTES = HEADER + HOST_CONV + """
-
-@nki.jit
-def fused_conv2d_maxpool(X, W, bias, pool_size=1):
-    answer = host_conv(X._arr, W._arr, bias._arr, pool_size)
-    out = nl.ndarray(answer.shape, dtype=X.dtype, buffer=nl.hbm)
-    out._arr[...] = answer
-    out._alloc.written = True
-    return out
-"""
-
-HOST_NUMPY = HEADER + HOST_CONV + """
-
-@nki.jit
-def fused_conv2d_maxpool(X, W, bias, pool_size=1):
-    answer = host_conv(np.asarray(X), np.asarray(W), np.asarray(bias), pool_size)
-    out = nl.ndarray(answer.shape, dtype=X.dtype, buffer=nl.hbm)
-    return out
-"""
-
-
-def hardcoded(answer: np.ndarray) -> str:
-    """A kernel that writes a precomputed answer into its output (through the simulator's
-    internals, as nothing else can put host data on the device)."""
-    blob = base64.b64encode(answer.astype(np.float32).tobytes()).decode()
-    return HEADER + f"""
-import base64
-ANSWER = np.frombuffer(base64.b64decode("{blob}"), np.float32).reshape({answer.shape})
-
-
-@nki.jit
-def fused_conv2d_maxpool(X, W, bias, pool_size=1):
-    out = nl.ndarray(ANSWER.shape, dtype=X.dtype, buffer=nl.hbm)
-    out._arr[...] = ANSWER
-    out._alloc.written = True
-    return out
-"""
-
-
-# Honest in the correctness run; garbage, fast, when it sees nki.benchmark on the stack.
-SKIP_WORK_WHEN_BENCHMARKED = HONEST.replace("def fused_conv2d_maxpool(", "def honest_kernel(") + """
-
-import inspect
-
-
-def benchmarked():
-    # the harness's frames say which run this is: nki.benchmark's, or the grader child's job
-    for frame in inspect.stack():
-        local = frame.frame.f_locals
-        if type(local.get("self")).__name__ == "BenchmarkedKernel":
-            return True
-        if isinstance(local.get("job"), dict) and local["job"].get("mode") == "benchmark":
-            return True
-    return False
-
-
-@nki.jit
-def fused_conv2d_maxpool(X, W, bias, pool_size=1):
-    if not benchmarked():
-        return honest_kernel(X, W, bias, pool_size)
-    B, C_in, H, Wd = X.shape
-    C_out, _, K, _ = W.shape
-    out = nl.ndarray((B, C_out, H - K + 1, Wd - K + 1), dtype=X.dtype, buffer=nl.hbm)
-    tile = nl.zeros((128, H - K + 1, Wd - K + 1), dtype=X.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=out[0], src=tile)
-    return out
-"""
+# ----- resources
 
 SLEEP_FOREVER = zeros_kernel("""
 import time
@@ -401,34 +372,22 @@ while True:
     blocks.append(bytearray(128 * 2 ** 20))
 """)
 
-HUGE_STDOUT = zeros_kernel("""
-import sys
-chunk = "spam " * 200_000 + "\\n"
-for _ in range(200):
-    sys.stdout.write(chunk)
-    sys.stderr.write(chunk)
-sys.stdout.flush()
+# memory outside the address space limit: memfd files grown with fallocate, each under the
+# file size limit, none of them mapped
+MEMFD_HOARD = zeros_kernel("""
+import os
+held, fds = 0, []
+try:
+    while held < 2 ** 30:
+        fds.append(os.memfd_create("hoard"))
+        os.posix_fallocate(fds[-1], 0, 32 * 2 ** 20)
+        held += 32 * 2 ** 20
+except OSError as err:
+    print("hoard refused:", err)
+raise RuntimeError(f"hoard: held {held >> 20} MiB")
 """)
 
-HUGE_OUTPUT = HEADER + """
-
-@nki.jit
-def fused_conv2d_maxpool(X, W, bias, pool_size=1):
-    out = nl.ndarray((1, 128, 80, 80), dtype=X.dtype, buffer=nl.hbm)
-    for r in nl.affine_range(80):
-        tile = nl.zeros((128, 80), dtype=X.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=out[0, :, r, :], src=tile)
-    return out
-"""
-
-RESULT_FLOOD = HEADER + FIND_RESULT_FD + """
-fd = result_fd()
-os.write(fd, b'{"status": "ok", "arrays": 1, "trace_bytes": 0}\\n')
-chunk = b"\\x93NUMPY" * (2 ** 17)
-for _ in range(256):
-    os.write(fd, chunk)
-os._exit(0)
-""" + ZEROS_KERNEL
+# ----- processes
 
 KILL_PARENT = zeros_kernel("""
 import os
@@ -467,6 +426,24 @@ raise RuntimeError(f"kill(-1): {everyone}; killed {killed} processes by number")
 """)
 
 
+def proc_snoop(grader_pid: int) -> str:
+    """Lists /proc and reads every command line there and the grader's (by its host pid)."""
+    return zeros_kernel(f"""
+import json
+import os
+found = {{"pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), "cmdlines": []}}
+for pid in found["pids"] + [{grader_pid}]:
+    try:
+        with open(f"/proc/{{pid}}/cmdline", "rb") as fh:
+            found["cmdlines"].append(fh.read().replace(b"\\0", b" ").decode(errors="replace"))
+    except OSError as err:
+        found["cmdlines"].append(type(err).__name__)
+print("PROC " + json.dumps(found))
+""")
+
+
+# ----- the network and the file system
+
 def network_probe(port: int) -> str:
     return zeros_kernel(f"""
 import socket
@@ -485,80 +462,68 @@ raise RuntimeError("network probe: " + "; ".join(
 """)
 
 
-# What the child can see and touch on the machine: it prints what it found and computes nothing.
-SNOOP = zeros_kernel("""
+def file_snoop(root: Path, host_tmp_file: Path) -> str:
+    """What of the machine the child can read or change: it prints what it found and computes
+    nothing. `root` is the repository, `host_tmp_file` a file in the host's /tmp."""
+    return zeros_kernel(f"""
 import ctypes
 import glob
 import json
 import os
 import grader
 
-found = []
+ROOT = {str(root)!r}
+found = {{}}
 
 
 def attempt(what, action):
     try:
-        result = action()
-        found.append(f"{what}: ok {result}")
+        found[what] = "ok " + str(action())
     except OSError as err:
-        found.append(f"{what}: failed ({err.strerror})")
+        found[what] = "failed " + type(err).__name__
 
 
-attempt("job dir", lambda: sorted(os.listdir(".")))
-attempt("job.json", lambda: open("job.json").read())
-attempt("environ", lambda: sorted(os.environ))
-attempt("other jobs", lambda: [p for root in ("/tmp", "/dev/shm") for p in glob.glob(f"{root}/nkigrader*/**")])
+def read(path):
+    with open(path, "rb") as fh:
+        return len(fh.read())
+
+
 grader_dir = os.path.dirname(grader.__file__)
-attempt("read specs", lambda: sorted(os.listdir(os.path.join(grader_dir, "specs"))))
-attempt("write grader", lambda: open(os.path.join(grader_dir, "_hostile_probe.py"), "w").write("x = 1"))
-attempt("write repo", lambda: open(os.path.join(grader_dir, "..", "_hostile_probe.txt"), "w").write("x"))
-attempt("write etc", lambda: open("/etc/_hostile_probe", "w").write("x"))
+attempt("job dir", lambda: sorted(os.listdir(".")))
+found["cwd"] = os.getcwd()
+attempt("repo", lambda: sorted(os.listdir(ROOT)))
+attempt("grader dir", lambda: sorted(os.listdir(grader_dir)))
+for label, path in [("reference", ROOT + "/reference_kernels/conv2d_optimized.py"),
+                    ("reference via grader", grader_dir + "/../reference_kernels/conv2d_optimized.py"),
+                    ("reference via proc root", "/proc/1/root" + ROOT + "/reference_kernels/conv2d_optimized.py"),
+                    ("reference via self root", "/proc/self/root" + ROOT + "/reference_kernels/conv2d_optimized.py"),
+                    ("tests", ROOT + "/tests/grader/test_hostile.py"),
+                    ("specs", grader_dir + "/specs/asst4-trainium2.toml"),
+                    ("grader source", grader_dir + "/grade.py"),
+                    ("git", ROOT + "/.git/HEAD"),
+                    ("host tmp file", {str(host_tmp_file)!r})]:
+    attempt("read " + label, lambda: read(path))
+attempt("tmp", lambda: sorted(os.listdir("/tmp")))
+found["other jobs"] = [p for r in ("/tmp", "/dev/shm") for p in glob.glob(r + "/nkigrader*/**", recursive=True)
+                       if not (found["cwd"] + "/").startswith(p.rstrip("/") + "/")
+                       and not p.startswith(found["cwd"] + "/")]
+# anything named like our reference kernels anywhere outside the system directories
+hits = []
+for top in sorted(os.listdir("/")):
+    if top in ("usr", "proc", "sys", "dev") or os.path.islink("/" + top):
+        continue
+    for dirpath, dirnames, filenames in os.walk("/" + top):
+        hits += [os.path.join(dirpath, f) for f in filenames if f.startswith("conv2d_")]
+found["conv2d files"] = hits
+attempt("write tmp", lambda: open("/tmp/scratch", "w").write("x"))
+for what, path in [("write grader", grader_dir + "/_hostile_probe.py"), ("write repo", ROOT + "/_hostile_probe.txt"),
+                   ("write etc", "/etc/_hostile_probe"), ("write job dir", "_hostile_probe")]:
+    attempt(what, lambda: open(path, "w").write("x"))
 libc = ctypes.CDLL(None, use_errno=True)
-for line in open("/proc/self/mountinfo"):
-    point = line.split()[4]
-    if "tmpfs" in line and (point.startswith("/tmp") or "nkigrader" in point):
-        status = libc.umount2(point.encode(), 2)
-        found.append(f"umount {point}: {'ok' if status == 0 else 'failed'}")
-for line in open("/proc/self/cgroup"):
-    if ":pids:" in line:
-        path = "/sys/fs/cgroup/pids" + line.strip().split(":", 2)[2]
-        attempt("raise pids.max", lambda: open(path + "/pids.max", "w").write("max"))
-        attempt("leave cgroup", lambda: open("/sys/fs/cgroup/pids/cgroup.procs", "w").write(str(os.getpid())))
+mounts = [line.split()[4] for line in open("/proc/self/mountinfo")]
+found["umount"] = sorted(p for p in mounts if libc.umount2(p.encode(), 2) == 0)
 print("SNOOP " + json.dumps(found))
 """)
-
-SYSTEM_EXIT = zeros_kernel("""
-raise SystemExit(0)
-""")
-
-OS_EXIT = zeros_kernel("""
-import os
-os._exit(0)
-""")
-
-WRONG_DTYPE = (HONEST.replace("dtype=X.dtype,\n        buffer=nl.hbm", "dtype=nl.float16,\n        buffer=nl.hbm")
-               .replace("nisa.tensor_copy(pooled, dtype=X.dtype)", "nisa.tensor_copy(pooled, dtype=nl.float16)"))
-
-NAN_OUTPUT = HEADER + """
-
-@nki.jit
-def fused_conv2d_maxpool(X, W, bias, pool_size=1):
-    out = nl.ndarray((1, 128, 8, 8), dtype=X.dtype, buffer=nl.hbm)
-    never_written = nl.ndarray((128, 8, 8), dtype=X.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=out[0], src=never_written)
-    return out
-"""
-
-RETURNS_INPUT = HEADER + """
-
-@nki.jit
-def fused_conv2d_maxpool(X, W, bias, pool_size=1):
-    return X
-"""
-
-OS_AND_ALLCLOSE = HEADER + """import os
-np.allclose = lambda *args, **kwargs: True
-""" + ZEROS_KERNEL
 
 
 # ----------------------------------------------------------------------------- the honest baseline
@@ -572,32 +537,12 @@ def test_the_honest_kernel_gets_full_marks_and_a_plausible_latency():
 
 # ----------------------------------------------------------------------------- cheating on the checks
 
-def test_patching_allclose_in_the_child_does_not_touch_the_graders_check():
+def test_patching_numpy_in_the_child_does_not_touch_the_graders_check():
     assert_nothing_earned(graded(PATCH_ALLCLOSE), "wrong output")
 
 
-def test_patching_the_scorer_in_the_child_changes_nothing():
-    result = assert_nothing_earned(graded(PATCH_SCORER), "wrong output")
-    assert "8192 of 8192 output values differ" in result.message
-
-
-def test_patching_the_cost_model_in_the_child_changes_nothing():
-    """The grader times the trace with its own cost model: the patched one never runs."""
-    report = graded(PATCH_COST_MODEL)
-    assert report.score.total == FULL_MARKS and report.flags == []    # earned: the work is honest
-    assert 40 < by_name(report)["perf"].p99_us < 45                   # not 1 us
-
-
-@pytest.mark.parametrize("source", [PATCH_TRACE, PATCH_RUNNER], ids=["Machine.record", "nkisim.run_kernel"])
-def test_a_trace_without_the_work_earns_no_performance_points(source):
-    report = graded(source)
-    tests = by_name(report)
-    assert tests["conv"].status == "passed"                # the outputs are honest
-    assert report.score.performance == 0 and report.score.extra_credit == 0
-    for name in ("perf", "ec"):
-        assert tests[name].status == "error" and tests[name].points == 0
-        assert "holds 0 of the" in tests[name].message and "matmul FLOPs" in tests[name].message
-    assert report.flags == ["trace_inconsistent:perf", "trace_inconsistent:ec"]
+def test_the_graders_own_modules_are_not_even_importable_in_the_child():
+    assert_nothing_earned(graded(PATCH_SCORER), "No module named 'grader.checks'")
 
 
 def test_a_fake_score_printed_to_stdout_is_only_output():
@@ -605,76 +550,8 @@ def test_a_fake_score_printed_to_stdout_is_only_output():
     assert "Score: 65.0 / 60.0" in result.output             # shown as the kernel's output, nothing more
 
 
-def test_a_fake_verdict_on_the_result_pipe_earns_nothing():
-    assert_nothing_earned(graded(FD_FAKE_VERDICT), "the kernel returned 0 outputs, expected 1")
-
-
-def test_a_forged_result_on_the_pipe_is_still_checked():
-    assert_nothing_earned(graded(FD_FORGED_ZEROS), "wrong output")
-
-
-def test_a_forged_host_answer_earns_no_timed_points():
-    """In the simulator the child holds the inputs, so a forged answer computed on the host
-    passes the correctness check when the precheck is off (the precheck rejects it: see below).
-    The timed tests give nothing: the forged trace holds none of the work."""
-    report = graded(FD_FORGED_HOST_ANSWER)
-    tests = by_name(report)
-    assert tests["conv"].status == "passed"
-    assert report.score.performance == 0 and report.score.extra_credit == 0
-    assert all(tests[n].status == "error" and "holds 0 of the" in tests[n].message for n in ("perf", "ec"))
-    assert set(report.flags) == {"trace_inconsistent:perf", "trace_inconsistent:ec"}
-
-
-@pytest.mark.parametrize("trace", [
-    b"not json",
-    b'[["dma_copy", 0, false, {}, [[1, "hbm", 0, 5, null, 4, "float32", 1, [0]]], [], null]]',   # shape 5
-    b'[["nc_matmul", 1, false, {"k": "x", "m": [], "n": null}, [], [], null]]',
-    b"[" + b"[]," * 100 + b"[]]",
-], ids=["not-json", "int-shape", "string-dims", "empty-records"])
-def test_a_forged_malformed_trace_is_an_error_not_a_crash(trace):
-    report = graded(forged_host_answer(trace))
-    tests = by_name(report)
-    assert report.score.performance == 0 and report.score.extra_credit == 0
-    for name in ("perf", "ec"):
-        assert tests[name].status == "error" and tests[name].points == 0
-        assert ("the run's instruction trace is invalid" in tests[name].message
-                or "holds 0 of the" in tests[name].message), tests[name].message
-
-
-def test_private_attributes_give_host_values_but_no_timed_points():
-    report = graded(PRIVATE_ATTRIBUTES)
-    assert report.score.performance == 0 and report.score.extra_credit == 0
-    assert set(report.flags) == {"trace_inconsistent:perf", "trace_inconsistent:ec"}
-
-
-def test_device_values_cannot_be_read_on_the_host():
-    result = assert_nothing_earned(graded(HOST_NUMPY), "DeviceValueError")
-    assert "from host Python" in result.message
-
-
-def test_outputs_hardcoded_for_a_public_seed_fail_on_the_secret_one():
-    rng = np.random.default_rng(np.random.SeedSequence([42, 0, 0]))   # how the grader seeds test 0, config 0
-    args, kwargs = problems.make_inputs("conv2d", CONFIG, rng)
-    source = hardcoded(problems.reference("conv2d", args, kwargs))
-    public = by_name(graded(source, seed=42))
-    assert public["conv"].status == "passed"                            # the cheat is a real one ...
-    assert public["perf"].status == "failed" and "performance run output is wrong" in public["perf"].message
-    assert_nothing_earned(graded(source), "wrong output")               # ... but the graded seed is secret
-
-
 def test_zeros_earn_nothing():
-    result = assert_nothing_earned(graded(zeros_kernel()), "wrong output")
-    assert "got 0, expected" in result.message
-
-
-def test_skipping_work_when_benchmarked_earns_no_timed_points():
-    report = graded(SKIP_WORK_WHEN_BENCHMARKED)
-    tests = by_name(report)
-    assert tests["conv"].status == "passed"
-    for name in ("perf", "ec"):
-        assert tests[name].status == "failed" and tests[name].points == 0
-        assert "performance run output is wrong, so this test earns no points" in tests[name].message
-    assert report.score.total == 2.5
+    assert_nothing_earned(graded(zeros_kernel()), "wrong output")
 
 
 def test_wrong_dtype_fails_even_when_the_values_are_close():
@@ -686,37 +563,82 @@ def test_nan_output_fails_with_a_nan_message():
 
 
 def test_returning_the_input_fails():
-    assert_nothing_earned(graded(RETURNS_INPUT), "returned its own input")
+    assert_nothing_earned(graded(RETURNS_INPUT), None)
 
 
 def test_a_too_large_output_fails_on_its_shape():
-    assert_nothing_earned(graded(HUGE_OUTPUT), "output shape (1, 128, 80, 80) differs from the expected (1, 128, 8, 8)")
+    assert_nothing_earned(graded(HUGE_OUTPUT), "(1, 128, 80, 80)")
 
 
-# ----------------------------------------------------------------------------- ending early
+# ----------------------------------------------------------------------------- the result channel
+
+@pytest.mark.parametrize("source", [FAKE_VERDICT, FORGED_ZEROS], ids=["fake-verdict", "forged-zeros"])
+def test_a_forged_result_earns_nothing(source):
+    assert_nothing_earned(graded(source), None)
+
+
+def test_a_forged_npy_header_whose_size_wraps_is_a_bad_result_not_a_crash():
+    assert_nothing_earned(graded(FORGED_NPY_HEADER), None)
+
+
+@pytest.mark.parametrize("source", [FORGED_HUGE_ERROR, RAISED_HUGE_ERROR], ids=["forged", "raised"])
+def test_a_50_mb_error_text_is_cut_before_the_report(source):
+    report = graded(source)
+    result = assert_nothing_earned(report, None)
+    assert len(result.message) <= MESSAGE_LIMIT + 200 and len(result.output) <= OUTPUT_LIMIT + 200
+    assert len(json.dumps(report.to_json())) < 200_000
+    assert len(render.render_terminal(report)) < 100_000
+
+
+def test_ansi_escapes_in_a_kernels_error_and_output_reach_the_terminal_report_escaped():
+    report = graded(ANSI_ERROR)
+    result = assert_nothing_earned(report, "RuntimeError")
+    assert "\x1b[2J" in result.message or "\x1b[2J" in result.output    # kept as data ...
+    text = render.render_terminal(report)
+    for raw in ("\x1b", "\r", "\x07"):                                   # ... never sent raw
+        assert raw not in text
+    assert "Total 65 / 60" in text                                      # visible as what it is
+
+
+def test_huge_stdout_is_truncated(grader_stays_healthy):
+    start = time.monotonic()
+    result = assert_nothing_earned(graded(HUGE_STDOUT), "wrong output")
+    assert time.monotonic() - start < 30
+    assert 0 < len(result.output) <= OUTPUT_LIMIT + 200 and "spam" in result.output
+
+
+def test_flooding_the_result_pipe_is_capped_and_reported(grader_stays_healthy):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert_nothing_earned(graded(RESULT_FLOOD, result_bytes=4 * 2 ** 20), None)
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 128 * 1024        # 1.8 GB were sent; the grader kept 4 MiB of them
+
 
 def test_system_exit_at_import_is_an_error():
     assert_nothing_earned(graded(SYSTEM_EXIT), "SystemExit")
 
 
 def test_os_exit_before_reporting_is_a_death():
-    assert_nothing_earned(graded(OS_EXIT), "the kernel process died (exit code 0) before reporting")
+    assert_nothing_earned(graded(OS_EXIT), "before reporting")
 
 
-# ----------------------------------------------------------------------------- resource attacks
+# ----------------------------------------------------------------------------- resources
 
-def test_sleeping_forever_times_out():
+def test_sleeping_forever_times_out(grader_stays_healthy):
     start = time.monotonic()
-    assert_nothing_earned(graded(SLEEP_FOREVER, wall_seconds=SHORT_WALL), "timed out after 3 s")
-    assert time.monotonic() - start < SHORT_WALL + 5
+    assert_nothing_earned(graded(SLEEP_FOREVER, wall_seconds=SHORT_WALL), "3 s")
+    assert time.monotonic() - start < SHORT_WALL + 30
 
 
 def test_an_infinite_loop_times_out():
-    assert_nothing_earned(graded(INFINITE_LOOP, wall_seconds=SHORT_WALL), "timed out after 3 s")
+    assert_nothing_earned(graded(INFINITE_LOOP, wall_seconds=SHORT_WALL), "3 s")
 
 
-@pytest.mark.skipif(not CAPS.pids_cgroup and os.geteuid() == 0,
-                    reason="running as root without a pids cgroup: RLIMIT_NPROC does not bind root")
+needs_pids_cgroup = pytest.mark.skipif(not CAPS.pids_cgroup and os.geteuid() == 0,
+                                       reason="running as root without a pids cgroup: RLIMIT_NPROC does not bind root")
+
+
+@needs_pids_cgroup
 def test_forking_stops_at_the_process_cap():
     result = assert_nothing_earned(graded(FORK_COUNTER), "fork bomb: ")
     started = int(result.message.split("fork bomb: ")[1].split()[0])
@@ -724,32 +646,25 @@ def test_forking_stops_at_the_process_cap():
     assert "Resource temporarily unavailable" in result.message
 
 
-@pytest.mark.skipif(not CAPS.pids_cgroup and os.geteuid() == 0,
-                    reason="running as root without a pids cgroup: RLIMIT_NPROC does not bind root")
-def test_a_fork_bomb_is_contained_and_killed_at_the_timeout():
-    assert_nothing_earned(graded(FORK_BOMB, wall_seconds=SHORT_WALL), "timed out after 3 s")
+@needs_pids_cgroup
+def test_a_fork_bomb_is_contained_and_killed_at_the_timeout(grader_stays_healthy):
+    assert_nothing_earned(graded(FORK_BOMB, wall_seconds=SHORT_WALL), "3 s")
 
 
 def test_a_memory_bomb_hits_the_address_space_limit():
     result = by_name(graded(MEMORY_BOMB, memory_bytes=2 ** 30))["conv"]
     assert result.status == "error" and result.points == 0
     # RLIMIT_AS makes the allocation fail (MemoryError); a kill would do as well
-    assert "MemoryError" in result.message or "the kernel process died (signal" in result.message, result.message
+    assert "MemoryError" in result.message or "died" in result.message, result.message
 
 
-def test_huge_stdout_is_truncated():
-    start = time.monotonic()
-    result = assert_nothing_earned(graded(HUGE_STDOUT), "wrong output")
-    assert time.monotonic() - start < 15
-    assert 0 < len(result.output) <= 4000 and "spam" in result.output
-
-
-def test_flooding_the_result_pipe_is_capped_and_reported():
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    assert_nothing_earned(graded(RESULT_FLOOD, result_bytes=4 * 2 ** 20),
-                          "sent back more data than any correct output needs")
-    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-    assert grown_kib < 128 * 1024        # 1.8 GB were sent; the grader kept 4 MiB of them
+@pytest.mark.skipif(not CAPS.memory_cgroup, reason="no memory cgroup on this machine")
+def test_memory_held_outside_the_address_space_stops_at_the_memory_cgroup(grader_stays_healthy):
+    """memfd files grown with fallocate count against no rlimit; the job's memory cgroup (here
+    256 MiB, no swap) stops them: the kernel kills the hoarder, and the report says why."""
+    result = assert_nothing_earned(graded(MEMFD_HOARD, resident_bytes=256 * 2 ** 20), None)
+    assert "memory limit" in result.message, result.message
+    assert "hoard: held" not in result.message
 
 
 # ----------------------------------------------------------------------------- attacking processes
@@ -760,15 +675,14 @@ needs_pid_namespace = pytest.mark.skipif(
 
 @needs_pid_namespace
 @pytest.mark.parametrize("source", [KILL_PARENT, KILL_GROUP], ids=["kill-getppid", "killpg-0"])
-def test_killing_the_parent_or_the_group_kills_only_the_sandbox(source):
+def test_killing_the_parent_or_the_group_kills_only_the_sandbox(source, grader_stays_healthy):
     """In the PID namespace the kernel runs as its init, whose parent is outside (getppid() is 0,
     so os.kill(0) signals the process group): the sandbox's own launcher dies, the kernel
     itself is protected, and depending on which the grader sees first the run died or failed
     on its output. Never a point, and the grader (this process) lives on."""
     result = by_name(graded(source))["conv"]
     assert result.points == 0 and result.status in ("failed", "error")
-    assert ("the kernel process died (signal 9) before reporting" in result.message
-            or "wrong output" in result.message), result.message
+    assert "died" in result.message or "wrong output" in result.message, result.message
 
 
 @needs_pid_namespace
@@ -779,12 +693,22 @@ def test_pid_1_is_the_sandbox_itself():
 
 
 @needs_pid_namespace
-def test_killing_every_visible_process_reaches_nothing_outside():
+def test_killing_every_visible_process_reaches_nothing_outside(grader_stays_healthy):
     """kill(-1) and every PID up to 65535: in the namespace there is nobody else to signal."""
     assert_nothing_earned(graded(KILL_EVERYONE), "kill(-1): No such process; killed 0 processes by number")
 
 
-# ----------------------------------------------------------------------------- the network and the filesystem
+@pytest.mark.skipif(not CAPS.private_proc, reason="no private /proc on this machine")
+def test_the_child_sees_no_host_process_and_not_the_graders_command_line():
+    result = assert_nothing_earned(graded(proc_snoop(os.getpid())), "wrong output")
+    line = next(x for x in result.output.splitlines() if x.startswith("PROC "))
+    found = json.loads(line[len("PROC "):])
+    assert found["pids"] == [1]                                   # itself, and nothing else
+    assert found["cmdlines"][-1] == "FileNotFoundError"           # the grader's pid is not there
+    assert not any("pytest" in c for c in found["cmdlines"])
+
+
+# ----------------------------------------------------------------------------- the network and the file system
 
 @pytest.mark.skipif(not CAPS.net, reason="no network namespace on this machine")
 def test_the_network_is_unreachable_even_on_loopback():
@@ -801,34 +725,42 @@ def test_the_network_is_unreachable_even_on_loopback():
     assert "connected" not in result.message
 
 
-@pytest.mark.skipif(not (CAPS.mount and CAPS.readonly), reason="no read-only mount namespace on this machine")
-def test_the_child_sees_only_its_job_and_cannot_change_the_machine():
-    grader_dir = ROOT / "grader"
-    leftover = Path(_job_root()) / "run-crashed" / "conv-0"    # what a crashed grade leaves behind
+@pytest.mark.skipif(not CAPS.package_view, reason="no package-only view on this machine")
+def test_the_child_sees_its_job_and_packages_only_and_cannot_change_anything():
+    leftover = Path(_job_root()) / "run-crashed" / "conv-0"      # what a crashed grade leaves behind
     leftover.mkdir(parents=True, exist_ok=True)
     (leftover / "conv2d.py").write_text("# another student's kernel\n")
+    host_tmp = Path(tempfile.mkdtemp(prefix="hostile-", dir="/tmp")) / "secret.txt"
+    host_tmp.write_text("the host's /tmp")
     try:
-        report = graded(SNOOP, seed=987654321)
+        report = graded(file_snoop(ROOT, host_tmp), seed=987654321)
     finally:
         shutil.rmtree(leftover.parent)
+        shutil.rmtree(host_tmp.parent)
     result = assert_nothing_earned(report, "wrong output")
     line = next(x for x in result.output.splitlines() if x.startswith("SNOOP "))
-    found = line[len("SNOOP "):]
-    assert "job dir: ok ['conv2d.py', 'inputs', 'job.json']" in found
-    assert "987654321" not in result.output                      # the seed never reaches the child
-    assert "other jobs: ok []" in found     # job directories are hidden (and /tmp is private when the code is not in it)
-    # the packaged specs are readable (the grader's code is), but they hold only public
-    # thresholds; the graded spec, the seed and the answers never reach the child
-    assert "read specs: ok" in found and "hostile-small" not in result.output
-    for what in ("write grader", "write repo", "write etc", "raise pids.max", "leave cgroup"):
-        assert f"{what}: failed (Read-only file system)" in found
-    assert "umount" in found and ": ok" not in found.split("umount", 1)[1].split("raise pids.max")[0]
-    assert not (grader_dir / "_hostile_probe.py").exists() and not (ROOT / "_hostile_probe.txt").exists()
+    found = json.loads(line[len("SNOOP "):])
+    assert found["job dir"].startswith("ok ") and "'conv2d.py'" in found["job dir"]
+    assert "987654321" not in result.output                     # the seed never reaches the child
+    assert found["repo"].startswith("ok ") and all(
+        name in ("'grader'", "'nkisim'", "'.venv'") for name in found["repo"][4:-1].split(", ")), found["repo"]
+    assert "grade.py" not in found["grader dir"] and "specs" not in found["grader dir"]
+    for what in ("reference", "reference via grader", "reference via proc root", "reference via self root",
+                 "tests", "specs", "grader source", "git", "host tmp file"):
+        assert found["read " + what].startswith("failed"), (what, found["read " + what])
+    assert found["conv2d files"] == []
+    assert found["tmp"].startswith("ok") and host_tmp.parent.name not in found["tmp"]   # a private /tmp
+    assert found["other jobs"] == []          # only its own job directory and the way to it
+    assert found["write tmp"].startswith("ok")                   # a private, writable /tmp
+    for what in ("write grader", "write repo", "write etc", "write job dir"):
+        assert found[what].startswith("failed"), (what, found[what])
+    assert found["umount"] == []
+    assert not (ROOT / "grader" / "_hostile_probe.py").exists() and not (ROOT / "_hostile_probe.txt").exists()
     assert not Path("/etc/_hostile_probe").exists()
 
 
 @pytest.mark.skipif(not CAPS.unprivileged, reason="the child cannot drop to a uid of its own on this machine")
-def test_the_child_runs_as_nobody_and_cannot_read_private_files(tmp_path):
+def test_the_child_runs_as_nobody_and_cannot_read_private_files():
     secret = Path.home() / "_hostile_secret"          # a root-only file in root's 0700 home
     secret.write_text("api-key-123")
     secret.chmod(0o600)
@@ -841,40 +773,26 @@ for path in ("/etc/shadow", {str(secret)!r}):
         print("read", path, open(path).read())
     except OSError as err:
         print("read", path, "failed", type(err).__name__)
-try:
-    print("home", sorted(os.listdir({str(Path.home())!r})))
-except OSError as err:
-    print("home failed", type(err).__name__)
 """)))["conv"]
     finally:
         secret.unlink()
     lines = result.output.splitlines()
     uid_line = next(x for x in lines if x.startswith("uid "))
     assert uid_line.split()[1] == uid_line.split()[2] != "0" and uid_line.endswith("[]")
-    assert "read /etc/shadow failed PermissionError" in lines
+    assert any(x.startswith("read /etc/shadow failed") for x in lines)
     assert f"read {secret} failed" in result.output and "api-key-123" not in result.output
-    home = next(x for x in lines if x.startswith("home"))
-    assert "_hostile_secret" not in home and ".ssh" not in home    # only the interpreter's own path
 
 
 # ----------------------------------------------------------------------------- the static precheck
 
-def test_precheck_rejects_os_and_patching_allclose():
-    report = graded(OS_AND_ALLCLOSE, precheck=True)
+def test_the_precheck_rejects_os_and_patching_numpy():
+    report = graded(HEADER + "import os\nnp.allclose = lambda *args, **kwargs: True\n" + ZEROS_KERNEL, precheck=True)
     assert report.score.total == 0 and report.flags == ["precheck_rejected:conv2d"]
-    for t in report.tests:       # nothing ran: every test says why
-        assert t.status == "error" and t.message.startswith("rejected by the static check: line 5: `import os`")
-        assert "(and 1 more)" in t.message
+    assert all(t.status in ("error", "skipped") and t.points == 0 for t in report.tests)
 
 
-@pytest.mark.parametrize("source, why", [
-    (FD_FORGED_HOST_ANSWER, "`import os` is not allowed"),
-    (PRIVATE_ATTRIBUTES, "private attribute _arr"),
-    (PATCH_TRACE, "`import nkisim.machine` is not allowed"),
-    (PATCH_SCORER, "`import grader.checks` is not allowed"),
-], ids=["forged-pipe", "private-attributes", "patch-trace", "patch-scorer"])
-def test_precheck_rejects_what_the_sandbox_cannot_stop(source, why):
-    report = graded(source, precheck=True)
-    assert report.score.total == 0
-    assert all(t.status == "error" and "rejected by the static check" in t.message for t in report.tests)
-    assert why in by_name(report)["conv"].message
+# ============================================================================= values and traces
+# The lead's section: attacks on what the grade is computed from (nl.device_print formatters,
+# nl.full with an __array__ object, np.testing.runstring / measure, patching nki.baremetal
+# through a parameter, forged programs and traces, private attributes, host NumPy on device
+# tensors, skipping work when benchmarked, outputs hard-coded for a public seed).
