@@ -150,12 +150,10 @@ class _Run:
         """A future of the reference answer. Worked out beside the child once this kernel has
         produced an output in this grade; before that only when asked for, so a kernel that
         fails at once costs no reference work (a 224x224 answer takes seconds of CPU)."""
+        compute = lambda: problems.reference(test.problem, args, kwargs)   # noqa: E731
         if (test.file, test.kernel) in self.kernel_ran_ok:
-            pool = ThreadPoolExecutor(max_workers=1)
-            future = pool.submit(problems.reference, test.problem, args, kwargs)
-            pool.shutdown(wait=False)
-            return future
-        return _Deferred(lambda: problems.reference(test.problem, args, kwargs))
+            return _Background(compute)
+        return _Deferred(compute)
 
     # ----- one test ------------------------------------------------------------------------
     def run_test(self, test: TestSpec) -> TestResult:
@@ -412,6 +410,29 @@ class _Deferred:
 
     def result(self) -> np.ndarray:
         return self.compute()
+
+
+class _Background:
+    """A computation started at once on a daemon thread: when the kernel fails and nobody asks
+    for the answer, the grader's process need not wait for it to exit (a pool thread it must)."""
+
+    def __init__(self, compute: Callable[[], np.ndarray]) -> None:
+        self.value: list = []
+        self.thread = threading.Thread(target=self._run, args=(compute,), daemon=True, name="reference-answer")
+        self.thread.start()
+
+    def _run(self, compute) -> None:
+        try:
+            self.value.append((True, compute()))
+        except BaseException as err:       # handed to whoever asks for the result
+            self.value.append((False, err))
+
+    def result(self) -> np.ndarray:
+        self.thread.join()
+        ok, value = self.value[0]
+        if not ok:
+            raise value
+        return value
 
 
 def _cancel_kw(event: threading.Event) -> dict:

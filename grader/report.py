@@ -13,7 +13,7 @@ MESSAGE_LIMIT = 4000        # characters of one message (a test's, a rejection's
 OUTPUT_LIMIT = 8000         # characters of a test's captured kernel output
 DETAIL_TEXT_LIMIT = 2000    # characters of any string inside details
 DETAIL_ITEMS_LIMIT = 256    # entries of any list or dict inside details
-DETAIL_TEXT_TOTAL = 300_000  # characters of long text (a profile's SVG) inside details
+SVG_LIMIT = 1_000_000       # characters of a profile's SVG timeline; a longer one is dropped whole
 
 
 def bound_text(text, limit: int) -> str:
@@ -28,17 +28,23 @@ def bound_text(text, limit: int) -> str:
 
 
 def _bound_details(value, depth: int = 0):
-    """A copy of `value` whose strings, lists and dicts are bounded (SVG timelines may be long)."""
+    """A copy of `value` whose strings, lists and dicts are bounded. An SVG (under a key
+    naming it) may be long, but is kept whole or not at all: half a picture is no picture."""
     if isinstance(value, str):
-        return bound_text(value, DETAIL_TEXT_TOTAL if value.startswith("<svg") else DETAIL_TEXT_LIMIT)
+        return bound_text(value, DETAIL_TEXT_LIMIT)
     if depth > 8:
         return None
     if isinstance(value, dict):
         items = list(value.items())[:DETAIL_ITEMS_LIMIT]
-        return {bound_text(k, 200): _bound_details(v, depth + 1) for k, v in items}
+        return {bound_text(k, 200): _bound_svg(v) if "svg" in str(k).lower() and isinstance(v, str)
+                else _bound_details(v, depth + 1) for k, v in items}
     if isinstance(value, (list, tuple)):
         return [_bound_details(v, depth + 1) for v in list(value)[:DETAIL_ITEMS_LIMIT]]
     return value
+
+
+def _bound_svg(svg: str) -> str:
+    return svg if len(svg) <= SVG_LIMIT else ""
 
 
 @dataclass

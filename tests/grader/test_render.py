@@ -239,12 +239,14 @@ def test_secret_seed_stays_out_of_every_output_but_staff_json(mixed_report):
 def test_report_text_fields_are_bounded():
     huge = "E" * (50 * 2**20)
     test = report_types.TestResult("t", "correctness", "error", 0, 1, message=huge, output=huge,
-                                   details={"configs": [{"error": huge}] * 1000, "profile": {"svg": "<svg" + huge}})
+                                   details={"configs": [{"error": huge}] * 1000,
+                                            "profile": {"svg": "<svg>" + huge, "timeline_svg": "<svg/>"}})
     report = make_report([test], {"correctness": 1, "performance": 0, "extra_credit": 0},
                          flags=[huge], warnings=[{"file": "a.py", "line": 1, "rule": "r", "message": huge}])
     size = len(json.dumps(render.to_json(report)))
     assert size < 2 * 2**20
     assert "characters omitted" in report.tests[0].message
+    assert report.tests[0].details["profile"] == {"svg": "", "timeline_svg": "<svg/>"}   # whole or nothing
 
 
 @pytest.mark.parametrize("flag, staff, student", [
