@@ -119,10 +119,10 @@ def _numpy_check(chain: list[str]) -> str | None:
         return _FILES
     if name in _NUMPY_REFUSED:
         return _NUMPY_REFUSED[name]
-    if name in _numpy_names() or name in _NUMPY_SUBMODULES:
-        return None
-    return ("it is not among the numpy names a kernel file may use (numpy's dtypes, constants, ufuncs "
-            "and array functions, and numpy.random/linalg/fft/testing.assert_*); if you need it, ask staff")
+    if name in _numpy_names() or name in _NUMPY_SUBMODULES or name not in _NUMPY_LAZY:
+        return None         # a name numpy lacks (np.float_ in numpy 2) fails at run time with its own error
+    return ("it is not among the numpy modules a kernel file may use (numpy.random, linalg, fft, "
+            "testing.assert_*, lib.stride_tricks, ...)")
 
 
 # numpy functions that read or write files (also refused as `arr.tofile(...)` / `arr.dump(...)`).
@@ -138,6 +138,8 @@ _NUMPY_REFUSED = {
 # numpy's submodules a kernel may use; the others are refused by DENIED_MODULES or as unknown.
 _NUMPY_SUBMODULES = frozenset({"random", "linalg", "fft", "testing", "typing", "polynomial", "emath", "dtypes",
                                "exceptions", "lib", "char", "strings"})
+# What numpy's module __getattr__ imports on first use (numpy 2.x), besides the ones above.
+_NUMPY_LAZY = frozenset({"ma", "ctypeslib", "matlib", "f2py", "rec", "core", "distutils", "array_api"})
 
 
 @lru_cache(maxsize=None)
@@ -155,8 +157,9 @@ def _numpy_testing(chain):
 
 
 _HARMLESS_OS = ("path path.join path.basename path.dirname path.split path.splitext path.normpath path.isabs "
-                "path.sep path.extsep path.commonprefix environ environ.get getenv cpu_count getpid sep linesep "
-                "name curdir pardir extsep")
+                "path.abspath path.realpath path.relpath path.normcase path.expanduser path.sep path.extsep "
+                "path.commonprefix path.commonpath environ environ.get getenv cpu_count getpid getcwd sep "
+                "linesep name curdir pardir extsep")
 _HARMLESS_SYS = ("maxsize float_info.* int_info.* version version_info.* hexversion implementation.* platform "
                  "byteorder maxunicode float_repr_style stdout stdout.write stdout.flush stderr stderr.write "
                  "stderr.flush exit argv getsizeof getrecursionlimit setrecursionlimit path path.append "
@@ -297,6 +300,17 @@ def _judge(path: str) -> tuple[str, str] | None:
         if sub is None:
             return None
         module, rest = sub, rest[1:]
+
+
+def _star_names(module: str) -> list[tuple[str, str]] | None:
+    """The names `from module import *` binds, as (bound, name) pairs, when they can be known."""
+    owner = _loaded(module)
+    if owner is None:
+        return None
+    names = vars(owner).get("__all__")
+    if not isinstance(names, (list, tuple)):
+        names = [n for n in vars(owner) if not n.startswith("_")]
+    return [(n, n) for n in names if isinstance(n, str)]
 
 
 def _is_module(path: str, imported: frozenset[str]) -> bool:
@@ -645,6 +659,7 @@ class _Flow:
         self.imported: set[str] = set()              # module paths named by `import a.b` (and a)
         self.functions: dict[str, list] = {}         # the file's own functions (a class: its __init__)
         self.classes: set[str] = set()
+        self.starred: set[str] = set()               # names bound by `from m import *`
         for node in nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -653,8 +668,11 @@ class _Flow:
                     self._add(self.alias, a.asname or parts[0], {a.name if a.asname else parts[0]})
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 for a in node.names:
-                    if a.name != "*":
-                        self._add(self.alias, a.asname or a.name, {f"{node.module}.{a.name}"})
+                    names = _star_names(node.module) or () if a.name == "*" else [(a.asname or a.name, a.name)]
+                    for bound, name in names:
+                        self._add(self.alias, bound, {f"{node.module}.{name}"})
+                        if a.name == "*":
+                            self.starred.add(bound)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions.setdefault(node.name, []).append(node)
             elif isinstance(node, ast.ClassDef):
@@ -905,9 +923,7 @@ _FRAME_ATTRS = frozenset({"tb_frame", "tb_next", "f_back", "f_globals", "f_local
 _PROTOCOL_HOOKS = frozenset({
     "__array__", "__array_interface__", "__array_struct__", "__array_function__", "__array_ufunc__",
     "__array_wrap__", "__array_finalize__", "__array_priority__", "__float__", "__int__", "__index__",
-    "__complex__", "__getattr__", "__getattribute__", "__setattr__", "__delattr__", "__del__", "__reduce__",
-    "__reduce_ex__", "__getstate__", "__setstate__", "__set_name__", "__init_subclass__", "__class_getitem__",
-    "__instancecheck__", "__subclasscheck__", "__mro_entries__", "__fspath__", "__dlpack__"})
+    "__complex__", "__dlpack__", "__buffer__"})
 _DEAD_NOTE = (" It is in the `if __name__ == \"__main__\":` block, which grading never runs, so this is only a "
               "warning.")
 _DELETE = "Delete it (and the code that uses it)."
@@ -981,6 +997,12 @@ class _Checker:
                                              f"so it cannot import files beside it. Put the helper in this file.")
                     continue
                 for a in node.names:
+                    refused = _judge(node.module) if a.name == "*" else None
+                    if refused:
+                        self.add(node, "import", f"`{shown} *` is not allowed: {refused[0]}. {_DELETE}")
+                        continue
+                    if a.name == "*" and _star_names(node.module):
+                        continue                      # each name it binds is judged where it is used
                     if a.name == "*":
                         self.add(node, "import", f"`{shown} *` is not allowed: a star import hides which names the "
                                                  f"kernel uses, so they cannot be checked. Import the module under "
@@ -1022,6 +1044,8 @@ class _Checker:
     # -- names
     def check_name(self, node: ast.Name):
         name = node.id
+        if name in self.flow.starred and isinstance(node.ctx, ast.Load):
+            self.judge_use(node)
         if name in _FORBIDDEN_BUILTINS and isinstance(node.ctx, ast.Load):
             if self.scopes.is_builtin(node):
                 parent = self.parent.get(id(node))

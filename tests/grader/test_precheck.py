@@ -156,9 +156,19 @@ def test_relative_import(line):
     assert [(v.rule, v.severity) for v in precheck(line + "\n", "k.py")] == [("import", "error")]
 
 
-def test_star_import():
-    found = precheck("from numpy import *\n", "k.py")
-    assert [v.rule for v in found] == ["import"] and "star import" in found[0].message
+def test_a_star_import_binds_names_that_are_judged_where_used():
+    assert precheck("from numpy import *\nfrom math import *\nx = zeros(3) + ceil(2.5)\n", "k.py") == []
+    found = precheck("from numpy import *\nx = load('f')\n", "k.py")
+    assert [(v.rule, v.line) for v in found] == [("file-io", 2)]
+    found = precheck("from neuronxcc.nki.language import *\ntile_size.pmax = 256\n", "k.py")
+    assert [(v.rule, v.line) for v in found] == [("monkey-patch", 2)]
+
+
+@pytest.mark.parametrize("line,why", [("from torch import *", "star import"),
+                                      ("from subprocess import *", "processes")])
+def test_a_star_import_whose_names_are_unknown_or_denied(line, why):
+    found = precheck(line + "\n", "k.py")
+    assert [v.rule for v in found] == ["import"] and why in found[0].message
 
 
 def test_import_inside_a_function_is_checked_too():
@@ -317,6 +327,7 @@ def test_numpy_file_io(snippet):
     "np.testing.assert_allclose(a, b, rtol=1e-4)\n",
     "np.set_printoptions(precision=3, suppress=True)\n",
     "with np.errstate(divide='ignore'):\n    q = a / b\n",
+    "x = np.float_(1.0)\n",                                       # numpy 1 only: fails at run time, harmlessly
     "s = np.linalg.norm(a) + np.fft.fft(a).real.sum()\n",
     "nl.load(src)\n",
 ])
@@ -359,6 +370,8 @@ def test_the_harmful_corners_of_harmless_modules(snippet, rule):
     "import logging\nlogging.getLogger(__name__).setLevel(logging.INFO)\nlog = logging.getLogger('k')\nlog.debug('x')\n",
     "import logging\nlogging.basicConfig(level=logging.DEBUG, format='%(message)s')\n",
     "import os\np = os.path.join(os.path.dirname(__file__), 'x')\nd = os.environ.get('DEBUG')\nn = os.cpu_count()\n",
+    "import os, sys\nsys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), '..')))\n",
+    "class AttrDict(dict):\n    def __getattr__(self, k):\n        return self[k]\n    def __eq__(self, o):\n        return True\n",
     "import sys\nsys.path.append('..')\nprint(sys.version_info >= (3, 8), sys.maxsize, file=sys.stderr)\n",
     "import time\nt0 = time.perf_counter()\n",
     "import pdb\npdb.set_trace()\n",
