@@ -7,6 +7,7 @@
     grader nightly [--now]                the reference regression (now, here; or queued)
     grader submit PATH [--server URL --token T]   enqueue, follow the progress, print the report
     grader queue                          depth per queue, running, workers alive
+    grader migrate                        bring the database to the current schema (Alembic)
 
 `python -m workers.cli ...` runs the same commands without the console script."""
 from __future__ import annotations
@@ -30,7 +31,7 @@ def register_worker(sub) -> None:
     p.add_argument("--queue", choices=("sim", "trn2"), default="sim")
     p.add_argument("--concurrency", type=int, help="grades at once (sim: default 1; trn2: one per core)")
     p.add_argument("--cores", help="trn2: NeuronCores to use, e.g. 0,1,2,3 (default $NKI_NEURON_CORES or 0)")
-    p.add_argument("--name", help="worker name (default grader-<queue>-<pid>@<host>)")
+    p.add_argument("--name", help="worker name; %%h is the host name (default grader-<queue>-<pid>@%%h)")
     p.add_argument("--time-budget", type=float, help="wall seconds for one grade (default: the spec's)")
     p.add_argument("--loglevel", default="INFO")
     p.set_defaults(func=_worker)
@@ -52,7 +53,7 @@ def _worker(args) -> int:
         return _fail("--concurrency must be at least 1")
     if args.time_budget is not None and args.time_budget <= 0:
         return _fail("--time-budget must be a positive number of seconds")
-    name = args.name or f"grader-{args.queue}-{os.getpid()}@{socket.gethostname()}"
+    name = (args.name or f"grader-{args.queue}-{os.getpid()}@%h").replace("%h", socket.gethostname())
     concurrency = args.concurrency or 1
     if args.queue == "trn2":
         if not _neuron_here():
@@ -170,6 +171,20 @@ def _queue(args) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- migrate
+
+def register_migrate(sub) -> None:
+    p = sub.add_parser("migrate", help="bring the database (DATABASE_URL or the embedded one) to the current schema")
+    p.set_defaults(func=_migrate)
+
+
+def _migrate(args) -> int:
+    from store import upgrade
+    upgrade()
+    print("database schema is current")
+    return 0
+
+
 # --------------------------------------------------------------------------- submit / serve
 
 def register_submit(sub) -> None:
@@ -202,7 +217,8 @@ def _serve(args) -> int:
     return serve(args)
 
 
-COMMANDS = (register_serve, register_worker, register_beat, register_nightly, register_submit, register_queue)
+COMMANDS = (register_serve, register_worker, register_beat, register_nightly, register_submit, register_queue,
+            register_migrate)
 
 
 def main(argv: list[str] | None = None) -> int:

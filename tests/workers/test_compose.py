@@ -1,0 +1,99 @@
+"""docker-compose.yml (Docker is not on our machines): its structure is what deployment needs,
+and every command a service of our image runs resolves to a real entry point with valid flags."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+yaml = pytest.importorskip("yaml")
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES = COMPOSE["services"]
+OURS = {name for name, svc in SERVICES.items() if "build" in svc}
+
+
+def _expand(value: str) -> str:
+    """Compose's ${VAR:-default} with the defaults, as an unset environment gives them."""
+    return re.sub(r"\$\{[A-Z0-9_]+:-([^}]*)\}", r"\1", value)
+
+
+def test_every_part_of_the_service_is_there():
+    assert set(SERVICES) == {"postgres", "redis", "migrate", "web", "worker-sim", "worker-trn2", "beat"}
+    assert OURS == {"migrate", "web", "worker-sim", "worker-trn2", "beat"}
+    assert {"pgdata", "redisdata", "grader-data"} <= set(COMPOSE["volumes"])
+    assert (ROOT / "Dockerfile").is_file()
+
+
+def test_health_checks_volumes_and_ordering():
+    for name, svc in SERVICES.items():
+        health = svc.get("healthcheck", {})
+        if name == "migrate":                       # a one-shot job: others wait for it to complete
+            assert health.get("disable") is True
+            continue
+        assert health.get("test"), f"{name} has no health check"
+    assert SERVICES["redis"]["command"][:1] == ["redis-server"] and "--appendonly" in SERVICES["redis"]["command"]
+    for name in OURS - {"migrate"}:
+        deps = SERVICES[name]["depends_on"]
+        assert deps["postgres"]["condition"] == "service_healthy"
+        assert deps["redis"]["condition"] == "service_healthy"
+        assert deps["migrate"]["condition"] == "service_completed_successfully"
+        assert any(v.endswith(":/data") for v in SERVICES[name]["volumes"])
+        env = SERVICES[name]["environment"]
+        assert env["DATABASE_URL"].startswith("postgresql://") and "@postgres:5432/" in env["DATABASE_URL"]
+        assert env["REDIS_URL"].startswith("redis://redis:6379")
+
+
+def test_trn2_worker_gets_neuron_devices_and_one_core_each():
+    trn2 = SERVICES["worker-trn2"]
+    assert trn2["profiles"] == ["trn2"]
+    assert any(d.startswith("/dev/neuron") for d in trn2["devices"])
+    command = [_expand(c) for c in trn2["command"]]
+    assert command[command.index("--queue") + 1] == "trn2" and "--cores" in command
+
+
+def _grader_parser() -> argparse.ArgumentParser:
+    """The `grader` parser as grader.cli builds it: its own `grade` plus every plugged-in command."""
+    parser = argparse.ArgumentParser(prog="grader", exit_on_error=False)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("grade")
+    for entry in importlib.metadata.entry_points(group="nki_grader.commands"):
+        entry.load()(sub)
+    return parser
+
+
+@pytest.mark.parametrize("service", sorted(OURS))
+def test_command_resolves_to_our_entry_points(service):
+    command = [_expand(c) for c in SERVICES[service]["command"]]
+    program = command[0]
+    scripts = {e.name: e.value for e in importlib.metadata.entry_points(group="console_scripts")}
+    assert program in scripts, f"{service}: {program!r} is not a console script installed with the project"
+    if program == "grader":
+        assert scripts["grader"] == "grader.cli:main"
+        args = _grader_parser().parse_args(command[1:])         # unknown commands or flags raise
+        assert callable(args.func)
+    elif program == "gunicorn":
+        module, _, call = command[-1].partition(":")
+        factory = getattr(importlib.import_module(module), call.removesuffix("()"))
+        assert callable(factory)
+    else:
+        pytest.fail(f"{service}: no rule to check {program!r}")
+
+
+def test_worker_health_check_pings_its_own_worker_name():
+    for name in ("worker-sim", "worker-trn2"):
+        svc = SERVICES[name]
+        check = svc["healthcheck"]["test"][1]
+        assert check.startswith("celery -A workers.app inspect ping")
+        queue = svc["environment"]["NKI_QUEUE"]
+        command = svc["command"]
+        assert command[command.index("--name") + 1] == f"{queue}@%h"
+    assert importlib.import_module("workers.app").app.main == "nki_grader"
+    assert shutil.which("celery", path=str(Path(sys.executable).parent))
