@@ -4,6 +4,8 @@ bfloat16 and fp8), so a value written to a 16-bit tile is rounded exactly once, 
 from __future__ import annotations
 
 import ml_dtypes
+import numbers
+
 import numpy as np
 
 from .errors import DtypeError
@@ -147,3 +149,13 @@ def scalar_dtype(value) -> np.dtype:
     if isinstance(value, (int, np.integer)):
         return int32
     return float32
+
+
+def plain_number(value):
+    """A plain Python number from a kernel's scalar (np.float32(2), True, 3): a traced
+    program carries values of its own types only, never a kernel's object."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (numbers.Integral, np.integer)):
+        return int(value)
+    return float(value)

@@ -1,4 +1,4 @@
-"""One simulated NeuronCore per kernel run: memory, allocations and the instruction trace.
+"""Tracing one kernel run: allocations, on-chip capacity and the program of instructions.
 
 The `neuronxcc.nki`-shaped API finds the running machine through a ContextVar, so there is
 no module-level state and runs in different threads or contexts never see each other.
@@ -12,12 +12,15 @@ import numbers
 import numpy as np
 
 from . import dtypes
-from .errors import HardwareLimitError, KernelContractError, MemorySpaceError, OutsideKernelError, ShapeError
+from .errors import (HardwareLimitError, KernelContractError, MemorySpaceError, OutsideKernelError, ShapeError,
+                     UnsupportedOperationError)
+from .indexing import Predicate
 from .memory import Allocation, Buffer, MemoryTracker
+from .registry import INSTRUCTIONS
 from .settings import SimSettings
 from .source import user_site
-from .tensor import DeviceTensor, align_to, as_shape, same_region
-from .trace import Engine, TraceRecord
+from .tensor import DeviceTensor, as_shape, check_align, raise_out_of_bounds, same_region
+from .trace import AllocInfo, Engine, TraceRecord
 
 _current: contextvars.ContextVar["Machine | None"] = contextvars.ContextVar("nkisim_machine", default=None)
 
@@ -41,12 +44,15 @@ def current_machine() -> "Machine":
 
 
 class Machine:
+    """Traces one kernel: allocations, capacity, and the program of instructions. Nothing
+    here holds a value; nkisim.execute runs the program on real inputs afterwards."""
+
     def __init__(self, settings: SimSettings | None = None) -> None:
         self.settings = settings or SimSettings()
         self.limits = self.settings.limits
         self.memory = MemoryTracker(self.limits)
         self.trace: list[TraceRecord] = []
-        self.printed: list[str] = []
+        self.allocations: dict[int, AllocInfo] = {}   # every allocation, for the program's table
 
     @contextlib.contextmanager
     def activate(self):
@@ -57,8 +63,8 @@ class Machine:
             _current.reset(token)
 
     # ----- allocation ----------------------------------------------------------------------
-    def allocate(self, shape, dtype, buffer: Buffer, *, par_axis: int = 0, fill=None,
-                 name: str = "", transient: bool = False, is_input: bool = False,
+    def allocate(self, shape, dtype, buffer: Buffer, *, par_axis: int = 0, name: str = "",
+                 transient: bool = False, is_input: bool = False, input_index: int | None = None,
                  site=None) -> DeviceTensor:
         if not transient:   # instruction results arrive with checked int shapes and dtypes
             shape = as_shape(shape)
@@ -69,22 +75,12 @@ class Machine:
             site = user_site(2)
         if buffer.on_chip and (shape or not transient):   # a 0-d result (t[0, 0] > 0) is fine
             self._check_tile_shape(shape, par_axis, name, site)
-        array = np.empty(shape, dtype=dtype)
-        if fill is not None:
-            array[...] = dtypes.cast(np.asarray(fill), dtype)
-        elif transient:
-            pass   # an instruction result: written in full right away (see store_result for masks)
-        elif self.settings.fill_uninitialized_with_nan:
-            if dtypes.is_float(dtype):
-                array[...] = np.nan
-            else:
-                array.view(np.uint8)[...] = 0xA5   # recognisable garbage
-        alloc = Allocation(buffer, array, dtype, par_axis, site, name, is_input=is_input,
-                           transient=transient, written=fill is not None or is_input)
-        if fill is None and transient:
-            alloc.written = False
+        alloc = Allocation(buffer, tuple(shape), dtype, par_axis, site, name, is_input=is_input,
+                           transient=transient, written=is_input, input_index=input_index)
         self.memory.admit(alloc)
-        return DeviceTensor(alloc, array, None, par_axis, name)
+        self.allocations[alloc.id] = AllocInfo(alloc.id, buffer.value, alloc.shape, dtypes.name_of(dtype), par_axis,
+                                               name, input_index)
+        return DeviceTensor(alloc, alloc.shape, par_axis=par_axis, name=name)
 
     def _check_tile_shape(self, shape, par_axis, name, site) -> None:
         if len(shape) < 1:
@@ -102,21 +98,46 @@ class Machine:
         """An instruction's result tile: counted for capacity only if the kernel keeps it."""
         return self.allocate(shape, dtype, buffer, transient=True)
 
-    # ----- trace ---------------------------------------------------------------------------
-    def record(self, opcode: str, engine: Engine, reads, writes, *, accumulate: bool = False,
-               **attrs) -> TraceRecord | None:
+    # ----- the program ---------------------------------------------------------------------------
+    def emit(self, opcode: str, engine: Engine, kind: str, reads, writes, *, params: dict | None = None,
+             mask=None, accumulate: bool = False, **attrs) -> TraceRecord:
+        """Append one instruction: `kind` names its value semantics (nkisim.execute), the rest
+        is what the cost model sees. Bounds are checked here, on the elements the instruction
+        actually touches: a mask may keep overhanging elements out."""
+        spec = INSTRUCTIONS.get(opcode)
+        if spec is None or engine not in spec.engines:    # every record goes through the table
+            raise RuntimeError(f"nkisim bug: {opcode} on the {engine.label} engine is not in the instruction table")
+        site = user_site(2)
+        mask_values = _mask_values(mask, writes[0].shape if writes else None)
         for t in reads:
             t._alloc.read = True
-        if not self.settings.record_trace:
-            return None
+            if t._invalid is not None:
+                self.check_access(t, mask_values, site)
+        for t in writes:
+            if t._invalid is not None:
+                self.check_access(t, mask_values, site)
+            t._alloc.written = True
         rec = TraceRecord(len(self.trace), opcode, engine, [t.region() for t in reads],
-                          [t.region() for t in writes], user_site(2), accumulate, attrs)
+                          [t.region() for t in writes], site, accumulate, attrs, kind, params or {},
+                          mask_values)
         self.trace.append(rec)
         for t in writes:
             if t._alloc.transient and t._alloc.producer is None:
                 t._alloc.producer = rec
-                t._alloc.site = rec.site   # a result tile was allocated where its instruction ran
+                t._alloc.site = site   # a result tile was allocated where its instruction ran
         return rec
+
+    @staticmethod
+    def check_access(t: DeviceTensor, mask_values, site) -> None:
+        """Refuse an access to elements outside `t`'s tensor unless the mask excludes them."""
+        touched = t._invalid
+        if mask_values is not None:
+            try:
+                touched = touched & np.broadcast_to(mask_values, touched.shape)
+            except ValueError:
+                pass
+        if touched.any():
+            raise_out_of_bounds(t, site)
 
     # ----- writes into existing tensors ----------------------------------------------------------
     def check_writable(self, dest: DeviceTensor, how: str) -> None:
@@ -140,31 +161,39 @@ class Machine:
                 raise MemorySpaceError(
                     f"cannot assign HBM tensor {value._label()} into on-chip {dest._label()}",
                     remedy="load HBM data with nisa.dma_copy(dst=tile, src=hbm_tensor[...])")
-            values = align_to(value._values(), value.shape, dest.shape, f"{dest.name or 'dst'}[...] = value",
-                              "value ", "destination")
+            check_align(value.shape, dest.shape, f"{dest.name or 'dst'}[...] = value", "value ", "destination")
             if not self._place_result(value, dest):
                 engine = Engine.SCALAR if value.buffer is Buffer.PSUM else Engine.VECTOR
-                self.record("tensor_copy", engine, [value], [dest])
-            dest._store(values)
+                self.emit("tensor_copy", engine, "copy", [value], [dest], auto_engine=True)
         elif isinstance(value, (numbers.Number, np.number)):
-            self.record("memset", Engine.VECTOR, [], [dest], value=float(value))
-            dest._store(np.full(dest.shape, value))
+            self.emit("memset", Engine.VECTOR, "fill", [], [dest], params={"value": dtypes.plain_number(value)},
+                      value=float(value))
         else:
             raise ShapeError(f"cannot assign a {type(value).__name__} into {dest._label()}",
                              remedy="assign a tile or a Python number")
 
     def _place_result(self, value: DeviceTensor, dest: DeviceTensor, accumulate: bool = False) -> bool:
         """Retarget the instruction that produced `value` to write `dest` directly, as the
-        compiler does for `dest[...] = nisa.op(...)`. Only for a fresh, unread result."""
+        compiler does for `dest[...] = nisa.op(...)`. Only for a fresh, unread result; the
+        result tile still gets the values (at no cost), should the kernel read it later."""
         alloc = value._alloc
         rec = alloc.producer
         if not alloc.transient or alloc.read or rec is None or value.shape != alloc.shape:
             return False
+        if rec is not self.trace[-1]:      # something ran since: the copy keeps program order
+            return False
         if dest.buffer not in ENGINE_OUTPUTS.get(rec.engine, ()):
             return False
-        rec.writes = [dest.region()]
+        if rec.mask is not None and rec.mask.shape != () and \
+                np.broadcast_shapes(rec.mask.shape, dest.shape) != dest.shape:
+            return False
+        if dest._invalid is not None:
+            self.check_access(dest, rec.mask, rec.site)
+        rec.stores = rec.stores + [rec.writes[0]]
+        rec.writes = [dest.region()] + rec.writes[1:]
         rec.accumulate = accumulate
         alloc.read = True
+        dest._alloc.written = True
         return True
 
     def update_in_place(self, target: DeviceTensor, other, opname: str) -> None:
@@ -180,16 +209,40 @@ class Machine:
             if other.buffer.is_hbm:
                 raise MemorySpaceError(f"operand {other._label()} is in HBM",
                                        remedy="load it into SBUF with nisa.dma_copy first")
-            rhs = align_to(other._values(), other.shape, target.shape, f"{opname} in place",
-                           "value ", "target")
-            accumulate = (opname == "add" and target.buffer is Buffer.PSUM and other._alloc.producer is not None
-                          and other._alloc.producer.engine is Engine.TENSOR)
-            if not (accumulate and self._place_result(other, target, accumulate=True)):
-                self.record("tensor_tensor", Engine.VECTOR, [target, other], [target], op=opname)
+            check_align(other.shape, target.shape, f"{opname} in place", "value ", "target")
+            if self.accumulates(target, other, opname):
+                return
+            self.emit("tensor_tensor", Engine.VECTOR, "binary", [target, other], [target],
+                      params={"op": op.name}, op=op.name)
+        elif isinstance(other, (numbers.Number, np.number)):
+            self.emit("tensor_scalar", Engine.VECTOR, "scalar", [target], [target],
+                      params={"op0": op.name, "operand0": {"const": dtypes.plain_number(other)}}, op=op.name)
         else:
-            rhs = other
-            self.record("tensor_scalar", Engine.VECTOR, [target], [target], op=opname)
-        lhs = target._values()
-        if lhs.dtype != np.float32:
-            lhs = lhs.astype(np.float32)
-        target._store(op.apply(lhs, rhs))
+            raise ShapeError(f"cannot update {target._label()} in place with a {type(other).__name__}",
+                             remedy="use a tile or a Python number")
+
+    def accumulates(self, target: DeviceTensor, other: DeviceTensor, opname: str) -> bool:
+        """`psum += nc_matmul(...)` (or `psum = psum + nc_matmul(...)`): the matmul accumulates
+        into the PSUM tile itself, as the Tensor Engine does."""
+        producer = other._alloc.producer
+        if (opname == "add" and target.buffer is Buffer.PSUM and producer is not None
+                and producer.engine is Engine.TENSOR and producer.opcode == "nc_matmul"):
+            return self._place_result(other, target, accumulate=True)
+        return False
+
+
+def _mask_values(mask, shape):
+    if mask is None:
+        return None
+    if not isinstance(mask, Predicate):
+        raise UnsupportedOperationError("mask= must be a predicate of index expressions "
+                                        "(comparisons of nl.arange/nl.mgrid combined with '&')",
+                                        code="err_unsupported_expression_in_mask")
+    values = mask.values
+    if shape is not None:
+        try:
+            np.broadcast_shapes(values.shape, shape)
+        except ValueError:
+            raise ShapeError(f"mask of shape {list(values.shape)} does not fit the result {list(shape)}",
+                             code="err_unsupported_expression_in_mask") from None
+    return np.ascontiguousarray(values, dtype=bool)

@@ -45,10 +45,11 @@ _ids = itertools.count(1)
 
 @dataclass(eq=False)
 class Allocation:
-    """One tensor's storage. `array` holds values in the tensor's own dtype."""
+    """One tensor's storage, described, not held: values exist only when the traced
+    program runs (nkisim.execute)."""
 
     buffer: Buffer
-    array: np.ndarray
+    shape: tuple
     dtype: np.dtype
     par_axis: int
     site: SourceSite | None
@@ -59,6 +60,7 @@ class Allocation:
     parent: "Allocation | None" = None   # set on a .view(dtype) reinterpretation
     read: bool = False                   # an instruction has read it (see Machine.assign)
     producer: object = None              # TraceRecord of the instruction whose result this is
+    input_index: int | None = None       # which kernel argument (inputs only)
     id: int = field(default_factory=lambda: next(_ids))
     tracker: "MemoryTracker | None" = field(default=None, repr=False)
     cost: int = 0                        # bytes per partition (SBUF) or banks (PSUM) accounted
@@ -69,23 +71,23 @@ class Allocation:
             self.tracker.release(self)
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        return self.array.shape
+    def size(self) -> int:
+        return math.prod(self.shape)
 
     @property
     def partitions(self) -> int:
-        return self.array.shape[self.par_axis] if self.array.ndim else 1
+        return self.shape[self.par_axis] if self.shape else 1
 
     @property
     def bytes_per_partition(self) -> int:
-        if not self.array.ndim:
+        if not self.shape:
             return self.dtype.itemsize
-        return (self.array.size // max(self.partitions, 1)) * self.dtype.itemsize
+        return (self.size // max(self.partitions, 1)) * self.dtype.itemsize
 
     def describe(self) -> str:
         label = f"'{self.name}' " if self.name else ""
         where = f" allocated at {self.site.short}" if self.site else ""
-        return (f"{label}{self.dtype.name}{list(self.array.shape)} in {self.buffer.value}"
+        return (f"{label}{self.dtype.name}{list(self.shape)} in {self.buffer.value}"
                 f" ({self.bytes_per_partition} B/partition){where}")
 
 

@@ -1,5 +1,7 @@
-"""Running a kernel: NumPy inputs become read-only HBM tensors, the kernel runs against a
-fresh Machine, and the HBM tensors it returns come back as NumPy arrays."""
+"""Running a kernel in two halves, as neuronx-cc and the device do: tracing runs the kernel's
+Python on value-free tensors into a program (nkisim.program), and execution runs that
+program on the real inputs with NumPy (nkisim.execute). A graded run does the two in
+different processes; local use (nki.baremetal, nki.benchmark) does both here."""
 from __future__ import annotations
 
 import contextlib
@@ -12,24 +14,29 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import dtypes
-from .errors import KernelContractError, LatencyUnavailableError
+from .errors import KernelContractError
+from .execute import execute
 from .machine import Machine, _current
 from .memory import Buffer
+from .program import Program
 from .settings import SimSettings
+from .source import SourceSite
 from .tensor import DeviceTensor
 
 
 @dataclass
 class KernelRun:
-    """Everything one simulated run produced."""
+    """Everything one simulated run produced: the traced program and what executing it gave."""
 
     outputs: object                       # NumPy array, or tuple/list/dict of them
-    machine: Machine
+    program: Program
+    trace: list                           # the executed instructions the cost model times
+    printed: list[str] = field(default_factory=list)
     compile_options: dict = field(default_factory=dict)
-
-    @property
-    def trace(self):
-        return self.machine.trace
+    settings: SimSettings = field(default_factory=SimSettings)
+    peak_sbuf_bytes: int = 0
+    peak_psum_banks: int = 0
+    machine: Machine | None = None       # the tracing machine (allocation accounting)
 
 
 class Kernel:
@@ -68,19 +75,49 @@ def as_kernel(kernel) -> Kernel:
     raise KernelContractError(f"expected a kernel function, got {type(kernel).__name__}")
 
 
-def _to_device(machine: Machine, name: str, value):
-    if isinstance(value, np.ndarray):
+def _to_device(machine: Machine, name: str, value, index: list[int]):
+    """A kernel argument: NumPy arrays (or stand-ins with .shape and .dtype) become read-only
+    HBM tensors without values; anything else is passed through."""
+    if isinstance(value, (np.ndarray, ArgSpec)):
         try:
             dtype = dtypes.to_dtype(value.dtype)
         except Exception:
             raise KernelContractError(f"kernel argument '{name}' has unsupported dtype {value.dtype}",
                                       remedy="pass float32, float16, bfloat16 or integer arrays") from None
-        t = machine.allocate(value.shape, dtype, Buffer.HBM, name=name, is_input=True, fill=value,
-                             site=None)
+        t = machine.allocate(tuple(int(n) for n in value.shape), dtype, Buffer.HBM, name=name, is_input=True,
+                             input_index=index[0], site=None)
+        index[0] += 1
         return t
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
-        return type(value)(_to_device(machine, f"{name}[{i}]", v) for i, v in enumerate(value))
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (np.ndarray, ArgSpec)) for v in value):
+        return type(value)(_to_device(machine, f"{name}[{i}]", v, index) for i, v in enumerate(value))
     return value
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """What tracing needs of an input array: its shape and dtype, never its values."""
+
+    shape: tuple
+    dtype: object
+
+    @classmethod
+    def of(cls, value):
+        if isinstance(value, np.ndarray):
+            return cls(tuple(value.shape), value.dtype)
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
+            return type(value)(cls.of(v) for v in value)
+        return value
+
+
+def flat_arrays(args, kwargs) -> list[np.ndarray]:
+    """The input arrays in the order tracing numbered them (positional, then keyword)."""
+    found = []
+    for value in list(args) + list(kwargs.values()):
+        if isinstance(value, np.ndarray):
+            found.append(value)
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
+            found.extend(value)
+    return found
 
 
 def _param_names(func, n: int) -> list[str]:
@@ -91,7 +128,8 @@ def _param_names(func, n: int) -> list[str]:
     return [params[i] if i < len(params) else f"arg{i}" for i in range(n)]
 
 
-def _to_host(value, where: str):
+def _output_regions(value, where: str, site=None):
+    """The structure of HBM regions the kernel returned (the program's outputs)."""
     if isinstance(value, DeviceTensor):
         if not value.buffer.is_hbm:
             raise KernelContractError(
@@ -107,14 +145,15 @@ def _to_host(value, where: str):
                 f"the kernel's output {value._label()} was never written",
                 remedy="write the output tensor with nisa.dma_copy before returning it",
                 code="err_tensor_output_not_written_to")
-        return np.array(value._values(), copy=True)
+        return value.region()
     if isinstance(value, (tuple, list)):
-        return type(value)(_to_host(v, where) for v in value)
+        return type(value)(_output_regions(v, where, site) for v in value)
     if isinstance(value, dict):
-        return {k: _to_host(v, where) for k, v in value.items()}
+        return {str(k): _output_regions(v, where, site) for k, v in value.items()}
     if value is None:
-        raise KernelContractError(f"the kernel returned nothing ({where})",
-                                  remedy="return the output HBM tensor")
+        raise KernelContractError(f"the kernel {where} returned nothing",
+                                  remedy="end the kernel with `return` of the output HBM tensor",
+                                  site=site)
     raise KernelContractError(f"the kernel returned a {type(value).__name__}; expected HBM tensors")
 
 
@@ -152,19 +191,26 @@ def _relaxed_gc():
         gc.set_threshold(*thresholds)
 
 
-def run_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
-               compile_options: dict | None = None) -> KernelRun:
-    """Run `kernel` on a fresh simulated NeuronCore and return its outputs and trace."""
+def _last_line(func) -> SourceSite | None:
+    """Where a kernel ends (a missing `return` is reported there, not in our code)."""
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return None
+    lines = [line for _, _, line in code.co_lines() if line is not None]
+    return SourceSite(code.co_filename, max(lines) if lines else code.co_firstlineno)
+
+
+def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
+                 compile_options: dict | None = None) -> tuple[Program, Machine]:
+    """Run the kernel's Python on value-free tensors and return the program it traced.
+    `args` may be NumPy arrays or ArgSpecs: only shapes and dtypes are used."""
     k = as_kernel(kernel)
     machine = Machine(settings)
     names = _param_names(k.func, len(args))
-    # inf/NaN from instruction math is a value, as on the engines, not a host warning.
-    # Tiles are small: one BLAS thread multiplies them faster than several (measured 3x on
-    # 128x128x444 matmuls) and never spins against other work on the machine.
-    with machine.activate(), _relaxed_gc(), np.errstate(all="ignore"), \
-            threadpool_limits(limits=1, user_api="blas"):
-        dev_args = [_to_device(machine, n, a) for n, a in zip(names, args)]
-        dev_kwargs = {n: _to_device(machine, n, v) for n, v in kwargs.items()}
+    with machine.activate(), _relaxed_gc():
+        counter = [0]
+        dev_args = [_to_device(machine, n, a, counter) for n, a in zip(names, args)]
+        dev_kwargs = {n: _to_device(machine, n, v, counter) for n, v in kwargs.items()}
         result, frame = _call_keeping_locals(k.func, dev_args, dev_kwargs)
         try:
             machine.memory.check()   # what the kernel still held when it returned was live too
@@ -172,8 +218,27 @@ def run_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
             if frame is not None:
                 frame.clear()
             del frame
-        outputs = _to_host(result, k.__name__)
-    return KernelRun(outputs, machine, dict(compile_options or {}))
+        outputs = _output_regions(result, k.__name__, _last_line(k.func))
+    program = Program(kernel=k.__name__, allocs=list(machine.allocations.values()), records=machine.trace,
+                      outputs=outputs, compile_options=dict(compile_options or {}),
+                      platform=getattr(machine.settings, "platform", "trn2"))
+    return program, machine
+
+
+def run_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
+               compile_options: dict | None = None) -> KernelRun:
+    """Trace `kernel`, then execute its program on the inputs: both halves of a graded run,
+    in one process, with the same errors at the same kernel lines."""
+    settings = settings or SimSettings()
+    program, machine = trace_kernel(kernel, args, kwargs, settings, compile_options)
+    # inf/NaN from instruction math is a value, as on the engines, not a host warning.
+    # Tiles are small: one BLAS thread multiplies them faster than several (measured 3x on
+    # 128x128x444 matmuls) and never spins against other work on the machine.
+    with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
+        done = execute(program, flat_arrays(args, kwargs), fill_nan=settings.fill_uninitialized_with_nan,
+                       echo=True)
+    return KernelRun(done.outputs, program, done.trace, done.printed, dict(compile_options or {}), settings,
+                     machine.memory.peak_sbuf_bytes, machine.memory.peak_psum_banks, machine)
 
 
 # ----- the nki entry points ------------------------------------------------------------------------
@@ -215,11 +280,7 @@ class LatencyPercentiles:
 
     def __init__(self, run: KernelRun, iters: int) -> None:
         from . import cost
-        if not run.trace and not run.machine.settings.record_trace:
-            raise LatencyUnavailableError(
-                "this run recorded no trace (SimSettings(record_trace=False)), so it has no latency",
-                remedy="keep record_trace=True for nki.benchmark")
-        settings = run.machine.settings
+        settings = run.settings
         self.timeline = cost.estimate(run)
         self.samples_us = cost.latency_samples_us(self.timeline, iters, settings.latency_noise,
                                                   settings.noise_seed)

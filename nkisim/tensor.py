@@ -1,10 +1,15 @@
 """Device tensors: what kernel arguments, nl.ndarray and every instruction give a kernel.
 
-A DeviceTensor is a window onto one Allocation: either a NumPy view (basic indexing) or a
-set of flat element offsets (advanced indexing, non-contiguous reshape). Shapes and dtypes
-are ordinary Python values, as at trace time on hardware; the values are not: any attempt
-to read them from host Python raises DeviceValueError, so a kernel cannot compute its
-answer with NumPy and must use instructions.
+A DeviceTensor is value-free, as at trace time on hardware: a window onto one Allocation
+described by geometry only, either strided (first element, element strides) or gathered (a
+flat element offset per element, from advanced indexing or a reshape no stride can express).
+Shapes and dtypes are ordinary Python values; there are no values to read at all: any
+attempt from host Python raises DeviceValueError, so a kernel must compute with instructions.
+The values exist only when the traced program is executed (nkisim.execute).
+
+Bounds are checked where memory is touched, not where a view is taken: a slice that
+overhangs its tensor becomes a view whose overhanging elements are marked invalid, and an
+instruction refuses it unless its mask keeps those elements out (Machine.check_access).
 """
 from __future__ import annotations
 
@@ -14,9 +19,9 @@ import numbers
 import numpy as np
 
 from . import dtypes
-from .errors import DeviceValueError, IndexingError, ShapeError
-from .indexing import advanced_arrays, check_basic_bounds, normalize_key
-from .memory import Allocation, Buffer
+from .errors import DeviceValueError, IndexingError, OutOfBoundsError, ShapeError
+from .indexing import IndexExpr, normalize_key
+from .memory import Allocation
 from .trace import Region
 
 _HOST_READ_REMEDY = ("device tensors hold their values on the NeuronCore; compute with nki.isa "
@@ -48,8 +53,25 @@ def as_shape(shape) -> tuple[int, ...]:
     return tuple(integral(s, "a shape entry") for s in shape)
 
 
+def contiguous_strides(shape: tuple) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _oob_message(name: str, dim: int, lo: int, hi: int, size: int, single: bool) -> str:
+    if single:
+        return (f"Out-of-bound access for tensor `{name}` on dimension {dim}: index {lo} "
+                f"exceed dimension size of {size}")
+    return (f"Out-of-bound access for tensor `{name}` on dimension {dim}: index range "
+            f"[{lo}, {hi}] exceed dimension size of {size}")
+
+
 class DeviceTensor:
-    __slots__ = ("_alloc", "_arr", "_offsets", "_start", "shape", "dtype", "par_axis", "_region", "name")
+    __slots__ = ("_alloc", "_start", "_strides", "_offsets", "_invalid", "_oob", "shape", "dtype",
+                 "par_axis", "_region", "name")
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         """A NumPy ufunc applied to tiles (np.add(a, b), np.float32(2) * t) is the NKI op of
@@ -61,14 +83,19 @@ class DeviceTensor:
         raise DeviceValueError(f"cannot apply numpy.{ufunc.__name__} to device tensor {self._label()} "
                                "on the host", remedy=_HOST_READ_REMEDY)
 
-    def __init__(self, alloc: Allocation, arr: np.ndarray | None, offsets: np.ndarray | None,
-                 par_axis: int = 0, name: str = "", start: int = 0) -> None:
+    def __init__(self, alloc: Allocation, shape: tuple, *, start: int = 0, strides: tuple | None = None,
+                 offsets: np.ndarray | None = None, par_axis: int = 0, name: str = "",
+                 dtype: np.dtype | None = None, invalid: np.ndarray | None = None, oob: str = "") -> None:
         self._alloc = alloc
-        self._arr = arr
+        self._start = start
         self._offsets = offsets
-        self._start = start      # element offset of a basic view's first element
-        self.shape = tuple(arr.shape if arr is not None else offsets.shape)
-        self.dtype = alloc.dtype
+        self._strides = strides if offsets is None else None
+        if offsets is None and strides is None:
+            self._strides = contiguous_strides(shape)
+        self._invalid = invalid        # bool per element (gathered views only): outside its tensor
+        self._oob = oob                # the bounds message for those elements
+        self.shape = tuple(shape)
+        self.dtype = dtype if dtype is not None else alloc.dtype
         self.par_axis = par_axis
         self._region = None
         self.name = name or alloc.name
@@ -112,31 +139,17 @@ class DeviceTensor:
     item = _host_read("read a value")
     __array_function__ = _host_read("apply a NumPy function to the values")
 
-    # ----- storage access for instructions (not for kernels) ----------------------------------
-    def _values(self) -> np.ndarray:
-        if self._arr is not None:
-            return self._arr
-        return self._alloc.array.reshape(-1)[self._offsets]
-
-    def _store(self, values) -> None:
-        """Write values already shaped for this tensor, rounding to its dtype."""
-        out = dtypes.cast(values, self.dtype)
-        if self._arr is not None:
-            self._arr[...] = out
-        else:
-            self._alloc.array.reshape(-1)[self._offsets] = out
-        self._alloc.written = True
-
+    # ----- geometry (for instructions, not for kernels) ---------------------------------------
     def _offset_map(self) -> np.ndarray:
         """Flat element offsets into the allocation, one per element of this tensor."""
         if self._offsets is not None:
             return self._offsets
-        item = self._alloc.array.itemsize
         offsets = np.full(self.shape, self._start, dtype=np.int64)
-        for axis, (n, stride) in enumerate(zip(self._arr.shape, self._arr.strides)):
-            shape = [1] * len(self.shape)
-            shape[axis] = n
-            offsets = offsets + (np.arange(n, dtype=np.int64) * (stride // item)).reshape(shape)
+        for axis, (n, stride) in enumerate(zip(self.shape, self._strides)):
+            if n > 1 and stride:
+                shape = [1] * len(self.shape)
+                shape[axis] = n
+                offsets = offsets + (np.arange(n, dtype=np.int64) * stride).reshape(shape)
         return offsets
 
     def region(self) -> Region:
@@ -147,40 +160,129 @@ class DeviceTensor:
     def _make_region(self) -> Region:
         alloc = self._alloc
         parts = self.shape[self.par_axis] if (alloc.buffer.on_chip and self.shape) else 1
+        item = self.dtype.itemsize
         name = dtypes.name_of(self.dtype)
-        if self._arr is not None:
-            return Region(alloc.id, alloc.buffer.value, self._start, self.shape, self._arr.strides,
-                          self.dtype.itemsize, name, parts)
-        offs = self._offsets
-        bounds = (int(offs.min()), int(offs.max()) + 1, self.dtype.itemsize) if offs.size else (0, 0, 0)
-        return Region(alloc.id, alloc.buffer.value, bounds[0], self.shape, None, self.dtype.itemsize,
-                      name, parts, bounds)
+        if self._offsets is not None:
+            affine = affine_form(self._offsets)
+            if affine is None:
+                offs = self._offsets
+                bounds = (int(offs.min()), int(offs.max()) + 1, item) if offs.size else (0, 0, 0)
+                return Region(alloc.id, alloc.buffer.value, bounds[0], self.shape, None, item, name, parts,
+                              bounds, offsets=offs)
+            start, strides = affine
+        else:
+            start, strides = self._start, self._strides
+        return Region(alloc.id, alloc.buffer.value, start, self.shape, tuple(s * item for s in strides), item,
+                      name, parts)
 
-    def _view(self, arr=None, offsets=None, par_axis=None, start=None) -> "DeviceTensor":
-        return DeviceTensor(self._alloc, arr, offsets, self.par_axis if par_axis is None else par_axis,
-                            self.name, self._start if start is None else start)
+    def _view(self, shape, *, start=None, strides=None, offsets=None, par_axis=None, invalid=None,
+              oob="") -> "DeviceTensor":
+        return DeviceTensor(self._alloc, shape, start=self._start if start is None else start, strides=strides,
+                            offsets=offsets, par_axis=self.par_axis if par_axis is None else par_axis,
+                            name=self.name, dtype=self.dtype, invalid=invalid, oob=oob or self._oob)
 
     # ----- indexing ----------------------------------------------------------------------------
     def __getitem__(self, key) -> "DeviceTensor":
-        key, advanced = normalize_key(key, self.shape, self.name or "tensor")
+        label = self.name or "tensor"
+        key, advanced = normalize_key(key, self.shape, label)
         if advanced:
-            arrays = advanced_arrays(key, self.shape, self.name or "tensor")
-            return self._view(offsets=self._offset_map()[arrays], par_axis=0)
-        par = self.par_axis if self._alloc.buffer.on_chip else None
-        check_basic_bounds(key, self.shape, self.name or "tensor", par)
-        # integer indices before the partition axis move it left
-        dropped = sum(1 for k in key[:self.par_axis] if not isinstance(k, slice))
+            return self._gather(key, label)
+        on_chip_par = self.par_axis if self._alloc.buffer.on_chip else None
+        dims = []          # per kept dimension: (first, length, step); ints as (index, None, 0)
+        overhang = False
+        for dim, (k, size) in enumerate(zip(key, self.shape)):
+            if isinstance(k, slice):
+                step = 1 if k.step is None else integral(k.step, "a slice step")
+                if step <= 0:
+                    raise IndexingError(f"slice step {step} on dimension {dim} of {label} must be positive")
+                if step != 1 and dim == on_chip_par:
+                    raise IndexingError(
+                        f"strided access along the partition dimension of {label} (step {step})",
+                        remedy="the hardware cannot stride across partitions; slice partitions "
+                               "contiguously and stride along a free dimension instead",
+                        code="err_partition_dim_stride_not_supported")
+                lo = 0 if k.start is None else integral(k.start, "a slice start")
+                hi = size if k.stop is None else integral(k.stop, "a slice stop")
+                lo = lo + size if lo < 0 else lo
+                hi = hi + size if hi < 0 else hi
+                length = max(0, -(-(hi - lo) // step))
+                if length and (lo < 0 or lo + (length - 1) * step >= size):
+                    overhang = True
+                dims.append((lo, length, step))
+            else:
+                index = int(k) + size if int(k) < 0 else int(k)
+                if not 0 <= index < size:
+                    overhang = True
+                dims.append((index, None, 0))
+        dropped = sum(1 for d in dims[:self.par_axis] if d[1] is None)
         par_axis = max(self.par_axis - dropped, 0)
-        if self._arr is not None:
-            start = self._start
-            item = self.dtype.itemsize
-            for k, size, stride in zip(key, self.shape, self._arr.strides):
-                first = k if not isinstance(k, slice) else k.indices(size)[0]
-                if first < 0:
-                    first += size
-                start += first * (stride // item)
-            return self._view(arr=self._arr[key], par_axis=par_axis, start=start)
-        return self._view(offsets=self._offsets[key], par_axis=par_axis)
+        shape = tuple(d[1] for d in dims if d[1] is not None)
+        if overhang or self._offsets is not None:
+            return self._gather_basic(dims, shape, par_axis, label)
+        start = self._start
+        strides = []
+        for (first, length, step), stride in zip(dims, self._strides):
+            start += first * stride
+            if length is not None:
+                strides.append(stride * step)
+        return self._view(shape, start=start, strides=tuple(strides), par_axis=par_axis)
+
+    def _gather_basic(self, dims, shape, par_axis, label) -> "DeviceTensor":
+        """Slices of a gathered view, or slices that overhang: per-dimension index lists,
+        clipped into the tensor, with the overhanging elements marked invalid."""
+        index, invalid, oob = [], None, ""
+        out_axis = 0
+        for dim, ((first, length, step), size) in enumerate(zip(dims, self.shape)):
+            if length is None:
+                idx = np.asarray(first, dtype=np.int64)
+            else:
+                where = [1] * len(shape)
+                where[out_axis] = length
+                idx = (first + step * np.arange(length, dtype=np.int64)).reshape(where)
+                out_axis += 1
+            bad = (idx < 0) | (idx >= size)
+            if bad.any():
+                if not oob:
+                    oob = _oob_message(label, dim, int(idx.min()), int(idx.max()), size, length is None)
+                invalid = bad if invalid is None else (invalid | bad)
+                idx = np.clip(idx, 0, max(size - 1, 0))
+            index.append(idx)
+        offsets = np.broadcast_to(self._offset_map()[tuple(index)], shape)
+        if self._invalid is not None:
+            inherited = self._invalid[tuple(index)]
+            invalid = inherited if invalid is None else (invalid | inherited)
+        if invalid is not None:
+            invalid = np.ascontiguousarray(np.broadcast_to(invalid, shape))
+        return self._view(shape, offsets=np.ascontiguousarray(offsets), par_axis=par_axis, invalid=invalid,
+                          oob=oob)
+
+    def _gather(self, key, label) -> "DeviceTensor":
+        arrays, bad, oob = [], None, ""
+        for dim, (k, size) in enumerate(zip(key, self.shape)):
+            if isinstance(k, IndexExpr):
+                if k.ndim < 2:
+                    raise IndexingError(
+                        f"indexing dimension {dim} of {label} with 1d arange is not supported",
+                        remedy="give it a 2-D shape, e.g. nl.arange(n)[:, None] for the partition "
+                               "dimension and nl.arange(m)[None, :] for a free dimension",
+                        code="err_1d_arange_not_supported")
+                vals = k.values
+            else:
+                vals = np.asarray(int(k), dtype=np.int64)
+            out = (vals < 0) | (vals >= size)
+            if out.any():
+                if not oob:
+                    oob = _oob_message(label, dim, int(vals.min()), int(vals.max()), size, vals.ndim == 0)
+                bad = out if bad is None else (bad | out)
+                vals = np.clip(vals, 0, max(size - 1, 0))
+            arrays.append(vals)
+        arrays = tuple(arrays)
+        offsets = self._offset_map()[arrays]
+        invalid = self._invalid[arrays] if self._invalid is not None else None
+        if bad is not None:
+            bad = np.broadcast_to(bad, offsets.shape)
+            invalid = bad if invalid is None else (invalid | bad)
+        return self._view(offsets.shape, offsets=offsets, par_axis=0, invalid=invalid, oob=oob)
 
     def __setitem__(self, key, value) -> None:
         from .machine import current_machine
@@ -209,28 +311,27 @@ class DeviceTensor:
                                     "free dimensions; move data across partitions with "
                                     "nisa.nc_transpose or a DMA",
                              code="err_reshape_partition_dim")
-        if self._arr is not None:
-            try:
-                view = self._arr.view()
-                view.shape = new_shape   # raises when the view cannot be reshaped without a copy
-                return self._view(arr=view)
-            except AttributeError:
-                pass
-        return self._view(offsets=self._offset_map().reshape(new_shape))
+        invalid = self._invalid.reshape(new_shape) if self._invalid is not None else None
+        if self._offsets is None:
+            strides = _reshaped_strides(self.shape, self._strides, new_shape)
+            if strides is not None:
+                return self._view(new_shape, strides=strides)
+        return self._view(new_shape, offsets=self._offset_map().reshape(new_shape), invalid=invalid)
 
     def view(self, dtype) -> "DeviceTensor":
         dt = dtypes.to_dtype(dtype)
-        if self._arr is None or dt.itemsize != self.dtype.itemsize:
+        if self._offsets is not None or dt.itemsize != self.dtype.itemsize:
             raise ShapeError(f".view({dtypes.name_of(dt)}) on {self._label()} is only supported "
                              "for a basic view and a dtype of the same size")
         alloc = self._alloc
         # same bytes, other dtype: share the id (dependencies see one buffer) and keep the
         # original alive (its capacity accounting lasts as long as this view)
-        reinterpreted = Allocation(alloc.buffer, alloc.array.view(dt), dt, alloc.par_axis, alloc.site,
-                                   alloc.name, alloc.is_input, parent=alloc)
+        reinterpreted = Allocation(alloc.buffer, alloc.shape, dt, alloc.par_axis, alloc.site, alloc.name,
+                                   alloc.is_input, parent=alloc)
         reinterpreted.id = alloc.id
         reinterpreted.written = alloc.written
-        return DeviceTensor(reinterpreted, self._arr.view(dt), None, self.par_axis, self.name, self._start)
+        return DeviceTensor(reinterpreted, self.shape, start=self._start, strides=self._strides,
+                            par_axis=self.par_axis, name=self.name, dtype=dt)
 
     def astype(self, dtype) -> "DeviceTensor":
         from .instructions.vector import tensor_copy
@@ -243,10 +344,14 @@ class DeviceTensor:
     def expand_dims(self, axis: int) -> "DeviceTensor":
         axis = integral(axis, "axis")
         shape = list(self.shape)
-        shape.insert(axis if axis >= 0 else len(shape) + axis + 1, 1)
-        if self._arr is not None:
-            return self._view(arr=self._arr.reshape(shape))
-        return self._view(offsets=self._offsets.reshape(shape))
+        where = axis if axis >= 0 else len(shape) + axis + 1
+        shape.insert(where, 1)
+        if self._offsets is not None:
+            invalid = self._invalid.reshape(shape) if self._invalid is not None else None
+            return self._view(tuple(shape), offsets=self._offsets.reshape(shape), invalid=invalid)
+        strides = list(self._strides)
+        strides.insert(where, 0)
+        return self._view(tuple(shape), strides=tuple(strides))
 
     def assert_shape(self, shape) -> "DeviceTensor":
         if tuple(as_shape(shape)) != self.shape:
@@ -304,15 +409,59 @@ class DeviceTensor:
     def __itruediv__(self, o): return self._inplace(o, "divide")
 
 
+def _reshaped_strides(shape: tuple, strides: tuple, new_shape: tuple) -> tuple | None:
+    """Element strides of a no-copy reshape of a strided view, or None when the elements are
+    not laid out so that any strides can express the new shape (NumPy decides, on a stand-in
+    array that has the geometry and no data)."""
+    if not shape or not all(n > 0 for n in shape):
+        return contiguous_strides(new_shape)
+    stand_in = np.lib.stride_tricks.as_strided(np.empty(1, np.uint8), shape, strides, writeable=False)
+    try:
+        return np.reshape(stand_in, new_shape, copy=False).strides
+    except ValueError:
+        return None
+
+
+def affine_form(offsets: np.ndarray) -> tuple[int, tuple[int, ...]] | None:
+    """(start, element strides) when per-element offsets follow a strided layout (what
+    nl.arange/nl.mgrid indexing usually gives), else None: a program then carries a few
+    integers instead of one offset per element."""
+    if offsets.size == 0:
+        return None
+    start = int(offsets.flat[0])
+    strides = []
+    for axis, n in enumerate(offsets.shape):
+        if n > 1:
+            index = [0] * offsets.ndim
+            index[axis] = 1
+            strides.append(int(offsets[tuple(index)]) - start)
+        else:
+            strides.append(0)
+    expected = np.full(offsets.shape, start, dtype=np.int64)
+    for axis, (n, stride) in enumerate(zip(offsets.shape, strides)):
+        if n > 1 and stride:
+            shape = [1] * offsets.ndim
+            shape[axis] = n
+            expected = expected + (np.arange(n, dtype=np.int64) * stride).reshape(shape)
+    if not np.array_equal(expected, offsets):
+        return None
+    return start, tuple(strides)
+
+
 def same_region(a: DeviceTensor, b: DeviceTensor) -> bool:
     """True when two tensors are the very same elements (e.g. `t[k] += x` re-assigning)."""
-    if a._alloc.array is not b._alloc.array and a._alloc.id != b._alloc.id:
+    if a._alloc.id != b._alloc.id or a.shape != b.shape or a.dtype != b.dtype:
         return False
-    if a.shape != b.shape:
-        return False
-    if a._arr is not None and b._arr is not None:
-        return a._arr.strides == b._arr.strides and a._start == b._start
+    if a._offsets is None and b._offsets is None:
+        return a._strides == b._strides and a._start == b._start
     return bool(np.array_equal(a._offset_map(), b._offset_map()))
+
+
+def check_align(value_shape: tuple, target_shape: tuple, what: str, value_label: str,
+                target_label: str) -> None:
+    """Raise unless a value of `value_shape` can be written to `target_shape` (see align_to)."""
+    align_to(np.broadcast_to(np.zeros((), np.int8), value_shape), value_shape, target_shape, what,
+             value_label, target_label)
 
 
 def align_to(values: np.ndarray, value_shape: tuple, target_shape: tuple, what: str,
@@ -339,3 +488,9 @@ def align_to(values: np.ndarray, value_shape: tuple, target_shape: tuple, what: 
         remedy="make the destination at least as large as the value, with the same partition "
                "size; only size-1 free dimensions broadcast",
         code="err_store_dst_shape_smaller_than_other_shape")
+
+
+def raise_out_of_bounds(t: DeviceTensor, site=None) -> None:
+    raise OutOfBoundsError(t._oob or f"Out-of-bound access for tensor `{t.name}`",
+                           remedy="fix the index range, or restrict the access with mask=",
+                           site=site)

@@ -31,10 +31,10 @@ class Region:
     worked out when the cost model or a profile first asks."""
 
     __slots__ = ("alloc_id", "buffer", "start", "shape", "strides", "itemsize", "dtype", "partitions",
-                 "_bounds")
+                 "_bounds", "offsets")
 
     def __init__(self, alloc_id: int, buffer: str, start: int, shape: tuple, strides, itemsize: int,
-                 dtype: str, partitions: int, bounds: tuple | None = None) -> None:
+                 dtype: str, partitions: int, bounds: tuple | None = None, offsets=None) -> None:
         self.alloc_id = alloc_id
         self.buffer = buffer
         self.start = start
@@ -44,6 +44,7 @@ class Region:
         self.dtype = dtype
         self.partitions = partitions  # size of the partition dim of the access (1 for HBM)
         self._bounds = bounds
+        self.offsets = offsets        # flat element offsets of a gathered access (NumPy int64)
 
     def _geometry(self) -> tuple[int, int, int]:
         if self._bounds is None:
@@ -54,7 +55,10 @@ class Region:
                 if n == 0:
                     hi = lo - 1
                     break
-                hi += (n - 1) * (stride // item)
+                if stride >= 0:
+                    hi += (n - 1) * (stride // item)
+                else:
+                    lo += (n - 1) * (stride // item)
                 if run_open and (stride == contiguous or n == 1):
                     contiguous *= n
                 else:
@@ -93,8 +97,24 @@ class Region:
         return f"Region({self.buffer}#{self.alloc_id} {self.dtype}{list(self.shape)})"
 
 
+@dataclass(frozen=True, slots=True)
+class AllocInfo:
+    """One allocation of a traced program, as the executor creates it."""
+
+    id: int
+    buffer: str                       # hbm | shared_hbm | sbuf | psum
+    shape: tuple
+    dtype: str                        # nkisim dtype name
+    par_axis: int = 0
+    name: str = ""
+    input_index: int | None = None    # kernel argument it holds (inputs only)
+
+
 @dataclass(slots=True)
 class TraceRecord:
+    """One instruction of a traced program: what the cost model times (opcode, engine,
+    regions, attrs) and what the executor computes (kind, params, mask, stores)."""
+
     index: int
     opcode: str
     engine: Engine
@@ -103,6 +123,10 @@ class TraceRecord:
     site: SourceSite | None
     accumulate: bool = False          # writes add into existing PSUM/HBM values
     attrs: dict = field(default_factory=dict)
+    kind: str = ""                    # the value semantics nkisim.execute applies
+    params: dict = field(default_factory=dict)
+    mask: object = None               # NumPy bool array: elements of writes[0] to write
+    stores: list = field(default_factory=list)   # extra regions that get the same values, at no cost
 
     @property
     def elements_per_partition(self) -> int:

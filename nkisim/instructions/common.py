@@ -8,9 +8,8 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import HardwareLimitError, MemorySpaceError, PartitionMismatchError, ShapeError, UnsupportedOperationError
-from ..indexing import Predicate
 from ..memory import Buffer
-from ..tensor import DeviceTensor
+from ..tensor import DeviceTensor, raise_out_of_bounds
 from ..trace import Engine
 
 ON_CHIP = (Buffer.SBUF, Buffer.PSUM)
@@ -21,7 +20,7 @@ DMA_ENDPOINTS = (Buffer.HBM, Buffer.SHARED_HBM, Buffer.SBUF)
 _SPACE_NAMES = {ON_CHIP: "psum|sbuf", SBUF_ONLY: "sbuf", ANY_HBM: "hbm", DMA_ENDPOINTS: "hbm|sbuf"}
 
 
-def operand(t, instr: str, param: str, buffers=ON_CHIP, *, tile: bool = True) -> DeviceTensor:
+def operand(t, instr: str, param: str, buffers=ON_CHIP, *, tile: bool = True, mask=None) -> DeviceTensor:
     """Check one tensor operand: its type, its buffer, and (for compute) that it is a tile."""
     if not isinstance(t, DeviceTensor):
         raise ShapeError(f"operand '{param}' of '{instr}' must be a tensor, got {type(t).__name__}",
@@ -43,6 +42,16 @@ def operand(t, instr: str, param: str, buffers=ON_CHIP, *, tile: bool = True) ->
             f"operand '{param}' of '{instr}' is {t._label()} whose partition dimension is not the "
             "first: a tile is needed", remedy="index the leading block dimensions away, e.g. t[i]",
             code="err_failed_to_infer_tile_from_local_tensor")
+    if t._invalid is not None:      # elements outside the tensor: only a mask can keep them out
+        keep = getattr(mask, "values", None)
+        touched = t._invalid
+        if keep is not None:
+            try:
+                touched = touched & np.broadcast_to(keep, touched.shape)
+            except ValueError:
+                pass
+        if touched.any():
+            raise_out_of_bounds(t)
     return t
 
 
@@ -80,11 +89,6 @@ def out_dtype(dtype, default) -> np.dtype:
     return dtypes.to_dtype(dtype) if dtype is not None else default
 
 
-def as_f32(t: DeviceTensor) -> np.ndarray:
-    v = t._values()
-    return v if v.dtype == np.float32 else v.astype(np.float32)
-
-
 def resolve_engine(engine, default: Engine, allowed: tuple[Engine, ...], instr: str) -> Engine:
     if engine is None or int(engine) == 0:
         return default
@@ -99,11 +103,19 @@ def resolve_engine(engine, default: Engine, allowed: tuple[Engine, ...], instr: 
     return chosen
 
 
-def scalar_or_vector(value, instr: str, param: str, parts: int):
-    """A tensor_scalar/activation operand: a Python number or a (P, 1) vector tile.
-    Returns a value that broadcasts against a (P, ...) float32 array."""
+def engine_unspecified(engine) -> bool:
+    """The kernel left the engine to the compiler (the cost model may balance such work)."""
+    return engine is None or int(engine) == 0
+
+
+number = dtypes.plain_number
+
+
+def scalar_operand(value, instr: str, param: str, parts: int, reads: list) -> dict:
+    """A tensor_scalar/activation operand: a Python number, or a (P, 1) vector tile that
+    joins `reads`. Returns how the executor finds it: {"const": n} or {"read": index}."""
     if isinstance(value, (numbers.Number, np.number)):
-        return np.float32(value) if not isinstance(value, (bool, np.bool_)) else value
+        return {"const": number(value)}
     operand(value, instr, param)
     if partitions(value) != parts or free_size(value) != 1:
         raise ShapeError(
@@ -111,27 +123,8 @@ def scalar_or_vector(value, instr: str, param: str, parts: int):
             f"({parts}, 1), got {list(value.shape)}",
             remedy="use nisa.tensor_tensor for element-wise operations between two tiles",
             code="err_tensor_scalar_operand_shape")
-    return as_f32(value).reshape(parts)
-
-
-def store_result(dest: DeviceTensor, values, mask) -> None:
-    """Write an instruction's values; with mask= only where the predicate holds."""
-    if mask is None:
-        dest._store(values)
-        return
-    if not isinstance(mask, Predicate):
-        raise UnsupportedOperationError("mask= must be a predicate of index expressions "
-                                        "(comparisons of nl.arange/nl.mgrid combined with '&')",
-                                        code="err_unsupported_expression_in_mask")
-    try:
-        keep = np.broadcast_to(mask.values, dest.shape)
-    except ValueError:
-        raise ShapeError(f"mask of shape {list(mask.values.shape)} does not fit the result {list(dest.shape)}",
-                         code="err_unsupported_expression_in_mask") from None
-    if dest._alloc.transient and not dest._alloc.written:
-        dest._alloc.array[...] = np.nan if dtypes.is_float(dest.dtype) else 0   # masked-off = garbage
-    old = dest._values()
-    dest._store(np.where(keep, dtypes.cast(values, dest.dtype), old))
+    reads.append(value)
+    return {"read": len(reads) - 1}
 
 
 def broadcast_shape(instr: str, a: tuple, b: tuple) -> tuple:

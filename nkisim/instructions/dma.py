@@ -3,41 +3,37 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
 from ..errors import ShapeError, UnsupportedOperationError
 from ..memory import Buffer
 from ..registry import instruction
 from ..tensor import DeviceTensor
 from ..trace import Engine
-from .common import DMA_ENDPOINTS, operand, out_dtype, store_result
+from .common import DMA_ENDPOINTS, operand, out_dtype
 
 _TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
 
 @instruction("dma_copy", Engine.DMA)
 def dma_copy(m, *, dst, src, mask=None, dst_rmw_op=None, oob_mode=0, dge_mode=3):
-    operand(src, "dma_copy", "src", DMA_ENDPOINTS, tile=False)
-    operand(dst, "dma_copy", "dst", DMA_ENDPOINTS, tile=False)
+    operand(src, "dma_copy", "src", DMA_ENDPOINTS, tile=False, mask=mask)
+    operand(dst, "dma_copy", "dst", DMA_ENDPOINTS, tile=False, mask=mask)
     m.check_writable(dst, "dma_copy destination")
     if src.size != dst.size:
         raise ShapeError(
             f"dma_copy needs src and dst with the same number of elements: src {src._label()} has "
             f"{src.size}, dst {dst._label()} has {dst.size}",
             remedy="slice src and dst to matching sizes", code="err_dma_shape_mismatch")
-    values = src._values().reshape(dst.shape)
     accumulate = dst_rmw_op is not None
-    if accumulate:
-        if dst_rmw_op not in (np.add,) and getattr(dst_rmw_op, "name", None) != "add":
-            raise UnsupportedOperationError(f"dst_rmw_op={dst_rmw_op!r} is not supported by 'dma_copy'",
-                                            remedy="only np.add (accumulate into dst) is allowed")
-        values = dst._values().astype(np.float32) + values.astype(np.float32)
-    m.record("dma_copy", Engine.DMA, [src], [dst], accumulate=accumulate, dge_mode=int(dge_mode or 0))
-    store_result(dst, values, mask)
+    if accumulate and dst_rmw_op is not np.add and getattr(dst_rmw_op, "name", None) != "add":
+        raise UnsupportedOperationError(f"dst_rmw_op={dst_rmw_op!r} is not supported by 'dma_copy'",
+                                        remedy="only np.add (accumulate into dst) is allowed")
+    m.emit("dma_copy", Engine.DMA, "copy", [src], [dst], mask=mask, accumulate=accumulate,
+           dge_mode=int(dge_mode or 0))
 
 
 @instruction("dma_transpose", Engine.DMA)
 def dma_transpose(m, src, *, axes=None, mask=None, dtype=None, **kwargs):
-    operand(src, "dma_transpose", "src", DMA_ENDPOINTS, tile=False)
+    operand(src, "dma_transpose", "src", DMA_ENDPOINTS, tile=False, mask=mask)
     perm = _TRANSPOSE_AXES.get(src.ndim)
     if perm is None:
         raise ShapeError(f"dma_transpose takes a 2-D, 3-D or 4-D tensor, got {src._label()}")
@@ -47,14 +43,11 @@ def dma_transpose(m, src, *, axes=None, mask=None, dtype=None, **kwargs):
     if src.dtype.itemsize not in (2, 4):
         raise UnsupportedOperationError(f"dma_transpose moves 2- or 4-byte elements, got {src.dtype.name}",
                                         code="err_instruction_unsupported_dtypes")
-    values = np.transpose(src._values(), perm)
-    result = m.new_tile(values.shape, out_dtype(dtype, src.dtype), Buffer.SBUF)
-    m.record("dma_transpose", Engine.DMA, [src], [result])
-    store_result(result, values, mask)
+    result = m.new_tile(tuple(src.shape[i] for i in perm), out_dtype(dtype, src.dtype), Buffer.SBUF)
+    m.emit("dma_transpose", Engine.DMA, "permute", [src], [result], mask=mask, params={"perm": list(perm)})
     return result
 
 
 def dma_move(m, dst: DeviceTensor, src: DeviceTensor, mask=None) -> None:
     """A plain DMA between two tensors of equal element count (nl.load / nl.store)."""
-    m.record("dma_copy", Engine.DMA, [src], [dst])
-    store_result(dst, dtypes.cast(src._values().reshape(dst.shape), dst.dtype), mask)
+    m.emit("dma_copy", Engine.DMA, "copy", [src], [dst], mask=mask)

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
 from ..alu import reduce_op
 from ..errors import ShapeError
 from ..indexing import IndexExpr, Predicate
 from ..memory import Buffer
 from ..registry import instruction
 from ..trace import Engine
-from .common import SBUF_ONLY, as_f32, operand, out_dtype, store_result
+from .common import SBUF_ONLY, number, operand, out_dtype
 
 
 @instruction("iota", Engine.GPSIMD)
@@ -22,8 +21,8 @@ def iota(m, expr, dtype, *, mask=None, **kwargs):
         raise ShapeError(f"iota needs a 2-D (partition, free) expression, got shape {list(expr.shape)}",
                          remedy="shape it with nl.arange(n)[:, None] or nl.arange(n)[None, :]")
     result = m.new_tile(expr.shape, dtype, Buffer.SBUF)
-    m.record("iota", Engine.GPSIMD, [], [result])
-    store_result(result, expr.values.astype(np.int32), mask)
+    m.emit("iota", Engine.GPSIMD, "iota", [], [result], params={"values": expr.values.astype(np.int32)},
+           mask=mask)
     return result
 
 
@@ -32,26 +31,25 @@ def affine_select(m, pred, on_true_tile, on_false_value, *, mask=None, dtype=Non
     if not isinstance(pred, Predicate):
         raise ShapeError("affine_select's pred must compare index expressions (e.g. i_p >= i_f)",
                          code="err_expected_index_expression")
-    operand(on_true_tile, "affine_select", "on_true_tile", SBUF_ONLY)
+    operand(on_true_tile, "affine_select", "on_true_tile", SBUF_ONLY, mask=mask)
     try:
-        keep = np.broadcast_to(pred.values, on_true_tile.shape)
+        np.broadcast_shapes(pred.values.shape, on_true_tile.shape)
+        if np.broadcast_shapes(pred.values.shape, on_true_tile.shape) != on_true_tile.shape:
+            raise ValueError
     except ValueError:
         raise ShapeError(f"pred of shape {list(pred.values.shape)} does not match on_true_tile "
                          f"{list(on_true_tile.shape)} in 'affine_select'") from None
-    values = np.where(keep, as_f32(on_true_tile), np.float32(on_false_value))
     result = m.new_tile(on_true_tile.shape, out_dtype(dtype, on_true_tile.dtype), Buffer.SBUF)
-    m.record("affine_select", Engine.GPSIMD, [on_true_tile], [result])
-    store_result(result, values, mask)
+    m.emit("affine_select", Engine.GPSIMD, "affine_select", [on_true_tile], [result], mask=mask,
+           params={"pred": np.ascontiguousarray(pred.values, dtype=bool), "on_false": number(on_false_value)})
     return result
 
 
 @instruction("tensor_partition_reduce", Engine.GPSIMD)
 def tensor_partition_reduce(m, op, data, *, mask=None, dtype=None, **kwargs):
-    operand(data, "tensor_partition_reduce", "data", SBUF_ONLY)
+    operand(data, "tensor_partition_reduce", "data", SBUF_ONLY, mask=mask)
     alu = reduce_op(op, "tensor_partition_reduce")
-    values = data._values() if alu.bitvec else as_f32(data)
-    out = alu.reduce_ufunc.reduce(values, axis=0, keepdims=True)
-    result = m.new_tile(out.shape, out_dtype(dtype, data.dtype), Buffer.SBUF)
-    m.record("tensor_partition_reduce", Engine.GPSIMD, [data], [result], op=alu.name)
-    store_result(result, out, mask)
+    result = m.new_tile((1,) + data.shape[1:], out_dtype(dtype, data.dtype), Buffer.SBUF)
+    m.emit("tensor_partition_reduce", Engine.GPSIMD, "partition_reduce", [data], [result], mask=mask,
+           params={"op": alu.name}, op=alu.name)
     return result

@@ -13,13 +13,14 @@ from ..alu import NkiOp, binary_op
 from ..errors import HardwareLimitError, MemorySpaceError, ShapeError, UnsupportedOperationError
 from ..machine import current_machine
 from ..memory import Buffer
+from ..registry import instruction
 from ..source import user_site
-from ..tensor import DeviceTensor, as_shape
+from ..tensor import DeviceTensor, as_shape, check_align
 from ..trace import Engine
-from .common import ANY_HBM, ON_CHIP, SBUF_ONLY, as_f32, broadcast_shape, operand, out_dtype, store_result
+from .common import ANY_HBM, ON_CHIP, SBUF_ONLY, broadcast_shape, number, operand, out_dtype
 from .dma import dma_move
 from .tensor_engine import nc_matmul, nc_transpose
-from .vector import normalize_axes, tensor_copy, tensor_reduce, tensor_scalar, tensor_tensor
+from .vector import normalize_axes, reduced_shape, tensor_copy, tensor_reduce, tensor_scalar, tensor_tensor
 from .scalar import activation
 
 
@@ -82,8 +83,7 @@ def _filled(shape, value, dtype, buffer, name):
     m = current_machine()
     raw = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     t = m.allocate(as_shape(raw), dtype, buf, par_axis=_partition_axis(raw, buf), name=name, site=user_site(3))
-    m.record("memset", Engine.VECTOR, [], [t], value=float(value))
-    t._store(np.full(t.shape, value))
+    m.emit("memset", Engine.VECTOR, "fill", [], [t], params={"value": number(value)}, value=float(value))
     return t
 
 
@@ -115,7 +115,7 @@ def ones_like(a, dtype=None, *, buffer=None, name="", **kwargs):
 
 def load(src, *, mask=None, dtype=None, **kwargs):
     m = current_machine()
-    operand(src, "load", "src", ANY_HBM, tile=False)
+    operand(src, "load", "src", ANY_HBM, tile=False, mask=mask)
     if not src.shape:
         raise ShapeError("nl.load needs at least a 1-D source")
     tile = m.allocate(src.shape, out_dtype(dtype, src.dtype), Buffer.SBUF, transient=True, site=user_site(2))
@@ -125,8 +125,8 @@ def load(src, *, mask=None, dtype=None, **kwargs):
 
 def store(dst, value, *, mask=None, **kwargs):
     m = current_machine()
-    operand(dst, "store", "dst", ANY_HBM, tile=False)
-    operand(value, "store", "value", ON_CHIP)
+    operand(dst, "store", "dst", ANY_HBM, tile=False, mask=mask)
+    operand(value, "store", "value", ON_CHIP, mask=mask)
     m.check_writable(dst, "nl.store destination")
     if value.buffer is Buffer.PSUM:
         value = tensor_copy(value)   # PSUM is no DMA endpoint: an extra copy, as NKI 2.26 does
@@ -137,13 +137,12 @@ def store(dst, value, *, mask=None, **kwargs):
 
 def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
     m = current_machine()
-    operand(src, "load_transpose2d", "src", ANY_HBM, tile=False)
+    operand(src, "load_transpose2d", "src", ANY_HBM, tile=False, mask=mask)
     if src.ndim != 2:
         raise ShapeError(f"load_transpose2d takes a 2-D HBM tensor, got {src._label()}")
     tile = m.allocate((src.shape[1], src.shape[0]), out_dtype(dtype, src.dtype), Buffer.SBUF,
                       transient=True, site=user_site(2))
-    m.record("dma_transpose", Engine.DMA, [src], [tile])
-    store_result(tile, src._values().T, mask)
+    m.emit("dma_transpose", Engine.DMA, "permute", [src], [tile], mask=mask, params={"perm": [1, 0]})
     return tile
 
 
@@ -160,13 +159,13 @@ def broadcast_to(src, *, shape, **kwargs):
     if src.shape[0] not in (1, shape[0]):
         raise ShapeError(f"cannot broadcast {src._label()} to {list(shape)}")
     try:
-        values = np.broadcast_to(src._values(), shape)
+        if np.broadcast_shapes(src.shape, shape) != shape:
+            raise ValueError
     except ValueError:
         raise ShapeError(f"cannot broadcast {src._label()} to {list(shape)}",
                          remedy="only size-1 dimensions broadcast") from None
     result = m.new_tile(shape, src.dtype, Buffer.SBUF)
-    m.record("tensor_copy", Engine.VECTOR, [src], [result])
-    result._store(values)
+    m.emit("tensor_copy", Engine.VECTOR, "broadcast", [src], [result], auto_engine=True)
     return result
 
 
@@ -191,14 +190,15 @@ def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
     return nc_matmul(stationary, y, mask=mask)
 
 
-def device_print(prefix, x, *, mask=None, **kwargs):
-    m = current_machine()
+@instruction("device_print", Engine.SYNC)
+def device_print(m, prefix, x, *, mask=None, **kwargs):
+    """Printed when the program runs, with the values the device holds then: the text goes
+    to the run's output, never back to the kernel."""
+    label = str(prefix)[:200]
     if isinstance(x, DeviceTensor):
-        text = f"{prefix} {np.array2string(x._values().astype(np.float64) if x.dtype.kind == 'V' else x._values(), threshold=64)}"
+        m.emit("device_print", Engine.SYNC, "print", [x], [], params={"prefix": label})
     else:
-        text = f"{prefix} {x!r}"
-    m.printed.append(text)
-    print(text, file=sys.stdout)
+        m.emit("device_print", Engine.SYNC, "print", [], [], params={"prefix": label, "text": repr(x)[:200]})
 
 
 # ----- element-wise functions: nl.add(a, b), nl.exp(t), nl.max(t, axis) ----------------------------
@@ -210,6 +210,12 @@ def _is_scalar(v) -> bool:
 def elementwise_binary(opname, a, b, dtype=None, mask=None):
     op = binary_op(opname, opname)
     if isinstance(a, DeviceTensor) and isinstance(b, DeviceTensor):
+        # `acc = acc + nc_matmul(...)` on a PSUM tile accumulates like `acc += nc_matmul(...)`
+        if dtype is None and mask is None and op.name == "add":
+            for target, other in ((a, b), (b, a)):
+                if target.buffer is Buffer.PSUM and not target._alloc.transient and \
+                        current_machine().accumulates(target, other, "add"):
+                    return target
         return tensor_tensor(a, b, op, dtype=dtype, mask=mask)
     if isinstance(a, DeviceTensor) and _is_scalar(b):
         default = dtypes.promote(a.dtype, dtypes.scalar_dtype(b))
@@ -231,28 +237,25 @@ _ACTIVATION_NAMES = {"copy", "square", "sigmoid", "relu", "gelu", "gelu_dx", "ge
 def elementwise_unary(opname, x, dtype=None, mask=None):
     from ..alu import OPS
     op = OPS[opname]
-    operand(x, f"nl.{opname}", "x")
+    operand(x, f"nl.{opname}", "x", mask=mask)
     if opname in _ACTIVATION_NAMES:
         return activation(op, x, dtype=dtype, mask=mask)
     m = current_machine()
-    values = x._values() if op.bitvec or op.name == "logical_not" else as_f32(x)
     result = m.new_tile(x.shape, out_dtype(dtype, x.dtype), Buffer.SBUF)
-    m.record("tensor_scalar", Engine.VECTOR, [x], [result], op=opname)
-    store_result(result, op.fn(values), mask)
+    m.emit("tensor_scalar", Engine.VECTOR, "unary", [x], [result], params={"op": op.name}, mask=mask, op=op.name)
     return result
 
 
 def _reduce(op: NkiOp, x, axis, dtype=None, mask=None, keepdims=False, **kwargs):
     if op.alias_of:
         return tensor_reduce(op, x, axis, dtype=dtype, mask=mask, keepdims=keepdims)
-    operand(x, f"nl.{op.name}", "x")
+    operand(x, f"nl.{op.name}", "x", mask=mask)
     m = current_machine()
     axes = normalize_axes(axis, x.ndim, f"nl.{op.name}")
-    values = as_f32(x)
-    out = values.mean(axis=axes, keepdims=keepdims) if op.name == "mean" else values.var(axis=axes, keepdims=keepdims)
-    result = m.new_tile(out.shape, out_dtype(dtype, x.dtype), Buffer.SBUF)
-    m.record("tensor_reduce", Engine.VECTOR, [x], [result], op=op.name, axes=axes)
-    store_result(result, out, mask)
+    result = m.new_tile(reduced_shape(x.shape, axes, bool(keepdims)), out_dtype(dtype, x.dtype), Buffer.SBUF)
+    m.emit("tensor_reduce", Engine.VECTOR, "reduce", [x], [result], mask=mask,
+           params={"op": op.name, "axes": list(axes), "keepdims": bool(keepdims), "negate": False},
+           op=op.name, axes=axes)
     return result
 
 
@@ -282,14 +285,19 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
     shape = condition.shape
     for t in tiles:
         shape = broadcast_shape("where", shape, t.shape)
-    from ..tensor import align_to
-
-    def vals(v):
-        return align_to(as_f32(v), v.shape, shape, "where", "", "") if isinstance(v, DeviceTensor) else np.float32(v)
+    reads = [condition]
+    params = {}
+    for key, v in (("x", x), ("y", y)):
+        if isinstance(v, DeviceTensor):
+            check_align(v.shape, shape, "where", "", "")
+            reads.append(v)
+            params[key] = {"read": len(reads) - 1}
+        else:
+            params[key] = {"const": number(v)}
+    check_align(condition.shape, shape, "where", "", "")
     default = tiles[0].dtype if tiles else dtypes.float32
     result = m.new_tile(shape, out_dtype(dtype, default), Buffer.SBUF)
-    m.record("tensor_tensor", Engine.VECTOR, [condition] + tiles, [result], op="select")
-    store_result(result, np.where(vals(condition) != 0, vals(x), vals(y)), mask)
+    m.emit("tensor_tensor", Engine.VECTOR, "select", reads, [result], params=params, mask=mask, op="select")
     return result
 
 

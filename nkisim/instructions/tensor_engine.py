@@ -1,14 +1,14 @@
 """Tensor Engine (PE array) instructions: matmul into PSUM and PE transposes."""
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from .. import dtypes
 from ..errors import DtypeError, ShapeError, UnsupportedOperationError
 from ..memory import Buffer
 from ..registry import instruction
 from ..trace import Engine
-from .common import ON_CHIP, SBUF_ONLY, check_limit, free_size, operand, out_dtype, partitions, resolve_engine, store_result
+from .common import ON_CHIP, SBUF_ONLY, check_limit, free_size, operand, out_dtype, partitions, resolve_engine
 
 
 def _matmul_dtype(t, param: str) -> None:
@@ -22,8 +22,8 @@ def _matmul_dtype(t, param: str) -> None:
 @instruction("nc_matmul", Engine.TENSOR)
 def nc_matmul(m, stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False,
               is_transpose=False, tile_position=(), tile_size=(), mask=None, **kwargs):
-    operand(stationary, "nc_matmul", "stationary", SBUF_ONLY)
-    operand(moving, "nc_matmul", "moving", SBUF_ONLY)
+    operand(stationary, "nc_matmul", "stationary", SBUF_ONLY, mask=mask)
+    operand(moving, "nc_matmul", "moving", SBUF_ONLY, mask=mask)
     _matmul_dtype(stationary, "stationary")
     _matmul_dtype(moving, "moving")
     limits = m.limits
@@ -43,29 +43,29 @@ def nc_matmul(m, stationary, moving, *, is_stationary_onezero=False, is_moving_o
                 "dimensions by nl.tile_size.gemm_moving_fmax")
     if bool(tile_position) != bool(tile_size):
         raise UnsupportedOperationError("tile_position and tile_size of 'nc_matmul' must be given together")
-    s = stationary._values().reshape(k, m_size)
-    mv = moving._values().reshape(k, n_size)
-    if s.dtype != np.float32:
-        s = s.astype(np.float32)
-    if mv.dtype != np.float32:
-        mv = mv.astype(np.float32)
     out_shape = (m_size,) + tuple(moving.shape[1:])
     result = m.new_tile(out_shape, dtypes.float32, Buffer.PSUM)
-    m.record("nc_matmul", Engine.TENSOR, [stationary, moving], [result],
-             dtype=dtypes.name_of(stationary.dtype), k=k, m=m_size, n=n_size,
-             moving_dtype=dtypes.name_of(moving.dtype), is_transpose=bool(is_transpose))
-    store_result(result, (s.T @ mv).reshape(out_shape), mask)
+    m.emit("nc_matmul", Engine.TENSOR, "matmul", [stationary, moving], [result], mask=mask,
+           **matmul_attrs(stationary.region(), moving.region()), is_transpose=bool(is_transpose))
     return result
+
+
+def matmul_attrs(stationary, moving) -> dict:
+    """What the cost model needs of a matmul, derived from its operand regions alone (the
+    executor derives them again from a program's regions, never trusting a claim)."""
+    k = stationary.shape[0] if stationary.shape else 1
+    return {"dtype": stationary.dtype, "moving_dtype": moving.dtype, "k": k,
+            "m": math.prod(stationary.shape[1:]), "n": math.prod(moving.shape[1:])}
 
 
 @instruction("nc_transpose", Engine.TENSOR, Engine.VECTOR)
 def nc_transpose(m, data, *, mask=None, dtype=None, engine=0, **kwargs):
-    operand(data, "nc_transpose", "data", ON_CHIP)
+    operand(data, "nc_transpose", "data", ON_CHIP, mask=mask)
     default = Engine.VECTOR if data.buffer is Buffer.PSUM else Engine.TENSOR
     eng = resolve_engine(engine, default, (Engine.TENSOR, Engine.VECTOR), "nc_transpose")
     p, f = partitions(data), free_size(data)
     if eng is Engine.TENSOR:
-        operand(data, "nc_transpose", "data", SBUF_ONLY)
+        operand(data, "nc_transpose", "data", SBUF_ONLY, mask=mask)
         limit, out_buffer = m.limits.pmax, Buffer.PSUM
         remedy = "the Tensor Engine transposes at most 128x128: transpose in 128x128 blocks"
     else:
@@ -73,8 +73,7 @@ def nc_transpose(m, data, *, mask=None, dtype=None, engine=0, **kwargs):
         remedy = "the Vector Engine transposes at most 32x32: use the Tensor Engine for larger tiles"
     check_limit(p, limit, "partition size", "nc_transpose", remedy)
     check_limit(f, limit, "free size", "nc_transpose", remedy)
-    values = data._values().reshape(p, f).T
     result = m.new_tile((f, p), out_dtype(dtype, data.dtype), out_buffer)
-    m.record("nc_transpose", eng, [data], [result], dtype=dtypes.name_of(data.dtype), p=p, f=f)
-    store_result(result, values, mask)
+    m.emit("nc_transpose", eng, "transpose", [data], [result], mask=mask, dtype=dtypes.name_of(data.dtype),
+           p=p, f=f)
     return result

@@ -1,6 +1,6 @@
 """Element-wise instructions of the Vector, Scalar and GpSimd engines: copies, tensor-tensor
-and tensor-scalar arithmetic, free-axis reductions, memset. Math is done in fp32 and the
-result rounded once to its dtype, as the engines do."""
+and tensor-scalar arithmetic, free-axis reductions, memset. Each checks its operands and
+emits one program instruction; nkisim.execute does the math (fp32, rounded once)."""
 from __future__ import annotations
 
 import numbers
@@ -12,10 +12,10 @@ from ..alu import binary_op, reduce_op
 from ..errors import MemorySpaceError, ShapeError, UnsupportedOperationError
 from ..memory import Buffer
 from ..registry import instruction
-from ..tensor import align_to
+from ..tensor import check_align
 from ..trace import Engine
-from .common import (ON_CHIP, as_f32, broadcast_shape, operand, out_dtype, partitions, resolve_engine,
-                     same_partitions, scalar_or_vector, store_result)
+from .common import (ON_CHIP, broadcast_shape, engine_unspecified, number, operand, out_dtype, partitions,
+                     resolve_engine, same_partitions, scalar_operand)
 
 _ELEMENTWISE = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 
@@ -28,27 +28,20 @@ def _no_psum_on_gpsimd(eng: Engine, instr: str, *tiles) -> None:
 
 @instruction("tensor_copy", *_ELEMENTWISE)
 def tensor_copy(m, src, *, mask=None, dtype=None, engine=0, **kwargs):
-    operand(src, "tensor_copy", "src", ON_CHIP)
+    operand(src, "tensor_copy", "src", ON_CHIP, mask=mask)
     # PSUM evictions were measured on the Scalar engine; SBUF copies go to the Vector engine
     default = Engine.SCALAR if src.buffer is Buffer.PSUM else Engine.VECTOR
     eng = resolve_engine(engine, default, _ELEMENTWISE, "tensor_copy")
     _no_psum_on_gpsimd(eng, "tensor_copy", src)
     result = m.new_tile(src.shape, out_dtype(dtype, src.dtype), Buffer.SBUF)
-    m.record("tensor_copy", eng, [src], [result])
-    store_result(result, src._values(), mask)
+    m.emit("tensor_copy", eng, "copy", [src], [result], mask=mask, auto_engine=engine_unspecified(engine))
     return result
-
-
-def _operand_values(t, shape, op, exact_ints: bool) -> np.ndarray:
-    # integer tiles keep integer math (GpSimd int32 add/multiply are exact), floats use fp32
-    v = t._values() if op.bitvec else (t._values().astype(np.int64) if exact_ints else as_f32(t))
-    return align_to(v, t.shape, shape, "tensor_tensor", "", "")
 
 
 @instruction("tensor_tensor", Engine.VECTOR, Engine.GPSIMD)
 def tensor_tensor(m, data1, data2, op, *, dtype=None, mask=None, engine=0, **kwargs):
-    operand(data1, "tensor_tensor", "data1")
-    operand(data2, "tensor_tensor", "data2")
+    operand(data1, "tensor_tensor", "data1", mask=mask)
+    operand(data2, "tensor_tensor", "data2", mask=mask)
     alu = binary_op(op, "tensor_tensor")
     same_partitions("tensor_tensor", data1=data1, data2=data2)
     if data1.buffer is Buffer.PSUM and data2.buffer is Buffer.PSUM:
@@ -63,23 +56,18 @@ def tensor_tensor(m, data1, data2, op, *, dtype=None, mask=None, engine=0, **kwa
     eng = resolve_engine(engine, default, (Engine.VECTOR, Engine.GPSIMD), "tensor_tensor")
     _no_psum_on_gpsimd(eng, "tensor_tensor", data1, data2)
     shape = broadcast_shape("tensor_tensor", data1.shape, data2.shape)
-    exact_ints = data1.dtype.kind in "iu" and data2.dtype.kind in "iu" and alu.name != "divide"
-    a = _operand_values(data1, shape, alu, exact_ints)
-    b = _operand_values(data2, shape, alu, exact_ints)
+    check_align(data1.shape, shape, "tensor_tensor", "", "")
+    check_align(data2.shape, shape, "tensor_tensor", "", "")
     result = m.new_tile(shape, result_dtype, Buffer.SBUF)
-    m.record("tensor_tensor", eng, [data1, data2], [result], op=alu.name)
-    store_result(result, alu.fn(a, b), mask)
+    m.emit("tensor_tensor", eng, "binary", [data1, data2], [result], params={"op": alu.name}, mask=mask,
+           op=alu.name)
     return result
-
-
-def _apply_scalar(alu, values, operand_value, reverse):
-    return alu.fn(operand_value, values) if reverse else alu.fn(values, operand_value)
 
 
 @instruction("tensor_scalar", Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 def tensor_scalar(m, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *,
                   dtype=None, mask=None, engine=0, **kwargs):
-    operand(data, "tensor_scalar", "data")
+    operand(data, "tensor_scalar", "data", mask=mask)
     if (op1 is None) != (operand1 is None):
         raise UnsupportedOperationError("op1 and operand1 of 'tensor_scalar' must be given together",
                                         code="err_operand_cannot_be_none")
@@ -91,32 +79,16 @@ def tensor_scalar(m, data, op0, operand0, reverse0=False, op1=None, operand1=Non
     eng = resolve_engine(engine, Engine.VECTOR, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), "tensor_scalar")
     _no_psum_on_gpsimd(eng, "tensor_scalar", data)
     parts = partitions(data)
-    v0 = scalar_or_vector(operand0, "tensor_scalar", "operand0", parts)
-    v1 = scalar_or_vector(operand1, "tensor_scalar", "operand1", parts) if alu1 else None
-    bitvec = alu0.bitvec
-    values = data._values() if bitvec else as_f32(data)
-    per_partition = (1,) * (data.ndim - 1)
-    if isinstance(v0, np.ndarray):
-        v0 = v0.reshape((parts,) + per_partition)
-    if isinstance(v1, np.ndarray):
-        v1 = v1.reshape((parts,) + per_partition)
-    if bitvec:
-        v0 = _as_int(v0, data.dtype)
-        v1 = _as_int(v1, data.dtype) if alu1 else None
-    out = _apply_scalar(alu0, values, v0, reverse0)
+    reads = [data]
+    params = {"op0": alu0.name, "operand0": scalar_operand(operand0, "tensor_scalar", "operand0", parts, reads),
+              "reverse0": bool(reverse0)}
     if alu1 is not None:
-        out = _apply_scalar(alu1, out, v1, reverse1)
+        params.update(op1=alu1.name, operand1=scalar_operand(operand1, "tensor_scalar", "operand1", parts, reads),
+                      reverse1=bool(reverse1))
     result = m.new_tile(data.shape, out_dtype(dtype, data.dtype), Buffer.SBUF)
-    reads = [data] + [o for o in (operand0, operand1) if not isinstance(o, (numbers.Number, np.number, type(None)))]
-    m.record("tensor_scalar", eng, reads, [result], op=alu0.name, op1=alu1.name if alu1 else None)
-    store_result(result, out, mask)
+    m.emit("tensor_scalar", eng, "scalar", reads, [result], params=params, mask=mask, op=alu0.name,
+           op1=alu1.name if alu1 else None)
     return result
-
-
-def _as_int(value, dtype):
-    if isinstance(value, np.ndarray):
-        return value.astype(dtype)
-    return dtype.type(int(value))
 
 
 def normalize_axes(axis, ndim: int, instr: str) -> tuple[int, ...]:
@@ -141,20 +113,24 @@ def normalize_axes(axis, ndim: int, instr: str) -> tuple[int, ...]:
 
 @instruction("tensor_reduce", Engine.VECTOR)
 def tensor_reduce(m, op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
-    operand(data, "tensor_reduce", "data")
+    operand(data, "tensor_reduce", "data", mask=mask)
     alu = reduce_op(op)
     axes = normalize_axes(axis, data.ndim, "tensor_reduce")
     if negate and alu.bitvec:
         raise UnsupportedOperationError("negate=True is only for arithmetic reductions",
                                         code="err_reduce_unsupported_negate")
-    values = data._values() if alu.bitvec else as_f32(data)
-    out = alu.reduce_ufunc.reduce(values, axis=axes, keepdims=bool(keepdims))
-    if negate:
-        out = -out
-    result = m.new_tile(out.shape, out_dtype(dtype, data.dtype), Buffer.SBUF)
-    m.record("tensor_reduce", Engine.VECTOR, [data], [result], op=alu.name, axes=axes)
-    store_result(result, out, mask)
+    shape = reduced_shape(data.shape, axes, bool(keepdims))
+    result = m.new_tile(shape, out_dtype(dtype, data.dtype), Buffer.SBUF)
+    m.emit("tensor_reduce", Engine.VECTOR, "reduce", [data], [result], mask=mask,
+           params={"op": alu.name, "axes": list(axes), "keepdims": bool(keepdims), "negate": bool(negate)},
+           op=alu.name, axes=axes)
     return result
+
+
+def reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
+    if keepdims:
+        return tuple(1 if i in axes else n for i, n in enumerate(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in axes)
 
 
 @instruction("memset", Engine.VECTOR, Engine.GPSIMD)
@@ -164,6 +140,5 @@ def memset(m, shape, value, dtype, *, mask=None, engine=0, **kwargs):
         raise UnsupportedOperationError("memset fills with a compile-time number",
                                         code="err_expected_constant_value")
     result = m.new_tile(shape, dtype, Buffer.SBUF)
-    m.record("memset", eng, [], [result], value=float(value))
-    store_result(result, np.full(result.shape, value), mask)
+    m.emit("memset", eng, "fill", [], [result], params={"value": number(value)}, mask=mask, value=float(value))
     return result

@@ -465,7 +465,7 @@ def test_device_print_writes_to_stdout(capsys):
     assert "tile_value" in printed
     for v in ("1.5", "-2.", "3.25", "4."):
         assert v in printed
-    assert run.machine.printed and run.machine.printed[0].startswith("tile_value")
+    assert run.printed and run.printed[0].startswith("tile_value")
 
 
 # ----- iterators -------------------------------------------------------------------------------------------

@@ -272,7 +272,7 @@ def test_psum_accumulate_with_8_banks_live_does_not_overflow():
     a, b = f32(256, 128, seed=3), f32(256, 4096, seed=4)
     result = run(k_eight_psum_accumulators, a, b)
     np.testing.assert_allclose(result.outputs, a.T @ b, rtol=1e-4, atol=1e-3)
-    assert result.machine.memory.peak_psum_banks == 8
+    assert result.peak_psum_banks == 8
 
 
 # ----- SBUF capacity ----------------------------------------------------------------------------------
@@ -362,14 +362,14 @@ def test_sbuf_at_exactly_the_budget_is_fine():
     cols = DEFAULT_USABLE_SBUF // 4 - 4          # leaves room for the (128, 4) result tile
     result = run(k_sbuf_one_buffer, x, cols=cols)
     np.testing.assert_array_equal(result.outputs, 2 * x)
-    assert result.machine.memory.peak_sbuf_bytes == DEFAULT_USABLE_SBUF
+    assert result.peak_sbuf_bytes == DEFAULT_USABLE_SBUF
 
 
 def test_tiles_rebound_in_a_loop_do_not_accumulate():
     x = f32(128, 512)
     result = run(k_sbuf_rebound_in_loop, x)
     np.testing.assert_allclose(result.outputs, x + 15.0)
-    peak = result.machine.memory.peak_sbuf_bytes
+    peak = result.peak_sbuf_bytes
     assert 30720 * 4 <= peak <= DEFAULT_USABLE_SBUF
     assert result.machine.memory.sbuf_bytes == 0     # everything freed when the kernel returned
 

@@ -1,0 +1,384 @@
+"""Executing a traced program on real inputs with NumPy: the device's half of a run.
+
+Each instruction reads its operand regions, computes in fp32 (or exact integers) as the
+engines do, rounds once to the destination's dtype, and writes its regions, honouring its
+mask (elements outside it keep what they held) and accumulation (PSUM and DMA
+read-modify-write). Memory the kernel never wrote holds NaN (integers: a byte pattern), as
+hardware leaves garbage; a matmul accumulating into PSUM elements nothing has written yet
+starts from zero, as the first matmul of an accumulation group overwrites its bank.
+
+Linear in the program: every instruction costs its own elements, never a look back.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import alu, dtypes
+from .program import Program, ProgramError
+from .tensor import align_to
+from .trace import Region, TraceRecord
+
+
+@dataclass
+class Execution:
+    outputs: object                      # NumPy array, or the tuple/list/dict the kernel returned
+    trace: list[TraceRecord]             # the executed instructions the cost model times
+    printed: list[str] = field(default_factory=list)
+
+
+class _Memory:
+    """The allocations' values, created at first touch: flat arrays in each allocation's dtype."""
+
+    def __init__(self, program: Program, inputs: list[np.ndarray], fill_nan: bool) -> None:
+        self.allocs = {a.id: a for a in program.allocs}
+        self.inputs = inputs
+        self.fill_nan = fill_nan
+        self.arrays: dict[int, np.ndarray] = {}
+        self.written: dict[int, np.ndarray] = {}    # PSUM only: which elements hold a value
+        self.views: dict[int, np.ndarray] = {}      # id(Region) -> strided view
+        self.overwritten = _fully_written_first(program)
+
+    def flat(self, alloc_id: int, dtype_name: str) -> np.ndarray:
+        arr = self.arrays.get(alloc_id)
+        if arr is None:
+            arr = self.arrays[alloc_id] = self._create(self.allocs[alloc_id])
+        if dtypes.name_of(arr.dtype) != dtype_name:
+            arr = arr.view(dtypes.to_dtype(dtype_name))
+        return arr
+
+    def _create(self, a) -> np.ndarray:
+        dtype = dtypes.to_dtype(a.dtype)
+        if a.input_index is not None:
+            values = np.ascontiguousarray(self.inputs[a.input_index])
+            if values.dtype != dtype:
+                values = dtypes.cast(values, dtype)
+            return values.reshape(-1)
+        arr = np.empty(math.prod(a.shape), dtype=dtype)
+        if a.id in self.overwritten:
+            pass                                   # its first instruction writes all of it
+        elif self.fill_nan and dtypes.is_float(dtype):
+            arr[...] = np.nan
+        elif self.fill_nan:
+            arr.view(np.uint8)[...] = 0xA5        # recognisable garbage
+        else:
+            arr[...] = 0
+        if a.buffer == "psum":
+            self.written[a.id] = np.zeros(arr.size, dtype=bool)
+        return arr
+
+    def view(self, r: Region) -> np.ndarray:
+        """The region's elements: a strided view (reads and writes go through it) or, for a
+        gathered region, a copy (writes use `write`)."""
+        flat = self.flat(r.alloc_id, r.dtype)
+        if r.offsets is not None:
+            return flat[r.offsets]
+        cached = self.views.get(id(r))
+        if cached is not None:
+            return cached
+        if math.prod(r.shape) == 0:
+            v = np.empty(r.shape, dtype=flat.dtype)
+        else:   # NumPy checks the geometry stays inside the allocation
+            v = np.ndarray(r.shape, flat.dtype, buffer=flat, offset=r.start * r.itemsize, strides=r.strides)
+        self.views[id(r)] = v
+        return v
+
+    def write(self, r: Region, values: np.ndarray, keep: np.ndarray | None) -> None:
+        flat = self.flat(r.alloc_id, r.dtype)
+        if r.offsets is not None:
+            if keep is None:
+                flat[r.offsets] = values
+            else:
+                flat[r.offsets[keep]] = values[keep]
+        else:
+            v = self.view(r)
+            if keep is None:
+                v[...] = values
+            else:
+                np.copyto(v, values, where=keep)
+        written = self._written_view(r)
+        if written is not None:
+            if r.offsets is not None:
+                self.written[r.alloc_id][r.offsets if keep is None else r.offsets[keep]] = True
+            elif keep is None:
+                written[...] = True
+            else:
+                written |= keep
+
+    def _written_view(self, r: Region) -> np.ndarray | None:
+        """The PSUM written-flags of a strided region: the same geometry over one byte each."""
+        written = self.written.get(r.alloc_id)
+        if written is None or r.offsets is not None or math.prod(r.shape) == 0:
+            return written
+        return np.ndarray(r.shape, np.bool_, buffer=written, offset=r.start,
+                          strides=tuple(s // r.itemsize for s in r.strides))
+
+    def written_mask(self, r: Region) -> np.ndarray | None:
+        """Which elements of a PSUM region hold a value (None: not PSUM)."""
+        written = self.written.get(r.alloc_id)
+        if written is None:
+            return None
+        if r.offsets is not None:
+            return written[r.offsets]
+        view = self._written_view(r)
+        return view.copy() if view is not written else np.zeros(r.shape, dtype=bool)
+
+
+def _fully_written_first(program: Program) -> set[int]:
+    """Allocations whose first access is an unmasked, non-accumulating write of every
+    element: they need no garbage fill (most instruction results)."""
+    sizes = {a.id: math.prod(a.shape) for a in program.allocs if a.input_index is None and a.buffer != "psum"}
+    seen: set[int] = set()
+    full: set[int] = set()
+    for rec in program.records:
+        for r in rec.reads:
+            seen.add(r.alloc_id)
+        for r in rec.writes + rec.stores:
+            if r.alloc_id in seen:
+                continue
+            seen.add(r.alloc_id)
+            size = sizes.get(r.alloc_id)
+            if (size and rec.mask is None and not rec.accumulate and r.offsets is None
+                    and math.prod(r.shape) == size and r.lo == 0 and r.hi == size
+                    and all(s > 0 for n, s in zip(r.shape, r.strides) if n > 1)):
+                full.add(r.alloc_id)
+    return full
+
+
+# ----- value semantics, one function per kind ------------------------------------------------------
+
+def _f32(v: np.ndarray) -> np.ndarray:
+    return v if v.dtype == np.float32 else v.astype(np.float32)
+
+
+def _fit(values, shape: tuple) -> np.ndarray:
+    """An instruction's values in the shape of the region they are written to."""
+    values = np.asarray(values)
+    if values.shape == shape:
+        return values
+    if values.size == math.prod(shape):
+        return values.reshape(shape)
+    return align_to(values, values.shape, shape, "instruction result", "", "")
+
+
+def _operand(spec: dict, values: list[np.ndarray]):
+    if "const" in spec:
+        return spec["const"]
+    return values[spec["read"]]
+
+
+def _copy(rec, v, shapes):
+    return [v[0]]
+
+
+def _broadcast(rec, v, shapes):
+    return [np.broadcast_to(v[0], shapes[0])]
+
+
+def _transpose(rec, v, shapes):
+    src = v[0]
+    p = src.shape[0] if src.ndim else 1
+    return [src.reshape(p, -1).T]
+
+
+def _permute(rec, v, shapes):
+    return [np.transpose(v[0], rec.params["perm"])]
+
+
+def _binary(rec, v, shapes):
+    op = alu.binary_op(rec.params["op"])
+    a, b = v
+    shape = shapes[0]
+    exact_ints = a.dtype.kind in "iu" and b.dtype.kind in "iu" and op.name != "divide"
+
+    def prep(x):
+        x = x if op.bitvec else (x.astype(np.int64) if exact_ints else _f32(x))
+        return align_to(x, x.shape, shape, "tensor_tensor", "", "")
+    return [op.fn(prep(a), prep(b))]
+
+
+def _scalar(rec, v, shapes):
+    p = rec.params
+    data = v[0]
+    op0 = alu.binary_op(p["op0"])
+    op1 = alu.binary_op(p["op1"]) if p.get("op1") else None
+    parts = data.shape[0] if data.ndim else 1
+    per_partition = (parts,) + (1,) * max(data.ndim - 1, 0)
+
+    def value_of(spec):
+        x = _operand(spec, v)
+        if isinstance(x, np.ndarray):
+            x = (x if op0.bitvec else _f32(x)).reshape(per_partition)
+            return x.astype(data.dtype) if op0.bitvec else x
+        if op0.bitvec:
+            return data.dtype.type(int(x))
+        return np.float32(x) if not isinstance(x, bool) else x
+
+    out = data if op0.bitvec else _f32(data)
+    a0 = value_of(p["operand0"])
+    out = op0.fn(a0, out) if p.get("reverse0") else op0.fn(out, a0)
+    if op1 is not None:
+        a1 = value_of(p["operand1"])
+        out = op1.fn(a1, out) if p.get("reverse1") else op1.fn(out, a1)
+    return [out]
+
+
+def _unary(rec, v, shapes):
+    op = alu.OPS[rec.params["op"]]
+    if op.kind != "unary":
+        raise ProgramError(f"{rec.params['op']} is not a unary op")
+    x = v[0] if op.bitvec or op.name == "logical_not" else _f32(v[0])
+    return [op.fn(x)]
+
+
+def _reduce(rec, v, shapes):
+    p = rec.params
+    axes = tuple(int(a) for a in p["axes"])
+    keepdims = bool(p.get("keepdims"))
+    if p["op"] in ("mean", "var"):
+        x = _f32(v[0])
+        out = x.mean(axis=axes, keepdims=keepdims) if p["op"] == "mean" else x.var(axis=axes, keepdims=keepdims)
+        return [out]
+    op = alu.reduce_op(p["op"])
+    x = v[0] if op.bitvec else _f32(v[0])
+    out = op.reduce_ufunc.reduce(x, axis=axes, keepdims=keepdims)
+    return [-out if p.get("negate") else out]
+
+
+def _fill(rec, v, shapes):
+    return [np.full(shapes[0], rec.params["value"])]
+
+
+def _activation(rec, v, shapes):
+    p = rec.params
+    fn = alu.activation_op(p["op"])
+    data = _f32(v[0])
+    parts = data.shape[0] if data.ndim else 1
+    per_partition = (parts,) + (1,) * max(data.ndim - 1, 0)
+
+    def value_of(spec):
+        x = _operand(spec, v)
+        return _f32(x).reshape(per_partition) if isinstance(x, np.ndarray) else np.float32(x)
+    x = data * value_of(p["scale"])
+    if "bias" in p:
+        x = x + value_of(p["bias"])
+    out = fn.fn(_f32(x))
+    results = [out]
+    if "reduce" in p:
+        red = alu.reduce_op(p["reduce"]["op"], "activation")
+        partial = red.reduce_ufunc.reduce(_f32(out).reshape(parts, -1), axis=1)
+        if "read" in p["reduce"]:        # reduce_cmd=reduce: keep accumulating into reduce_res
+            partial = red.fn(_f32(v[p["reduce"]["read"]]).reshape(parts), partial)
+        results.append(partial)
+    return results
+
+
+def _matmul(rec, v, shapes):
+    s, mv = v
+    k = s.shape[0] if s.ndim else 1
+    return [_f32(s).reshape(k, -1).T @ _f32(mv).reshape(k, -1)]
+
+
+def _iota(rec, v, shapes):
+    return [rec.params["values"].astype(np.int32)]
+
+
+def _affine_select(rec, v, shapes):
+    keep = np.broadcast_to(rec.params["pred"], v[0].shape)
+    return [np.where(keep, _f32(v[0]), np.float32(rec.params["on_false"]))]
+
+
+def _partition_reduce(rec, v, shapes):
+    op = alu.reduce_op(rec.params["op"], "tensor_partition_reduce")
+    x = v[0] if op.bitvec else _f32(v[0])
+    return [op.reduce_ufunc.reduce(x, axis=0, keepdims=True)]
+
+
+def _select(rec, v, shapes):
+    shape = shapes[0]
+
+    def value_of(spec):
+        x = _operand(spec, v)
+        return align_to(_f32(x), x.shape, shape, "where", "", "") if isinstance(x, np.ndarray) else np.float32(x)
+    cond = align_to(_f32(v[0]), v[0].shape, shape, "where", "", "")
+    return [np.where(cond != 0, value_of(rec.params["x"]), value_of(rec.params["y"]))]
+
+
+_KINDS = {"copy": _copy, "broadcast": _broadcast, "transpose": _transpose, "permute": _permute,
+          "binary": _binary, "scalar": _scalar, "unary": _unary, "reduce": _reduce, "fill": _fill,
+          "activation": _activation, "matmul": _matmul, "iota": _iota, "affine_select": _affine_select,
+          "partition_reduce": _partition_reduce, "select": _select}
+
+
+def _print_text(rec: TraceRecord, values: list[np.ndarray]) -> str:
+    prefix = str(rec.params.get("prefix", ""))
+    if not values:
+        return f"{prefix} {rec.params.get('text', '')}"
+    x = values[0]
+    if x.dtype.kind == "V" or x.dtype.itemsize < 4 and x.dtype.kind == "f":
+        x = x.astype(np.float64)
+    with np.printoptions(threshold=64, edgeitems=3, linewidth=100, precision=6, floatmode="maxprec",
+                         suppress=False, formatter=None, sign="-", nanstr="nan", infstr="inf"):
+        return f"{prefix} {np.array2string(x)}"
+
+
+# ----- the whole program ---------------------------------------------------------------------------
+
+def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True, echo: bool = False) -> Execution:
+    """Run `program` on `inputs` (the kernel's array arguments in order). `echo` also prints
+    nl.device_print text as it is produced (local runs)."""
+    mem = _Memory(program, inputs, fill_nan)
+    printed: list[str] = []
+    timed: list[TraceRecord] = []
+    for rec in program.records:
+        values = [mem.view(r) for r in rec.reads]
+        if rec.kind == "print":
+            text = _print_text(rec, values)
+            printed.append(text)
+            if echo:
+                print(text, file=sys.stdout)
+            continue
+        timed.append(rec)
+        try:
+            results = _KINDS[rec.kind](rec, values, [r.shape for r in rec.writes])
+            for i, r in enumerate(rec.writes):
+                _store(mem, rec, r, results[i], accumulate=rec.accumulate and i == 0,
+                       mask=rec.mask if i == 0 else None)
+            for r in rec.stores:
+                _store(mem, rec, r, results[0], accumulate=False, mask=rec.mask)
+        except ProgramError:
+            raise
+        except Exception as err:   # a forged program's nonsense; a traced one never gets here
+            where = f" at {rec.site}" if rec.site else ""
+            raise ProgramError(f"instruction {rec.index} ({rec.opcode}{where}) cannot execute: "
+                               f"{type(err).__name__}: {err}") from None
+    outputs = _outputs(mem, program.outputs)
+    return Execution(outputs, timed, printed)
+
+
+def _store(mem: _Memory, rec: TraceRecord, r: Region, values, *, accumulate: bool, mask) -> None:
+    values = _fit(values, r.shape)
+    keep = None
+    if mask is not None:
+        keep = np.broadcast_to(mask, r.shape)
+    if accumulate:
+        old = _f32(mem.view(r))
+        written = mem.written_mask(r)
+        if written is not None:
+            old = np.where(written, old, np.float32(0))
+        values = old + _f32(values)
+    values = dtypes.cast(values, dtypes.to_dtype(r.dtype))
+    if isinstance(values, np.ndarray) and np.may_share_memory(values, mem.flat(r.alloc_id, r.dtype)):
+        values = values.copy()     # an in-place instruction reading what it writes
+    mem.write(r, values, keep)
+
+
+def _outputs(mem: _Memory, outputs):
+    if isinstance(outputs, Region):
+        return np.array(mem.view(outputs), copy=True)
+    if isinstance(outputs, dict):
+        return {k: _outputs(mem, v) for k, v in outputs.items()}
+    return type(outputs)(_outputs(mem, v) for v in outputs)
