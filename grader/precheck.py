@@ -171,23 +171,30 @@ POLICIES: dict[str, _Policy] = {
                          walks=True),
     "numpy": _Policy(_numpy_check, walks=True),
     "numpy.testing": _Policy(_numpy_testing, walks=False),
-    "numpy.lib": _only("stride_tricks.* scimath.* mixins.* array_utils.* NumpyVersion",
-                       "of numpy.lib only stride_tricks, scimath, mixins and array_utils are allowed"),
+    "numpy.lib": _Policy(lambda chain: None if chain[0] in {"stride_tricks", "scimath", "mixins", "array_utils",
+                                                           "NumpyVersion"} else
+                         "of numpy.lib only stride_tricks, scimath, mixins and array_utils are allowed", walks=True),
     **dict.fromkeys(("numpy.random", "numpy.linalg", "numpy.fft", "numpy.typing", "numpy.polynomial",
                      "numpy.emath", "numpy.dtypes", "numpy.exceptions", "numpy.char", "numpy.strings",
-                     "numpy.lib.stride_tricks", "numpy.lib.scimath", "numpy.lib.mixins",
+                     "numpy.lib.scimath", "numpy.lib.mixins",
                      "numpy.lib.array_utils"), _open()),
     **dict.fromkeys(("math", "cmath", "itertools", "functools", "collections", "collections.abc", "enum", "abc",
                      "copy", "numbers", "random", "statistics", "fractions", "decimal", "heapq", "bisect", "re",
-                     "json", "pprint", "textwrap", "string", "time", "dataclasses", "__future__"), _open()),
+                     "json", "pprint", "textwrap", "time", "dataclasses", "__future__"), _open()),
     "contextlib": _open({"chdir": "it changes the working directory, which a kernel has no use for"}),
     "typing": _open({"get_type_hints": _RUNS_CODE + " (string annotations are evaluated)",
                      "ForwardRef": _RUNS_CODE, "evaluate_forward_ref": _RUNS_CODE}),
     "operator": _open({"attrgetter": _REFLECT, "methodcaller": _REFLECT}),
     "warnings": _open({"warn_explicit": "it loads module source through loaders, which a kernel has no use for"}),
-    "logging": _open({"FileHandler": _FILES, "handlers": _FILES + " or sockets", "config": _FILES + " or sockets"}),
+    "logging": _open({"FileHandler": _FILES, "handlers": _FILES + " or sockets", "config": _FILES + " or sockets",
+                      "currentframe": _INTERNALS}),
+    "string": _open({"Formatter": _REFLECT + " (Formatter.get_field hands back the objects it names)"}),
+    "numpy.lib.stride_tricks": _open({"as_strided": "it reads and writes raw memory outside the array, which can "
+                                                    "corrupt the interpreter (sliding_window_view is the safe form)"}),
     "argparse": _open({"FileType": _FILES}),
-    "unittest": _open({"mock": "it patches any object by name, which can tamper with the grader"}),
+    "unittest": _only("TestCase TestCase.* main skip skipIf skipUnless expectedFailure SkipTest TestSuite "
+                      "TextTestRunner", "of unittest only TestCase, main, skip*, expectedFailure, SkipTest, "
+                                        "TestSuite and TextTestRunner are allowed (the loaders import by name)"),
     "traceback": _only("print_exc format_exc print_exception format_exception format_exception_only",
                        "of traceback only print_exc, format_exc, print_exception, format_exception and "
                        "format_exception_only are allowed (the others reach frames)"),
@@ -677,9 +684,10 @@ class _Flow:
                 self.functions.setdefault(node.name, []).append(node)
             elif isinstance(node, ast.ClassDef):
                 self.classes.add(node.name)
-                self.functions.setdefault(node.name, []).extend(
-                    stmt for stmt in node.body
-                    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "__init__")
+                inits = [stmt for stmt in node.body
+                         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "__init__"]
+                if inits:                              # without one, its arguments go to a base class
+                    self.functions.setdefault(node.name, []).extend(inits)
             elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
                 for t in node.targets:
                     if isinstance(t, ast.Name):
@@ -703,9 +711,16 @@ class _Flow:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for t in targets:
                     yield from self._unpack(t, node.value)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                yield node.target.id, node.value, "each"      # xs += [m]: xs now holds m
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
                 for name in _names_in(node.target):
                     yield name, node.iter, "each"
+            elif isinstance(node, ast.Match):
+                for case in node.cases:
+                    for name in _captures(case.pattern):
+                        yield name, node.subject, "is"
+                        yield name, node.subject, "each"
             elif isinstance(node, (ast.With, ast.AsyncWith)):
                 for item in node.items:
                     if item.optional_vars is not None:
@@ -849,6 +864,8 @@ class _Flow:
             return set(self.holds.get(node.id, ()))
         if isinstance(node, (ast.Attribute, ast.Subscript)):
             return self.contents(node.value)
+        if isinstance(node, ast.BinOp):                # xs + [m], [m] * 3
+            return self.contents(node.left) | self.contents(node.right)
         if isinstance(node, (ast.IfExp, ast.BoolOp)):
             parts = [node.body, node.orelse] if isinstance(node, ast.IfExp) else node.values
             return set().union(*(self.contents(p) for p in parts))
@@ -887,6 +904,17 @@ class _Flow:
 
 def _names_in(target) -> list[str]:
     return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+
+
+def _captures(pattern) -> list[str]:
+    """The names a `case` pattern binds."""
+    names = []
+    for n in ast.walk(pattern):
+        if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            names.append(n.name)
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            names.append(n.rest)
+    return names
 
 
 def _results(fn) -> list[tuple[ast.AST, bool]]:
@@ -1080,6 +1108,9 @@ class _Checker:
         elif attr in ("tofile", "dump") and isinstance(node.ctx, ast.Load):
             self.add(node, "file-io", f"`{shown}` is not allowed: {_FILES}; a kernel returns its results only as "
                                       f"its output tensors. {_DELETE}")
+        elif attr == "ctypes" and isinstance(node.ctx, ast.Load):
+            self.add(node, "internals", f"`{shown}` is not allowed: an array's ctypes interface {_NATIVE[3:]}. "
+                                        f"{_DELETE}")
         if isinstance(node.ctx, ast.Load):
             parent = self.parent.get(id(node))
             if not (isinstance(parent, ast.Attribute) and parent.value is node):
@@ -1130,8 +1161,28 @@ class _Checker:
                                             f"directly.")
 
     # -- calls
+    def check_type_call(self, node: ast.Call):
+        """type(x) may be compared, printed or asked for its name; handing the class on lets
+        new objects of it be built (a file object from sys.stderr's, say), and type(name,
+        bases, dict) builds a class whose methods these checks never saw defined."""
+        if len(node.args) == 3:
+            self.add(node, "internals", f"`{_src(node)}` is not allowed: it builds a class at run time. Write a "
+                                        f"class statement instead.")
+            return
+        parent = self.parent.get(id(node))
+        reads = isinstance(parent, _TYPE_READERS) or (
+            isinstance(parent, ast.Attribute) and parent.attr in _HARMLESS_DUNDER_ATTRS) or (
+            isinstance(parent, ast.Call) and node is not parent.func and isinstance(parent.func, ast.Name)
+            and parent.func.id in _LOOKS_ONLY)
+        if not reads:
+            self.add(node, "internals", f"`{_src(node)}` is not allowed here: handing on an object's class lets "
+                                        f"new objects of it be built (files among them). Compare it, print it or "
+                                        f"use isinstance instead.")
+
     def check_call(self, node: ast.Call):
         func = node.func
+        if isinstance(func, ast.Name) and func.id == "type" and self.scopes.is_builtin(func):
+            self.check_type_call(node)
         for path in sorted(self.flow.resolve(func)):
             canonical = _canonical(path)
             if canonical == "pdb.set_trace":
@@ -1170,6 +1221,9 @@ def _walk(tree):
             parent[id(child)] = node
             nodes.append(child)
     return nodes, parent
+
+
+_TYPE_READERS = (ast.Compare, ast.FormattedValue, ast.JoinedStr)
 
 
 def _canonical(path: str) -> str:

@@ -360,6 +360,15 @@ def test_what_kernels_use_from_numpy_is_fine(snippet):
     ("import argparse\np = argparse.ArgumentParser(fromfile_prefix_chars='@')\n", "forbidden-call"),
     ("import types\nf = types.FunctionType(code, {})\n", "module-use"),
     ("import random\nr = random._os\n", "private"),
+    ("import logging\nf = logging.currentframe()\n", "module-use"),
+    ("import string\nobj = string.Formatter().get_field('0.x', [f], {})\n", "module-use"),
+    ("w = np.lib.stride_tricks.as_strided(a, (10,), (8,))\n", "module-use"),
+    ("import unittest\nunittest.TestLoader().loadTestsFromName('os.fork')\n", "module-use"),
+    ("p = arr.ctypes.data\n", "internals"),
+    ("import sys\nraw = sys.stdout.buffer.raw\n", "module-use"),
+    ("import logging\nfile_type = type(logging.StreamHandler().stream)\n", "internals"),
+    ("f = type(stream)(3, 'w')\n", "internals"),
+    ("Fake = type('Fake', (), {'__float__': lambda self: 0.0})\n", "internals"),
 ])
 def test_the_harmful_corners_of_harmless_modules(snippet, rule):
     assert rule in error_rules(snippet)
@@ -422,6 +431,10 @@ def test_pdb_set_trace_is_a_warning():
     "m = nki if cond else nl\nm.baremetal = fake\n",
     "(m := nki).baremetal = fake\n",
     "t = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)\ntype(t).reshape = fake\n",
+    "mods = []\nmods += [nki]\nmods[0].baremetal = fake\n",
+    "mods = []\n(mods + [nki])[0].baremetal = fake\n",
+    "match nki:\n    case m:\n        m.baremetal = fake\n",
+    "match [nki]:\n    case [m]:\n        m.baremetal = fake\n",
     "np.sctypeDict['float32'] = np.float16\n",
     "d = np.sctypeDict\nd['x'] = 1\n",
 ])
@@ -466,9 +479,16 @@ def test_assignments_to_the_files_own_objects_are_fine(snippet):
     "class Holder:\n    def __init__(self, m):\n        self.m = m\nh = Holder(nki)\n",
     "class Holder:\n    mod = nki\n",
     "box = {}\nbox['m'] = nki\n",
+    "box = []\nbox.append(nki)\n",
+    "class Carrier(Exception):\n    pass\nerr = Carrier(nki)\n",
 ])
 def test_modules_hidden_where_they_cannot_be_followed(snippet):
     assert "module-escape" in error_rules(snippet)
+
+
+def test_reading_a_type_is_fine():
+    assert errors("ok = type(x) == int or type(x) is type(y)\nprint(type(t), type(t).__name__, f'{type(t)}')\n"
+                  "same = isinstance(a, type(b))\n") == []
 
 
 def test_modules_passed_to_looking_only_builtins_are_fine():
