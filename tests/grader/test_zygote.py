@@ -1,6 +1,5 @@
 """The fork server that starts sandboxed children: what a child sees and how it ends are the
 same as for a fresh `python -I -m grader.child`, and the grader copes with the server dying."""
-import io
 import json
 import os
 import signal
@@ -41,9 +40,12 @@ def job_dir(tmp_path, body: str = "pass", offset: int = 0):
     (job / "inputs").mkdir(parents=True)
     (job / "k.py").write_text(PROBE.replace("{body}", body).replace("{offset}", str(offset)))
     np.save(job / "inputs" / "arg0.npy", np.arange(6, dtype=np.float32).reshape(1, 6))
+    # what the child reads, in the form of a run that holds the values and of one that traces
     (job / "job.json").write_text(json.dumps({"backend": "sim", "file": "k.py", "function": "kernel", "n_args": 1,
+                                              "inputs": [[[1, 6], "float32"]], "platform": "trn2",
                                               "kwargs": {}, "mode": "correctness", "warmup": 1, "iters": 1,
                                               "compile_options": {}, "want_trace": False}))
+    job.chmod(0o755)
     return str(job)
 
 
@@ -63,7 +65,7 @@ def test_a_child_from_the_zygote_sees_only_its_job(tmp_path):
     assert lines["main"] == "__main__ True"               # run as under `python -m`
     assert result.stderr.strip() == "to stderr"
     header = json.loads(result.result.split(b"\n", 1)[0])
-    assert header["status"] == "ok" and header["arrays"]
+    assert header["status"] == "ok", header
 
 
 def test_exit_codes_signals_and_timeouts_come_back_as_from_a_process(tmp_path):
@@ -100,10 +102,10 @@ def test_children_started_from_several_threads_do_not_mix(tmp_path, jobs):
     for i in range(jobs):
         base = tmp_path / f"t{i}"
         base.mkdir()
-        dirs.append(job_dir(base, offset=i))
+        dirs.append(job_dir(base, body=f"print('job', {i})", offset=i))
     with ThreadPoolExecutor(jobs) as pool:
         results = list(pool.map(run, dirs))
     for i, result in enumerate(results):
         assert result.returncode == 0
-        out = np.load(io.BytesIO(result.result.split(b"\n", 1)[1]), allow_pickle=False)
-        assert out.tolist() == [[float(v + i) for v in range(6)]]
+        assert [x for x in result.stdout.splitlines() if x.startswith("job ")] == [f"job {i}"]
+        assert json.loads(result.result.split(b"\n", 1)[0])["status"] == "ok"
