@@ -68,7 +68,7 @@ def run_status(run_id: int):
 @bp.route("/runs/<int:run_id>/report")
 @token_required
 def run_report(run_id: int):
-    run = runs.visible_run(db.session(), g.api_user, run_id)
+    run = runs.visible_run(db.session(), g.api_user, run_id, with_report=True)
     if run.status != "done" or not run.report:
         raise UserError(f"Run {run_id} is {run.status}; its report is not ready.",
                         "Poll the status URL until status is 'done'.", 409)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from flask import Flask, current_app, g
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 import store
 from store.db import session_factory
@@ -14,6 +14,11 @@ def init_app(app: Flask) -> None:
     engine = app.config.get("ENGINE") or store.engine_from_env(app.config.get("DATABASE_URL"))
     app.extensions[_KEY] = session_factory(engine)
     app.teardown_appcontext(_close)
+
+
+def factory() -> sessionmaker:
+    """For work outside a request (a background refresh): `with factory()() as s: ...`."""
+    return current_app.extensions[_KEY]
 
 
 def session() -> Session:

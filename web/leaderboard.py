@@ -1,8 +1,12 @@
-"""The leaderboard of an assignment, public or for signed-in users as its course says."""
+"""The leaderboard of an assignment, public or for signed-in users as its course says.
+
+The ranked table is rendered once per standings computation and page, and shared by every
+viewer; only the frame around it (who is signed in, which row is theirs) is per request."""
 from __future__ import annotations
 
 from flask import Blueprint, current_app, render_template, request
 from flask_login import current_user
+from markupsafe import Markup
 
 from store.models import BACKENDS
 
@@ -16,14 +20,21 @@ BACKEND_TITLES = {"sim": "simulated (nkisim)", "neuron": "Trainium2 hardware"}
 
 
 def standings_cache() -> StandingsCache:
-    return current_app.extensions.setdefault("nki_grader.standings", StandingsCache())
+    cache = current_app.extensions.get("nki_grader.standings")
+    if cache is None:
+        cache = current_app.extensions["nki_grader.standings"] = StandingsCache(db.factory())
+    return cache
 
 
-def standings_for(assignment, backend: str):
+def standings_entry(assignment, backend: str):
     if backend not in BACKENDS:
         raise UserError(f"Unknown backend {backend!r}.", f"Use one of: {', '.join(BACKENDS)}.", 400)
     return standings_cache().get(db.session(), assignment.id, backend,
                                  current_app.config["LEADERBOARD_CACHE_SECONDS"])
+
+
+def standings_for(assignment, backend: str):
+    return standings_entry(assignment, backend).standings
 
 
 def may_view(assignment) -> bool:
@@ -36,13 +47,18 @@ def board(name: str):
     if not may_view(assignment):
         return login_manager.unauthorized()
     backend = request.args.get("backend", assignment.backend)
-    standings = standings_for(assignment, backend)
+    entry = standings_entry(assignment, backend)
+    standings = entry.standings
     size = current_app.config["LEADERBOARD_PAGE_SIZE"]
-    page = max(1, request.args.get("page", 1, type=int))
     pages = max(1, -(-len(standings) // size))
+    page = min(max(1, request.args.get("page", 1, type=int)), pages)
+    table = entry.rendered.get((page, assignment.spec_hash))
+    if table is None:
+        table = entry.rendered[(page, assignment.spec_hash)] = Markup(render_template(
+            "leaderboard/_table.html", rows=standings[(page - 1) * size: page * size],
+            timed=courses.timed_tests(assignment)))
     me = current_user.id if current_user.is_authenticated else None
-    mine = next((s for s in standings if s.user_id == me), None)
+    mine = next((s for s in standings if s.user_id == me), None) if me else None
     return render_template("leaderboard/board.html", assignment=assignment, backend=backend,
-                           backend_titles=BACKEND_TITLES, rows=standings[(page - 1) * size: page * size],
-                           page=page, pages=pages, count=len(standings), mine=mine, me=me, rule=RULE,
-                           timed=courses.timed_tests(assignment))
+                           backend_titles=BACKEND_TITLES, table=table, page=page, pages=pages,
+                           count=len(standings), mine=mine, me=me, rule=RULE)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy.orm import Session
+from sqlalchemy import select
+from sqlalchemy.orm import Session, defer, joinedload
 
 import grader
 from grader import render
-from store.models import FINAL_STATUSES, GradingRun
+from store.models import FINAL_STATUSES, GradingRun, Submission
 from workers import enqueue
 
 from .accounts import Account
@@ -16,10 +17,14 @@ from .charts import TimingRow, p99_chart
 from .errors import UserError
 
 
-def visible_run(session: Session, user: Account, run_id: int) -> GradingRun:
+def visible_run(session: Session, user: Account, run_id: int, with_report: bool = False) -> GradingRun:
     """The run if user owns it or is staff. Others get the same 404 as a missing run, so run
-    ids reveal nothing about other students."""
-    run = session.get(GradingRun, run_id)
+    ids reveal nothing about other students. The uploaded bytes (up to 16 MiB) and, unless
+    asked for, the report JSON are not loaded: status polling reads neither."""
+    options = [joinedload(GradingRun.submission).defer(Submission.data)]
+    if not with_report:
+        options.append(defer(GradingRun.report))
+    run = session.scalar(select(GradingRun).where(GradingRun.id == run_id).options(*options))
     if run is None or not (user.is_staff or run.submission.user_id == user.id):
         raise UserError(f"There is no run {run_id} of yours.", "Open your runs from the assignment page.", 404)
     return run

@@ -100,7 +100,7 @@ def run_status(run_id: int):
 @bp.route("/runs/<int:run_id>/report")
 @login_required
 def report(run_id: int):
-    run = runs.visible_run(db.session(), current_user, run_id)
+    run = runs.visible_run(db.session(), current_user, run_id, with_report=True)
     report = runs.report_of(run)
     if report is None:
         raise UserError(f"Run {run_id} has no report yet (it is {run.status}).",
@@ -115,7 +115,7 @@ def report(run_id: int):
 def timeline(run_id: int, test_name: str):
     """The engine timeline as an image of its own: shown through <img>, an SVG cannot run
     scripts, whatever the kernel's source lines put into it."""
-    run = runs.visible_run(db.session(), current_user, run_id)
+    run = runs.visible_run(db.session(), current_user, run_id, with_report=True)
     report = runs.report_of(run)
     svg = runs.profile_svg(report, test_name) if report else None
     if svg is None:

@@ -30,7 +30,7 @@ def test_three_students_ranked_by_total_then_p99_sum(client_for, db, course_setu
     assert ranked_nicknames(page) == ["alice_k", "bobby", "carol_c"]
     assert "highest total score, ties broken by the lowest sum of performance-test p99" in page
     assert "simulated (nkisim)" in page and "perf_tiny" in page          # backend shown, a column per timed test
-    assert '<tr class="me" id="me" data-rank="2">' in page
+    assert "#rank-2 { background" in page and "you (<span data-me>bobby</span>) are" in page
     hardware = client_for("bob").get("/leaderboard/tiny?backend=neuron").get_data(as_text=True)
     assert ranked_nicknames(hardware) == []                            # simulated runs never ranked with hardware
 

@@ -1,0 +1,226 @@
+"""Load on the web site: 1,000 students with 20,000 graded submissions in a fresh embedded
+PostgreSQL, the site under gunicorn on this machine, 32 concurrent clients. Prints p50/p99
+latency of the leaderboard page, a report page and the status API (target: leaderboard p99
+<= 50 ms). Prints figures, asserts nothing.
+
+    python bench/web_load.py [--students 1000] [--runs 20000] [--clients 32] [--seconds 30]
+                             [--gunicorn-workers 4] [--gunicorn-threads 2]
+
+Reports are real: the student template is graded once by the grader, then re-scored by
+grader.rescore at many p99s, so every stored report has the shape the worker stores."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import hashlib
+import multiprocessing
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+SPEC = "asst4-trainium2"
+PASSWORD = "load test password"
+KINDS = ("leaderboard", "report", "status_api")
+
+
+def variant_reports(count: int):
+    """`count` reports of the asst4 spec: one real grade, re-scored at p99s around the thresholds."""
+    import grader
+    spec = grader.load_spec(SPEC)
+    source = (ROOT / "student_template" / "conv2d.py").read_bytes()
+    base = grader.grade(grader.submission_from_bytes("conv2d.py", source, spec),
+                        spec, grader.GradeOptions(backend="sim", seed=1))
+    rng = random.Random(0)
+    reports = []
+    for _ in range(count):
+        tests = []
+        for t in base.tests:
+            if t.kind == "correctness":
+                tests.append(dataclasses.replace(t, status="passed", points=t.max_points))
+            elif t.thresholds_us:
+                tests.append(dataclasses.replace(t, status="failed",
+                                                 p99_us=t.thresholds_us["optimized"] * rng.uniform(0.8, 1.5)))
+            else:
+                tests.append(t)
+        reports.append(grader.rescore(dataclasses.replace(base, tests=tests, flags=[]), spec))
+    return reports
+
+
+def seed(engine, students: int, runs: int) -> dict:
+    from sqlalchemy import insert, text
+    from store.models import (ApiToken, Assignment, Course, Enrollment, GradingRun, Submission, TestResultRow,
+                              User)
+    from web.accounts import token_hash
+    from werkzeug.security import generate_password_hash
+    from workers import specs
+
+    toml, spec = specs.read_spec_file(SPEC)
+    reports = variant_reports(60)
+    now = dt.datetime.now(dt.timezone.utc)
+    password_hash = generate_password_hash(PASSWORD)
+    with engine.begin() as conn:
+        course_id = conn.execute(insert(Course).values(name="CS149", leaderboard_visibility="public")
+                                 .returning(Course.id)).scalar()
+        assignment_id = conn.execute(insert(Assignment).values(
+            course_id=course_id, name="asst4", title=spec.title, spec_name=SPEC, spec_version=spec.spec_version,
+            thresholds_version=spec.thresholds_version, spec_hash=specs.spec_hash(toml), spec_toml=toml,
+            backend="sim", runs_per_hour=6, active=True).returning(Assignment.id)).scalar()
+        conn.execute(insert(User), [{"id": i, "email": f"s{i}@example.edu", "name": f"Student {i}", "role": "student",
+                                     "nickname": f"kernel_{i}", "active": True, "password_hash": password_hash}
+                                    for i in range(1, students + 1)])
+        conn.execute(insert(Enrollment), [{"user_id": i, "course_id": course_id, "role": "student"}
+                                          for i in range(1, students + 1)])
+        data = b"# a submission\n" * 20
+        conn.execute(insert(Submission), [{"id": r, "user_id": 1 + r % students, "assignment_id": assignment_id,
+                                           "filename": "conv2d.py", "data": data,
+                                           "sha256": hashlib.sha256(data + str(r).encode()).hexdigest(),
+                                           "size": len(data)} for r in range(1, runs + 1)])
+        for start in range(1, runs + 1, 2000):
+            chunk = range(start, min(runs, start + 1999) + 1)
+            conn.execute(insert(GradingRun), [_run_row(r, reports[r % len(reports)], now) for r in chunk])
+            conn.execute(insert(TestResultRow), [
+                {"run_id": r, "test_name": t.name, "kind": t.kind, "status": t.status, "points": t.points,
+                 "max_points": t.max_points, "p99_us": t.p99_us}
+                for r in chunk for t in reports[r % len(reports)].tests])
+        tokens = {}
+        for user_id in range(1, students + 1):
+            tokens[user_id] = f"nkig_load_{user_id}"
+        conn.execute(insert(ApiToken), [{"user_id": u, "token_hash": token_hash(t), "label": "load"}
+                                        for u, t in tokens.items()])
+        for table in ("users", "submissions", "grading_runs"):
+            conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))"))
+        conn.execute(text("ANALYZE"))
+    return {"tokens": tokens}
+
+
+def _run_row(run_id: int, report, now) -> dict:
+    return {"id": run_id, "submission_id": run_id, "status": "done", "backend": "sim", "queue": "sim", "attempts": 1,
+            "seed": run_id * 7919, "report": report.to_json(include_seed=False), "score_total": report.score.total,
+            "max_total": report.score.max_total, "thresholds_version": report.thresholds_version,
+            "flagged": run_id % 97 == 0, "finished_at": now - dt.timedelta(seconds=run_id),
+            "progress_done": len(report.tests), "progress_total": len(report.tests)}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def client(args) -> dict[str, list[float]]:
+    """One client: signs in as its student, then requests the three pages in turn until the end."""
+    import requests
+    base, user_id, runs_total, students, deadline = args
+    session = requests.Session()
+    page = session.get(f"{base}/login").text
+    csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page).group(1)
+    session.post(f"{base}/login", data={"email": f"s{user_id}@example.edu", "password": PASSWORD,
+                                        "csrf_token": csrf}, allow_redirects=False)
+    own_runs = [r for r in range(1, runs_total + 1) if 1 + r % students == user_id]
+    api = {"Authorization": f"Bearer nkig_load_{user_id}"}
+    timings: dict[str, list[float]] = {k: [] for k in KINDS}
+    errors = 0
+    i = 0
+    while time.monotonic() < deadline:
+        kind = KINDS[i % 3]
+        run_id = own_runs[i % len(own_runs)]
+        url, headers = {"leaderboard": (f"{base}/leaderboard/asst4", None),
+                        "report": (f"{base}/runs/{run_id}/report", None),
+                        "status_api": (f"{base}/api/v1/runs/{run_id}", api)}[kind]
+        start = time.perf_counter()
+        response = session.get(url, headers=headers)
+        elapsed = time.perf_counter() - start
+        if response.status_code != 200:
+            errors += 1
+        timings[kind].append(elapsed)
+        i += 1
+    timings["errors"] = [errors]
+    return timings
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=20000)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--gunicorn-workers", type=int, default=4)
+    parser.add_argument("--gunicorn-threads", type=int, default=2)
+    args = parser.parse_args()
+
+    from store import upgrade
+    from store.db import EmbeddedPostgres, engine_from_env
+    home = Path(tempfile.mkdtemp(prefix="web-load-"))
+    pg = EmbeddedPostgres(home / "pgdata", delete_on_stop=True)
+    gunicorn = None
+    try:
+        engine = engine_from_env(pg.url)
+        upgrade(engine)
+        started = time.perf_counter()
+        seed(engine, args.students, args.runs)
+        print(f"seeded {args.students} students, {args.runs} graded runs in {time.perf_counter() - started:.1f} s")
+        port = free_port()
+        env = dict(os.environ, DATABASE_URL=pg.url, NKI_GRADER_HOME=str(home), PYTHONUNBUFFERED="1")
+        gunicorn = subprocess.Popen([sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}",
+                                     "--workers", str(args.gunicorn_workers), "--threads", str(args.gunicorn_threads),
+                                     "web:create_app()"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True)
+        base = f"http://127.0.0.1:{port}"
+        _wait_up(base)
+        for path in ("/leaderboard/asst4",):                       # first hit: imports and caches
+            __import__("requests").get(base + path)
+        deadline = time.monotonic() + args.seconds
+        users = [1 + (i * 31) % args.students for i in range(args.clients)]
+        with multiprocessing.get_context("spawn").Pool(args.clients) as pool:
+            results = pool.map(client, [(base, u, args.runs, args.students, deadline + 5) for u in users])
+        _print(results, args)
+    finally:
+        if gunicorn is not None:
+            os.killpg(gunicorn.pid, signal.SIGTERM)
+            gunicorn.wait(60)
+        pg.stop()
+    return 0
+
+
+def _wait_up(base: str, timeout: float = 120) -> None:
+    import requests
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            requests.get(base + "/login", timeout=5)
+            return
+        except requests.RequestException:
+            time.sleep(0.3)
+    raise SystemExit("gunicorn did not come up")
+
+
+def _print(results, args) -> None:
+    print(f"{args.clients} concurrent clients, {args.seconds:.0f} s, gunicorn {args.gunicorn_workers} workers x "
+          f"{args.gunicorn_threads} threads, {os.cpu_count()} CPUs shared by server, database and clients")
+    print(f"{'request':<14}{'count':>8}{'p50 ms':>10}{'p99 ms':>10}{'req/s':>9}")
+    for kind in KINDS:
+        values = [v for r in results for v in r[kind]]
+        print(f"{kind:<14}{len(values):>8}{percentile(values, 50) * 1000:>10.1f}{percentile(values, 99) * 1000:>10.1f}"
+              f"{len(values) / args.seconds:>9.1f}")
+    print(f"non-200 responses: {sum(r['errors'][0] for r in results)}")
+    leaderboard_p99 = percentile([v for r in results for v in r["leaderboard"]], 99) * 1000
+    print(f"leaderboard p99 {leaderboard_p99:.1f} ms (target <= 50 ms): {'met' if leaderboard_p99 <= 50 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
