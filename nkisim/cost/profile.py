@@ -1,23 +1,20 @@
 """What neuron-profile would tell a student, from the simulated trace and its timeline:
 per-engine utilisation, DMA traffic, achieved FLOP/s and MFU, the roofline bound of the
-kernel's work, a timeline picture (SVG, one lane per engine) and a JSON export."""
+kernel's work, a one-line bottleneck verdict, a timeline picture (timeline_svg.py) and a
+JSON export. `profile_summary` bundles them for the grader and the web pages."""
 from __future__ import annotations
 
-import html
 import json
 from dataclasses import asdict, dataclass, field
 
 from ..trace import Engine
 from .params import DEFAULT_PARAMS, CostParams
 from .scheduler import Timeline
+from .timeline_svg import timeline_svg
 
-LANE_ORDER = ("PE", "DVE", "ACT", "POOL", "DGE", "DMA-issue", "DMA")
+LANE_ORDER = ("PE", "DVE", "ACT", "POOL", "SP", "DGE", "DMA-issue", "DMA")
 LANE_LABELS = {"PE": "Tensor (PE)", "DVE": "Vector (DVE)", "ACT": "Scalar (ACT)", "POOL": "GpSimd (POOL)",
-               "DGE": "DMA issue (DGE)", "DMA-issue": "DMA issue", "DMA": "DMA engines"}
-COLORS = {"nc_matmul": "#2e7d32", "nc_transpose": "#81c784", "tensor_copy": "#1565c0",
-          "tensor_tensor": "#42a5f5", "tensor_scalar": "#90caf9", "tensor_reduce": "#7e57c2",
-          "activation": "#ef6c00", "memset": "#9e9e9e", "dma_copy": "#c62828", "dma_transpose": "#e57373",
-          "iota": "#6d4c41", "affine_select": "#8d6e63", "tensor_partition_reduce": "#5d4037"}
+               "SP": "Sync (SP)", "DGE": "DMA issue (DGE)", "DMA-issue": "DMA issue", "DMA": "DMA engines"}
 
 
 @dataclass
@@ -121,45 +118,46 @@ def build_profile(trace, timeline: Timeline, params: CostParams = DEFAULT_PARAMS
         hotspots=hotspots[:20])
 
 
-def timeline_svg(trace, timeline: Timeline, *, width: int = 1600, title: str = "") -> str:
-    """One lane per engine, one bar per instruction (DMAs: issue on the issue lane, transfer
-    on the DMA lane), like neuron-profile's timeline view. Hover a bar for its source line."""
-    lanes = [q for q in LANE_ORDER if q in timeline.busy_ns]
-    lane_h, top, left = 28, 40, 130
-    span = max(timeline.makespan_ns, 1.0)
-    scale = (width - left - 20) / span
-    height = top + lane_h * len(lanes) + 40
-    y_of = {q: top + i * lane_h for i, q in enumerate(lanes)}
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'font-family="sans-serif" font-size="12">',
-           f'<text x="{left}" y="20">{html.escape(title)} estimated {timeline.total_us:.1f} us '
-           f'(+{timeline.overhead_ns / 1e3:.0f} us fixed overhead not drawn)</text>']
-    for q in lanes:
-        y = y_of[q]
-        out.append(f'<text x="4" y="{y + 18}">{LANE_LABELS.get(q, q)}</text>'
-                   f'<rect x="{left}" y="{y + 2}" width="{width - left - 20}" height="{lane_h - 4}" fill="#f5f5f5"/>')
-    issue_lane = "DGE" if timeline.dma_mode == "dge" else "DMA-issue"
-
-    def bar(q, start, end, rec):
-        x = left + start * scale
-        w = max((end - start) * scale, 0.5)
-        tip = html.escape(f"{rec.opcode} {rec.site.short if rec.site else ''} {start / 1e3:.2f}-{end / 1e3:.2f} us")
-        out.append(f'<rect x="{x:.2f}" y="{y_of[q] + 4}" width="{w:.2f}" height="{lane_h - 8}" '
-                   f'fill="{COLORS.get(rec.opcode, "#607d8b")}"><title>{tip}</title></rect>')
-    for rec, slot in zip(trace, timeline.slots):
-        if slot.queue == "DMA":
-            bar(issue_lane, slot.issue_start, slot.issue_end, rec)
-            bar("DMA", slot.start, slot.end, rec)
-        else:
-            bar(slot.queue, slot.start, slot.end, rec)
-    axis_y = top + lane_h * len(lanes) + 16
-    for i in range(11):
-        x = left + (width - left - 20) * i / 10
-        out.append(f'<text x="{x:.0f}" y="{axis_y}" text-anchor="middle">{span * i / 10 / 1e3:.1f} us</text>')
-    out.append("</svg>")
-    return "\n".join(out)
-
-
 def write_json(profile: Profile, path: str) -> None:
     with open(path, "w") as fh:
         json.dump(profile.to_json(), fh, indent=2)
+
+
+_BUSY = 0.6        # an engine busy this share of the kernel is what bounds it
+
+
+def verdict(profile: Profile) -> str:
+    """One line: what bounds the kernel, from engine utilisation and the roofline."""
+    busiest = max(profile.engines.items(), key=lambda kv: kv[1].utilisation, default=None)
+    off_roof = f"{profile.total_us / profile.roofline_us:.1f}x the {profile.roofline_limit}-bound roofline " \
+               f"({profile.roofline_us:.0f} us)" if profile.roofline_us else ""
+    if busiest is None or busiest[1].utilisation < _BUSY:
+        share = busiest[1].utilisation if busiest else 0.0
+        return (f"Latency-bound: no engine is busy more than {share:.0%} of the time, so instructions wait "
+                f"on each other (DMA latency, dependencies across engines); {off_roof}")
+    name, stats = busiest
+    if name == "PE":
+        return f"Tensor Engine bound: busy {stats.utilisation:.0%} of the kernel, MFU {profile.mfu:.0%}; {off_roof}"
+    if name in ("DGE", "DMA-issue"):
+        per = stats.busy_us / max(profile.dma_count, 1)
+        return (f"DMA issue bound: {profile.dma_count} DMAs issued one after another ({per:.2f} us each) fill "
+                f"{stats.utilisation:.0%} of the kernel; fewer, larger DMAs help; {off_roof}")
+    if name == "DMA":
+        return (f"DMA bound: the 16 DMA engines are busy {stats.utilisation:.0%} of the kernel moving "
+                f"{profile.dma_bytes / 1e6:.1f} MB; larger contiguous runs or less traffic help; {off_roof}")
+    return (f"{LANE_LABELS.get(name, name)} bound: busy {stats.utilisation:.0%} of the kernel; "
+            f"move work to idle engines or shrink it; {off_roof}")
+
+
+def profile_summary(trace, timeline: Timeline, thresholds_us: dict | None = None,
+                    params: CostParams = DEFAULT_PARAMS) -> dict:
+    """What the grader and the web pages show for a simulated timed run: the timeline picture,
+    MFU, per-engine utilisation, the busiest source lines and the bottleneck verdict."""
+    prof = build_profile(trace, timeline, params)
+    line = verdict(prof)
+    return {"svg": timeline_svg(trace, timeline, thresholds_us=thresholds_us, verdict=line),
+            "mfu": prof.mfu,
+            "engine_utilisation": {name: e.utilisation for name, e in prof.engines.items()},
+            "busiest_lines": prof.hotspots[:10],
+            "verdict": line,
+            "total_us": prof.total_us}

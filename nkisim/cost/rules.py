@@ -24,6 +24,8 @@ class DmaCost:
     nbytes: int
     descriptors: int        # contiguous runs the DMA engines process (>= partition rows)
     efficiency: float = 1.0
+    rows: int = 1           # partition rows of the on-chip side: what the DGE's issue pays for
+    partial_writes: int = 0  # descriptors writing less than an HBM write granule into HBM
 
 
 Cost = ComputeCost | DmaCost
@@ -83,13 +85,21 @@ def device_print(rec: TraceRecord, p: CostParams) -> Cost:
 
 # ----- Tensor Engine --------------------------------------------------------------------------
 
+def _pe_cycles(columns: int, fp32: bool, p: CostParams) -> float:
+    """Tensor Engine cycles of a matmul streaming `columns` moving columns. 16-bit: one column
+    a cycle; fp32: `pe_fp32_cycles_per_column` a column (C1, not the peak ratio's 4). Either
+    way no matmul takes less than a fixed minimum (C2: tiny matmuls are not cheap)."""
+    if fp32:
+        return max(p.pe_fp32_matmul_min_cycles, p.pe_fp32_cycles_per_column * columns)
+    return max(p.pe_matmul_min_cycles, columns)
+
+
 @cost_rule("nc_matmul")
 def matmul(rec: TraceRecord, p: CostParams) -> Cost:
     a = rec.attrs
-    cycles = max(min(p.pe_stationary_min, a["m"]), a["n"])
-    if _is_fp32(a["dtype"]) or _is_fp32(a["moving_dtype"]):
-        cycles = p.pe_fp32_factor * (cycles + p.pe_fp32_pass_cycles)
-    return ComputeCost("PE", (cycles + p.pe_overhead_cycles) / p.pe_ghz)
+    columns = max(min(p.pe_stationary_min, a["m"]), a["n"])
+    fp32 = _is_fp32(a["dtype"]) or _is_fp32(a["moving_dtype"])
+    return ComputeCost("PE", (_pe_cycles(columns, fp32, p) + p.pe_overhead_cycles) / p.pe_ghz)
 
 
 @cost_rule("nc_transpose")
@@ -97,9 +107,11 @@ def transpose(rec: TraceRecord, p: CostParams) -> Cost:
     if rec.engine is Engine.VECTOR:
         return ComputeCost("DVE", _dve_ns(rec, p))
     a = rec.attrs
-    cycles = max(a["p"], min(p.pe_stationary_min, a["f"]))
-    if _is_fp32(a["dtype"]):
-        cycles *= p.pe_transpose_fp32_factor
+    columns = max(a["p"], min(p.pe_stationary_min, a["f"]))
+    if _is_fp32(a["dtype"]):     # NC-v3 transpose mode: fp32 at twice the fp32 matmul rate
+        cycles = _pe_cycles(columns, True, p) / p.pe_transpose_fp32_factor
+    else:
+        cycles = _pe_cycles(columns, False, p)
     return ComputeCost("PE", (cycles + p.pe_overhead_cycles) / p.pe_ghz)
 
 
@@ -113,16 +125,24 @@ def _runs(r: Region) -> int:
     return max(1, -(-r.nbytes // max(run, 1)))
 
 
+def _dma_cost(rec: TraceRecord, p: CostParams, efficiency: float = 1.0) -> DmaCost:
+    src, dst = rec.reads[0], rec.writes[0]
+    descriptors = max(_runs(src), _runs(dst))
+    rows = max([r.partitions for r in (src, dst) if r.buffer in ("sbuf", "psum")] or [1])
+    # C3: a descriptor that writes less than a granule into HBM is a read-modify-write there
+    partial = descriptors if dst.buffer in ("hbm", "shared_hbm") and \
+        dst.nbytes < descriptors * p.dma_hbm_write_granule_bytes else 0
+    return DmaCost(dst.nbytes, descriptors, efficiency, rows, partial)
+
+
 @cost_rule("dma_copy")
 def dma(rec: TraceRecord, p: CostParams) -> Cost:
-    src, dst = rec.reads[0], rec.writes[0]
-    return DmaCost(dst.nbytes, max(_runs(src), _runs(dst)))
+    return _dma_cost(rec, p)
 
 
 @cost_rule("dma_transpose")
 def dma_transpose(rec: TraceRecord, p: CostParams) -> Cost:
-    src, dst = rec.reads[0], rec.writes[0]
-    return DmaCost(dst.nbytes, max(_runs(src), _runs(dst)), p.dma_transpose_efficiency)
+    return _dma_cost(rec, p, p.dma_transpose_efficiency)
 
 
 # ----- placement: which queue issues a DMA, which engines an unplaced copy may use ----------
@@ -132,14 +152,20 @@ def dma_issue_queue(rec: TraceRecord, dge: bool) -> str:
 
 
 def dma_issue_ns(cost: DmaCost, p: CostParams, dge: bool) -> float:
-    return (p.dge_issue_ns + p.dge_issue_per_row_ns * cost.descriptors) if dge else p.static_issue_ns
+    """The DGE builds a DMA's descriptors per partition row (B2), not per element: an
+    element-granular gather into SBUF issues like any 128-row DMA (C3's contrast)."""
+    return (p.dge_issue_ns + p.dge_issue_per_row_ns * cost.rows) if dge else p.static_issue_ns
 
 
 BALANCED_QUEUES = ("DVE", "ACT")
 
 
 def balanced_copy(rec: TraceRecord, auto_default: bool) -> bool:
-    return False
+    """C4: the compiler spreads SBUF copies whose engine the kernel left open over the Vector and
+    Scalar engines. PSUM evictions stay on the Scalar engine, where P3 measured them."""
+    if rec.opcode != "tensor_copy" or not rec.attrs.get("auto_engine", auto_default):
+        return False
+    return all(r.buffer == "sbuf" for r in rec.reads)
 
 
 def copy_ns(rec: TraceRecord, queue: str, p: CostParams) -> float:

