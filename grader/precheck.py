@@ -25,7 +25,7 @@ import warnings
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -952,33 +952,47 @@ _PROTOCOL_HOOKS = frozenset({
     "__array__", "__array_interface__", "__array_struct__", "__array_function__", "__array_ufunc__",
     "__array_wrap__", "__array_finalize__", "__array_priority__", "__float__", "__int__", "__index__",
     "__complex__", "__dlpack__", "__buffer__"})
-_DEAD_NOTE = (" It is in the `if __name__ == \"__main__\":` block, which grading never runs, so this is only a "
-              "warning.")
+_DEAD_NOTE = (" It is code that only the `if __name__ == \"__main__\":` block reaches (or nothing calls), and "
+              "grading never runs it, so this is only a warning.")
 _DELETE = "Delete it (and the code that uses it)."
 
 
-def precheck(source: str, filename: str) -> list[Violation]:
+def precheck(source: str, filename: str, entry_points: Iterable[str] | None = None) -> list[Violation]:
     """Every finding in one kernel file, each once, sorted by line: severity "error" rejects
-    the file, "warning" is only reported. An empty list means nothing was found."""
+    the file, "warning" is only reported. An empty list means nothing was found.
+
+    `entry_points`: the functions the grader calls (default: every problem's kernel). Findings
+    in code that only the `__main__` block reaches, or that nothing calls, are warnings."""
     tree, error = _parse(source, filename)
     if error:
         return [error]
+    if entry_points is None:
+        entry_points = _problem_kernels()
     try:
-        return _Checker(tree, filename).run()
+        return _Checker(tree, filename, frozenset(entry_points) if entry_points is not None else None).run()
     except RecursionError:
         return [Violation(0, "syntax", f"{filename} nests expressions too deeply to be checked; split the deepest "
                                        f"expression into several statements.")]
 
 
+def _problem_kernels() -> frozenset[str] | None:
+    try:
+        from . import problems
+    except ImportError:
+        return None                                   # unknown: no function is taken for dead code
+    return frozenset(p.kernel for p in problems.REGISTRY.values())
+
+
 class _Checker:
-    def __init__(self, tree: ast.Module, filename: str):
+    def __init__(self, tree: ast.Module, filename: str, entry_points: frozenset[str] | None):
         self.nodes, self.parent = _walk(tree)
         if any(isinstance(n, ast.Name) and n.id == "getattr" for n in self.nodes) \
                 and not _binds(self.nodes, "getattr"):
             tree = _LiteralGetattr().visit(tree)
             self.nodes, self.parent = _walk(tree)
         self.tree = tree
-        self.dead = set() if filename.rsplit("/", 1)[-1] == "__main__.py" else _main_block(tree)
+        self.dead = set() if filename.rsplit("/", 1)[-1] == "__main__.py" else \
+            _dead_code(tree, self.nodes, _main_block(tree), entry_points)
         self.scopes = _Scopes(tree)
         self.flow = _Flow(self.nodes)
         self.imported = frozenset(self.flow.imported)
@@ -1058,8 +1072,8 @@ class _Checker:
                                          f"modules (typing, dataclasses, functools, itertools, collections, "
                                          f"logging, time, ...). {_DELETE}")
             elif uses:
-                self.add(node, "unused-import", f"`{shown}` is used only in the `if __name__ == \"__main__\":` "
-                                                f"block, which grading never runs; it is not checked there.",
+                self.add(node, "unused-import", f"`{shown}` is used only by code that grading never runs (the "
+                                                f"`if __name__ == \"__main__\":` block and what only it calls).",
                          "warning")
             else:
                 self.add(node, "unused-import", f"`{shown}` is never used; delete it.", "warning")
@@ -1262,6 +1276,37 @@ def _main_block(tree: ast.Module) -> set[int]:
             for inner in stmt.body:
                 dead.update(id(n) for n in ast.walk(inner))
     return dead
+
+
+def _dead_code(tree: ast.Module, nodes, main_block: set[int], entry_points: frozenset[str] | None) -> set[int]:
+    """The main block plus the bodies of top-level functions that only dead code refers to
+    (`def main(): ...` called from the main block, a helper nothing calls). Not the grader's
+    entry points, not decorated functions (a decorator may register them), not dunder-named
+    ones (the interpreter calls those); decorators and defaults run when the def does, so
+    only bodies count. With unknown entry points, only the main block is dead."""
+    if entry_points is None:
+        return set(main_block)
+    bound_elsewhere = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)} | \
+        {a.asname or a.name.split(".")[0] for n in nodes if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+    defs: dict[str, list] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defs.setdefault(stmt.name, []).append(stmt)
+    candidates = {name: fns[0] for name, fns in defs.items()
+                  if len(fns) == 1 and not isinstance(fns[0], ast.ClassDef) and not fns[0].decorator_list
+                  and name not in entry_points and name not in bound_elsewhere and not _is_dunder(name)}
+    body = {name: {id(n) for stmt in fn.body for n in ast.walk(stmt)} for name, fn in candidates.items()}
+    loads: dict[str, list[ast.Name]] = {name: [] for name in candidates}
+    for n in nodes:
+        if isinstance(n, ast.Name) and n.id in loads:
+            loads[n.id].append(n)
+    dead_functions = set(candidates)
+    while True:                                       # the greatest set whose users are all dead
+        dead = set(main_block).union(*(body[name] for name in dead_functions))
+        alive = {name for name in dead_functions if any(id(u) not in dead for u in loads[name])}
+        if not alive:
+            return dead
+        dead_functions -= alive
 
 
 def _is_main_test(test) -> bool:

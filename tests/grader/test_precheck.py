@@ -2,6 +2,7 @@
 (severity "error"), and real-looking kernels never are: the reference kernels, the starter
 files and the corpus in precheck_corpus/good (grow it with every real file that was refused
 wrongly). The part-1 compute rule (compute_violations) is tested at the end."""
+import ast
 import textwrap
 from pathlib import Path
 
@@ -24,7 +25,11 @@ FIRST = HEADER.count("\n") + 1           # the line of a snippet's first line
 
 
 def check(snippet: str, filename: str = "conv2d.py") -> list[Violation]:
-    return precheck(HEADER + textwrap.dedent(snippet), filename)
+    """The snippet's findings, with every function it defines taken as called by the grader
+    (so no function body counts as dead code)."""
+    source = HEADER + textwrap.dedent(snippet)
+    functions = {n.name for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return precheck(source, filename, entry_points=functions)
 
 
 def errors(snippet: str) -> list[Violation]:
@@ -521,6 +526,50 @@ def test_only_the_main_blocks_body_is_exempt():
     assert errors(MAIN_BLOCK.replace("==", "!="))
     assert errors(MAIN_BLOCK + "    else:\n        import subprocess\n")
     assert [v for v in check(MAIN_BLOCK, "__main__.py") if v.severity == "error"]
+
+
+DRIVER = """
+    def main():
+        import subprocess
+        subprocess.run(["neuron-profile", "view"])
+        check(np.load("expected.npy"))
+
+    def check(expected):
+        np.save("got.npy", expected)
+
+    def unused_debug_helper(t):
+        return eval("t")
+
+    @nki.jit
+    def fused_conv2d_maxpool(X, W, bias, pool_size=1):
+        return X
+
+    if __name__ == "__main__":
+        main()
+"""
+
+
+def test_code_only_the_main_block_reaches_or_nothing_calls_gives_warnings():
+    found = precheck(HEADER + textwrap.dedent(DRIVER), "conv2d.py")
+    assert found and all(v.severity == "warning" for v in found)
+    assert {v.line - FIRST for v in found} == {2, 3, 4, 7, 10}
+
+
+@pytest.mark.parametrize("change", [
+    lambda src: src.replace("@nki.jit\n    def fused_conv2d_maxpool(X, W, bias, pool_size=1):\n        return X",
+                            "@nki.jit\n    def fused_conv2d_maxpool(X, W, bias, pool_size=1):\n        return check(X)"),
+    lambda src: src.replace("def unused_debug_helper(t):", "@functools.cache\n    def unused_debug_helper(t):"),
+    lambda src: src.replace("def main():", "def fused_conv2d_maxpool():").replace("main()", "fused_conv2d_maxpool()"),
+    lambda src: src.replace("def check(expected):", "def check(expected=np.load('x.npy')):"),
+])
+def test_code_the_grader_can_reach_stays_an_error(change):
+    found = precheck(HEADER + "import functools\n" + textwrap.dedent(change(DRIVER)), "conv2d.py")
+    assert [v for v in found if v.severity == "error"]
+
+
+def test_entry_points_given_by_the_caller():
+    found = precheck(HEADER + textwrap.dedent(DRIVER), "conv2d.py", entry_points=["main"])
+    assert {v.line - FIRST for v in found if v.severity == "error"} == {2, 3, 4, 7}
 
 
 # ----------------------------------------------------------------------------- compute rules
