@@ -952,8 +952,8 @@ _PROTOCOL_HOOKS = frozenset({
     "__array__", "__array_interface__", "__array_struct__", "__array_function__", "__array_ufunc__",
     "__array_wrap__", "__array_finalize__", "__array_priority__", "__float__", "__int__", "__index__",
     "__complex__", "__dlpack__", "__buffer__"})
-_DEAD_NOTE = (" It is code that only the `if __name__ == \"__main__\":` block reaches (or nothing calls), and "
-              "grading never runs it, so this is only a warning.")
+_DEAD_NOTE = (" It is code that only the `if __name__ == \"__main__\":` block reaches, and grading never runs "
+              "it, so this is only a warning.")
 _DELETE = "Delete it (and the code that uses it)."
 
 
@@ -962,7 +962,7 @@ def precheck(source: str, filename: str, entry_points: Iterable[str] | None = No
     the file, "warning" is only reported. An empty list means nothing was found.
 
     `entry_points`: the functions the grader calls (default: every problem's kernel). Findings
-    in code that only the `__main__` block reaches, or that nothing calls, are warnings."""
+    in code that only the `__main__` block reaches are warnings."""
     tree, error = _parse(source, filename)
     if error:
         return [error]
@@ -1279,8 +1279,8 @@ def _main_block(tree: ast.Module) -> set[int]:
 
 
 def _dead_code(tree: ast.Module, nodes, main_block: set[int], entry_points: frozenset[str] | None) -> set[int]:
-    """The main block plus the bodies of top-level functions that only dead code refers to
-    (`def main(): ...` called from the main block, a helper nothing calls). Not the grader's
+    """The main block plus the bodies of top-level functions that only it calls (`def main():`
+    called from the main block, and what only main calls). Not the grader's
     entry points, not decorated functions (a decorator may register them), not dunder-named
     ones (the interpreter calls those); decorators and defaults run when the def does, so
     only bodies count. With unknown entry points, only the main block is dead."""
@@ -1305,8 +1305,18 @@ def _dead_code(tree: ast.Module, nodes, main_block: set[int], entry_points: froz
         dead = set(main_block).union(*(body[name] for name in dead_functions))
         alive = {name for name in dead_functions if any(id(u) not in dead for u in loads[name])}
         if not alive:
-            return dead
+            break
         dead_functions -= alive
+    # Of those, only what the main block calls (directly or through each other): a function
+    # nothing calls at all stays checked, since it has no reason to be there.
+    reached, frontier = set(), [main_block]
+    while frontier:
+        ids = frontier.pop()
+        for name in dead_functions - reached:
+            if any(id(u) in ids for u in loads[name]):
+                reached.add(name)
+                frontier.append(body[name])
+    return set(main_block).union(*(body[name] for name in reached))
 
 
 def _is_main_test(test) -> bool:

@@ -549,16 +549,23 @@ DRIVER = """
 """
 
 
-def test_code_only_the_main_block_reaches_or_nothing_calls_gives_warnings():
+def test_code_only_the_main_block_reaches_gives_warnings():
     found = precheck(HEADER + textwrap.dedent(DRIVER), "conv2d.py")
-    assert found and all(v.severity == "warning" for v in found)
-    assert {v.line - FIRST for v in found} == {2, 3, 4, 7, 10}
+    assert {(v.line - FIRST, v.severity) for v in found} == {
+        (2, "warning"), (3, "warning"), (4, "warning"), (7, "warning"),
+        (10, "error")}                      # nothing calls unused_debug_helper: no reason to spare it
+
+
+def test_a_function_that_only_calls_itself_is_not_spared():
+    found = precheck(HEADER + "def loop(n):\n    open('x')\n    return loop(n - 1)\n", "conv2d.py")
+    assert [(v.rule, v.severity) for v in found] == [("forbidden-call", "error")]
 
 
 @pytest.mark.parametrize("change", [
     lambda src: src.replace("@nki.jit\n    def fused_conv2d_maxpool(X, W, bias, pool_size=1):\n        return X",
                             "@nki.jit\n    def fused_conv2d_maxpool(X, W, bias, pool_size=1):\n        return check(X)"),
-    lambda src: src.replace("def unused_debug_helper(t):", "@functools.cache\n    def unused_debug_helper(t):"),
+    lambda src: src.replace("        main()", "        main()\n        unused_debug_helper(1)").replace(
+        "def unused_debug_helper(t):", "@functools.cache\n    def unused_debug_helper(t):"),
     lambda src: src.replace("def main():", "def fused_conv2d_maxpool():").replace("main()", "fused_conv2d_maxpool()"),
     lambda src: src.replace("def check(expected):", "def check(expected=np.load('x.npy')):"),
 ])
@@ -569,7 +576,7 @@ def test_code_the_grader_can_reach_stays_an_error(change):
 
 def test_entry_points_given_by_the_caller():
     found = precheck(HEADER + textwrap.dedent(DRIVER), "conv2d.py", entry_points=["main"])
-    assert {v.line - FIRST for v in found if v.severity == "error"} == {2, 3, 4, 7}
+    assert {v.line - FIRST for v in found if v.severity == "error"} == {2, 3, 4, 7, 10}
 
 
 # ----------------------------------------------------------------------------- compute rules
