@@ -32,9 +32,13 @@ FLAG_EXPLANATIONS = {
         "{subject}: the simulated instruction trace could not be decoded; the test errored",
         "*{subject}* could not be timed because its run left an invalid trace; course staff will look into it."),
     "trace_inconsistent": (
-        "{subject}: the trace holds less matmul work than the problem needs; check for skipped work",
+        "{subject}: the run executed less matmul work than the problem needs; check for skipped work",
         "*{subject}* seems to do less matrix-multiply work than the problem needs, so course staff will "
         "review this run before the score is final."),
+    "program_invalid": (
+        "{subject}: the kernel's traced program broke the hardware rules the grader checks; the test errored",
+        "*{subject}* produced a program the grader could not run (the test's message says why); course "
+        "staff will look into it."),
     "simulated_platform": (
         "timed by the trn2 simulator, but the thresholds were set on {subject}",
         "This run was timed by a trn2 simulator while the thresholds were set on *{subject}*, so its times "

@@ -403,10 +403,9 @@ def test_signal_stops_the_grade_at_once_and_leaves_nothing_behind(tmp_path, spec
 def test_a_rejected_file_lists_every_violation_once_and_exits_3(tmp_path, spec_path):
     bad = CONV + b'''
 
-def _leak():
-    import subprocess
-    subprocess.run(["ls"])
-    return open("/etc/hostname").read()
+import subprocess
+subprocess.run(["ls"])
+HOST = open("/etc/hostname").read()
 '''
     out = tmp_path / "report.json"
     result = run_cli("grade", upload(str(tmp_path), conv=bad), "--assignment", spec_path, "--backend", "sim",

@@ -254,8 +254,10 @@ def test_report_text_fields_are_bounded():
      "Your *conv2d* file was rejected by the static check"),
     ("trace_invalid:perf_224_pool1_float16", "Performance: 224x224, no maxpool, float16: the simulated",
      "*Performance: 224x224, no maxpool, float16* could not be timed"),
-    ("trace_inconsistent:perf_224_pool1_float16", "Performance: 224x224, no maxpool, float16: the trace holds",
+    ("trace_inconsistent:perf_224_pool1_float16", "Performance: 224x224, no maxpool, float16: the run executed less",
      "*Performance: 224x224, no maxpool, float16* seems to do less"),
+    ("program_invalid:perf_224_pool1_float16", "Performance: 224x224, no maxpool, float16: the kernel's traced",
+     "*Performance: 224x224, no maxpool, float16* produced a program the grader could not run"),
     ("simulated_platform:trn1", "timed by the trn2 simulator, but the thresholds were set on trn1",
      "the thresholds were set on *trn1*"),
 ])
