@@ -6,7 +6,8 @@ import string
 from typing import Iterable
 
 from .flow import LOOKS_ONLY, Flow
-from .policies import CALL_RULES, FILES, NATIVE, TEMPLATE_MODULES, is_module, judge, policy_of, star_names, submodule
+from .policies import (CALL_RULES, FILES, NATIVE, TEMPLATE_MODULES, is_module, judge, mutable_module_value, policy_of,
+                       star_names, submodule)
 from .results import Violation, is_dunder, parse, src
 from .scopes import FORBIDDEN_BUILTINS, Scopes
 
@@ -271,6 +272,12 @@ class _Checker:
         func = node.func
         if isinstance(func, ast.Name) and func.id == "type" and self.scopes.is_builtin(func):
             self.check_type_call(node)
+        if isinstance(func, ast.Attribute) and func.attr in _MUTATORS:
+            owned = sorted(p for p in self.flow.resolve(func.value) if mutable_module_value(p))
+            if owned:
+                self.add(node, "monkey-patch", f"`{src(node)}` is not allowed: {src(func.value)} belongs to an "
+                                               f"imported module ({owned[0]}), and changing it can tamper with the "
+                                               f"grader. Copy it into a name of your own first.")
         for path in sorted(self.flow.resolve(func)):
             canonical = _canonical(path)
             if canonical == "pdb.set_trace":
@@ -312,6 +319,9 @@ def _walk(tree):
 
 
 _TYPE_READERS = (ast.Compare, ast.FormattedValue, ast.JoinedStr)
+# Methods that change a container in place.
+_MUTATORS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "append", "extend", "insert", "remove",
+                       "discard", "add", "sort", "reverse", "__setitem__", "__delitem__"})
 
 
 def _canonical(path: str) -> str:

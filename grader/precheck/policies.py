@@ -281,6 +281,27 @@ def judge(path: str) -> tuple[str, str] | None:
         module, rest = sub, rest[1:]
 
 
+# Module-level containers a kernel may still change (sys.path.append is documented harmless).
+CHANGEABLE = frozenset({"sys.path"})
+
+
+def mutable_module_value(path: str) -> bool:
+    """Whether `path` is a module's own dict, list, set or namespace (`np.sctypeDict`): calling
+    update/append/... on it patches the module as surely as assigning to it."""
+    module, _, attr = path.rpartition(".")
+    if not module or path in CHANGEABLE:
+        return False
+    parts = module.split(".")
+    canonical = parts[0]
+    for part in parts[1:]:
+        canonical = submodule(canonical, part)
+        if canonical is None:
+            return False
+    owner = _loaded(canonical)
+    value = vars(owner).get(attr) if owner is not None else None
+    return isinstance(value, (dict, list, set, bytearray, types.SimpleNamespace))
+
+
 def star_names(module: str) -> list[tuple[str, str]] | None:
     """The names `from module import *` binds, as (bound, name) pairs, when they can be known."""
     owner = _loaded(module)

@@ -442,6 +442,9 @@ def test_pdb_set_trace_is_a_warning():
     "match [nki]:\n    case [m]:\n        m.baremetal = fake\n",
     "np.sctypeDict['float32'] = np.float16\n",
     "d = np.sctypeDict\nd['x'] = 1\n",
+    "np.sctypeDict.update(float32=np.float16)\n",
+    "from numpy import sctypeDict\nsctypeDict.clear()\n",
+    "np.typecodes.pop('All')\n",
 ])
 def test_patching_imported_modules(snippet):
     assert "monkey-patch" in error_rules(snippet)
