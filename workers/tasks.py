@@ -93,6 +93,8 @@ def _progress_writer(claim: runs.Claim):
 def grade_submission(self, run_id: int) -> str:
     conf = settings.load()
     worker = f"{self.request.hostname or 'worker'}:{os.getpid()}"
+    if _pool_core is not None:
+        worker += f":core{_pool_core}"          # staff (and tests) see which NeuronCore graded it
     with session_scope() as s:
         claim = runs.claim(s, run_id, worker, self.request.id, conf.stale_after_s)
         if claim is None:

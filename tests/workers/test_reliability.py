@@ -66,3 +66,16 @@ def test_spinning_kernel_frees_the_worker_within_its_budget(db, assignment, stud
     assert (spin.finished_at - spin.started_at).total_seconds() < budget + 60
     after = wait_for_run(db, after.id, ("done",))
     assert after.started_at >= spin.finished_at               # the same single worker took it next
+
+
+def test_reaper_resends_a_run_whose_message_the_broker_lost(db, assignment, student, celery_worker, broker,
+                                                            monkeypatch):
+    from workers.reaper import reap_once
+    run = enqueue.submit(db, student, assignment, "conv2d.py", OPTIMIZED)
+    client_for(broker.url).flushall()             # the broker forgot it (say, Redis lost its disk)
+    monkeypatch.setenv("NKI_LOST_AFTER_S", "0")
+    swept = reap_once()
+    assert swept["resent_lost"] == [run.id] and swept["sent"] == 1
+    assert reap_once()["resent_lost"] == []       # now the broker holds it: not sent twice
+    celery_worker("sim")
+    assert wait_for_run(db, run.id, ("done",)).attempts == 1

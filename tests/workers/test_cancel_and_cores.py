@@ -1,0 +1,38 @@
+"""A TA's cancel reaches a queued run at once and a running one through its heartbeat; a Trn2
+worker gives each pool process its own NeuronCore, so timed runs never share one."""
+from __future__ import annotations
+
+from conftest import OPTIMIZED, spinning_kernel
+from service_waits import wait_for_run
+
+from workers import enqueue
+
+
+def test_cancel_queued_and_running(db, assignment, student, celery_worker):
+    celery_worker("sim", NKI_HEARTBEAT_S=0.5, NKI_GRADE_BUDGET_S=3600)
+    spin = enqueue.submit(db, student, assignment, "conv2d.py", spinning_kernel())
+    waiting = enqueue.submit(db, student, assignment, "conv2d.py", OPTIMIZED)
+    wait_for_run(db, spin.id, ("running",))
+    assert enqueue.cancel(waiting) == "cancelled"
+    assert enqueue.cancel(spin) == "running"              # asked; the worker stops it
+    spin = wait_for_run(db, spin.id, ("cancelled",), timeout=120)
+    assert spin.report["status"] == "cancelled"
+    after = enqueue.submit(db, student, assignment, "conv2d.py", OPTIMIZED)
+    assert wait_for_run(db, after.id, ("done",)).score_total == 7.5
+    db.refresh(waiting)
+    assert waiting.started_at is None                   # the cancelled queued run never ran
+
+
+def test_trn2_pool_processes_never_share_a_core(db, assignment, student, celery_worker):
+    assignment.backend = "neuron"
+    db.commit()
+    celery_worker("trn2", concurrency=2, GRADER_NEURON_SHIM=1, NKI_NEURON_CORES="3,5")
+    runs = [enqueue.submit(db, student, assignment, "conv2d.py", OPTIMIZED) for _ in range(4)]
+    assert {r.queue for r in runs} == {"trn2"}
+    runs = [wait_for_run(db, r.id, ("done",), timeout=300) for r in runs]
+    cores = {r.id: r.worker.rsplit(":core", 1)[1] for r in runs}
+    assert set(cores.values()) <= {"3", "5"}
+    for a in runs:
+        for b in runs:
+            overlap = a.id != b.id and a.started_at < b.finished_at and b.started_at < a.finished_at
+            assert not (overlap and cores[a.id] == cores[b.id]), "two grades overlapped on one NeuronCore"

@@ -1,0 +1,95 @@
+"""The service commands as a person runs them: `grader submit` on this machine's service and
+its input errors, `grader queue`, and `grader serve` starting everything on the embedded
+defaults and stopping everything on Ctrl-C."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import psutil
+
+from conftest import OPTIMIZED, ROOT
+from service_waits import wait_for
+
+
+def _grader(*args, env=None, timeout=600):
+    return subprocess.run([sys.executable, "-m", "grader.cli", *args], cwd=ROOT, env=env or dict(os.environ),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_submit_follows_the_run_and_prints_the_report(db, assignment, student, celery_worker, tmp_path):
+    celery_worker("sim")
+    path = tmp_path / "conv2d.py"
+    path.write_bytes(OPTIMIZED)
+    out = _grader("submit", str(path), "--assignment", "tiny", "--email", student.email,
+                  "--json", str(tmp_path / "r.json"))
+    assert out.returncode == 0, out.stderr
+    assert "queued" in out.stderr and "Total" in out.stdout
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["score"]["total"] == 7.5 and report.get("seed") is None
+
+    queue = _grader("queue", "--json")
+    assert queue.returncode == 0, queue.stderr
+    stats = json.loads(queue.stdout)
+    assert stats["workers_alive"] == 1 and stats["queues"]["sim"] == {"queued": 0, "running": 0}
+
+
+def test_submit_bad_input_exits_2_with_the_reason(db, assignment, student, broker, tmp_path):
+    path = tmp_path / "conv2d.py"
+    path.write_bytes(b"def fused_conv2d_maxpool(X, W, bias, pool_size:\n")
+    out = _grader("submit", str(path), "--assignment", "tiny", "--email", student.email)
+    assert out.returncode == 2 and "syntax" in out.stderr.lower()
+    missing = _grader("submit", str(path), "--assignment", "nope")
+    assert missing.returncode == 2 and "no assignment named 'nope'" in missing.stderr
+    no_token = _grader("submit", str(path), "--server", "http://127.0.0.1:9")
+    assert no_token.returncode == 2 and "token" in no_token.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_starts_everything_embedded_and_ctrl_c_stops_it():
+    import requests
+    # not pytest's tmp_path: pytest makes its root 0700 again, which the server's own user must traverse
+    tmp_path = Path(tempfile.mkdtemp(prefix="nki-test-serve-"))
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(NKI_GRADER_HOME=str(tmp_path / "home"), PYTHONUNBUFFERED="1")
+    port = _free_port()
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        serve = subprocess.Popen([sys.executable, "-m", "workers.cli", "serve", "--port", str(port)], cwd=ROOT,
+                                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        def ready():
+            if serve.poll() is not None:
+                raise AssertionError(f"grader serve exited:\n{log.read_text()[-4000:]}")
+            text = log.read_text(errors="replace")
+            return "Ctrl-C stops everything" in text and text
+        text = wait_for(ready, 300, "grader serve to come up")
+        if "is serving at" in text:
+            assert f"http://127.0.0.1:{port}" in text and "login" in text.lower()
+            assert requests.get(f"http://127.0.0.1:{port}/", timeout=30).status_code < 500
+        family = psutil.Process(serve.pid).children(recursive=True)
+        pid_file = Path(env["NKI_GRADER_HOME"]) / "pgdata" / "postmaster.pid"
+        family.append(psutil.Process(int(pid_file.read_text().split()[0])))      # the embedded PostgreSQL
+        assert len(family) >= 4                       # worker, beat, (web), redis, postgres
+        serve.send_signal(signal.SIGINT)              # what Ctrl-C sends
+        assert serve.wait(180) == 0, log.read_text()[-4000:]
+        assert "grader serve: stopped" in log.read_text()
+        gone, alive = psutil.wait_procs(family, timeout=60)
+        assert not alive, f"left running: {alive}"
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()
+        shutil.rmtree(tmp_path, ignore_errors=True)

@@ -1,0 +1,43 @@
+"""Nightly regression: both reference kernels of every active spec graded and stored, drift
+marked against the previous night, implied thresholds (120% of p99) stored and proposed."""
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from store.models import NightlyResult, NightlyRun, ThresholdsVersion
+from workers.nightly import drift_reasons, run_nightly
+
+
+def test_nightly_stores_results_marks_drift_and_proposes_thresholds(db, assignment):
+    first = run_nightly(trigger="manual", backends=["sim"])
+    results = db.scalars(select(NightlyResult).where(NightlyResult.nightly_run_id == first)).all()
+    assert {r.reference_kernel for r in results} == {"conv2d_optimized", "conv2d_relaxed"}
+    for r in results:
+        assert r.passed and not r.drift, r.drift_reason
+        assert r.spec_name == "tiny-conv" and r.backend == "sim"
+        assert set(r.p99_us) == {"perf_tiny"}
+        assert r.implied_thresholds["perf_tiny"] == round(1.2 * r.p99_us["perf_tiny"], 1)
+        assert r.thresholds_in_force == {"perf_tiny": {"optimized": 40, "relaxed": 60}}
+    assert db.get(NightlyRun, first).status == "done"
+    proposed = db.scalars(select(ThresholdsVersion).where(ThresholdsVersion.source == "nightly")).all()
+    assert len(proposed) == 1 and proposed[0].adopted_at is None
+    by_ref = {r.reference_kernel: r.implied_thresholds["perf_tiny"] for r in results}
+    assert proposed[0].thresholds == {"perf_tiny": {"optimized": by_ref["conv2d_optimized"],
+                                                    "relaxed": by_ref["conv2d_relaxed"]}}
+
+    # A night whose reference got much slower than the night before is drift.
+    optimized = next(r for r in results if r.reference_kernel == "conv2d_optimized")
+    optimized.p99_us = {"perf_tiny": optimized.p99_us["perf_tiny"] / 2}
+    db.commit()
+    second = run_nightly(trigger="manual", backends=["sim"])
+    again = {r.reference_kernel: r for r in
+             db.scalars(select(NightlyResult).where(NightlyResult.nightly_run_id == second))}
+    assert again["conv2d_optimized"].drift and "perf_tiny" in again["conv2d_optimized"].drift_reason
+    assert not again["conv2d_relaxed"].drift          # deterministic estimate: same as last night
+
+
+def test_drift_threshold_is_a_percentage_either_way():
+    assert drift_reasons({"t": 100.0}, {"t": 109.0}, 10) == []
+    assert drift_reasons({"t": 100.0}, {"t": 111.0}, 10)
+    assert drift_reasons({"t": 100.0}, {"t": 85.0}, 10)
+    assert drift_reasons({}, {"t": 85.0}, 10) == []           # the first night has nothing to drift from
