@@ -34,7 +34,7 @@ EXIT_STATUS_HELP = """exit status:
 
 
 def _fail(message: str) -> int:
-    print(f"grader: {message}", file=sys.stderr)
+    print(f"grader: {render.escape_control(message)}", file=sys.stderr)
     return EXIT_BAD_INPUT
 
 
