@@ -1,9 +1,12 @@
 """The sandboxed side of a test run: `python -I -m grader.child` in a job directory.
 
-Reads job.json and inputs/*.npy from its working directory, imports the student's file,
-runs the kernel on the chosen backend and writes the outcome to the inherited result pipe
-(GRADER_RESULT_FD): one JSON header line, then each output array in .npy format, then for
-simulated benchmark runs the instruction trace. It never sees seeds, thresholds or answers.
+Reads job.json from its working directory (the kernel's file, its function, the shapes and
+dtypes of its inputs and its scalar arguments), imports the student's file and *traces* the
+kernel, as neuronx-cc does: the kernel's Python runs on tensors that have no values. It writes
+to the inherited result pipe (GRADER_RESULT_FD) one JSON header line and the artifact: the
+traced program (simulator) or the compiled NEFF (Neuron device). It never sees input values,
+outputs, seeds, thresholds or answers, so nothing a grade is computed from is within its reach;
+the grader executes the artifact in a trusted process (grader.executor).
 """
 from __future__ import annotations
 
@@ -47,56 +50,39 @@ def _student_traceback(err: BaseException, path: str) -> str:
     return "".join(traceback.format_list(frames[-3:]))
 
 
-def _outputs(value) -> list[np.ndarray]:
-    values = list(value) if isinstance(value, (tuple, list)) else [value]
-    for v in values:
-        if type(v) is not np.ndarray:
-            raise TypeError(f"the kernel returned {type(v).__name__}, expected a NumPy array from its HBM output")
-    return values
+def _arg_specs(job: dict) -> list:
+    """Shapes and dtypes of the kernel's array arguments: tracing needs nothing more."""
+    from nkisim.runtime import ArgSpec
+    return [ArgSpec(tuple(int(n) for n in shape), np.dtype(dtype)) for shape, dtype in job["inputs"]]
 
 
-def run(job: dict) -> tuple[dict, list[np.ndarray], bytes]:
-    nki = _setup_backend(job["backend"])
+def _settings(job: dict):
+    import nkisim
+    try:
+        return nkisim.SimSettings(platform=job.get("platform", "trn2"))
+    except TypeError:        # a simulator without platform rules
+        return nkisim.SimSettings()
+
+
+def run(job: dict) -> tuple[dict, bytes]:
+    """Trace the kernel into a program. On the simulator the program itself is the result;
+    on a Neuron device the program is compiled to a NEFF (by neuronx-cc) and that is."""
+    _setup_backend(job["backend"])
     kernel = _load_kernel(job["file"], job["function"])
-    args = [np.load(os.path.join("inputs", f"arg{i}.npy"), allow_pickle=False) for i in range(job["n_args"])]
-    kwargs = job["kwargs"]
-    header: dict = {"status": "ok"}
-    trace = b""
-    if job["backend"] == "sim" and (job["mode"] == "benchmark" or job.get("want_trace")):
-        # what nki.baremetal / nki.benchmark run, keeping the trace: the grader times it with its
-        # own cost model, so an estimate made here would be thrown away
-        import nkisim
-        from nkisim import trace_io
-        run = nkisim.run_kernel(kernel, args, kwargs, compile_options=job["compile_options"])
-        outputs = _outputs(run.outputs)
-        trace = trace_io.encode(run.trace)
-    elif job["mode"] == "correctness":
-        outputs = _outputs(nki.baremetal(kernel)(*args, **kwargs))
-    else:
-        # on hardware the benchmarked run ignores its inputs, so check outputs with baremetal
-        outputs = _outputs(nki.baremetal(kernel)(*args, **kwargs))
-        bench = nki.benchmark(warmup=job["warmup"], iters=job["iters"], **job["compile_options"])(kernel)
-        bench(*args, **kwargs)
-        latency = bench.benchmark_result.nc_latency
-        header["percentiles_us"] = {str(p): float(latency.get_latency_percentile(p)) for p in (0, 50, 90, 99, 100)}
-    return header, outputs, trace
+    if job["backend"] == "sim" or os.environ.get("GRADER_NEURON_SHIM") == "nkisim":
+        from nkisim import program as programs
+        from nkisim.runtime import trace_kernel
+        program, _ = trace_kernel(kernel, _arg_specs(job), job["kwargs"], _settings(job), job["compile_options"])
+        return {"status": "ok", "artifact": "program"}, programs.encode(program)
+    from grader.neuron import compile_neff    # real neuronx-cc: compile, never run with real inputs
+    return {"status": "ok", "artifact": "neff"}, compile_neff(kernel, _arg_specs(job), job)
 
 
-class _Stream:
-    """Only `write`: NumPy then writes an array in bounded chunks (tofile cannot seek a pipe)."""
-
-    def __init__(self, out) -> None:
-        self.write = out.write
-
-
-def _write(fd: int, header: dict, outputs: list[np.ndarray], trace: bytes) -> None:
-    header["arrays"] = len(outputs)     # each a self-delimiting .npy stream
-    header["trace_bytes"] = len(trace)
+def _write(fd: int, header: dict, artifact: bytes) -> None:
+    header["artifact_bytes"] = len(artifact)
     with os.fdopen(fd, "wb") as out:
         out.write(json.dumps(header).encode() + b"\n")
-        for arr in outputs:
-            np.lib.format.write_array(_Stream(out), arr, allow_pickle=False)
-        out.write(trace)
+        out.write(artifact)
 
 
 def _pid_namespace_init() -> None:
@@ -119,12 +105,12 @@ def main() -> None:
     with open("job.json") as fh:
         job = json.load(fh)
     try:
-        header, outputs, trace = run(job)
+        header, artifact = run(job)
     except BaseException as err:  # the student's error, reported as a verdict
         header = {"status": "error", "error_type": type(err).__name__, "error": str(err)[:4000],
                   "where": _student_traceback(err, job["file"])}
-        outputs, trace = [], b""
-    _write(fd, header, outputs, trace)
+        artifact = b""
+    _write(fd, header, artifact)
     sys.stdout.flush()
     os._exit(0)
 

@@ -6,7 +6,6 @@ import dataclasses
 import datetime
 import glob
 import importlib.util
-import json
 import os
 import secrets
 import shutil
@@ -27,7 +26,8 @@ from .errors import GraderInputError
 from .events import CancelToken, ProgressEvent
 from .precheck import compute_violations, precheck
 from .report import Report, TestResult
-from .sandbox import Limits, capabilities, minimal_env, run_child
+from .runner import ConfigRun, RunnerJob, run_configuration
+from .sandbox import Limits, capabilities
 from .spec import AssignmentSpec, TestSpec
 from .submission import Submission
 from .zygote import ZYGOTE
@@ -113,7 +113,7 @@ class _Run:
             return
         for key, source in self.sub.files.items():
             name = self.sub.filenames.get(key, key)
-            for v in precheck(source, name):
+            for v in precheck(source, name, entry_points=tuple(self.spec.files[key].functions)):
                 finding = {"file": name, "line": v.line, "rule": v.rule, "message": v.message}
                 if getattr(v, "severity", "error") == "warning":
                     self.warnings.append(finding)
@@ -246,115 +246,66 @@ class _Run:
             self.flags.append(f"implausibly_fast:{test.name}")
         return self._result(test, status, points, message, p99_us=round(p99, 3), details=details, output=output)
 
-    # ----- one configuration in a sandboxed child ---------------------------------------------
-    def _job_dir(self, test: TestSpec, index: int, args: list[np.ndarray], kwargs: dict, mode: str) -> str:
-        job = os.path.join(self.base, f"{test.name}-{index}")
-        os.makedirs(os.path.join(job, "inputs"))
-        fspec = self.spec.files[test.file]
-        with open(os.path.join(job, fspec.filename), "w") as fh:
-            fh.write(self.sub.files[test.file])
-        for i, a in enumerate(args):
-            np.save(os.path.join(job, "inputs", f"arg{i}.npy"), a, allow_pickle=False)
-        with open(os.path.join(job, "job.json"), "w") as fh:
-            json.dump({"backend": self.backend, "file": fspec.filename, "function": test.kernel,
-                       "n_args": len(args), "kwargs": kwargs, "mode": mode, "warmup": test.warmup,
-                       "iters": test.iters, "compile_options": {},
-                       "want_trace": test.compute_only is not None}, fh)
-        return job
-
+    # ----- one configuration: traced in a sandboxed child, executed by a trusted process -----------
     def _run_config(self, test: TestSpec, index: int, config: dict) -> dict:
         seq = np.random.SeedSequence([self.seed, self.spec.tests.index(test), index])
         args, kwargs = problems.make_inputs(test.problem, config, np.random.default_rng(seq))
-        mode = "benchmark" if test.timed else "correctness"
-        job = self._job_dir(test, index, args, kwargs, mode)
-        # the answer is worked out here, in the grader's process (beside the child once the kernel has run)
+        # the answer is worked out here, in the grader's process (beside the run once the kernel has run)
         expected_future = self._reference_answer(test, args, kwargs)
         limits = self._config_limits()
-        extra = {}
-        if self.backend == "neuron":
-            extra["NEURON_RT_VISIBLE_CORES"] = str(self.cores[index % len(self.cores)])
-            extra["NEURON_RT_EXEC_TIMEOUT"] = str(max(1, int(limits.wall_seconds)))
-            if os.environ.get("GRADER_NEURON_SHIM"):
-                extra["GRADER_NEURON_SHIM"] = os.environ["GRADER_NEURON_SHIM"]
-        child = run_child([sys.executable, "-I", "-m", "grader.child"], job, limits=limits,
-                          env=minimal_env(extra), hide_paths=(self.root,) + tuple(self.opt.hide_paths),
-                          own_uid=self.backend == "sim", **_cancel_kw(self.cancel_event))
-        shutil.rmtree(job, ignore_errors=True)
+        fspec = self.spec.files[test.file]
+        job = RunnerJob(backend=self.backend, filename=fspec.filename, source=self.sub.files[test.file],
+                        function=test.kernel, args=args, kwargs=kwargs,
+                        mode="benchmark" if test.timed else "correctness", warmup=test.warmup, iters=test.iters,
+                        platform=self.spec.platform, job_root=self.base, hide_paths=(self.root,) + tuple(self.opt.hide_paths),
+                        neuron_core=self.cores[index % len(self.cores)] if self.backend == "neuron" else None,
+                        thresholds_us=test.thresholds_us)
+        run = run_configuration(job, limits, self.cancel_event)
         label = _config_label(config)
-        detail = {"config": label, "wall_s": round(child.wall_seconds, 3)}
-        base = {"detail": detail, "output": child.output[-2000:]}
-        parsed = _parse_result(child.result)
-        if parsed is None:
-            if child.timed_out:
-                return dict(base, status="error", message=self._timeout_message(test, label, limits), timed_out=True)
-            if child.result_truncated:
-                why = "sent back more data than any correct output needs"
-            else:
-                why = f"the kernel process died ({child.killed_by or f'exit code {child.returncode}'}) before reporting"
-            return dict(base, status="error", message=f"{label}: {why}")
-        header, arrays, trace = parsed
-        if header.get("status") != "ok":
-            where = f"\n{header.get('where', '')}".rstrip()
-            return dict(base, status="error",
-                        message=f"{label}: {header.get('error_type', 'Error')}: {header.get('error', '')}{where}")
-        if len(arrays) != 1:
-            return dict(base, status="failed", message=f"{label}: the kernel returned {len(arrays)} outputs, expected 1")
+        detail = {"config": label, "wall_s": run.wall_s}
+        output = "\n".join(part for part in (run.child_output, run.printed) if part)
+        base = {"detail": detail, "output": output[-2000:]}
+        if run.status == "timeout":
+            return dict(base, status="error", message=self._timeout_message(test, label, limits), timed_out=True)
+        if run.status == "invalid":
+            self.flags.append(f"program_invalid:{test.name}")
+            return dict(base, status="error", message=f"{label}: {run.message}")
+        if run.status != "ok":
+            return dict(base, status="error", message=f"{label}: {run.message}")
+        if len(run.outputs) != 1:
+            return dict(base, status="failed", message=f"{label}: the kernel returned {len(run.outputs)} outputs, expected 1")
         expected = expected_future.result()
         tol = self.spec.tolerance(expected.dtype)     # timed runs as strictly as correctness runs
-        check = check_output(arrays[0], expected, tol["rtol"], tol["atol"])
+        check = check_output(run.outputs[0], expected, tol["rtol"], tol["atol"])
         detail["max_abs_error"] = check.max_abs_error
         if not check.ok:
             what = "performance run output is wrong, so this test earns no points" if test.timed else "wrong output"
             return dict(base, status="failed", message=f"{label}: {what}: {check.message}")
-        if not test.timed:
-            bad = self._compute_rule(test, trace) if test.compute_only is not None else None
-            return dict(base, status="failed", message=f"{label}: {bad}") if bad else dict(base, status="passed",
-                                                                                          message="ok")
-        return self._timed(test, config, label, header, trace, base)
-
-    @staticmethod
-    def _compute_rule(test: TestSpec, trace: bytes) -> str | None:
-        """The part-1 rule (only the named instructions may compute), checked on the trace."""
-        trace_io = _trace_io()
-        try:
-            opcodes = {r.opcode for r in trace_io.decode(trace)}
-        except Exception as err:   # the child wrote this trace: whatever breaks on it is the run's fault
-            return f"the run's instruction trace is invalid ({err})"
-        extra = opcodes - set(test.compute_only) - ALWAYS_ALLOWED
-        if extra:
-            return f"only {', '.join(test.compute_only)} may compute here, but the kernel used {', '.join(sorted(extra))}"
-        return None
-
-    def _timed(self, test: TestSpec, config: dict, label: str, header: dict, trace: bytes, base: dict) -> dict:
-        if self.backend == "neuron":
-            p99 = header.get("percentiles_us", {}).get("99")
-            if not isinstance(p99, (int, float)) or not np.isfinite(p99) or p99 <= 0:
-                return dict(base, status="error", message=f"{label}: no valid latency was reported")
-            return dict(base, status="passed", message="ok", p99_us=float(p99))
-        from nkisim import cost
-        trace_io = _trace_io()
-        try:
-            records = trace_io.decode(trace)
-            timeline = cost.schedule(records, cost.DEFAULT_PARAMS, dge=True)
-        except Exception as err:   # the child wrote this trace: whatever breaks on it is the run's fault
-            self.flags.append(f"trace_invalid:{test.name}")
-            return dict(base, status="error", message=f"{label}: the run's instruction trace is invalid ({err})")
         if test.compute_only is not None:
-            bad = self._compute_rule(test, trace)
-            if bad:
-                return dict(base, status="failed", message=f"{label}: {bad}")
-        flops, _ = problems.work(test.problem, config)
-        traced = sum(_matmul_flops(r.attrs) for r in records if r.opcode == "nc_matmul")
-        if traced < 0.99 * flops:
-            # a run that skipped work, or a child that rewrote its trace: its latency proves nothing
-            self.flags.append(f"trace_inconsistent:{test.name}")
-            return dict(base, status="error",
-                        message=f"{label}: the run's instruction trace holds {traced:.4g} of the {flops:.4g} "
-                                f"matmul FLOPs the problem needs, so its latency cannot count; course staff "
-                                f"will review this run")
-        base["detail"]["instructions"] = len(records)
-        base["detail"]["dma_count"] = timeline.dma_count
-        return dict(base, status="passed", message="ok", p99_us=timeline.total_us)
+            extra = set(run.opcodes) - set(test.compute_only) - ALWAYS_ALLOWED
+            if extra:
+                return dict(base, status="failed",
+                            message=f"{label}: only {', '.join(test.compute_only)} may compute here, but the kernel "
+                                    f"used {', '.join(sorted(extra))}")
+        if not test.timed:
+            return dict(base, status="passed", message="ok")
+        return self._timed(test, config, label, run, base)
+
+    def _timed(self, test: TestSpec, config: dict, label: str, run: ConfigRun, base: dict) -> dict:
+        if run.latency_us is None:
+            return dict(base, status="error", message=f"{label}: no valid latency was measured")
+        if self.backend == "sim":
+            flops, _ = problems.work(test.problem, config)
+            if run.matmul_flops < 0.99 * flops:
+                # a run that skipped the work: its latency proves nothing
+                self.flags.append(f"trace_inconsistent:{test.name}")
+                return dict(base, status="error",
+                            message=f"{label}: the kernel executed {run.matmul_flops:.4g} of the {flops:.4g} "
+                                    f"matmul FLOPs the problem needs, so its latency cannot count; course staff "
+                                    f"will review this run")
+            base["detail"]["instructions"] = run.instructions
+            base["detail"]["dma_count"] = run.dma_count
+        return dict(base, status="passed", message="ok", p99_us=run.latency_us, profile=run.profile)
 
     # ----- the whole run ----------------------------------------------------------------------
     def grade(self) -> Report:
@@ -435,70 +386,9 @@ class _Background:
         return value
 
 
-def _cancel_kw(event: threading.Event) -> dict:
-    """run_child(cancel=event) kills the child when the grade is cancelled; older sandboxes
-    without that parameter let the child finish (the grade still stops after it)."""
-    import inspect
-    return {"cancel": event} if "cancel" in inspect.signature(run_child).parameters else {}
-
-
-def _matmul_flops(attrs: dict) -> int:
-    dims = [attrs.get(d, 0) for d in ("k", "m", "n")]
-    if not all(type(v) is int and v > 0 for v in dims):
-        return 0
-    return 2 * dims[0] * dims[1] * dims[2]
-
-
-def _trace_io():
-    """nkisim.trace_io with every instruction registered: decode() accepts only registered
-    opcodes, and the registry fills as nkisim.nki imports the instruction modules."""
-    import nkisim.nki  # noqa: F401
-    from nkisim import trace_io
-    return trace_io
-
-
 def _config_label(config: dict) -> str:
     """A config as the student reads it in a message (the registry's problem knows how)."""
     return problems.problem_of_config(config).label(config)
-
-
-def _parse_result(data: bytes | bytearray):
-    """Header line, arrays, trace; None when the child wrote nothing usable. The arrays are
-    views of `data`: a 200 MB output is not copied again."""
-    newline = data.find(b"\n")
-    if newline < 0:
-        return None
-    try:
-        header = json.loads(bytes(data[:newline]))
-        count = int(header.get("arrays", 0))
-        trace_bytes = int(header.get("trace_bytes", 0))
-    except (ValueError, TypeError, AttributeError):
-        return None
-    if not isinstance(header, dict) or not 0 <= count <= 16 or trace_bytes < 0:
-        return None
-    view = memoryview(data)
-    pos = newline + 1
-    arrays = []
-    for _ in range(count):
-        found = _npy_at(view, pos)
-        if found is None:
-            return None
-        arr, pos = found
-        arrays.append(arr)
-    trace = bytes(view[pos:pos + trace_bytes])
-    if len(trace) != trace_bytes:
-        return None
-    return header, arrays, trace
-
-
-def _npy_at(view: memoryview, pos: int) -> tuple[np.ndarray, int] | None:
-    """The .npy array starting at `pos` (plain dtypes only, never pickles), and where it ends;
-    sizes checked with Python ints by grader.wire (a forged shape cannot wrap)."""
-    from .wire import BadResult, read_npy_at
-    try:
-        return read_npy_at(view, pos, max_bytes=len(view))
-    except BadResult:
-        return None
 
 
 def _job_root() -> str:

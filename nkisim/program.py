@@ -213,9 +213,16 @@ class _Reader:
         _fail("bad parameter")
 
 
+def _instruction_table() -> dict:
+    """The registry, filled: it fills as nkisim.nki imports the instruction modules."""
+    from . import nki  # noqa: F401
+    return INSTRUCTIONS
+
+
 def decode(data, limits: ProgramLimits | None = None) -> Program:
     """Parse program bytes from an untrusted process; structure only (see validate)."""
     limits = limits or ProgramLimits()
+    _instruction_table()
     reader = _Reader(data, limits)
     h = reader.header
     allocs_raw, records_raw = h.get("allocs"), h.get("records")

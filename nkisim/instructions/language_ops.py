@@ -3,7 +3,6 @@ trace opcode is an ISA instruction with a cost rule)."""
 from __future__ import annotations
 
 import numbers
-import sys
 import warnings
 
 import numpy as np

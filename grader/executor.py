@@ -1,0 +1,112 @@
+"""The trusted side of a simulated test run: `python -I -m grader.executor` in a job directory.
+
+What the device does on hardware: it takes the program a sandboxed child traced (program.bin,
+untrusted bytes), checks it against the hardware rules (nkisim.program.validate), executes it
+on the real inputs (inputs/arg*.npy) with NumPy, and for timed runs estimates its latency with
+the cost model from the instructions it actually executed. No student code runs here. It is
+still confined and resource-limited like a child (sandbox.enter), since a program may ask for
+any amount of work within its caps.
+
+Writes to the result pipe (GRADER_RESULT_FD) one JSON header line, then each output array in
+.npy format. Header fields: status ("ok" | "invalid"), error, printed (nl.device_print text),
+opcodes, matmul_flops, instructions, dma_count, latency_us, profile.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+
+PRINT_LIMIT = 64 * 1024          # device_print text kept for the report
+
+
+def _limits(platform: str):
+    from nkisim.settings import HardwareLimits
+    try:
+        from nkisim.platforms import PLATFORMS
+        return PLATFORMS[platform].hardware_limits()
+    except (ImportError, KeyError, AttributeError):
+        return HardwareLimits()
+
+
+def _profile(trace, timeline, job: dict) -> dict | None:
+    try:
+        from nkisim.cost.profile import profile_summary
+    except ImportError:
+        return None
+    return profile_summary(trace, timeline, thresholds_us=job.get("thresholds_us"))
+
+
+def run(job: dict) -> tuple[dict, list[np.ndarray]]:
+    from threadpoolctl import threadpool_limits
+
+    from nkisim import cost
+    from nkisim import program as programs
+    from nkisim.execute import execute
+    with open("program.bin", "rb") as fh:
+        data = fh.read()
+    inputs = [np.load(os.path.join("inputs", f"arg{i}.npy"), allow_pickle=False, mmap_mode="r")
+              for i in range(job["n_inputs"])]
+    try:
+        program = programs.decode(data, programs.ProgramLimits(max_records=job["max_instructions"]))
+        programs.validate(program, _limits(job.get("platform", "trn2")), inputs)
+    except programs.ProgramError as err:
+        return {"status": "invalid", "error": str(err)[:4000]}, []
+    with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
+        try:
+            done = execute(program, inputs)
+        except programs.ProgramError as err:
+            return {"status": "invalid", "error": str(err)[:4000]}, []
+    outputs = done.outputs if isinstance(done.outputs, (list, tuple)) else [done.outputs]
+    if isinstance(done.outputs, dict):
+        outputs = list(done.outputs.values())
+    printed = "\n".join(done.printed)
+    header = {"status": "ok", "printed": printed[-PRINT_LIMIT:],
+              "opcodes": sorted({r.opcode for r in done.trace}),
+              "matmul_flops": sum(2 * r.attrs["k"] * r.attrs["m"] * r.attrs["n"]
+                                  for r in done.trace if r.kind == "matmul"),
+              "instructions": len(done.trace)}
+    if job["mode"] == "benchmark":
+        dge = cost.uses_dge(program.compile_options)
+        timeline = cost.schedule(done.trace, cost.DEFAULT_PARAMS, dge=dge)
+        header.update(latency_us=timeline.total_us, dma_count=timeline.dma_count)
+        profile = _profile(done.trace, timeline, job)
+        if profile is not None:
+            header["profile"] = profile
+    return header, [np.asarray(o) for o in outputs]
+
+
+class _Stream:
+    """Only `write`: NumPy then writes an array in bounded chunks (tofile cannot seek a pipe)."""
+
+    def __init__(self, out) -> None:
+        self.write = out.write
+
+
+def _write(fd: int, header: dict, outputs: list[np.ndarray]) -> None:
+    header["arrays"] = len(outputs)
+    with os.fdopen(fd, "wb") as out:
+        out.write(json.dumps(header).encode() + b"\n")
+        for arr in outputs:
+            np.lib.format.write_array(_Stream(out), np.ascontiguousarray(arr), allow_pickle=False)
+
+
+def main() -> None:
+    from grader.sandbox import enter
+    fd = int(os.environ.pop("GRADER_RESULT_FD"))
+    enter()
+    with open("job.json") as fh:
+        job = json.load(fh)
+    try:
+        header, outputs = run(job)
+    except MemoryError:
+        header, outputs = {"status": "invalid", "error": "the program needs more memory than the grader allows"}, []
+    _write(fd, header, outputs)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""Running one test configuration in two halves, across the trust boundary.
+
+1. The sandboxed child (grader.child) traces the student's kernel from the shapes and dtypes of
+   its inputs alone and sends back an artifact: the traced program (simulator) or a NEFF
+   (neuronx-cc). It never holds an input value, an output or a timing.
+2. A trusted process runs the artifact on the real inputs: grader.executor validates and
+   executes a program and estimates its latency from the instructions it executed; on a Trn2,
+   grader.neuron runs the NEFF on the NeuronCore and times it.
+
+Everything read back from either process is parsed defensively (grader.wire): a malformed
+result is a verdict for this run, never a crashed grade.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import wire
+from .sandbox import ChildResult, Limits, minimal_env, run_child
+
+
+@dataclass
+class RunnerJob:
+    backend: str                        # "sim" | "neuron"
+    filename: str                       # the student's file name, as the kernel imports it
+    source: str
+    function: str
+    args: list                          # the kernel's array arguments (NumPy)
+    kwargs: dict                        # its scalar keyword arguments
+    mode: str = "correctness"           # "correctness" | "benchmark"
+    warmup: int = 5
+    iters: int = 20
+    platform: str = "trn2"
+    job_root: str = ""                  # where job directories go (one per configuration)
+    hide_paths: tuple = ()
+    neuron_core: int | None = None
+    compile_options: dict = field(default_factory=dict)
+    max_instructions: int = 2_000_000
+    thresholds_us: dict | None = None   # for the profile's picture
+
+
+@dataclass
+class ConfigRun:
+    status: str                         # ok | error | timeout | crashed | cancelled | invalid
+    message: str = ""
+    outputs: list = field(default_factory=list)
+    printed: str = ""
+    child_output: str = ""
+    wall_s: float = 0.0
+    opcodes: frozenset = frozenset()
+    matmul_flops: int = 0
+    instructions: int = 0
+    dma_count: int = 0
+    latency_us: float | None = None
+    profile: dict | None = None
+
+
+def run_configuration(job: RunnerJob, limits: Limits, cancel: threading.Event | None = None) -> ConfigRun:
+    base = tempfile.mkdtemp(prefix="cfg-", dir=job.job_root or None)
+    try:
+        traced = _trace(job, os.path.join(base, "trace"), limits, cancel)
+        if isinstance(traced, ConfigRun):
+            return traced
+        artifact, child = traced
+        done = _execute(job, os.path.join(base, "exec"), artifact, limits, cancel)
+        done.child_output = wire.bounded_text(child.output, 4000)
+        done.wall_s = round(child.wall_seconds + done.wall_s, 3)
+        return done
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# ----- the untrusted half: tracing ---------------------------------------------------------------
+
+def _neuron_env(job: RunnerJob, limits: Limits) -> dict:
+    extra = {}
+    if job.backend == "neuron":
+        if job.neuron_core is not None:
+            extra["NEURON_RT_VISIBLE_CORES"] = str(job.neuron_core)
+        extra["NEURON_RT_EXEC_TIMEOUT"] = str(int(limits.wall_seconds))
+        if os.environ.get("GRADER_NEURON_SHIM"):
+            extra["GRADER_NEURON_SHIM"] = os.environ["GRADER_NEURON_SHIM"]
+    return extra
+
+
+def _trace(job: RunnerJob, workdir: str, limits: Limits, cancel) -> tuple[bytes, ChildResult] | ConfigRun:
+    os.makedirs(workdir)
+    with open(os.path.join(workdir, job.filename), "w") as fh:
+        fh.write(job.source)
+    with open(os.path.join(workdir, "job.json"), "w") as fh:
+        json.dump({"backend": job.backend, "file": job.filename, "function": job.function,
+                   "inputs": [[list(a.shape), a.dtype.str] for a in job.args], "kwargs": job.kwargs,
+                   "mode": job.mode, "warmup": job.warmup, "iters": job.iters, "platform": job.platform,
+                   "compile_options": job.compile_options}, fh)
+    child = run_child([sys.executable, "-I", "-m", "grader.child"], workdir, limits=limits,
+                      env=minimal_env(_neuron_env(job, limits)), hide_paths=(job.job_root,) + tuple(job.hide_paths),
+                      own_uid=job.backend == "sim", cancel=cancel)
+    failed = _process_failure(child, limits, "the kernel's process")
+    if failed is not None:
+        return failed
+    try:
+        header, pos = wire.read_header_line(child.result)
+        if header.get("status") != "ok":
+            return ConfigRun("error", _kernel_error(header), child_output=wire.bounded_text(child.output, 4000),
+                             wall_s=child.wall_seconds)
+        size = wire.bounded_int(header.get("artifact_bytes"), 0, limits.result_bytes, "artifact size")
+        if header.get("artifact") not in ("program", "neff") or len(child.result) - pos != size:
+            raise wire.BadResult("the artifact is not what the header announced")
+    except wire.BadResult as err:
+        return ConfigRun("invalid", f"the kernel's process sent back a malformed result ({err})",
+                         child_output=wire.bounded_text(child.output, 4000), wall_s=child.wall_seconds)
+    return bytes(memoryview(child.result)[pos:]), child
+
+
+def _kernel_error(header: dict) -> str:
+    kind = wire.bounded_text(str(header.get("error_type", "Error")), 100)
+    text = wire.bounded_text(str(header.get("error", "")))
+    where = wire.bounded_text(str(header.get("where", "")), 2000).rstrip()
+    return f"{kind}: {text}" + (f"\n{where}" if where else "")
+
+
+def _process_failure(child: ChildResult, limits: Limits, who: str) -> ConfigRun | None:
+    if child.cancelled:
+        return ConfigRun("cancelled", "cancelled", wall_s=child.wall_seconds)
+    if child.timed_out:
+        return ConfigRun("timeout", f"timed out after {limits.wall_seconds:g} s", wall_s=child.wall_seconds,
+                         child_output=wire.bounded_text(child.output, 4000))
+    if child.result_truncated:
+        return ConfigRun("invalid", f"{who} sent back more data than any run needs", wall_s=child.wall_seconds)
+    if not child.result:
+        why = child.killed_by or f"exit code {child.returncode}"
+        return ConfigRun("crashed", f"{who} died ({why}) before reporting", wall_s=child.wall_seconds,
+                         child_output=wire.bounded_text(child.output, 4000))
+    return None
+
+
+# ----- the trusted half: execution -----------------------------------------------------------------
+
+def _execute(job: RunnerJob, workdir: str, artifact: bytes, limits: Limits, cancel) -> ConfigRun:
+    os.makedirs(os.path.join(workdir, "inputs"))
+    for i, a in enumerate(job.args):
+        np.save(os.path.join(workdir, "inputs", f"arg{i}.npy"), a, allow_pickle=False)
+    name = "program.bin" if job.backend == "sim" or os.environ.get("GRADER_NEURON_SHIM") else "kernel.neff"
+    with open(os.path.join(workdir, name), "wb") as fh:
+        fh.write(artifact)
+    with open(os.path.join(workdir, "job.json"), "w") as fh:
+        json.dump({"n_inputs": len(job.args), "mode": job.mode, "platform": job.platform,
+                   "max_instructions": job.max_instructions, "thresholds_us": job.thresholds_us,
+                   "warmup": job.warmup, "iters": job.iters, "neuron_core": job.neuron_core}, fh)
+    module = "grader.executor" if name == "program.bin" else "grader.neuron"
+    done = run_child([sys.executable, "-I", "-m", module], workdir, limits=limits,
+                     env=minimal_env(_neuron_env(job, limits)), hide_paths=(job.job_root,) + tuple(job.hide_paths),
+                     own_uid=job.backend == "sim", cancel=cancel)
+    failed = _process_failure(done, limits, "running the kernel's program")
+    if failed is not None:
+        if failed.status == "crashed" and done.killed_by == "memory limit":
+            failed.message = "the kernel's program needs more memory than the grader allows"
+        return failed
+    try:
+        return _parse_execution(done, limits)
+    except wire.BadResult as err:
+        return ConfigRun("invalid", f"running the kernel's program gave a malformed result ({err})",
+                         wall_s=done.wall_seconds)
+
+
+def _parse_execution(done: ChildResult, limits: Limits) -> ConfigRun:
+    header, pos = wire.read_header_line(done.result)
+    if header.get("status") != "ok":
+        message = wire.bounded_text(str(header.get("error", "the program could not run")))
+        return ConfigRun("invalid", f"the traced program breaks the hardware's rules: {message}",
+                         wall_s=done.wall_seconds)
+    count = wire.bounded_int(header.get("arrays"), 0, 16, "output count")
+    view = memoryview(done.result)
+    outputs = []
+    for _ in range(count):
+        arr, pos = wire.read_npy_at(view, pos, limits.result_bytes)
+        outputs.append(arr)
+    latency = header.get("latency_us")
+    if latency is not None and not (isinstance(latency, (int, float)) and math.isfinite(latency) and latency > 0):
+        raise wire.BadResult("latency is not a positive number")
+    opcodes = header.get("opcodes", [])
+    if not isinstance(opcodes, list) or not all(isinstance(o, str) for o in opcodes):
+        raise wire.BadResult("opcodes must be a list of names")
+    profile = header.get("profile")
+    return ConfigRun("ok", outputs=outputs, printed=wire.bounded_text(str(header.get("printed", "")), 64 * 1024),
+                     wall_s=done.wall_seconds, opcodes=frozenset(opcodes),
+                     matmul_flops=wire.bounded_int(header.get("matmul_flops", 0), 0, 1 << 62, "matmul FLOPs"),
+                     instructions=wire.bounded_int(header.get("instructions", 0), 0, 1 << 40, "instruction count"),
+                     dma_count=wire.bounded_int(header.get("dma_count", 0), 0, 1 << 40, "DMA count"),
+                     latency_us=float(latency) if latency is not None else None,
+                     profile=profile if isinstance(profile, dict) else None)
