@@ -135,6 +135,34 @@ def test_ds_is_basic_indexing_so_mixing_it_with_arange_is_the_nki_error():
               ds_with_zero_size, f32(128, 16))
 
 
+def copy_rows_by_masked_ds(x):
+    """Row blocks of 128 through nl.ds; the last block overhangs the tensor's end and a mask
+    on the row index keeps its loads and stores to the rows that exist."""
+    N = x.shape[0]
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.hbm)
+    for i in nl.affine_range((N + 127) // 128):
+        rows = i * 128 + nl.arange(128)[:, None]
+        tile = nl.load(x[nl.ds(i * 128, 128), :], mask=(rows < N))
+        nl.store(out[nl.ds(i * 128, 128), :], tile, mask=(rows < N))
+    return out
+
+
+def copy_rows_by_unmasked_ds(x):
+    N = x.shape[0]
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.hbm)
+    for i in nl.affine_range((N + 127) // 128):
+        tile = nl.load(x[nl.ds(i * 128, 128), :])  # <ds-unmasked>
+        nl.store(out[nl.ds(i * 128, 128), :], tile)
+    return out
+
+
+def test_ds_window_past_the_end_is_fine_under_a_mask_and_fails_without():
+    x = f32(200, 8, seed=9)
+    np.testing.assert_array_equal(nki.baremetal(copy_rows_by_masked_ds)(x), x)
+    raised_at(errors.OutOfBoundsError, "err_tensor_access_out_of_bound", "ds-unmasked",
+              copy_rows_by_unmasked_ds, x)
+
+
 # ----- nl.expand_dims ----------------------------------------------------------------------------
 
 def expand_then_broadcast(x):
