@@ -122,18 +122,22 @@ def report_calibration() -> bool:
 
 
 def report_bounds() -> bool:
-    """Facts that are bounds or placements rather than latencies (C3's contrast, C4, C5)."""
+    """Facts that are bounds or placements rather than latencies (C3's contrast, C4, C5); returns
+    the bounds the model misses. C5's 3,112-DMA kernel "reportedly passed (mode not recorded)":
+    it is shown in both modes."""
     print(f"\n{'fact (graded DGE mode unless noted)':44} {'bound us':>9} {'predicted':>10}  holds")
     large16 = conv_inputs(224, 224, "float16")
-    bounds = [("C3 SBUF element gather fp16 224 pool2", calibration.c3_sbuf_gather, large16, {}, 1365),
+    # the SBUF-gather kernel met the relaxed threshold with pool 2; ours stores unpooled rows
+    bounds = [("C3 SBUF element gather fp16 224", calibration.c3_sbuf_gather, large16, {}, 1365),
               ("C5 3-row DMAs (1,338 DMAs) fp16 224", calibration.c5_three_row_dmas, large16, {}, 1002),
               ("C5 1-row DMAs (3,112 DMAs) fp16 224", calibration.c5_one_row_dmas, large16, {}, 1002),
               ("C5 1-row DMAs, static mode", calibration.c5_one_row_dmas, large16, STATIC, 1002)]
-    ok = True
+    missed = []
     for label, kernel, inputs, options, bound in bounds:
         timeline, _ = predict(kernel, inputs, options, "bench")
         holds = timeline.total_us <= bound
-        ok &= holds or "3,112" in label          # its mode was not recorded: either mode may be the one
+        if not holds:
+            missed.append(label)
         print(f"{label:44} {bound:9d} {timeline.total_us:10.1f}  {'yes' if holds else 'NO'}")
     run = nkisim.run_kernel(calibration.c4_unplaced_copies, (np.ones((128, 64), np.float16), 8000), {})
     timeline = cost.estimate(run)
@@ -141,7 +145,7 @@ def report_bounds() -> bool:
     dve, act = copies.count("DVE"), copies.count("ACT")
     print(f"C4 8,000 unplaced SBUF->SBUF copies: Vector {dve}, Scalar {act} ({dve / len(copies):.0%} Vector; "
           f"the compiler: ~3.2k and ~2.4k, 57% Vector)")
-    return ok
+    return missed
 
 
 THRESHOLDS = {("float32", 224): (4596, 4964), ("float16", 224): (1002, 1365),
@@ -198,7 +202,8 @@ def main() -> None:
     args = parser.parse_args()
     ok = report_calibration()
     print("calibration:", "all points within 15% and ordered as measured" if ok else "OUT OF TARGET")
-    print("bounds:", "all hold" if report_bounds() else "SOME DO NOT HOLD")
+    missed = report_bounds()
+    print("bounds:", "all hold" if not missed else f"not held: {'; '.join(missed)}")
     if not args.skip_conv:
         report_conv()
 

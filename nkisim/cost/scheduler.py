@@ -19,7 +19,7 @@ import heapq
 from dataclasses import dataclass, field
 
 from ..trace import TraceRecord
-from .dependencies import dependencies
+from .dependencies import DependencyGraph, dependencies
 from .params import CostParams
 from .rules import BALANCED_QUEUES, COST_RULES, DmaCost, balanced_copy, copy_ns, dma_issue_ns, dma_issue_queue
 
@@ -99,13 +99,15 @@ def _jobs(trace: list[TraceRecord], p: CostParams, dge: bool) -> list[_Job]:
 
 
 def schedule(trace: list[TraceRecord], params: CostParams, *, dge: bool = True,
-             overhead_ns: float | None = None) -> Timeline:
+             overhead_ns: float | None = None, graph: DependencyGraph | None = None) -> Timeline:
+    """The trace's timeline; `graph` gives dependencies found another way (tests compare the
+    interval index with a plain scan)."""
     # the scheduler makes no reference cycles but millions of small tuples: left on, the cyclic
     # collector would rescan the whole trace again and again, making the time superlinear
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _Scheduler(trace, params, dge).run(overhead_ns)
+        return _Scheduler(trace, params, dge, graph).run(overhead_ns)
     finally:
         if collecting:
             gc.enable()
@@ -116,10 +118,10 @@ class _Scheduler:
     `lookahead` members whose inputs are ready, the one ready first; lanes advance in time
     order through one heap of their next start times."""
 
-    def __init__(self, trace: list[TraceRecord], p: CostParams, dge: bool) -> None:
+    def __init__(self, trace: list[TraceRecord], p: CostParams, dge: bool, graph: DependencyGraph | None) -> None:
         self.p, self.dge, self.n = p, dge, len(trace)
         self.jobs = _jobs(trace, p, dge)
-        graph = dependencies(trace)
+        graph = graph or dependencies(trace)
         self.checks = graph.checks
         self.lanes: dict[str, _Lane] = {}
         self.position: list[tuple[int, ...]] = []

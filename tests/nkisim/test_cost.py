@@ -217,6 +217,49 @@ def test_twenty_thousand_tiny_writes_to_one_tile_cost_linear_work():
     assert last_reduce.start >= max(s.end for s in writes)
 
 
+def scan_dependencies(trace):
+    """The old quadratic scan, kept as an oracle: newest writes first, overlapping ones count,
+    stopping at a write that covers the whole read."""
+    from nkisim.cost.dependencies import DependencyGraph
+    writes: dict[int, list] = {}
+    deps = []
+    for i, rec in enumerate(trace):
+        found = set()
+        for r in rec.reads + (rec.writes if rec.accumulate else []):
+            for lo, hi, j in reversed(writes.get(r.alloc_id, [])):
+                if lo < r.hi and r.lo < hi:
+                    found.add(j)
+                    if lo <= r.lo and hi >= r.hi:
+                        break
+        deps.append(tuple(found))
+        for r in rec.writes + list(getattr(rec, "stores", [])):
+            writes.setdefault(r.alloc_id, []).append((r.lo, r.hi, i))
+    return DependencyGraph(deps, [], 0)
+
+
+def reference_runs():
+    from reference_kernels import calibration, conv2d_optimized, conv2d_relaxed, transpose
+    rng = np.random.default_rng(5)
+    v = rng.random(25600, dtype=np.float32)
+    conv = (rng.random((1, 256, 32, 16), dtype=np.float32), rng.random((256, 256, 3, 3), dtype=np.float32),
+            rng.random(256, dtype=np.float32))
+    yield nkisim.run_kernel(vector_add.make_vector_add_tiled(128), (v, v), {})
+    yield nkisim.run_kernel(vector_add.make_vector_add_stream(2), (v, v), {})
+    yield nkisim.run_kernel(transpose.matrix_transpose, (rng.random((512, 384), dtype=np.float32),), {})
+    yield nkisim.run_kernel(calibration.transpose_per_tile, (rng.random((512, 512), dtype=np.float32),), {})
+    for module in (conv2d_optimized, conv2d_relaxed):
+        for pool in (1, 2):
+            yield nkisim.run_kernel(module.fused_conv2d_maxpool, conv, {"pool_size": pool})
+
+
+def test_reference_kernels_schedule_as_with_the_plain_scan():
+    """The interval index and its joins leave our kernels' latencies where the old scan put them."""
+    for run in reference_runs():
+        indexed = cost.schedule(run.trace, P)
+        scanned = cost.schedule(run.trace, P, graph=scan_dependencies(run.trace))
+        assert indexed.total_us == pytest.approx(scanned.total_us, rel=1e-3)
+
+
 def _region(alloc, lo, hi):
     from nkisim.trace import Region
     return Region(alloc, "sbuf", lo, (hi - lo,), (4,), 4, "float32", 1)
