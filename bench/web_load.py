@@ -4,7 +4,7 @@ latency of the leaderboard page, a report page and the status API (target: leade
 <= 50 ms). Prints figures, asserts nothing.
 
     python bench/web_load.py [--students 1000] [--runs 20000] [--clients 32] [--seconds 30]
-                             [--gunicorn-workers 4] [--gunicorn-threads 2]
+                             [--think 0.25] [--gunicorn-workers 4] [--gunicorn-threads 2]
 
 Reports are real: the student template is graded once by the grader, then re-scored by
 grader.rescore at many p99s, so every stored report has the shape the worker stores."""
@@ -117,20 +117,44 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def client(args) -> dict[str, list[float]]:
-    """One client: signs in as its student, then requests the three pages in turn until the end."""
+def client_process(base: str, users: list[int], runs_total: int, students: int, seconds: float, think: float,
+                   ready, results) -> None:
+    """One process holding several clients (threads): each signs in as its student, waits for
+    every client to be ready, then requests the three pages in turn for `seconds`, pausing
+    `think` seconds between requests as a person reading a page would."""
+    import threading
+    sessions = [_signed_in(base, u) for u in users]
+    for session, user_id in zip(sessions, users):       # warm every gunicorn worker's caches and imports
+        _client_loop(session, base, user_id, runs_total, students, time.monotonic() + 1.0, 0.0)
+    ready.wait()
+    deadline = time.monotonic() + seconds
+    timings: list[dict] = []
+
+    def run(session, user_id):
+        timings.append(_client_loop(session, base, user_id, runs_total, students, deadline, think))
+    threads = [threading.Thread(target=run, args=(s, u)) for s, u in zip(sessions, users)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    results.put(timings)
+
+
+def _signed_in(base: str, user_id: int):
     import requests
-    base, user_id, runs_total, students, deadline = args
     session = requests.Session()
     page = session.get(f"{base}/login").text
     csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page).group(1)
     session.post(f"{base}/login", data={"email": f"s{user_id}@example.edu", "password": PASSWORD,
                                         "csrf_token": csrf}, allow_redirects=False)
+    return session
+
+
+def _client_loop(session, base, user_id, runs_total, students, deadline, think) -> dict:
     own_runs = [r for r in range(1, runs_total + 1) if 1 + r % students == user_id]
     api = {"Authorization": f"Bearer nkig_load_{user_id}"}
     timings: dict[str, list[float]] = {k: [] for k in KINDS}
-    errors = 0
-    i = 0
+    errors, i = 0, user_id                 # clients start at different pages
     while time.monotonic() < deadline:
         kind = KINDS[i % 3]
         run_id = own_runs[i % len(own_runs)]
@@ -139,11 +163,11 @@ def client(args) -> dict[str, list[float]]:
                         "status_api": (f"{base}/api/v1/runs/{run_id}", api)}[kind]
         start = time.perf_counter()
         response = session.get(url, headers=headers)
-        elapsed = time.perf_counter() - start
-        if response.status_code != 200:
-            errors += 1
-        timings[kind].append(elapsed)
+        timings[kind].append(time.perf_counter() - start)
+        errors += response.status_code != 200
         i += 1
+        if think:
+            time.sleep(think)
     timings["errors"] = [errors]
     return timings
 
@@ -159,6 +183,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20000)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--think", type=float, default=0.25,
+                        help="seconds each client waits between requests (0: as fast as it can)")
+    parser.add_argument("--client-processes", type=int, default=4, help="processes the clients run in (as threads)")
     parser.add_argument("--gunicorn-workers", type=int, default=4)
     parser.add_argument("--gunicorn-threads", type=int, default=2)
     args = parser.parse_args()
@@ -184,10 +211,7 @@ def main() -> int:
         _wait_up(base)
         for path in ("/leaderboard/asst4",):                       # first hit: imports and caches
             __import__("requests").get(base + path)
-        deadline = time.monotonic() + args.seconds
-        users = [1 + (i * 31) % args.students for i in range(args.clients)]
-        with multiprocessing.get_context("spawn").Pool(args.clients) as pool:
-            results = pool.map(client, [(base, u, args.runs, args.students, deadline + 5) for u in users])
+        results = run_clients(base, args)
         _print(results, args)
     finally:
         if gunicorn is not None:
@@ -195,6 +219,23 @@ def main() -> int:
             gunicorn.wait(60)
         pg.stop()
     return 0
+
+
+def run_clients(base: str, args) -> list[dict]:
+    context = multiprocessing.get_context("spawn")
+    processes = min(args.clients, args.client_processes)
+    users = [1 + (i * 31) % args.students for i in range(args.clients)]
+    groups = [users[p::processes] for p in range(processes)]
+    ready, results = context.Barrier(processes + 1), context.Queue()
+    workers = [context.Process(target=client_process, args=(base, group, args.runs, args.students, args.seconds,
+                                                             args.think, ready, results)) for group in groups]
+    for w in workers:
+        w.start()
+    ready.wait()                                  # every client signed in: the measured period starts
+    timings = [t for _ in workers for t in results.get()]
+    for w in workers:
+        w.join()
+    return timings
 
 
 def _wait_up(base: str, timeout: float = 120) -> None:
@@ -210,7 +251,7 @@ def _wait_up(base: str, timeout: float = 120) -> None:
 
 
 def _print(results, args) -> None:
-    print(f"{args.clients} concurrent clients, {args.seconds:.0f} s, gunicorn {args.gunicorn_workers} workers x "
+    print(f"{args.clients} concurrent clients ({args.think:g} s between a client's requests), {args.seconds:.0f} s, gunicorn {args.gunicorn_workers} workers x "
           f"{args.gunicorn_threads} threads, {os.cpu_count()} CPUs shared by server, database and clients")
     print(f"{'request':<14}{'count':>8}{'p50 ms':>10}{'p99 ms':>10}{'req/s':>9}")
     for kind in KINDS:

@@ -106,7 +106,10 @@ def rescore_all(session: Session, assignment: Assignment, batch: int = 200) -> i
 
 
 def _rescore_run(session: Session, run: GradingRun, spec) -> None:
-    new = grader.rescore(grader.Report.from_json(run.report), spec)
+    old = grader.Report.from_json(run.report)
+    new = grader.rescore(old, spec)
+    if set(new.flags) - set(old.flags):       # e.g. implausibly fast under the new thresholds: hold for review
+        run.flagged, run.flag_reason = True, ", ".join(new.flags)
     run.report = new.to_json(include_seed=False)
     run.score_total = new.score.total
     run.max_total = new.score.max_total
