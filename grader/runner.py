@@ -96,10 +96,10 @@ def _trace(job: RunnerJob, workdir: str, limits: Limits, cancel) -> tuple[bytes,
     with open(os.path.join(workdir, job.filename), "w") as fh:
         fh.write(job.source)
     with open(os.path.join(workdir, "job.json"), "w") as fh:
+        # what tracing needs, and nothing that tells a timed run from a correctness run
         json.dump({"backend": job.backend, "file": job.filename, "function": job.function,
                    "inputs": [[list(a.shape), a.dtype.str] for a in job.args], "kwargs": job.kwargs,
-                   "mode": job.mode, "warmup": job.warmup, "iters": job.iters, "platform": job.platform,
-                   "compile_options": job.compile_options}, fh)
+                   "platform": job.platform, "compile_options": job.compile_options}, fh)
     child = run_child([sys.executable, "-I", "-m", "grader.child"], workdir, limits=limits,
                       env=minimal_env(_neuron_env(job, limits)), hide_paths=(job.job_root,) + tuple(job.hide_paths),
                       own_uid=job.backend == "sim", cancel=cancel)

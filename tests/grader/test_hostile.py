@@ -797,3 +797,145 @@ def test_the_precheck_rejects_os_and_patching_numpy():
 # nl.full with an __array__ object, np.testing.runstring / measure, patching nki.baremetal
 # through a parameter, forged programs and traces, private attributes, host NumPy on device
 # tensors, skipping work when benchmarked, outputs hard-coded for a public seed).
+
+# The kernel below computes a 1x128x8x8 answer on the host when it can get the input values
+# (it never can now), and otherwise returns what the attack produced.
+HOST_CONV = """
+
+def host_answer(x, w, b):
+    x, w, b = (np.asarray(v, dtype=np.float64) for v in (x, w, b))
+    out = np.zeros((x.shape[0], w.shape[0], x.shape[2] - 2, x.shape[3] - 2))
+    for i in range(3):
+        for j in range(3):
+            out += np.einsum("bchw,oc->bohw", x[:, :, i:i + out.shape[2], j:j + out.shape[3]], w[:, :, i, j])
+    return (out + b[None, :, None, None]).astype(np.float32)
+"""
+
+# 1. nl.device_print formats tiles with NumPy's print options, so a formatter set by the kernel
+#    saw every value; nl.full(shape, obj) took an object whose __float__ fed the trace and whose
+#    __array__ fed the data.
+PRINT_FORMATTER_LEAK = HEADER + HOST_CONV + """
+SEEN = []
+np.set_printoptions(threshold=10**9, formatter={"float_kind": lambda v: SEEN.append(v) or "0"})
+
+
+class Answer:
+    def __float__(self):
+        return 0.0
+
+    def __array__(self, dtype=None, copy=None):
+        vals = np.asarray(SEEN, dtype=np.float32)
+        return vals.reshape(-1)[:128 * 64].reshape(128, 8, 8) if vals.size >= 128 * 64 else np.ones((128, 8, 8))
+
+
+@nki.jit
+def fused_conv2d_maxpool(X, W, bias, pool_size=1):
+    x = nl.ndarray((128, 10, 10), dtype=X.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x, src=X[0])
+    nl.device_print("x", x)
+    out = nl.ndarray((1, 128, 8, 8), dtype=X.dtype, buffer=nl.hbm)
+    tile = nl.full((128, 8, 8), Answer(), dtype=X.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=out[0], src=tile)
+    return out
+"""
+
+
+def test_a_device_print_formatter_never_sees_a_value_and_an_array_object_gives_no_data():
+    report = graded(PRINT_FORMATTER_LEAK)
+    result = assert_nothing_earned(report, "wrong output")
+    assert result.output.rstrip().endswith("]]]")    # printed at execution, into the report
+
+
+# 2. Code run through NumPy's helpers, then anything written to the result pipe: with the
+#    child holding no values, the most it can send is some program, and a forged one is invalid.
+RUNSTRING_FORGERY = forged_result("""
+import numpy.testing
+numpy.testing.runstring("import json; GLOBAL_BLOB = json.dumps({'status': 'ok', 'artifact': 'program', "
+                        "'artifact_bytes': 12}).encode() + b'\\\\n' + b'NKIPROG1' + b'xxxx'", globals())
+blob = GLOBAL_BLOB
+""")
+
+
+def test_code_run_through_numpy_helpers_can_only_forge_an_invalid_program():
+    report = graded(RUNSTRING_FORGERY)
+    assert_nothing_earned(report, "malformed") if "malformed" in by_name(report)["conv"].message else \
+        assert_nothing_earned(report, "hardware's rules")
+    assert "program_invalid:conv" in report.flags
+
+
+# 3. Patching the runners through a parameter: the child no longer runs the kernel through
+#    nki.baremetal or any runner a kernel can reach, and an emptied program computes nothing.
+PATCHED_RUNNERS = HEADER + HOST_CONV + """
+import nkisim.machine
+
+
+def install(module, fake):
+    module.baremetal = fake
+    module.benchmark = lambda *a, **k: fake
+    module.simulate_kernel = fake
+
+
+install(nki, lambda kernel, *a, **k: (lambda *args, **kw: host_answer(*args[:3])))
+nkisim.machine.Machine.emit = lambda self, *args, **kwargs: None
+""" + ZEROS_KERNEL
+
+
+def test_patching_the_runners_and_the_tracer_earns_nothing():
+    report = graded(PATCHED_RUNNERS)
+    assert report.score.total == 0
+    assert by_name(report)["conv"].status in ("failed", "error")
+
+
+# 4. Reading values through private attributes or host NumPy: device tensors hold none.
+PRIVATE_VALUES = HEADER + """
+
+@nki.jit
+def fused_conv2d_maxpool(X, W, bias, pool_size=1):
+    found = [getattr(X, name, None) for name in ("_values", "_arr", "array", "data", "values")]
+    if any(callable(f) or isinstance(f, np.ndarray) for f in found):
+        raise RuntimeError("a value container was reachable")
+    return np.asarray(X)
+"""
+
+
+def test_device_tensors_hold_no_values_to_reach():
+    report = graded(PRIVATE_VALUES)
+    result = assert_nothing_earned(report, "DeviceValueError")
+    assert "a value container was reachable" not in result.message
+
+
+# 5. Knowing it is timed: the child's job names no mode, no iteration count, no test.
+TIMED_DETECTOR = HONEST.replace("@nki.compiler.skip_middle_end_transformations", '''
+import json as _json
+with open("job.json") as _fh:
+    _JOB = _json.load(_fh)
+if {"mode", "warmup", "iters", "seed", "test"} & set(_JOB) or "inputs" not in _JOB:
+    raise RuntimeError("the child could tell: " + ",".join(sorted(_JOB)))
+
+
+@nki.compiler.skip_middle_end_transformations''', 1)
+
+
+def test_the_child_cannot_tell_a_timed_run_from_a_correctness_run():
+    report = graded(TIMED_DETECTOR)
+    assert report.score.total == FULL_MARKS, [(t.name, t.status, t.message) for t in report.tests]
+
+
+# 6. Cheaper arithmetic than the problem asks for fails the timed tests as it fails correctness.
+FLOAT16_INSIDE = HONEST.replace("@nki.compiler.skip_middle_end_transformations", '''
+_real_copy = nisa.tensor_copy
+
+
+def _lossy(src, *args, **kwargs):
+    return _real_copy(_real_copy(src, dtype=nl.float16), *args, **kwargs)
+
+
+nisa.tensor_copy = _lossy
+
+
+@nki.compiler.skip_middle_end_transformations''', 1)
+
+
+def test_float16_arithmetic_in_a_float32_kernel_earns_nothing():
+    report = graded(FLOAT16_INSIDE)
+    assert_nothing_earned(report, "wrong output")

@@ -1,0 +1,169 @@
+"""Programs across the trust boundary: what tracing produces round-trips through bytes and
+executes to the same answer, and a program written by an attacker is either a real NKI program
+(executed and timed as such) or refused, never cheaper than what it does."""
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import pytest
+
+import nkisim
+from nkisim import cost
+from nkisim import program as programs
+from nkisim.execute import execute
+from nkisim.runtime import ArgSpec, trace_kernel
+from nkisim.settings import HardwareLimits
+
+nkisim.install()
+
+import neuronxcc.nki as nki  # noqa: E402
+import neuronxcc.nki.isa as nisa  # noqa: E402
+import neuronxcc.nki.language as nl  # noqa: E402
+
+LIMITS = HardwareLimits()
+
+
+@nki.jit
+def matmul_kernel(a_t, b):
+    """a_t (K, M) and b (K, N): out = a_t.T @ b, one PSUM tile."""
+    k, m = a_t.shape
+    _, n = b.shape
+    out = nl.ndarray((m, n), dtype=b.dtype, buffer=nl.hbm)
+    a_sb = nl.ndarray((k, m), dtype=a_t.dtype, buffer=nl.sbuf)
+    b_sb = nl.ndarray((k, n), dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a_sb, src=a_t)
+    nisa.dma_copy(dst=b_sb, src=b)
+    acc = nl.zeros((m, n), nl.float32, buffer=nl.psum)
+    acc += nisa.nc_matmul(a_sb, b_sb)
+    res = nisa.tensor_copy(acc, dtype=b.dtype)
+    nl.device_print("res", res)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def inputs(k=128, m=64, n=96):
+    rng = np.random.default_rng(3)
+    return [rng.random((k, m), dtype=np.float32), rng.random((k, n), dtype=np.float32)]
+
+
+def traced(args):
+    program, _ = trace_kernel(matmul_kernel, [ArgSpec(a.shape, a.dtype) for a in args], {})
+    return program
+
+
+def header_of(data: bytes) -> tuple[dict, bytes]:
+    (n,) = struct.unpack("<Q", data[8:16])
+    return json.loads(data[16:16 + n]), data[16 + n:]
+
+
+def rebuild(header: dict, blob: bytes) -> bytes:
+    head = json.dumps(header).encode()
+    return programs.MAGIC + struct.pack("<Q", len(head)) + head + blob
+
+
+def decoded(data: bytes, args):
+    program = programs.decode(data)
+    programs.validate(program, LIMITS, args)
+    return program
+
+
+def test_tracing_needs_only_shapes_and_the_program_round_trips_to_the_same_answer():
+    args = inputs()
+    program = traced(args)
+    assert all(isinstance(r, object) for r in program.records)
+    again = decoded(programs.encode(program), args)
+    done = execute(again, args)
+    np.testing.assert_allclose(done.outputs, args[0].T @ args[1], rtol=1e-5)
+    assert done.printed and done.printed[0].startswith("res [[")
+    assert [r.opcode for r in done.trace] == [r.opcode for r in program.records if r.kind != "print"]
+
+
+def test_latency_of_a_decoded_program_equals_the_local_estimate():
+    args = inputs()
+    local = nkisim.run_kernel(matmul_kernel, tuple(args), {})
+    remote = execute(decoded(programs.encode(traced(args)), args), args)
+    assert cost.schedule(remote.trace, cost.DEFAULT_PARAMS, dge=True).total_us == pytest.approx(
+        cost.estimate(local).total_us)
+
+
+def test_claimed_matmul_sizes_and_partitions_are_replaced_by_what_the_regions_say():
+    args = inputs()
+    header, blob = header_of(programs.encode(traced(args)))
+    for rec in header["records"]:
+        attrs = rec[5]
+        if rec[0] == "nc_matmul":
+            attrs["dict"].update(k=1, m=1, n=1)
+        for region in rec[6] + rec[7]:
+            region[5] = 128          # claim every access spans all partitions
+    program = decoded(rebuild(header, blob), args)
+    matmul = next(r for r in program.records if r.opcode == "nc_matmul")
+    assert (matmul.attrs["k"], matmul.attrs["m"], matmul.attrs["n"]) == (128, 64, 96)
+    assert matmul.reads[0].partitions == 128 and matmul.writes[0].partitions == 64
+    hbm_reads = [r for rec in program.records for r in rec.reads if r.buffer == "hbm"]
+    assert hbm_reads and all(r.partitions == 1 for r in hbm_reads)
+
+
+@pytest.mark.parametrize("tamper, fragment", [
+    (lambda h: h["records"][0].__setitem__(0, "magic_op"), "unknown opcode"),
+    (lambda h: h["records"][0].__setitem__(1, 1), "engine"),
+    (lambda h: h["records"][0][7][0].__setitem__(1, 10**9), "outside its allocation"),
+    (lambda h: h["records"][0][7][0].__setitem__(3, [-4, 4]), "outside its allocation"),
+    (lambda h: h["records"][0][7][0].__setitem__(2, [2**40, 2**40]), "outside its allocation"),
+    (lambda h: h["allocs"][0].__setitem__(3, "float64x"), "unknown dtype"),
+    (lambda h: h["records"].__setitem__(0, ["dma_copy"]), "malformed"),
+])
+def test_forged_programs_are_refused_with_a_reason(tamper, fragment):
+    args = inputs()
+    header, blob = header_of(programs.encode(traced(args)))
+    tamper(header)
+    with pytest.raises(programs.ProgramError) as info:
+        decoded(rebuild(header, blob), args)
+    assert fragment in str(info.value)
+
+
+def test_hardware_rules_hold_for_a_program_no_tracer_would_write():
+    args = inputs()
+    header, blob = header_of(programs.encode(traced(args)))
+    rec = next(r for r in header["records"] if r[0] == "nc_matmul")
+    psum = rec[7][0][0]
+    moving = rec[6][1]
+    # a moving operand of 128 x 4096: the Tensor Engine takes at most 512 columns
+    alloc = next(a for a in header["allocs"] if a[0] == moving[0])
+    alloc[2] = [128, 4096]
+    moving[2], moving[3] = [128, 4096], [4096 * 4, 4]
+    next(a for a in header["allocs"] if a[0] == psum)[2] = [64, 4096]
+    with pytest.raises(programs.ProgramError):
+        decoded(rebuild(header, blob), args)
+
+
+def test_a_program_writing_an_input_or_keeping_too_much_sbuf_live_is_refused():
+    args = inputs()
+    header, blob = header_of(programs.encode(traced(args)))
+    first_dma = header["records"][0]
+    first_dma[7][0][0] = first_dma[6][0][0]          # write into the input it reads
+    with pytest.raises(programs.ProgramError, match="writes a kernel input"):
+        decoded(rebuild(header, blob), args)
+    header, blob = header_of(programs.encode(traced(args)))
+    sbuf = next(a for a in header["allocs"] if a[1] == "sbuf")
+    sbuf[2] = [128, 60_000]                          # 240 KB per partition, live with the rest
+    with pytest.raises(programs.ProgramError, match="on-chip memory"):
+        decoded(rebuild(header, blob), args)
+
+
+def test_garbage_and_oversized_programs_are_refused():
+    for data in (b"", b"NKIPROG1", b"x" * 64, programs.MAGIC + struct.pack("<Q", 10**12)):
+        with pytest.raises(programs.ProgramError):
+            programs.decode(data)
+    args = inputs()
+    data = programs.encode(traced(args))
+    with pytest.raises(programs.ProgramError, match="at most 3 instructions"):
+        programs.decode(data, programs.ProgramLimits(max_records=3))
+
+
+def test_inputs_must_match_what_the_program_was_traced_for():
+    args = inputs()
+    program = programs.decode(programs.encode(traced(args)))
+    with pytest.raises(programs.ProgramError, match="input 1"):
+        programs.validate(program, LIMITS, [args[0], args[1][:, :10]])
