@@ -19,7 +19,7 @@ from ..trace import Engine
 from .common import ANY_HBM, ON_CHIP, SBUF_ONLY, broadcast_shape, number, operand, out_dtype
 from .dma import dma_move
 from .tensor_engine import nc_matmul, nc_transpose
-from .vector import normalize_axes, reduced_shape, tensor_copy, tensor_reduce, tensor_scalar, tensor_tensor
+from .vector import memset, normalize_axes, reduced_shape, tensor_copy, tensor_reduce, tensor_scalar, tensor_tensor
 from .scalar import activation
 
 
@@ -125,8 +125,10 @@ def load(src, *, mask=None, dtype=None, **kwargs):
 def store(dst, value, *, mask=None, **kwargs):
     m = current_machine()
     operand(dst, "store", "dst", ANY_HBM, tile=False, mask=mask)
-    operand(value, "store", "value", ON_CHIP, mask=mask)
     m.check_writable(dst, "nl.store destination")
+    if isinstance(value, (numbers.Number, np.number)):     # nl.store(dst, value=0): a filled tile
+        value = memset(dst.shape, value, dst.dtype)
+    operand(value, "store", "value", ON_CHIP, mask=mask)
     if value.buffer is Buffer.PSUM:
         value = tensor_copy(value)   # PSUM is no DMA endpoint: an extra copy, as NKI 2.26 does
     if value.size != dst.size:

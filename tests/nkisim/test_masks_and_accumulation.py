@@ -1,0 +1,174 @@
+"""Forms that ran on hardware and follow its semantics: bounds checked at the instruction on
+the elements it touches (masks keep overhanging elements out), and PSUM accumulation groups.
+The kernels restate examples of the NKI documentation in our own words; each invalid variant
+still fails with the kernel's own line (marked `# <tag>`)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nkisim
+from nkisim import errors
+
+nkisim.install()
+
+import neuronxcc.nki as nki  # noqa: E402
+import neuronxcc.nki.isa as nisa  # noqa: E402
+import neuronxcc.nki.language as nl  # noqa: E402
+
+THIS_FILE = os.path.abspath(__file__)
+_LINES = Path(THIS_FILE).read_text().splitlines()
+
+
+def line_of(tag: str) -> int:
+    hits = [n for n, text in enumerate(_LINES, 1) if text.rstrip().endswith(f"# <{tag}>")]
+    assert len(hits) == 1
+    return hits[0]
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).random(shape, dtype=np.float32)
+
+
+# ----- stores past the end of a tensor, as the error docs' own example writes them -------------
+
+def zero_fill(masked: bool):
+    """Fill a (128, 4000) HBM tensor with zeros in 512-column tiles: the last tile overhangs."""
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray((128, 4000), dtype=nl.float32, buffer=nl.hbm)
+        for i in nl.affine_range((4000 + 511) // 512):
+            tile = nl.mgrid[0:128, 0:512]
+            if masked:
+                nl.store(out[tile.p, i * 512 + tile.x], value=0, mask=(i * 512 + tile.x < 4000))
+            else:
+                nl.store(out[tile.p, i * 512 + tile.x], value=0)  # <unmasked-store>
+        return out
+    return kernel
+
+
+def test_a_store_masked_to_the_tensor_is_fine_and_writes_every_element():
+    out = nki.baremetal(zero_fill(masked=True))(rand(1, 1))
+    np.testing.assert_array_equal(out, np.zeros((128, 4000), np.float32))
+
+
+def test_the_same_store_unmasked_is_out_of_bounds_at_the_kernels_line():
+    with pytest.raises(errors.OutOfBoundsError) as info:
+        nki.baremetal(zero_fill(masked=False))(rand(1, 1))
+    err = info.value
+    assert err.code == "err_tensor_access_out_of_bound"
+    assert (err.site.filename, err.site.lineno) == (THIS_FILE, line_of("unmasked-store"))
+    assert "index range [3584, 4095] exceed dimension size of 4000" in err.detail
+
+
+# ----- loads of a partial last row tile -------------------------------------------------------------
+
+@nki.jit
+def row_tiles_copy(x):
+    """Copy an (H, W) tensor 128 rows at a time; H is not a multiple of 128."""
+    h, w = x.shape
+    out = nl.ndarray((h, w), dtype=x.dtype, buffer=nl.hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:w]
+    for t in nl.affine_range((h + 127) // 128):
+        rows = t * 128 + i_p
+        tile = nl.load(x[rows, i_f], mask=(rows < h))
+        nl.store(out[rows, i_f], value=tile, mask=(rows < h))
+    return out
+
+
+def test_masked_loads_and_stores_of_a_partial_row_tile():
+    x = rand(300, 40, seed=1)
+    np.testing.assert_array_equal(nki.baremetal(row_tiles_copy)(x), x)
+
+
+# ----- a view that overhangs, of which only elements inside are used ----------------------------------
+
+@nki.jit
+def window_inside_an_overhanging_view(x):
+    t = nl.ndarray((128, 8), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    window = t[:, 2:11]                      # overhangs the tile by three columns
+    inner = nisa.tensor_copy(window[:, 0:6])     # columns 2..7: all inside
+    out = nl.ndarray((128, 6), dtype=x.dtype, buffer=nl.hbm)
+    nisa.dma_copy(dst=out, src=inner)
+    return out
+
+
+@nki.jit
+def using_the_overhang(x):
+    t = nl.ndarray((128, 8), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    window = t[:, 2:11]
+    bad = nisa.tensor_copy(window)  # <overhang-used>
+    out = nl.ndarray((128, 9), dtype=x.dtype, buffer=nl.hbm)
+    nisa.dma_copy(dst=out, src=bad)
+    return out
+
+
+def test_an_overhanging_view_is_fine_while_the_elements_used_are_inside():
+    x = rand(128, 8, seed=2)
+    np.testing.assert_array_equal(nki.baremetal(window_inside_an_overhanging_view)(x), x[:, 2:8])
+    with pytest.raises(errors.OutOfBoundsError) as info:
+        nki.baremetal(using_the_overhang)(x)
+    assert info.value.site.lineno == line_of("overhang-used")
+    assert "dimension 1: index range [2, 10] exceed dimension size of 8" in info.value.detail
+
+
+# ----- PSUM accumulation groups ------------------------------------------------------------------------
+
+def accumulate(form: str):
+    @nki.jit
+    def kernel(a_t, b):
+        k, m = a_t.shape
+        _, n = b.shape
+        out = nl.ndarray((m, n), dtype=b.dtype, buffer=nl.hbm)
+        acc = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.psum)    # never written before
+        for kt in nl.affine_range(k // 128):
+            a_sb = nl.ndarray((128, m), dtype=a_t.dtype, buffer=nl.sbuf)
+            b_sb = nl.ndarray((128, n), dtype=b.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=a_sb, src=a_t[kt * 128:(kt + 1) * 128, :])
+            nisa.dma_copy(dst=b_sb, src=b[kt * 128:(kt + 1) * 128, :])
+            if form == "plus_equals":
+                acc += nisa.nc_matmul(a_sb, b_sb)
+            else:
+                acc[...] = acc + nisa.nc_matmul(a_sb, b_sb)
+        res = nisa.tensor_copy(acc, dtype=b.dtype)
+        nisa.dma_copy(dst=out, src=res)
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("form", ["plus_equals", "assign_sum"])
+def test_both_accumulation_forms_sum_every_matmul_into_the_psum_tile(form):
+    a_t, b = rand(384, 64, seed=3), rand(384, 96, seed=4)
+    run = nkisim.run_kernel(accumulate(form), (a_t, b), {})
+    np.testing.assert_allclose(run.outputs, a_t.T @ b, rtol=1e-4)
+    matmuls = [r for r in run.trace if r.opcode == "nc_matmul"]
+    assert len(matmuls) == 3 and all(r.accumulate for r in matmuls)
+    assert not [r for r in run.trace if r.opcode == "tensor_tensor"]     # no element-wise add
+
+
+@nki.jit
+def two_psum_tiles_added(a_t, b):
+    """Adding two PSUM tiles with tensor_tensor is still refused: at most one input in PSUM."""
+    out = nl.ndarray((64, 96), dtype=b.dtype, buffer=nl.hbm)
+    a_sb = nl.ndarray((128, 64), dtype=a_t.dtype, buffer=nl.sbuf)
+    b_sb = nl.ndarray((128, 96), dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a_sb, src=a_t)
+    nisa.dma_copy(dst=b_sb, src=b)
+    p1 = nl.zeros((64, 96), dtype=nl.float32, buffer=nl.psum)
+    p2 = nl.zeros((64, 96), dtype=nl.float32, buffer=nl.psum)
+    p1 += nisa.nc_matmul(a_sb, b_sb)
+    p2 += nisa.nc_matmul(a_sb, b_sb)
+    both = nisa.tensor_tensor(p1, p2, op=nl.add)  # <two-psum>
+    nisa.dma_copy(dst=out, src=nisa.tensor_copy(both))
+    return out
+
+
+def test_two_psum_operands_of_tensor_tensor_still_fail_at_the_kernels_line():
+    with pytest.raises(errors.MemorySpaceError) as info:
+        nki.baremetal(two_psum_tiles_added)(rand(128, 64), rand(128, 96))
+    assert info.value.site.lineno == line_of("two-psum")
