@@ -60,7 +60,8 @@ class ProfileView:
     total_us: float | None
     roofline_us: float | None
     roofline_limit: str
-    engines: list[tuple[str, float, float, int]]      # name, busy us, utilisation, instructions
+    verdict: str
+    engines: list[tuple[str, float | None, float, int | None]]   # name, busy us, utilisation, instructions
     hotspots: list[dict]
     has_svg: bool
 
@@ -73,9 +74,24 @@ def profile_svg(report: grader.Report, test_name: str) -> str | None:
     for test in report.tests:
         if test.name == test_name:
             profile = (test.details or {}).get("profile") or {}
-            svg = profile.get("timeline_svg") or profile.get("svg")
+            svg = profile.get("svg") or profile.get("timeline_svg")
             return svg if isinstance(svg, str) and svg.lstrip().startswith("<svg") else None
     return None
+
+
+def _engines(profile: dict, total_us: float | None) -> list[tuple[str, float | None, float, int | None]]:
+    """Engine rows from either shape a profile comes in: {name: utilisation} as the grader
+    stores it, or {name: {busy_us, utilisation, instructions}} as nkisim's Profile has it."""
+    rows = []
+    for name, stats in (profile.get("engine_utilisation") or {}).items():
+        util = _number(stats) or 0.0
+        rows.append((str(name), util * total_us if total_us else None, util, None))
+    for name, stats in (profile.get("engines") or {}).items():
+        if isinstance(stats, dict):
+            count = stats.get("instructions")
+            rows.append((str(name), _number(stats.get("busy_us")), _number(stats.get("utilisation")) or 0.0,
+                         int(count) if isinstance(count, int) else None))
+    return sorted(rows, key=lambda row: -row[2])
 
 
 def profile_views(report: grader.Report) -> list[ProfileView]:
@@ -84,16 +100,13 @@ def profile_views(report: grader.Report) -> list[ProfileView]:
         profile = (test.details or {}).get("profile")
         if not isinstance(profile, dict):
             continue
-        engines = []
-        for name, stats in (profile.get("engines") or {}).items():
-            if isinstance(stats, dict):
-                engines.append((str(name), _number(stats.get("busy_us")) or 0.0,
-                                _number(stats.get("utilisation")) or 0.0, int(stats.get("instructions") or 0)))
-        hotspots = [h for h in (profile.get("hotspots") or []) if isinstance(h, dict)][:8]
-        views.append(ProfileView(test.title or test.name, test.name, _number(profile.get("mfu")),
-                                 _number(profile.get("achieved_tflops")), _number(profile.get("total_us")),
-                                 _number(profile.get("roofline_us")), str(profile.get("roofline_limit") or ""),
-                                 engines, hotspots, profile_svg(report, test.name) is not None))
+        total = _number(profile.get("total_us")) or _number(test.p99_us)
+        hotspots = [h for h in (profile.get("busiest_lines") or profile.get("hotspots") or []) if isinstance(h, dict)]
+        views.append(ProfileView(
+            test.title or test.name, test.name, _number(profile.get("mfu")), _number(profile.get("achieved_tflops")),
+            total, _number(profile.get("roofline_us")) or _number(test.details.get("roofline_us")),
+            str(profile.get("roofline_limit") or ""), str(profile.get("verdict") or ""),
+            _engines(profile, total), hotspots[:8], profile_svg(report, test.name) is not None))
     return views
 
 

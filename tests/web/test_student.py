@@ -100,6 +100,10 @@ def test_report_history_and_what_others_cannot_see(client_for, db, course_setup,
     page = report.get_data(as_text=True)
     assert "Correctness: one small image" in page and 'data-chart="p99"' in page
     assert "424242" not in page                                  # the private seed never reaches a student
+    assert "data-mfu" in page and "data-hotspots" in page and "conv2d.py:" in page   # the simulated profile
+    timeline = mine.get(f"/runs/{run.id}/timeline/perf_tiny.svg")
+    assert timeline.mimetype == "image/svg+xml" and timeline.get_data(as_text=True).startswith("<svg")
+    assert "default-src 'none'" in timeline.headers["Content-Security-Policy"]
     history = mine.get("/a/tiny").get_data(as_text=True)
     assert f"/runs/{run.id}" in history and "Your score over time" in history
     bob = client_for("bob")
