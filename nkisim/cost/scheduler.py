@@ -3,7 +3,9 @@
 Model (trn2-cost-model.md section 5):
 - one instruction queue per engine (PE, DVE, ACT, POOL) in program order, as the course's
   kernels skip the middle end; like the backend's scheduler, an engine fills its idle gaps
-  with later independent instructions, up to `lookahead` instructions ahead;
+  with later independent instructions, up to `lookahead` instructions ahead; an SBUF copy
+  whose engine the kernel left open sits in both the DVE and ACT queues and runs on whichever
+  reaches it first (the compiler balances them: trn2-conv-measurements.md C4);
 - DMAs are issued one after another on one issue queue (the DGE in the default mode, cheap
   prebuilt descriptors with --disable-dge), then move their bytes on 16 DMA engines;
 - an instruction waits for the instructions that wrote what it reads (read-after-write on
@@ -121,7 +123,7 @@ class _Scheduler:
     def __init__(self, trace: list[TraceRecord], p: CostParams, dge: bool, graph: DependencyGraph | None) -> None:
         self.p, self.dge, self.n = p, dge, len(trace)
         self.jobs = _jobs(trace, p, dge)
-        graph = graph or dependencies(trace)
+        graph = dependencies(trace) if graph is None else graph
         self.checks = graph.checks
         self.lanes: dict[str, _Lane] = {}
         self.position: list[tuple[int, ...]] = []
