@@ -18,6 +18,9 @@ app = Celery("nki_grader", include=["workers.tasks"])
 @app.on_configure.connect
 def _configure(sender, **_):
     conf = settings.load()
+    if conf.visibility_timeout_s <= conf.task_time_limit_s:
+        raise ValueError(f"NKI_VISIBILITY_TIMEOUT_S ({conf.visibility_timeout_s:g}) must exceed NKI_TASK_TIME_LIMIT_S "
+                         f"({conf.task_time_limit_s:g}), or Redis hands a running grade to a second worker")
     sender.conf.update(
         broker_url=broker_url(),                 # resolved on first use, not at import
         broker_transport_options={"visibility_timeout": conf.visibility_timeout_s},
@@ -26,6 +29,9 @@ def _configure(sender, **_):
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
+        # a grade the grader failed to stop: the pool process is killed, the run's heartbeat
+        # stops and the reaper re-queues it (infra_error after NKI_MAX_ATTEMPTS)
+        task_time_limit=conf.task_time_limit_s,
         task_ignore_result=True,                 # results live in PostgreSQL
         task_queues=[Queue(q) for q in QUEUES],
         task_default_queue="sim",
