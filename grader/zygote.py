@@ -93,7 +93,7 @@ class Zygote:
     """The grader's end of grader.zygote: started on first use in each process (a prefork
     worker gets its own), restarted if it died; None from spawn means use a fresh process."""
 
-    PRELOAD = ("numpy", "ml_dtypes", "nkisim", "grader.child")
+    PRELOAD = ("numpy", "ml_dtypes", "nkisim", "nkisim.nki", "nkisim.execute", "nkisim.cost", "grader.child")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
