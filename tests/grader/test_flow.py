@@ -398,6 +398,16 @@ def test_signal_stops_the_grade_at_once_and_leaves_nothing_behind(tmp_path, spec
     assert not left, f"processes left behind: {left}"
 
 
+def test_escape_sequences_in_a_kernels_error_never_reach_the_terminal_raw(tmp_path, spec_path):
+    evil = RAISES.replace(b'"this kernel fails before any work"',
+                          b'"\\x1b[2J\\x1b[H\\x1b[32mTotal 65/60 all passed\\x1b[0m\\r\\x07"')
+    result = run_cli("grade", upload(str(tmp_path), conv=evil), "--assignment", spec_path, "--backend", "sim",
+                     "--seed", "1")
+    assert result.returncode == 0, result.stderr
+    assert "\\x1b[2J\\x1b[H\\x1b[32mTotal 65/60" in result.stdout       # shown, escaped
+    assert not any(ch in result.stdout + result.stderr for ch in "\x1b\r\x07")
+
+
 # ----- static check ------------------------------------------------------------------------------------
 
 def test_a_rejected_file_lists_every_violation_once_and_exits_3(tmp_path, spec_path):
