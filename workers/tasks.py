@@ -123,13 +123,15 @@ def grade_submission(self, run_id: int) -> str:
         beat.stop()
     if beat.lost:
         return "lost"                 # reaped while we were stalled: the new claim grades it
+    if report.status == "interrupted":  # our process was told to stop, not the student's doing
+        return _infrastructure_fault(self, claim, conf, RuntimeError("grade interrupted by a signal"))
     with session_scope() as s:
         stored = runs.finish(s, claim, report.to_json(include_seed=False), report.seed)
     return report.status if stored else "lost"
 
 
 def _infrastructure_fault(task, claim: runs.Claim, conf: settings.Settings, err: BaseException) -> str:
-    detail = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=8)}"
+    detail = "".join(traceback.format_exception(err, limit=8)).strip()
     log.error("run %s attempt %s: infrastructure fault: %s", claim.run_id, claim.attempt, detail)
     with session_scope() as s:
         if claim.attempt >= conf.max_attempts:

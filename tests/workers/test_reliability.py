@@ -79,3 +79,16 @@ def test_reaper_resends_a_run_whose_message_the_broker_lost(db, assignment, stud
     assert reap_once()["resent_lost"] == []       # now the broker holds it: not sent twice
     celery_worker("sim")
     assert wait_for_run(db, run.id, ("done",)).attempts == 1
+
+
+def test_infrastructure_fault_retries_then_ends_infra_error_not_a_score(db, assignment, student, celery_worker):
+    # A neuron run reaching a machine without Neuron devices: our fault, not the student's.
+    assignment.backend = "neuron"
+    db.commit()
+    run = enqueue.submit(db, student, assignment, "conv2d.py", OPTIMIZED)
+    publish.send(run.id, "sim", publish.new_task_id())            # misrouted to a simulator worker
+    celery_worker("sim", NKI_MAX_ATTEMPTS=2)
+    run = wait_for_run(db, run.id, ("infra_error",))
+    assert run.attempts == 2                                      # retried once, then gave up
+    assert "neuron" in run.error.lower()
+    assert run.score_total is None and run.report is None and run.test_results == []
