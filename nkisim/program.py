@@ -449,6 +449,8 @@ def _check_record(rec: TraceRecord, allocs: dict, limits: HardwareLimits) -> Non
     if rec.engine is Engine.DMA:
         if any(r.buffer == "psum" for r in rec.reads + rec.writes):
             raise ProgramError(f"{_where(rec)}: DMA cannot reach PSUM")
+        if rec.reads and rec.writes and math.prod(rec.reads[0].shape) != math.prod(rec.writes[0].shape):
+            raise ProgramError(f"{_where(rec)}: a DMA moves as many elements as it writes")
     elif rec.engine is not Engine.SYNC:
         if any(r.buffer not in _ON_CHIP for r in rec.reads):
             raise ProgramError(f"{_where(rec)}: compute engines read only SBUF and PSUM")
