@@ -170,13 +170,13 @@ def _build_view(plan, job: str, hide: list[str], with_proc: bool) -> None:
     """Make a new root of only `plan`, the job directory (at its own path), /proc and a private
     /tmp, all read-only but /tmp, and pivot into it; the old root is detached."""
     # sources are opened first: the view's root is mounted over /tmp, where code may live
-    sources = {path: os.open(path, os.O_PATH) for path, kind in plan if kind == "bind"}
-    sources[job] = os.open(job, os.O_PATH | os.O_DIRECTORY)
+    entries = dict(plan)
+    entries.update({"/tmp": "tmp", "/proc": "proc" if with_proc else "empty", job: "bind"})
+    sources = {path: os.open(path, os.O_PATH) for path, kind in entries.items() if kind == "bind"}
     root = "/tmp"
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755", "view root")
     os.umask(0o022)
-    entries = list(plan) + [("/tmp", "tmp"), ("/proc", "proc" if with_proc else "empty"), (job, "bind")]
-    for path, kind in sorted(entries, key=lambda item: item[0].split("/")):
+    for path, kind in sorted(entries.items(), key=lambda item: item[0].split("/")):
         target = root + path
         if kind == "link":
             os.symlink(os.readlink(path), target)
@@ -306,7 +306,7 @@ def _probe_confinement(conf: dict) -> bool:
     def body():
         os.chdir(job)
         _enter(dict(conf, job=job), parent_check=None)
-        for path, kind in view_plan() if conf["view"] else ():
+        for path, kind in conf["view"] or ():
             if kind == "bind" and os.path.isdir(path):
                 os.listdir(path)
         if conf["flags"] & CLONE_NEWPID and sorted(int(p) for p in os.listdir("/proc") if p.isdigit()) != [1]:
@@ -340,12 +340,15 @@ def _detect() -> Capabilities:
     caps.readonly = caps.mount and _forked_status(
         lambda: _libc.unshare(CLONE_NEWNS) == 0 and _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) == 0
         and _lock_down("size=1m"))
+    # the probes fork this (perhaps threaded) process: nothing in them may import or take a lock
+    plan = view_plan()
+    _code_under_tmp()
     base = {"flags": (CLONE_NEWPID if caps.pid else 0) | CLONE_NEWNS, "hide": [], "cgroups": [],
             "readonly": True, "uid": None, "limits": None, "legacy_proc": False}
     if caps.readonly and caps.pid and SYS_PIVOT_ROOT is not None:
-        caps.package_view = _probe_confinement(dict(base, view=True))
-        caps.unprivileged = caps.package_view and _probe_confinement(dict(base, view=True, uid=CHILD_UIDS.start))
-    caps.private_proc = caps.pid and caps.mount and (caps.package_view or _probe_confinement(dict(base, view=False)))
+        caps.package_view = _probe_confinement(dict(base, view=plan))
+        caps.unprivileged = caps.package_view and _probe_confinement(dict(base, view=plan, uid=CHILD_UIDS.start))
+    caps.private_proc = caps.pid and caps.mount and (caps.package_view or _probe_confinement(dict(base, view=None)))
     caps.private_tmp = caps.package_view or (caps.readonly and not _code_under_tmp())
     if root:
         caps.pids_cgroup = _cgroup_parent("pids", "pids.max")
@@ -564,7 +567,7 @@ def kill_all_children() -> int:
 
 def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, str],
               hide_paths: tuple[str, ...] = (), own_uid: bool = True,
-              cancel: threading.Event | None = None) -> ChildResult:
+              cancel: threading.Event | None = None, view_extra: tuple[str, ...] = ()) -> ChildResult:
     """Run `argv` (a Python child that calls `enter()` first) in `workdir` under the sandbox;
     the child finds the result pipe's descriptor in GRADER_RESULT_FD. No preexec_fn: the
     grader runs tests from several threads, where forking with Python code is unsafe, so the
@@ -572,7 +575,8 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
     neuron backend) keeps the grader's uid and the host's file system view, read-only, as
     Neuron device nodes and runtime files are not open to an arbitrary uid. Setting `cancel`
     kills the child's whole process group at once and returns a result marked cancelled (its
-    job directory removed)."""
+    job directory removed). `view_extra`: more files or directories the child may read (a
+    trusted process that runs another grader module, say), beside view_plan()."""
     caps = capabilities()
     cgroups = _make_cgroups(caps, limits)
     userns = 0 if os.geteuid() == 0 else CLONE_NEWUSER
@@ -581,8 +585,9 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
     if flags:
         flags |= userns
     view = own_uid and caps.package_view
+    plan = [list(entry) for entry in view_plan()] + [[os.path.realpath(p), "bind"] for p in view_extra]
     confinement = {"flags": flags, "hide": [os.path.realpath(p) for p in hide_paths if os.path.isdir(p)],
-                   "cgroups": cgroups, "readonly": caps.readonly, "view": view,
+                   "cgroups": cgroups, "readonly": caps.readonly, "view": plan if view else None,
                    "legacy_proc": not caps.private_proc,
                    "uid": secrets.choice(CHILD_UIDS) if view and caps.unprivileged else None,
                    "limits": {"memory": limits.memory_bytes, "cpu": limits.cpu_seconds, "file": limits.file_bytes,
@@ -703,7 +708,7 @@ def _enter(conf: dict, parent_check: int | None) -> None:
         _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
         in_pid_ns = bool(flags & CLONE_NEWPID)
         if conf["view"]:
-            _build_view(view_plan(), conf["job"], conf["hide"], with_proc=in_pid_ns)
+            _build_view(conf["view"], conf["job"], conf["hide"], with_proc=in_pid_ns)
         else:
             for path in conf["hide"]:
                 _mount("tmpfs", path, "tmpfs", 0, "size=1m,mode=0700", f"hide {path}")

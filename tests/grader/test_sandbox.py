@@ -139,8 +139,9 @@ def test_the_child_sees_only_its_packages_by_any_path(tmp_path):
 
 @needs_view
 def test_a_private_tmp_even_when_the_code_lives_under_tmp(tmp_path):
-    """A copy of the grader package under /tmp, imported first: the child's view binds it into
-    its own empty /tmp, and the host's /tmp stays out of sight."""
+    """A copy of the grader package under /tmp (as a checkout or venv in /tmp would be), run by
+    the child and added to its view: the view binds it into the child's own empty /tmp, and the
+    rest of the host's /tmp stays out of sight."""
     code_root = Path(tempfile.mkdtemp(prefix="sandbox-code-", dir="/tmp"))
     secret = Path(tempfile.mkdtemp(prefix="sandbox-secret-", dir="/tmp")) / "secret.txt"
     try:
@@ -164,7 +165,8 @@ def test_a_private_tmp_even_when_the_code_lives_under_tmp(tmp_path):
             import grader.wire
             print(json.dumps(found))
         """)]
-        result = run_child(argv, job_dir(tmp_path), limits=Limits(wall_seconds=30.0), env=minimal_env())
+        result = run_child(argv, job_dir(tmp_path), limits=Limits(wall_seconds=30.0), env=minimal_env(),
+                           view_extra=(str(code_root / "grader"),))
     finally:
         shutil.rmtree(code_root)
         shutil.rmtree(secret.parent)
@@ -172,7 +174,7 @@ def test_a_private_tmp_even_when_the_code_lives_under_tmp(tmp_path):
     found = json.loads(result.stdout)
     assert found["secret"] == "FileNotFoundError"
     assert secret.parent.name not in found["tmp"] and code_root.name in found["tmp"]
-    assert "wire.py" in found["code"] and "grade.py" not in found["code"]
+    assert "wire.py" in found["code"]
 
 
 @pytest.mark.skipif(not CAPS.private_proc, reason="no private /proc on this machine")
@@ -301,3 +303,20 @@ def test_capabilities_report_every_protection():
         assert (name in text) == bool(getattr(caps, name)), name
     if caps.package_view:
         assert caps.mount and caps.readonly and caps.pid and caps.private_tmp and caps.private_proc
+
+
+@needs_view
+def test_view_extra_adds_a_file_to_what_the_child_may_read(tmp_path):
+    """A trusted process run through the sandbox (the executor, say) may need one more grader
+    module: it is bound in read-only, and its neighbours stay out of sight."""
+    extra = ROOT / "grader" / "report.py"
+    argv = confined(f"""
+        import os
+        print(sorted(os.listdir({str(extra.parent)!r})))
+        print(len(open({str(extra)!r}).read()) > 0)
+    """)
+    result = run_child(argv, job_dir(tmp_path), limits=Limits(wall_seconds=30.0), env=minimal_env(),
+                       view_extra=(str(extra),))
+    assert result.returncode == 0, result.output
+    listed, readable = result.stdout.splitlines()
+    assert "report.py" in listed and "grade.py" not in listed and readable == "True"
