@@ -518,8 +518,9 @@ for top in sorted(os.listdir("/")):
 found["conv2d files"] = hits
 attempt("write tmp", lambda: open("/tmp/scratch", "w").write("x"))
 for what, path in [("write grader", grader_dir + "/_hostile_probe.py"), ("write repo", ROOT + "/_hostile_probe.txt"),
-                   ("write etc", "/etc/_hostile_probe"), ("write job dir", "_hostile_probe")]:
-    attempt(what, lambda: open(path, "w").write("x"))
+                   ("write etc", "/etc/_hostile_probe"), ("write job dir", "_hostile_probe"),
+                   ("leave cgroup", "/sys/fs/cgroup/pids/cgroup.procs")]:
+    attempt(what, lambda: open(path, "w").write(str(os.getpid())))
 libc = ctypes.CDLL(None, use_errno=True)
 mounts = [line.split()[4] for line in open("/proc/self/mountinfo")]
 found["umount"] = sorted(p for p in mounts if libc.umount2(p.encode(), 2) == 0)
@@ -753,7 +754,7 @@ def test_the_child_sees_its_job_and_packages_only_and_cannot_change_anything():
     assert found["tmp"].startswith("ok") and host_tmp.parent.name not in found["tmp"]   # a private /tmp
     assert found["other jobs"] == []          # only its own job directory and the way to it
     assert found["write tmp"].startswith("ok")                   # a private, writable /tmp
-    for what in ("write grader", "write repo", "write etc", "write job dir"):
+    for what in ("write grader", "write repo", "write etc", "write job dir", "leave cgroup"):
         assert found[what].startswith("failed"), (what, found[what])
     assert found["umount"] == []
     assert not (ROOT / "grader" / "_hostile_probe.py").exists() and not (ROOT / "_hostile_probe.txt").exists()
