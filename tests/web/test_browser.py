@@ -48,7 +48,8 @@ class Served:
         self.process = subprocess.Popen([str(Path(sys.executable).parent / "grader"), "serve", "--port", str(port)],
                                         cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self):
         for line in self.process.stdout:
@@ -73,6 +74,8 @@ class Served:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+        self.reader.join(60)                      # it ends at the pipe's end of file
+        self.process.stdout.close()
 
 
 @pytest.fixture
