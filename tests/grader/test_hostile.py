@@ -15,7 +15,6 @@ through NumPy's helpers, patched runners, forged programs) are in the last secti
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import resource
@@ -25,7 +24,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from grader import render
@@ -150,7 +148,6 @@ def grader_stays_healthy():
 # ----------------------------------------------------------------------------- kernel sources
 
 HEADER = """\
-import numpy as np
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 import neuronxcc.nki.isa as nisa
@@ -264,7 +261,6 @@ blob = json.dumps({"status": "ok", "score": 1000, "points": 1000, "passed": True
 """)
 
 FORGED_ZEROS = forged_result("""
-import io
 import json
 buf = io.BytesIO()
 np.save(buf, np.zeros((1, 128, 8, 8), np.float32))
@@ -273,7 +269,6 @@ blob = json.dumps({"status": "ok", "arrays": 1, "trace_bytes": 0}).encode() + b"
 
 # a .npy header whose element count wraps to 0 in 64-bit arithmetic
 FORGED_NPY_HEADER = forged_result("""
-import io
 import json
 header = {"descr": "<f4", "fortran_order": False, "shape": (2 ** 32, 2 ** 32)}
 buf = io.BytesIO()
