@@ -9,7 +9,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from grader import render
 
-from . import db, errors, settings
+from . import db, errors, headers, settings
 from .cookies import LoopbackAwareSessionInterface
 from .extensions import csrf, login_manager
 
@@ -27,6 +27,7 @@ def create_app(config: dict | None = None) -> Flask:
     login_manager.init_app(app)
     csrf.init_app(app)
     errors.init_app(app)
+    headers.init_app(app)
     app.jinja_env.filters["pts"] = render.format_points
     _register_blueprints(app)
     return app

@@ -17,8 +17,10 @@ def test_password_sign_in_and_wrong_password(app, course_setup):
     assert "do not match an active account" in bad.get_data(as_text=True)
     good = login(client, "alice@example.edu")
     assert good.status_code == 302
-    home = client.get("/").get_data(as_text=True)
-    assert "Tiny fused conv2d" in home and "Alice" in home
+    home = client.get("/")
+    assert "Tiny fused conv2d" in home.get_data(as_text=True) and "Alice" in home.get_data(as_text=True)
+    assert "script-src 'self'" in home.headers["Content-Security-Policy"]
+    assert home.headers["Referrer-Policy"] == "same-origin" and home.headers["X-Frame-Options"] == "DENY"
 
 
 def test_forms_refuse_posts_without_csrf_token(app, course_setup):
@@ -87,3 +89,16 @@ def test_account_nickname_password_and_api_tokens(client_for, db, course_setup):
     assert revoke.status_code == 303
     db.expire_all()
     assert db.get(ApiToken, row.id).revoked_at is not None
+
+
+def test_first_admin_link_for_grader_serve(app, db):
+    from web.bootstrap import first_admin_login_link
+    link = first_admin_login_link(db, "http://127.0.0.1:8000/")
+    assert link.startswith("http://127.0.0.1:8000/login/link/")
+    again = first_admin_login_link(db, "http://127.0.0.1:8000")          # same admin, a fresh link
+    client = app.test_client()
+    path = again.removeprefix("http://127.0.0.1:8000")
+    client.post(path, data={"csrf_token": csrf_of(client.get(path).get_data(as_text=True))})
+    assert client.get("/staff/").status_code == 200
+    from store.models import User
+    assert [u.email for u in db.scalars(select(User))] == ["admin@localhost"]
