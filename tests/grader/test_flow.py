@@ -180,24 +180,19 @@ def wait_for(predicate, what: str, timeout: float = 120.0):
 
 
 def our_run_dir(marker: bytes) -> str | None:
-    """The job root's run directory whose job holds a student file with `marker`."""
+    """The job root's run directory (its top level) holding, at any depth, the student file
+    with `marker`: where the grade keeps this submission's job files."""
     root = _job_root()
-    for run in os.listdir(root):
-        for job in _listdir(os.path.join(root, run)):
+    for folder, _dirs, files in os.walk(root):
+        if "conv2d.py" in files:
             try:
-                with open(os.path.join(root, run, job, "conv2d.py"), "rb") as fh:
-                    if marker in fh.read():
-                        return os.path.join(root, run)
+                with open(os.path.join(folder, "conv2d.py"), "rb") as fh:
+                    found = marker in fh.read()
             except OSError:
                 continue
+            if found:
+                return os.path.join(root, os.path.relpath(folder, root).split(os.sep)[0])
     return None
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
 
 
 def run_cli(*args, **kw):
