@@ -5,7 +5,7 @@ import ast
 import string
 from typing import Iterable
 
-from .flow import LOOKS_ONLY, Flow
+from .flow import LOOKS_ONLY, Flow, TooComplexError
 from .policies import (CALL_RULES, FILES, NATIVE, TEMPLATE_MODULES, is_module, judge, mutable_module_value, policy_of,
                        star_names, submodule)
 from .results import Violation, is_dunder, parse, src
@@ -48,6 +48,9 @@ def precheck(source: str, filename: str, entry_points: Iterable[str] | None = No
     except RecursionError:
         return [Violation(0, "syntax", f"{filename} nests expressions too deeply to be checked; split the deepest "
                                        f"expression into several statements.")]
+    except TooComplexError as err:
+        return [Violation(0, "syntax", f"{filename} is too tangled to be checked ({err}); a kernel file passes "
+                                       f"modules around far less. Use the imported names directly.")]
 
 
 def _problem_kernels() -> frozenset[str] | None:
@@ -203,7 +206,10 @@ class _Checker:
         if isinstance(node.ctx, ast.Load):
             parent = self.parent.get(id(node))
             if not (isinstance(parent, ast.Attribute) and parent.value is node):
-                self.judge_use(node)
+                judged = node
+                while isinstance(judged.value, ast.Attribute) and not self.flow.resolve(judged):
+                    judged = judged.value                # past the depth aliases follow: judge what they reach
+                self.judge_use(judged)
         else:
             self.check_patch(node)
 
@@ -217,7 +223,10 @@ class _Checker:
 
     def check_patch(self, node: ast.Attribute):
         verb = "deleting" if isinstance(node.ctx, ast.Del) else "assigning to"
-        owners = self.flow.resolve(node.value)
+        root = node.value
+        while isinstance(root, (ast.Attribute, ast.Subscript)) and not self.flow.resolve(root):
+            root = root.value                        # a.b.c.d = ...: patched if anything on the way is imported
+        owners = self.flow.resolve(root)
         if owners:
             self.add(node, "monkey-patch", f"{verb} `{src(node)}` is not allowed: {src(node.value)} comes from an "
                                            f"import ({sorted(owners)[0]}), and changing imported modules or their "

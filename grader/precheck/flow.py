@@ -4,8 +4,17 @@ from __future__ import annotations
 import ast
 from collections import deque
 
-from .policies import star_names
+from .policies import star_names, submodule
 from .scopes import COMPREHENSIONS, FUNCTION_SCOPES
+
+MAX_PATH_DEPTH = 12       # dotted components: neuronxcc.nki.isa.constants.engine.vector has 6
+MAX_OBJECT_DEPTH = 2      # attributes past the last module: os.environ.get, sys.float_info.max
+MAX_PATHS = 200_000       # aliases in all: far beyond any real kernel file
+
+
+class TooComplexError(Exception):
+    """The file's aliases grow past what a kernel file needs; it is refused, not guessed at."""
+
 
 # Builtins that hand back an element of their argument, or their argument's elements.
 _ELEMENT_OF = frozenset({"next", "min", "max"})
@@ -26,6 +35,9 @@ class Flow:
     stays linear in the file's size however many calls and definitions share a name."""
 
     def __init__(self, nodes: list[ast.AST]):
+        self._size = 0
+        self._depths: dict[str, int] = {}
+        methods = {id(stmt) for node in nodes if isinstance(node, ast.ClassDef) for stmt in node.body}
         self.alias: dict[str, set[str]] = {}
         self.holds: dict[str, set[str]] = {}
         self.imported: set[str] = set()              # module paths named by `import a.b` (and a)
@@ -45,8 +57,8 @@ class Flow:
                         self._add(self.alias, bound, {f"{node.module}.{name}"})
                         if a.name == "*":
                             self.starred.add(bound)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.functions.setdefault(node.name, []).append(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(node) not in methods:
+                self.functions.setdefault(node.name, []).append(node)   # a method is never called by bare name
             elif isinstance(node, ast.ClassDef):
                 self.classes.add(node.name)
                 inits = [stmt for stmt in node.body
@@ -59,14 +71,19 @@ class Flow:
                         self.functions.setdefault(t.id, []).append(node.value)
         self._solve(list(self._collect(nodes)))
 
-    @staticmethod
-    def _add(table, name, paths) -> bool:
+    def _add(self, table, name, paths) -> bool:
         if not paths:
             return False
         known = table.setdefault(name, set())
         before = len(known)
-        known.update(paths)
-        return len(known) != before
+        # `x = x.next` in a loop would grow x.next.next... without end; no module object lies
+        # that deep, so longer paths are dropped.
+        known.update(p for p in paths if p.count(".") < MAX_PATH_DEPTH)
+        grown = len(known) - before
+        self._size += grown
+        if self._size > MAX_PATHS:
+            raise TooComplexError(f"more than {MAX_PATHS} aliases")
+        return grown > 0
 
     def _collect(self, nodes):
         """(target, source, how): the target (a name or a slot) takes what the source (an
@@ -204,7 +221,7 @@ class Flow:
         if isinstance(node, ast.Name):
             return set(self.alias.get(node.id, ()))
         if isinstance(node, ast.Attribute):
-            return {f"{p}.{node.attr}" for p in self.resolve(node.value)}
+            return {f"{p}.{node.attr}" for p in self.resolve(node.value) if self._object_depth(p) < MAX_OBJECT_DEPTH}
         if isinstance(node, ast.Subscript):
             return self.contents(node.value) | {p for p in self.resolve(node.value)
                                                 if p not in self.imported and "." in p}
@@ -216,6 +233,21 @@ class Flow:
         if isinstance(node, ast.Call):
             return self._call(node, want_contents=False)
         return set()
+
+    def _object_depth(self, path: str) -> int:
+        """How many attributes `path` goes past its last module (os.environ.get: 2)."""
+        depth = self._depths.get(path)
+        if depth is None:
+            parts = path.split(".")
+            module, last = parts[0], 0
+            for i in range(1, len(parts)):
+                prefix = ".".join(parts[:i + 1])
+                module = prefix if prefix in self.imported else submodule(module, parts[i])
+                if module is None:
+                    break
+                last = i
+            depth = self._depths[path] = len(parts) - 1 - last
+        return depth
 
     def contents(self, node) -> set[str]:
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):

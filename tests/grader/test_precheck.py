@@ -92,6 +92,11 @@ def test_too_deep_to_check_is_an_error_not_a_crash():
     assert [v.rule for v in found] == ["syntax"] and found[0].severity == "error"
 
 
+def test_self_referential_aliases_end():
+    found = check("x = nl\nfor _ in range(3):\n    x = x.a if x else x.b\n    x = x.c\nx.d.e = 1\n")
+    assert [v.rule for v in found] == ["monkey-patch"]
+
+
 def test_every_violation_is_listed_once_sorted_by_line():
     found = check("""
         import subprocess
