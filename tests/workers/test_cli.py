@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import psutil
+import pytest
 
 from conftest import OPTIMIZED, ROOT
 from service_waits import wait_for
@@ -93,3 +94,16 @@ def test_serve_starts_everything_embedded_and_ctrl_c_stops_it():
             os.killpg(serve.pid, signal.SIGKILL)
             serve.wait()
         shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_trn2_worker_refuses_a_machine_without_neuron(monkeypatch, capsys):
+    from workers.cli import _neuron_here, main
+    monkeypatch.delenv("GRADER_NEURON_SHIM", raising=False)
+    if _neuron_here():
+        pytest.skip("this machine has neuronx-cc and Neuron devices")
+    assert main(["worker", "--queue", "trn2"]) == 2
+    assert "Neuron devices" in capsys.readouterr().err
+    monkeypatch.setenv("GRADER_NEURON_SHIM", "1")
+    assert main(["worker", "--queue", "trn2", "--cores", "0,0"]) == 2
+    assert "each NeuronCore once" in capsys.readouterr().err
+    assert main(["worker", "--queue", "sim", "--concurrency", "0"]) == 2

@@ -8,8 +8,13 @@ from store.models import NightlyResult, NightlyRun, ThresholdsVersion
 from workers.nightly import drift_reasons, run_nightly
 
 
-def test_nightly_stores_results_marks_drift_and_proposes_thresholds(db, assignment):
-    first = run_nightly(trigger="manual", backends=["sim"])
+def test_nightly_stores_results_marks_drift_and_proposes_thresholds(db, assignment, capsys):
+    from workers.cli import main
+    assert main(["nightly", "--now"]) == 0                  # `grader nightly --now`
+    printed = capsys.readouterr().out
+    assert "tiny-conv conv2d_optimized on sim: passed" in printed and "implies" in printed
+    first = db.scalar(select(NightlyRun.id).order_by(NightlyRun.id.desc()).limit(1))
+    assert db.get(NightlyRun, first).trigger == "manual"
     results = db.scalars(select(NightlyResult).where(NightlyResult.nightly_run_id == first)).all()
     assert {r.reference_kernel for r in results} == {"conv2d_optimized", "conv2d_relaxed"}
     for r in results:
