@@ -167,9 +167,11 @@ class _Checker:
         if name in self.flow.starred and isinstance(node.ctx, ast.Load):
             self.judge_use(node)
         if name in FORBIDDEN_BUILTINS and isinstance(node.ctx, ast.Load):
+            parent = self.parent.get(id(node))
+            called = isinstance(parent, ast.Call) and parent.func is node
+            if name == "locals" and called and self.scopes.in_function(node):
+                return                                # a function's own locals: `print(locals())` debugging
             if self.scopes.is_builtin(node):
-                parent = self.parent.get(id(node))
-                called = isinstance(parent, ast.Call) and parent.func is node
                 what = f"call to {name}()" if called else f"reference to the built-in {name}"
                 self.add(node, "forbidden-call", f"{what} is not allowed in a kernel file: "
                                                  f"{FORBIDDEN_BUILTINS[name]}. {_DELETE}")

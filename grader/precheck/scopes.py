@@ -200,6 +200,10 @@ class Scopes(ast.NodeVisitor):
         self._comprehension(node, node.key, node.value)
 
     # -- lookups
+    def in_function(self, node: ast.Name) -> bool:
+        """Whether `node` is evaluated in a function's scope (not the module's or a class's)."""
+        return self.scope_of.get(id(node), self.module).kind in ("function", "comprehension")
+
     def is_builtin(self, node: ast.Name) -> bool:
         """Whether reading `node` can reach the builtin of that name."""
         name, scope = node.id, self.scope_of.get(id(node), self.module)

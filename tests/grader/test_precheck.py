@@ -219,6 +219,9 @@ def test_default_argument_binding_of_builtins_is_caught():
     "class K:\n    eval = 1\n    def m(self):\n        return eval('1')\n",   # methods do not see class scope
     "def f():\n    [0 for exec in []]\n    return exec('1')\n",   # comprehension variables stay inside it
     "g = lambda f=compile: f('1', 'x', 'exec')\n",
+    "ns = locals()\n",                                            # at module level it is globals()
+    "class K:\n    ns = locals()\n",
+    "def f():\n    get = locals\n    return get\n",
 ])
 def test_forbidden_builtins_reached_by_scope_tricks(snippet):
     assert "forbidden-call" in error_rules(snippet)
@@ -232,6 +235,7 @@ def test_forbidden_builtins_reached_by_scope_tricks(snippet):
     "def f(x):\n    [input for input in range(3)]\n    return x\n",
     "y = x.compile\nz = pattern.input\n",
     "print('debug', nl.tile_size.pmax, flush=True)\n",
+    "def kernel(x):\n    tile = nl.load(x)\n    print(locals())\n    return tile\n",
 ])
 def test_names_that_only_look_like_builtins_are_fine(snippet):
     assert errors(snippet) == []
