@@ -1,7 +1,8 @@
 """Static precheck of kernel source. Two sides, both required: every attack form is rejected
 (severity "error"), and real-looking kernels never are: the reference kernels, the starter
 files and the corpus in precheck_corpus/good (grow it with every real file that was refused
-wrongly). The part-1 compute rule (compute_violations) is tested at the end."""
+wrongly; precheck_corpus/bad holds whole attack files, first line `# expect: <rule>`). The
+part-1 compute rule (compute_violations) is tested at the end."""
 import ast
 import textwrap
 from pathlib import Path
@@ -69,6 +70,16 @@ def test_warnings_in_the_corpus_are_the_expected_ones():
     assert all(v.severity == "warning" for v in found)
     assert {v.rule for v in found} == {"debugger", "forbidden-call", "module-use", "file-io"}
     assert all("grading never runs" in v.message for v in found if v.rule != "debugger")
+
+
+BAD_FILES = sorted((CORPUS.parent / "bad").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", BAD_FILES, ids=lambda p: p.name)
+def test_attack_files_are_rejected_for_the_expected_reason(path):
+    source = path.read_text()
+    expected = source.splitlines()[0].removeprefix("# expect: ").strip()
+    assert expected in {v.rule for v in precheck(source, "conv2d.py") if v.severity == "error"}
 
 
 # ----------------------------------------------------------------------------- results
