@@ -189,7 +189,10 @@ class _Checker:
     def check_attribute(self, node: ast.Attribute):
         attr, shown = node.attr, src(node)
         if is_dunder(attr):
-            if attr not in _HARMLESS_DUNDER_ATTRS:
+            if attr in ("__init__", "__post_init__") and self.flow.resolve(node.value):
+                self.add(node, "monkey-patch", f"`{shown}` is not allowed: it re-initialises an object an imported "
+                                               f"module owns, which changes it for the grader too. {_DELETE}")
+            elif attr not in _HARMLESS_DUNDER_ATTRS:
                 self.add(node, "dunder", f"access to the attribute {attr} (`{shown}`) is not allowed: dunder "
                                          f"attributes expose interpreter internals that can bypass these checks. "
                                          f"{_DELETE}")

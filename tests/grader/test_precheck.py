@@ -465,6 +465,7 @@ def test_pdb_set_trace_is_a_warning():
     "np.sctypeDict.update(float32=np.float16)\n",
     "from numpy import sctypeDict\nsctypeDict.clear()\n",
     "np.typecodes.pop('All')\n",
+    "nl.tile_size.__init__(pmax=256)\n",
 ])
 def test_patching_imported_modules(snippet):
     assert "monkey-patch" in error_rules(snippet)
