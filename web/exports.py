@@ -9,7 +9,7 @@ import zipfile
 from dataclasses import dataclass
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer, undefer
 
 import grader
 from grader import render
@@ -36,7 +36,8 @@ def grade_lines(session: Session, assignment: Assignment) -> list[GradeLine]:
                                       .where(DeadlineExtension.assignment_id == assignment.id)).all())
     runs = session.execute(select(Submission.user_id, Submission.uploaded_at, GradingRun)
                            .join(GradingRun, GradingRun.submission_id == Submission.id)
-                           .where(Submission.assignment_id == assignment.id, GradingRun.status == "done")).all()
+                           .where(Submission.assignment_id == assignment.id, GradingRun.status == "done")
+                           .options(defer(GradingRun.report))).all()     # reports: only the best, below
     lines = {u.id: GradeLine(u, None, 0, 0, extensions.get(u.id, assignment.deadline)) for u in students}
     for user_id, uploaded_at, run in runs:
         line = lines.get(user_id)
@@ -50,6 +51,9 @@ def grade_lines(session: Session, assignment: Assignment) -> list[GradeLine]:
             continue
         if line.best is None or (run.score_total or 0) > (line.best.score_total or 0):
             line.best = run
+    best_ids = [line.best.id for line in lines.values() if line.best is not None]
+    session.scalars(select(GradingRun).where(GradingRun.id.in_(best_ids))
+                    .options(undefer(GradingRun.report))).all()           # one query loads them all
     return list(lines.values())
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify, redirect, render_template, url_for
 from flask_login import current_user, login_required
 from sqlalchemy import select
+from sqlalchemy.orm import defer, joinedload
 
 import grader
 from store.models import GradingRun, Submission, User
@@ -34,7 +35,8 @@ def _history(session, user_id: int, assignment) -> list[GradingRun]:
     return list(session.scalars(
         select(GradingRun).join(Submission)
         .where(Submission.user_id == user_id, Submission.assignment_id == assignment.id)
-        .order_by(GradingRun.queued_at.desc(), GradingRun.id.desc())))
+        .order_by(GradingRun.queued_at.desc(), GradingRun.id.desc())
+        .options(defer(GradingRun.report), joinedload(GradingRun.submission).defer(Submission.data))))
 
 
 def _render_assignment(assignment, form, error=None, status=200):

@@ -5,6 +5,7 @@ import json
 
 from flask import Response, current_app, flash, jsonify, redirect, render_template, request, url_for
 from sqlalchemy import func, or_, select
+from sqlalchemy.orm import defer, joinedload
 
 from grader import render
 from store.models import BACKENDS, RUN_STATUSES, Assignment, GradingRun, Submission, User
@@ -23,7 +24,8 @@ def _filtered(args):
     query = (select(GradingRun, Submission, User, Assignment)
              .join(Submission, GradingRun.submission_id == Submission.id)
              .join(User, Submission.user_id == User.id)
-             .join(Assignment, Submission.assignment_id == Assignment.id))
+             .join(Assignment, Submission.assignment_id == Assignment.id)
+             .options(defer(GradingRun.report), defer(Submission.data)))   # megabytes each; the list shows neither
     if args.get("assignment"):
         query = query.where(Assignment.name == args["assignment"])
     if args.get("status") in RUN_STATUSES:
@@ -56,7 +58,8 @@ def submissions():
 @bp.route("/runs/<int:run_id>")
 def run_detail(run_id: int):
     session = db.session()
-    run = session.get(GradingRun, run_id)
+    run = session.scalar(select(GradingRun).where(GradingRun.id == run_id)
+                         .options(joinedload(GradingRun.submission).defer(Submission.data)))
     if run is None:
         raise UserError(f"There is no run {run_id}.", "Pick one from the submissions list.", 404)
     report = runs.report_of(run)
