@@ -72,7 +72,7 @@ class _Checker:
         self.dead = set() if filename.rsplit("/", 1)[-1] == "__main__.py" else \
             _dead_code(tree, self.nodes, _main_block(tree), entry_points)
         self.scopes = Scopes(tree)
-        self.flow = Flow(self.nodes)
+        self.flow = Flow(self.nodes, self.scopes)
         self.imported = frozenset(self.flow.imported)
         self.out: list[Violation] = []
 
@@ -164,7 +164,7 @@ class _Checker:
     # -- names
     def check_name(self, node: ast.Name):
         name = node.id
-        if name in self.flow.starred and isinstance(node.ctx, ast.Load):
+        if isinstance(node.ctx, ast.Load) and self.scopes.key(node) in self.flow.starred:
             self.judge_use(node)
         if name in FORBIDDEN_BUILTINS and isinstance(node.ctx, ast.Load):
             parent = self.parent.get(id(node))

@@ -27,14 +27,16 @@ LOOKS_ONLY = frozenset({"print", "dir", "id", "repr", "str", "isinstance", "issu
 
 class Flow:
     """Which imported things (dotted paths like "numpy.testing") each name may stand for,
-    ignoring scopes (conservative): through imports, aliases, parameters (from defaults and
-    from calls of the file's own functions), return values, loop variables and containers.
-    `alias[name]`: what the name may be; `holds[name]`: what a container in it may hold.
+    through imports, aliases, parameters (from defaults and from calls of the file's own
+    functions), return values, loop variables and containers. Names are keyed by the binding
+    they refer to (Scopes.key), so a local that happens to share an import's name is its own.
+    `alias[key]`: what the name may be; `holds[key]`: what a container in it may hold.
     Calls meet definitions in slots named after the function ("f#0" its first positional
     argument, "f=k" keyword k, "f*" anything unpacked, "f->" what it returns), so the work
     stays linear in the file's size however many calls and definitions share a name."""
 
-    def __init__(self, nodes: list[ast.AST]):
+    def __init__(self, nodes: list[ast.AST], scopes):
+        self.scopes = scopes
         self._size = 0
         self._depths: dict[str, int] = {}
         methods = {id(stmt) for node in nodes if isinstance(node, ast.ClassDef) for stmt in node.body}
@@ -49,14 +51,14 @@ class Flow:
                 for a in node.names:
                     parts = a.name.split(".")
                     self.imported.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
-                    self._add(self.alias, a.asname or parts[0], {a.name if a.asname else parts[0]})
+                    self._add(self.alias, self._bound(node, a.asname or parts[0]), {a.name if a.asname else parts[0]})
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 for a in node.names:
                     names = star_names(node.module) or () if a.name == "*" else [(a.asname or a.name, a.name)]
                     for bound, name in names:
-                        self._add(self.alias, bound, {f"{node.module}.{name}"})
+                        self._add(self.alias, self._bound(node, bound), {f"{node.module}.{name}"})
                         if a.name == "*":
-                            self.starred.add(bound)
+                            self.starred.add(self._bound(node, bound))
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(node) not in methods:
                 self.functions.setdefault(node.name, []).append(node)   # a method is never called by bare name
             elif isinstance(node, ast.ClassDef):
@@ -85,6 +87,10 @@ class Flow:
             raise TooComplexError(f"more than {MAX_PATHS} aliases")
         return grown > 0
 
+    def _bound(self, node, name: str) -> str:
+        """The key of `name` as bound by `node` (an import, a case pattern)."""
+        return self.scopes.key_in(self.scopes.scope_of.get(id(node), self.scopes.module), name)
+
     def _collect(self, nodes):
         """(target, source, how): the target (a name or a slot) takes what the source (an
         expression or a slot) is ("is") or what it holds ("each")."""
@@ -94,20 +100,20 @@ class Flow:
                 for t in targets:
                     yield from self._unpack(t, node.value)
             elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-                yield node.target.id, node.value, "each"      # xs += [m]: xs now holds m
+                yield self.scopes.key(node.target), node.value, "each"      # xs += [m]: xs now holds m
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
                 for name in _names_in(node.target):
-                    yield name, node.iter, "each"
+                    yield self.scopes.key(name), node.iter, "each"
             elif isinstance(node, ast.Match):
                 for case in node.cases:
-                    for name in _captures(case.pattern):
-                        yield name, node.subject, "is"
-                        yield name, node.subject, "each"
+                    for capture, name in _captures(case.pattern):
+                        yield self._bound(capture, name), node.subject, "is"
+                        yield self._bound(capture, name), node.subject, "each"
             elif isinstance(node, (ast.With, ast.AsyncWith)):
                 for item in node.items:
                     if item.optional_vars is not None:
                         for name in _names_in(item.optional_vars):
-                            yield name, item.context_expr, "is"
+                            yield self.scopes.key(name), item.context_expr, "is"
             elif isinstance(node, ast.Call):
                 if isinstance(node.func, ast.Lambda):
                     yield from self._parameters(node.func, "(lambda)")
@@ -115,7 +121,7 @@ class Flow:
                 elif isinstance(node.func, ast.Name) and node.func.id in self.functions:
                     yield from self._call_site(node, node.func.id)
             if isinstance(node, FUNCTION_SCOPES):
-                yield from self._defaults(node.args)
+                yield from self._defaults(node)
         for name, defs in self.functions.items():
             for fn in defs:
                 yield from self._parameters(fn, name)
@@ -129,19 +135,22 @@ class Flow:
             for t, v in zip(target.elts, value.elts):
                 yield from self._unpack(t, v)
         elif isinstance(target, ast.Name):
-            yield target.id, value, "is"
+            yield self.scopes.key(target), value, "is"
         else:
             for name in _names_in(target):
-                yield name, value, "each"
+                yield self.scopes.key(name), value, "each"
 
-    @staticmethod
-    def _defaults(args: ast.arguments):
+    def _param(self, fn, name: str) -> str:
+        return self.scopes.key_in(self.scopes.def_scope[id(fn)], name)
+
+    def _defaults(self, fn):
+        args = fn.args
         positional = [*args.posonlyargs, *args.args]
         for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults):
-            yield a.arg, d, "is"
+            yield self._param(fn, a.arg), d, "is"
         for a, d in zip(args.kwonlyargs, args.kw_defaults):
             if d is not None:
-                yield a.arg, d, "is"
+                yield self._param(fn, a.arg), d, "is"
 
     @staticmethod
     def _call_site(call: ast.Call, name: str):
@@ -155,22 +164,21 @@ class Flow:
             yield (f"{name}={kw.arg}", kw.value, "is") if kw.arg else (f"{name}*", kw.value, "each")
             yield f"{name}*", kw.value, "is"
 
-    @staticmethod
-    def _parameters(fn, name: str):
+    def _parameters(self, fn, name: str):
         args = fn.args
         positional = [*args.posonlyargs, *args.args]
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "__init__":
             positional = positional[1:]                     # self
         for i, a in enumerate(positional):
-            yield a.arg, f"{name}#{i}", "slot"
-            yield a.arg, f"{name}={a.arg}", "slot"
+            yield self._param(fn, a.arg), f"{name}#{i}", "slot"
+            yield self._param(fn, a.arg), f"{name}={a.arg}", "slot"
         for a in args.kwonlyargs:
-            yield a.arg, f"{name}={a.arg}", "slot"
+            yield self._param(fn, a.arg), f"{name}={a.arg}", "slot"
         for a in [*positional, *args.kwonlyargs]:
-            yield a.arg, f"{name}*", "slot"                 # unpacked arguments may land anywhere
+            yield self._param(fn, a.arg), f"{name}*", "slot"    # unpacked arguments may land anywhere
         for a in [args.vararg, args.kwarg]:
             if a is not None:
-                yield a.arg, f"{name}*", "gather"           # *args, **kwargs: containers of arguments
+                yield self._param(fn, a.arg), f"{name}*", "gather"   # *args, **kwargs: containers of them
 
     def _solve(self, flows):
         """Apply the flows to a fixpoint with a work list: a flow runs again only when
@@ -197,7 +205,7 @@ class Flow:
         keys = set()
         for n in ast.walk(source):
             if isinstance(n, ast.Name):
-                keys.add(n.id)
+                keys.add(self.scopes.key(n))
             elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in self.functions:
                 keys.add(f"{n.func.id}->")
         return keys
@@ -219,7 +227,7 @@ class Flow:
     # -- what an expression may be, and what it may contain
     def resolve(self, node) -> set[str]:
         if isinstance(node, ast.Name):
-            return set(self.alias.get(node.id, ()))
+            return set(self.alias.get(self.scopes.key(node), ()))
         if isinstance(node, ast.Attribute):
             return {f"{p}.{node.attr}" for p in self.resolve(node.value) if self._object_depth(p) < MAX_OBJECT_DEPTH}
         if isinstance(node, ast.Subscript):
@@ -258,7 +266,7 @@ class Flow:
             results = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
             return set().union(*(self.resolve(e) | self.contents(e) for e in results))
         if isinstance(node, ast.Name):
-            return set(self.holds.get(node.id, ()))
+            return set(self.holds.get(self.scopes.key(node), ()))
         if isinstance(node, (ast.Attribute, ast.Subscript)):
             return self.contents(node.value)
         if isinstance(node, ast.BinOp):                # xs + [m], [m] * 3
@@ -299,18 +307,18 @@ class Flow:
             func.id in LOOKS_ONLY or func.id in _ELEMENT_OF | _CONTAINER_OF and not call.keywords)
 
 
-def _names_in(target) -> list[str]:
-    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+def _names_in(target) -> list[ast.Name]:
+    return [n for n in ast.walk(target) if isinstance(n, ast.Name)]
 
 
-def _captures(pattern) -> list[str]:
-    """The names a `case` pattern binds."""
+def _captures(pattern) -> list[tuple[ast.AST, str]]:
+    """The names a `case` pattern binds, with the pattern node that binds each."""
     names = []
     for n in ast.walk(pattern):
         if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
-            names.append(n.name)
+            names.append((n, n.name))
         elif isinstance(n, ast.MatchMapping) and n.rest:
-            names.append(n.rest)
+            names.append((n, n.rest))
     return names
 
 

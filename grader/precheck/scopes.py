@@ -43,7 +43,8 @@ class Scopes(ast.NodeVisitor):
     def __init__(self, tree: ast.Module):
         self.module = _Scope("module", None)
         self.current = self.module
-        self.scope_of: dict[int, _Scope] = {}        # id(Name) -> scope it is evaluated in
+        self.scope_of: dict[int, _Scope] = {}        # id(Name, import, capture) -> scope it is evaluated in
+        self.def_scope: dict[int, _Scope] = {}       # id(function or lambda) -> its own scope
         self.statement_of: dict[int, int] = {}       # id(Name) -> index of its top-level statement
         self.module_binding: dict[str, list[tuple[int, bool]]] = {}   # name -> [(statement, plain)]
         self.never_safe: set[str] = set()            # declared global/nonlocal or deleted somewhere
@@ -96,6 +97,7 @@ class Scopes(ast.NodeVisitor):
         self.never_safe.update(node.names)
 
     def visit_Import(self, node):
+        self.scope_of[id(node)] = self.current
         for a in node.names:
             self._bind(a.asname or a.name.split(".")[0], node)
 
@@ -107,15 +109,18 @@ class Scopes(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_MatchAs(self, node):
+        self.scope_of[id(node)] = self.current
         if node.name:
             self._bind(node.name)
         self.generic_visit(node)
 
     def visit_MatchStar(self, node):
+        self.scope_of[id(node)] = self.current
         if node.name:
             self._bind(node.name)
 
     def visit_MatchMapping(self, node):
+        self.scope_of[id(node)] = self.current
         if node.rest:
             self._bind(node.rest)
         self.generic_visit(node)
@@ -151,6 +156,7 @@ class Scopes(ast.NodeVisitor):
         self._bind(node.name, node)
 
         def body(scope):
+            self.def_scope[id(node)] = scope
             scope.bound.update(self._parameters(node.args))
             for stmt in node.body:
                 self.visit(stmt)
@@ -162,6 +168,7 @@ class Scopes(ast.NodeVisitor):
         self._arguments_outside(node.args)
 
         def body(scope):
+            self.def_scope[id(node)] = scope
             scope.bound.update(self._parameters(node.args))
             self.visit(node.body)
         self._in("function", body)
@@ -200,6 +207,28 @@ class Scopes(ast.NodeVisitor):
         self._comprehension(node, node.key, node.value)
 
     # -- lookups
+    # -- which binding a name refers to, as a key for tables of what names stand for
+    def key(self, node: ast.Name) -> str:
+        return self.key_in(self.scope_of.get(id(node), self.module), node.id)
+
+    def key_in(self, scope: "_Scope", name: str) -> str:
+        """The binding `name` refers to when read or bound in `scope`, as "<scope id>:<name>":
+        a function's local, an enclosing function's (nonlocal or free), a class body's own, or
+        the module's (globals, and names bound nowhere)."""
+        own = True
+        while scope is not self.module:
+            if scope.kind == "class":
+                if own and name in scope.bound:
+                    break
+            elif name in scope.declared_global:
+                scope = self.module
+                break
+            elif name in scope.bound and name not in scope.declared_nonlocal:
+                break
+            own = False
+            scope = scope.parent
+        return f"{id(scope)}:{name}"
+
     def in_function(self, node: ast.Name) -> bool:
         """Whether `node` is evaluated in a function's scope (not the module's or a class's)."""
         return self.scope_of.get(id(node), self.module).kind in ("function", "comprehension")

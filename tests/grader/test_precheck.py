@@ -455,6 +455,9 @@ def test_pdb_set_trace_is_a_warning():
     "m = next(iter([nki]))\nm.baremetal = fake\n",
     "m = nki if cond else nl\nm.baremetal = fake\n",
     "(m := nki).baremetal = fake\n",
+    "def f():\n    global m\n    m = nki\ndef g():\n    m.baremetal = fake\n",
+    "def outer():\n    m = nki\n    def inner():\n        m.baremetal = fake\n    return inner\n",
+    "class C:\n    m = nki\n    m.baremetal = fake\n",
     "t = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)\ntype(t).reshape = fake\n",
     "mods = []\nmods += [nki]\nmods[0].baremetal = fake\n",
     "mods = []\n(mods + [nki])[0].baremetal = fake\n",
@@ -495,6 +498,12 @@ def test_a_patch_inside_a_kernel_names_the_target():
     "def helper(dst, src):\n    dst[...] = src\nhelper(out[0], nl.load(x))\n",
     "def outer():\n    import math\n    def inner():\n        nonlocal math\n        math = None\n",
     "counter = 0\ndef f():\n    global counter, np\n    counter += 1\n",
+    # a local that shares an imported name is the function's own
+    "from neuronxcc.nki.typing import tensor\ndef k(x: tensor):\n    tensor = nl.ndarray((128, 4), dtype=nl.float32, "
+    "buffer=nl.sbuf)\n    tensor[...] = 0\n    return tensor\n",
+    "from neuronxcc.nki.language import psum\ndef k(x):\n    psum = []\n    psum.append(x)\n    return psum\n",
+    "from os import path\ndef k(path):\n    return path.exists\n",
+    "import time\nclass Timer:\n    pass\ndef k():\n    time = Timer()\n    time.start = 0\n",
 ])
 def test_assignments_to_the_files_own_objects_are_fine(snippet):
     assert errors(snippet) == []
