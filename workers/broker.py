@@ -97,6 +97,8 @@ def broker_url() -> str:
     if os.environ.get("REDIS_URL"):
         return os.environ["REDIS_URL"]
     if _embedded is None:
+        import atexit
         from store.db import instance_dir
         _embedded = EmbeddedRedis(instance_dir() / "redis").start()
+        atexit.register(_embedded.stop)     # only stops a server this process started; its data stays on disk
     return _embedded.url

@@ -24,6 +24,14 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _migrate_if_embedded() -> None:
+    """On the embedded database this process is the only one to ask, so it brings the schema up
+    to date itself; a deployment (DATABASE_URL) runs `grader migrate` once instead."""
+    if not os.environ.get("DATABASE_URL"):
+        from store import upgrade
+        upgrade()
+
+
 # --------------------------------------------------------------------------- worker
 
 def register_worker(sub) -> None:
@@ -72,6 +80,7 @@ def _worker(args) -> int:
         os.environ["NKI_NEURON_CORES"] = ",".join(map(str, cores))
     else:
         os.environ.pop("NKI_NEURON_CORES", None)
+    _migrate_if_embedded()
     os.environ["NKI_WORKER_NAME"] = name
     os.environ["NKI_WORKER_QUEUES"] = args.queue
     if args.time_budget:
@@ -97,6 +106,7 @@ def _beat(args) -> int:
     from .app import app
     from .reaper import Reaper
     import workers.tasks  # noqa: F401
+    _migrate_if_embedded()
     reaper = Reaper()
     reaper.start()
     schedule = args.schedule or str(instance_dir() / "celerybeat-schedule")
