@@ -45,6 +45,7 @@ class Scopes(ast.NodeVisitor):
         self.current = self.module
         self.scope_of: dict[int, _Scope] = {}        # id(Name, import, capture) -> scope it is evaluated in
         self.def_scope: dict[int, _Scope] = {}       # id(function or lambda) -> its own scope
+        self._keys: dict[int, str] = {}
         self.statement_of: dict[int, int] = {}       # id(Name) -> index of its top-level statement
         self.module_binding: dict[str, list[tuple[int, bool]]] = {}   # name -> [(statement, plain)]
         self.never_safe: set[str] = set()            # declared global/nonlocal or deleted somewhere
@@ -209,7 +210,10 @@ class Scopes(ast.NodeVisitor):
     # -- lookups
     # -- which binding a name refers to, as a key for tables of what names stand for
     def key(self, node: ast.Name) -> str:
-        return self.key_in(self.scope_of.get(id(node), self.module), node.id)
+        found = self._keys.get(id(node))
+        if found is None:
+            found = self._keys[id(node)] = self.key_in(self.scope_of.get(id(node), self.module), node.id)
+        return found
 
     def key_in(self, scope: "_Scope", name: str) -> str:
         """The binding `name` refers to when read or bound in `scope`, as "<scope id>:<name>":
