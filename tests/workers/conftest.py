@@ -1,14 +1,9 @@
 """Rows the worker tests need: a course, an assignment on the tiny spec, a student."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-TINY_SPEC = ROOT / "tests" / "workers" / "specs" / "tiny.toml"
-
-OPTIMIZED = (ROOT / "reference_kernels" / "conv2d_optimized.py").read_bytes()
+from worker_helpers import TINY_SPEC
 
 
 @pytest.fixture
@@ -31,10 +26,4 @@ def student(db):
     db.add(user)
     db.commit()
     return user
-
-
-def spinning_kernel() -> bytes:
-    """Passes every static check, then never returns."""
-    return (b"import neuronxcc.nki as nki\n\n\n@nki.jit\ndef fused_conv2d_maxpool(X, W, bias, pool_size=1):\n"
-            b"    n = 0\n    while True:\n        n += 1\n")
 

@@ -2,7 +2,7 @@
 worker gives each pool process its own NeuronCore, so timed runs never share one."""
 from __future__ import annotations
 
-from conftest import OPTIMIZED, spinning_kernel
+from worker_helpers import OPTIMIZED, spinning_kernel
 from service_waits import wait_for_run
 
 from workers import enqueue

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import OPTIMIZED, ROOT
+from worker_helpers import OPTIMIZED, ROOT
 from service_waits import wait_for
 
 

@@ -2,7 +2,7 @@
 embedded PostgreSQL and Redis, and what is stored is what the grader reported."""
 from __future__ import annotations
 
-from conftest import OPTIMIZED
+from worker_helpers import OPTIMIZED
 from service_waits import wait_for_run
 
 import grader

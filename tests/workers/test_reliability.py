@@ -3,7 +3,7 @@ queued, a task delivered twice, a kernel that never returns. Real worker process
 embedded PostgreSQL and Redis; every wait is on database or broker state, with generous limits."""
 from __future__ import annotations
 
-from conftest import OPTIMIZED, spinning_kernel
+from worker_helpers import OPTIMIZED, spinning_kernel
 from service_waits import wait_for, wait_for_run
 
 from workers import enqueue, publish

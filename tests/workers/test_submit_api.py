@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from conftest import OPTIMIZED, ROOT
+from worker_helpers import OPTIMIZED, ROOT
 
 
 @pytest.fixture
