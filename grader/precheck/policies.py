@@ -16,13 +16,13 @@ import numpy as np
 # ----------------------------------------------------------------------------- why things are refused
 
 FILES = "it reads or writes files, and a kernel gets its data only from its arguments"
-_PROCESSES = "it reaches processes, threads or signals, which a kernel has no use for"
-_NETWORK = "it reaches the network, which a kernel has no use for"
-_INTERNALS = "it reaches interpreter internals (frames, code, the import system), which can bypass these checks"
+PROCESSES = "it reaches processes, threads or signals, which a kernel has no use for"
+NETWORK = "it reaches the network, which a kernel has no use for"
+INTERNALS = "it reaches interpreter internals (frames, code, the import system), which can bypass these checks"
 RUNS_CODE = "it runs code from a string, which the checker cannot see"
 REFLECT = "it reaches attributes by computed names, which bypasses these checks"
 NATIVE = "it reaches native code or build tools, which a kernel has no use for"
-_GRADER = "it is the grader's or the simulator's own code, which a kernel must not touch"
+GRADER = "it is the grader's or the simulator's own code, which a kernel must not touch"
 
 # Modules a kernel file may not even import (a name or any of its submodules).
 DENIED_MODULES = {
@@ -32,19 +32,19 @@ DENIED_MODULES = {
     **dict.fromkeys(("subprocess", "multiprocessing", "threading", "_thread", "concurrent", "asyncio",
                      "signal", "pty", "posix", "nt", "resource", "faulthandler", "webbrowser", "antigravity",
                      "platform", "getpass", "pwd", "grp", "spwd", "crypt", "termios", "tty", "fcntl",
-                     "select", "selectors", "sched"), _PROCESSES),
+                     "select", "selectors", "sched"), PROCESSES),
     **dict.fromkeys(("socket", "ssl", "http", "urllib", "urllib3", "requests", "ftplib", "smtplib",
-                     "poplib", "imaplib", "telnetlib", "xmlrpc", "socketserver"), _NETWORK),
+                     "poplib", "imaplib", "telnetlib", "xmlrpc", "socketserver"), NETWORK),
     **dict.fromkeys(("builtins", "__builtin__", "importlib", "imp", "pkgutil", "zipimport", "runpy", "inspect",
                      "gc", "dis", "symtable", "tracemalloc", "trace", "site", "sysconfig", "unittest.mock",
-                     "bdb", "cProfile", "profile", "pstats"), _INTERNALS),
+                     "bdb", "cProfile", "profile", "pstats"), INTERNALS),
     **dict.fromkeys(("code", "codeop", "timeit", "doctest"), RUNS_CODE),
     **dict.fromkeys(("ctypes", "cffi", "distutils", "setuptools", "pip", "numba", "cython", "Cython"), NATIVE),
     **dict.fromkeys(("nkisim", "grader", "reference_kernels", "student_template", "workers", "web", "store",
-                     "tests"), _GRADER),
+                     "tests"), GRADER),
     **{"numpy.ctypeslib": NATIVE, "numpy.f2py": NATIVE, "numpy.distutils": NATIVE,
        "numpy.lib.format": FILES, "numpy.lib.npyio": FILES, "numpy.lib._npyio_impl": FILES,
-       "numpy.lib._datasource": FILES, "numpy.lib.utils": _INTERNALS, "numpy.lib.introspect": _INTERNALS,
+       "numpy.lib._datasource": FILES, "numpy.lib.utils": INTERNALS, "numpy.lib.introspect": INTERNALS,
        "numpy.ma": FILES + " (numpy.ma.load/dump unpickle files)", "numpy.rec": FILES + " (numpy.rec.fromfile)",
        "numpy.core": "it is numpy's internals (use the names at the top of numpy)",
        "numpy._core": "it is numpy's internals (use the names at the top of numpy)"},
@@ -104,7 +104,7 @@ NUMPY_FILE_IO = frozenset({
 _NUMPY_REFUSED = {
     **dict.fromkeys(("info", "source", "who", "lookfor", "show_config", "show_runtime", "get_include",
                      "byte_bounds", "safe_eval", "deprecate", "deprecate_with_doc", "add_newdoc",
-                     "add_docstring", "add_newdoc_ufunc", "set_string_function"), _INTERNALS),
+                     "add_docstring", "add_newdoc_ufunc", "set_string_function"), INTERNALS),
     "test": "it runs numpy's own test suite (pytest), which a kernel has no use for",
 }
 # numpy's submodules a kernel may use; the others are refused by DENIED_MODULES or as unknown.
@@ -159,7 +159,7 @@ POLICIES: dict[str, _Policy] = {
     "operator": _open({"attrgetter": REFLECT, "methodcaller": REFLECT}),
     "warnings": _open({"warn_explicit": "it loads module source through loaders, which a kernel has no use for"}),
     "logging": _open({"FileHandler": FILES, "handlers": FILES + " or sockets", "config": FILES + " or sockets",
-                      "currentframe": _INTERNALS}),
+                      "currentframe": INTERNALS}),
     "string": _open({"Formatter": REFLECT + " (Formatter.get_field hands back the objects it names)"}),
     "numpy.lib.stride_tricks": _open({"as_strided": "it reads and writes raw memory outside the array, which can "
                                                     "corrupt the interpreter (sliding_window_view is the safe form)"}),
