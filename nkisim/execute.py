@@ -39,7 +39,6 @@ class _Memory:
         self.fill_nan = fill_nan
         self.arrays: dict[int, np.ndarray] = {}
         self.written: dict[int, np.ndarray] = {}    # PSUM only: which elements hold a value
-        self.views: dict[int, np.ndarray] = {}      # id(Region) -> strided view
         self.overwritten = _fully_written_first(program)
 
     def flat(self, alloc_id: int, dtype_name: str) -> np.ndarray:
@@ -76,15 +75,15 @@ class _Memory:
         flat = self.flat(r.alloc_id, r.dtype)
         if r.offsets is not None:
             return flat[r.offsets]
-        cached = self.views.get(id(r))
-        if cached is not None:
-            return cached
         if math.prod(r.shape) == 0:
-            v = np.empty(r.shape, dtype=flat.dtype)
-        else:   # NumPy checks the geometry stays inside the allocation
-            v = np.ndarray(r.shape, flat.dtype, buffer=flat, offset=r.start * r.itemsize, strides=r.strides)
-        self.views[id(r)] = v
-        return v
+            return np.empty(r.shape, dtype=flat.dtype)
+        # NumPy checks the geometry stays inside the allocation
+        return np.ndarray(r.shape, flat.dtype, buffer=flat, offset=r.start * r.itemsize, strides=r.strides)
+
+    def release(self, alloc_id: int) -> None:
+        """The allocation's last instruction has run: its memory goes, as its tile's would."""
+        self.arrays.pop(alloc_id, None)
+        self.written.pop(alloc_id, None)
 
     def write(self, r: Region, values: np.ndarray, keep: np.ndarray | None) -> None:
         flat = self.flat(r.alloc_id, r.dtype)
@@ -125,6 +124,30 @@ class _Memory:
             return written[r.offsets]
         view = self._written_view(r)
         return view.copy() if view is not written else np.zeros(r.shape, dtype=bool)
+
+
+def _last_uses(program: Program) -> dict[int, list[int]]:
+    """For each instruction, the allocations nothing after it touches (never the outputs'):
+    freed as the program runs, so executing holds about what the kernel held live, not every
+    tile it ever allocated."""
+    last: dict[int, int] = {}
+    for index, rec in enumerate(program.records):
+        for r in rec.reads + rec.writes + rec.stores:
+            last[r.alloc_id] = index
+    for r in _regions(program.outputs):
+        last.pop(r.alloc_id, None)
+    by_index: dict[int, list[int]] = {}
+    for alloc_id, index in last.items():
+        by_index.setdefault(index, []).append(alloc_id)
+    return by_index
+
+
+def _regions(outputs):
+    if isinstance(outputs, Region):
+        yield outputs
+    else:
+        for item in (outputs.values() if isinstance(outputs, dict) else outputs):
+            yield from _regions(item)
 
 
 def _fully_written_first(program: Program) -> set[int]:
@@ -333,7 +356,10 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
     mem = _Memory(program, inputs, fill_nan)
     printed: list[str] = []
     timed: list[TraceRecord] = []
-    for rec in program.records:
+    last_uses = _last_uses(program)
+    for index, rec in enumerate(program.records):
+        for alloc_id in last_uses.get(index - 1, ()):
+            mem.release(alloc_id)
         values = [mem.view(r) for r in rec.reads]
         if rec.kind == "print":
             text = _print_text(rec, values)

@@ -304,12 +304,3 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
 
 def check_sbuf_only(t, name):  # used by facade helpers
     return operand(t, name, "x", SBUF_ONLY)
-
-
-def unsupported(name: str):
-    def call(*args, **kwargs):
-        raise UnsupportedOperationError(f"nl.{name} is part of NKI but is not simulated by nkisim",
-                                        remedy="express it with the nki.isa instructions the course uses",
-                                        code="err_not_simulated")
-    call.__name__ = name
-    return call
