@@ -65,8 +65,8 @@ class _Memory:
             arr.view(np.uint8)[...] = 0xA5        # recognisable garbage
         else:
             arr[...] = 0
-        if a.buffer == "psum":
-            self.written[a.id] = np.zeros(arr.size, dtype=bool)
+        if a.buffer == "psum" and a.id not in self.overwritten:
+            self.written[a.id] = np.zeros(arr.size, dtype=bool)   # until one write covers it all
         return arr
 
     def view(self, r: Region) -> np.ndarray:
@@ -98,6 +98,11 @@ class _Memory:
                 v[...] = values
             else:
                 np.copyto(v, values, where=keep)
+        if r.alloc_id not in self.written:
+            return
+        if keep is None and _covers(r, flat.size):
+            del self.written[r.alloc_id]                # every element holds a value now
+            return
         written = self._written_view(r)
         if written is not None:
             if r.offsets is not None:
@@ -124,6 +129,12 @@ class _Memory:
             return written[r.offsets]
         view = self._written_view(r)
         return view.copy() if view is not written else np.zeros(r.shape, dtype=bool)
+
+
+def _covers(r: Region, size: int) -> bool:
+    """Does a strided region write every element of an allocation of `size` elements?"""
+    return (r.offsets is None and math.prod(r.shape) == size and r.lo == 0 and r.hi == size
+            and all(s > 0 for n, s in zip(r.shape, r.strides) if n > 1))
 
 
 def _last_uses(program: Program) -> dict[int, list[int]]:
@@ -153,7 +164,7 @@ def _regions(outputs):
 def _fully_written_first(program: Program) -> set[int]:
     """Allocations whose first access is an unmasked, non-accumulating write of every
     element: they need no garbage fill (most instruction results)."""
-    sizes = {a.id: math.prod(a.shape) for a in program.allocs if a.input_index is None and a.buffer != "psum"}
+    sizes = {a.id: math.prod(a.shape) for a in program.allocs if a.input_index is None}
     seen: set[int] = set()
     full: set[int] = set()
     for rec in program.records:
@@ -164,9 +175,7 @@ def _fully_written_first(program: Program) -> set[int]:
                 continue
             seen.add(r.alloc_id)
             size = sizes.get(r.alloc_id)
-            if (size and rec.mask is None and not rec.accumulate and r.offsets is None
-                    and math.prod(r.shape) == size and r.lo == 0 and r.hi == size
-                    and all(s > 0 for n, s in zip(r.shape, r.strides) if n > 1)):
+            if size and rec.mask is None and not rec.accumulate and _covers(r, size):
                 full.add(r.alloc_id)
     return full
 
