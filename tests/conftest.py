@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from service_processes import die_with_parent
 from service_waits import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,7 +106,7 @@ class ServiceProcess:
         with log.open("ab") as out:
             self.process = subprocess.Popen([sys.executable, "-m", "workers.cli", *args], cwd=ROOT, env=env,
                                             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+                                            start_new_session=True, preexec_fn=die_with_parent())
 
     @property
     def pid(self) -> int:

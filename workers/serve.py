@@ -70,7 +70,7 @@ def serve(args) -> int:
         print(f"grader: --port {args.port} is not a TCP port (1-65535)", file=sys.stderr)
         return 2
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):     # Ctrl-C, a service manager, a closed terminal
         signal.signal(sig, lambda *_: stop.set())
 
     pg = redis = None

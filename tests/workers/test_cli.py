@@ -16,8 +16,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from worker_helpers import OPTIMIZED, ROOT
+from service_processes import die_with_parent
 from service_waits import wait_for
+from worker_helpers import OPTIMIZED, ROOT
 
 
 def _grader(*args, env=None, timeout=600):
@@ -69,7 +70,8 @@ def test_serve_starts_everything_embedded_and_ctrl_c_stops_it():
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         serve = subprocess.Popen([sys.executable, "-m", "workers.cli", "serve", "--port", str(port)], cwd=ROOT,
-                                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                 preexec_fn=die_with_parent(signal.SIGINT))
     try:
         def ready():
             if serve.poll() is not None:
