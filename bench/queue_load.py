@@ -14,7 +14,6 @@ import argparse
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile

@@ -10,7 +10,7 @@ import traceback
 from celery import signals
 
 import grader
-from store.db import engine_from_env, forget_engines_after_fork, session_scope
+from store.db import forget_engines_after_fork, session_scope
 
 from . import runs, settings, specs
 from .app import app
