@@ -44,6 +44,7 @@ class GradeOptions:
     on_progress: Callable[[ProgressEvent], None] | None = None   # called as each test finishes
     cancel: CancelToken | None = None     # set it to stop the grade (between configurations)
     time_budget_s: float | None = None    # wall time for the whole grade; None: the spec's
+    config_timeout_s: float | None = None  # wall time for one configuration; None: the spec's
     neuron_cores: tuple[int, ...] = (0,)
     run_precheck: bool | None = None      # None: as the spec says
     limits: Limits = field(default_factory=Limits)   # per configuration; wall_seconds is also cut to the budget
@@ -128,7 +129,8 @@ class _Run:
         return self.deadline - time.monotonic()
 
     def _per_config_s(self) -> float:
-        return min(self.opt.limits.wall_seconds, self.spec.config_timeout_s)
+        timeout = self.opt.config_timeout_s if self.opt.config_timeout_s is not None else self.spec.config_timeout_s
+        return min(self.opt.limits.wall_seconds, timeout)
 
     def _config_limits(self) -> Limits:
         """The child's limits for the next configuration: the configured ones (and the spec's

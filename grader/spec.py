@@ -20,8 +20,8 @@ from .errors import GraderInputError
 SPEC_DIR = Path(__file__).parent / "specs"
 PROBLEMS = tuple(problems.REGISTRY)
 KINDS = ("correctness", "performance", "extra_credit")
-DEFAULT_TIME_BUDGET_S = 480.0      # one submission's whole grade
-DEFAULT_CONFIG_TIMEOUT_S = 180.0   # one configuration's run
+DEFAULT_TIME_BUDGET_S = 600.0      # one submission's whole grade
+DEFAULT_CONFIG_TIMEOUT_S = 300.0   # one configuration's run
 
 
 class SpecError(GraderInputError):

@@ -142,7 +142,7 @@ def test_rescore_applies_new_thresholds_to_stored_p99s():
     assert by["perf_224_pool1_float32"].thresholds_us == {"optimized": 4800, "relaxed": 5000}
     assert new.score.performance == 50 and new.score.total == 10 + 50 + 2.5
     assert new.thresholds_version == "2025-12-01" and new.spec_hash == new_spec.spec_hash
-    assert new.rescored_from == {"spec_version": "2", "thresholds_version": "2025-11-13",
+    assert new.rescored_from == {"spec_version": "3", "thresholds_version": "2025-11-13",
                                  "spec_hash": SPEC.spec_hash}
     assert report.score.performance < 50                      # the stored report is unchanged
     assert [t.p99_us for t in new.tests] == [t.p99_us for t in report.tests]
