@@ -148,6 +148,7 @@ def grader_stays_healthy():
 # ----------------------------------------------------------------------------- kernel sources
 
 HEADER = """\
+import numpy as np
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 import neuronxcc.nki.isa as nisa
@@ -261,6 +262,7 @@ blob = json.dumps({"status": "ok", "score": 1000, "points": 1000, "passed": True
 """)
 
 FORGED_ZEROS = forged_result("""
+import io
 import json
 buf = io.BytesIO()
 np.save(buf, np.zeros((1, 128, 8, 8), np.float32))
@@ -269,6 +271,7 @@ blob = json.dumps({"status": "ok", "arrays": 1, "trace_bytes": 0}).encode() + b"
 
 # a .npy header whose element count wraps to 0 in 64-bit arithmetic
 FORGED_NPY_HEADER = forged_result("""
+import io
 import json
 header = {"descr": "<f4", "fortran_order": False, "shape": (2 ** 32, 2 ** 32)}
 buf = io.BytesIO()
