@@ -217,34 +217,19 @@ def normalize_key(key, shape: tuple[int, ...], name: str) -> tuple[tuple, bool]:
     return key, advanced
 
 
-def check_basic_bounds(key: tuple, shape: tuple[int, ...], name: str, par_axis: int | None) -> None:
-    for dim, (k, size) in enumerate(zip(key, shape)):
-        if isinstance(k, slice):
-            start, stop, step = k.start, k.stop, k.step
-            if step is not None and step <= 0:
-                raise IndexingError(f"slice step {step} on dimension {dim} of {name} must be positive")
-            if step not in (None, 1) and dim == par_axis:
-                raise IndexingError(
-                    f"strided access along the partition dimension of {name} (step {step})",
-                    remedy="the hardware cannot stride across partitions; slice partitions "
-                           "contiguously and stride along a free dimension instead",
-                    code="err_partition_dim_stride_not_supported")
-            lo = 0 if start is None else (start + size if start < 0 else start)
-            hi = size if stop is None else (stop + size if stop < 0 else stop)
-            if lo < 0 or hi > size or (lo > hi and stop is not None and start is not None):
-                raise OutOfBoundsError(
-                    f"Out-of-bound access for tensor `{name}` on dimension {dim}: index range "
-                    f"[{lo}, {hi - 1}] exceed dimension size of {size}",
-                    remedy="fix the slice bounds (or restrict the access with mask=)")
-        else:
-            if not -size <= k < size:
-                raise OutOfBoundsError(
-                    f"Out-of-bound access for tensor `{name}` on dimension {dim}: index {k} "
-                    f"exceed dimension size of {size}", remedy="fix the index")
+def out_of_bound_message(name: str, dim: int, lo: int, hi: int, size: int, single: bool) -> str:
+    if single:
+        return (f"Out-of-bound access for tensor `{name}` on dimension {dim}: index {lo} "
+                f"exceed dimension size of {size}")
+    return (f"Out-of-bound access for tensor `{name}` on dimension {dim}: index range "
+            f"[{lo}, {hi}] exceed dimension size of {size}")
 
 
-def advanced_arrays(key: tuple, shape: tuple[int, ...], name: str) -> tuple:
-    arrays = []
+def gather_indices(key: tuple, shape: tuple[int, ...], name: str) -> tuple[tuple, np.ndarray | None, str]:
+    """Per-dimension index arrays of an advanced subscript, clipped into the tensor, with which
+    elements fell outside it and the bounds message for them: bounds are the business of the
+    instruction that touches the elements (a mask may keep them out), not of the subscript."""
+    arrays, bad, oob = [], None, ""
     for dim, (k, size) in enumerate(zip(key, shape)):
         if isinstance(k, IndexExpr):
             if k.ndim < 2:
@@ -255,11 +240,12 @@ def advanced_arrays(key: tuple, shape: tuple[int, ...], name: str) -> tuple:
                     code="err_1d_arange_not_supported")
             vals = k.values
         else:
-            vals = np.asarray(int(k))
-        if vals.size and (vals.min() < 0 or vals.max() >= size):
-            raise OutOfBoundsError(
-                f"Out-of-bound access for tensor `{name}` on dimension {dim}: index range "
-                f"[{int(vals.min())}, {int(vals.max())}] exceed dimension size of {size}",
-                remedy="fix the index expression (or restrict the access with mask=)")
+            vals = np.asarray(int(k), dtype=np.int64)
+        outside = (vals < 0) | (vals >= size)
+        if outside.any():
+            if not oob:
+                oob = out_of_bound_message(name, dim, int(vals.min()), int(vals.max()), size, vals.ndim == 0)
+            bad = outside if bad is None else (bad | outside)
+            vals = np.clip(vals, 0, max(size - 1, 0))
         arrays.append(vals)
-    return tuple(arrays)
+    return tuple(arrays), bad, oob

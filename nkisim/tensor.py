@@ -20,7 +20,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import DeviceValueError, IndexingError, OutOfBoundsError, ShapeError
-from .indexing import IndexExpr, normalize_key
+from .indexing import gather_indices, normalize_key, out_of_bound_message
 from .memory import Allocation
 from .trace import Region
 
@@ -59,14 +59,6 @@ def contiguous_strides(shape: tuple) -> tuple[int, ...]:
         strides.append(step)
         step *= max(n, 1)
     return tuple(reversed(strides))
-
-
-def _oob_message(name: str, dim: int, lo: int, hi: int, size: int, single: bool) -> str:
-    if single:
-        return (f"Out-of-bound access for tensor `{name}` on dimension {dim}: index {lo} "
-                f"exceed dimension size of {size}")
-    return (f"Out-of-bound access for tensor `{name}` on dimension {dim}: index range "
-            f"[{lo}, {hi}] exceed dimension size of {size}")
 
 
 class DeviceTensor:
@@ -243,7 +235,7 @@ class DeviceTensor:
             bad = (idx < 0) | (idx >= size)
             if bad.any():
                 if not oob:
-                    oob = _oob_message(label, dim, int(idx.min()), int(idx.max()), size, length is None)
+                    oob = out_of_bound_message(label, dim, int(idx.min()), int(idx.max()), size, length is None)
                 invalid = bad if invalid is None else (invalid | bad)
                 idx = np.clip(idx, 0, max(size - 1, 0))
             index.append(idx)
@@ -257,26 +249,7 @@ class DeviceTensor:
                           oob=oob)
 
     def _gather(self, key, label) -> "DeviceTensor":
-        arrays, bad, oob = [], None, ""
-        for dim, (k, size) in enumerate(zip(key, self.shape)):
-            if isinstance(k, IndexExpr):
-                if k.ndim < 2:
-                    raise IndexingError(
-                        f"indexing dimension {dim} of {label} with 1d arange is not supported",
-                        remedy="give it a 2-D shape, e.g. nl.arange(n)[:, None] for the partition "
-                               "dimension and nl.arange(m)[None, :] for a free dimension",
-                        code="err_1d_arange_not_supported")
-                vals = k.values
-            else:
-                vals = np.asarray(int(k), dtype=np.int64)
-            out = (vals < 0) | (vals >= size)
-            if out.any():
-                if not oob:
-                    oob = _oob_message(label, dim, int(vals.min()), int(vals.max()), size, vals.ndim == 0)
-                bad = out if bad is None else (bad | out)
-                vals = np.clip(vals, 0, max(size - 1, 0))
-            arrays.append(vals)
-        arrays = tuple(arrays)
+        arrays, bad, oob = gather_indices(key, self.shape, label)
         offsets = self._offset_map()[arrays]
         invalid = self._invalid[arrays] if self._invalid is not None else None
         if bad is not None:

@@ -9,7 +9,8 @@ import numpy as np
 from .. import dtypes
 from ..errors import HardwareLimitError, MemorySpaceError, PartitionMismatchError, ShapeError, UnsupportedOperationError
 from ..memory import Buffer
-from ..tensor import DeviceTensor, raise_out_of_bounds
+from ..source import user_site
+from ..tensor import DeviceTensor
 from ..trace import Engine
 
 ON_CHIP = (Buffer.SBUF, Buffer.PSUM)
@@ -43,15 +44,8 @@ def operand(t, instr: str, param: str, buffers=ON_CHIP, *, tile: bool = True, ma
             "first: a tile is needed", remedy="index the leading block dimensions away, e.g. t[i]",
             code="err_failed_to_infer_tile_from_local_tensor")
     if t._invalid is not None:      # elements outside the tensor: only a mask can keep them out
-        keep = getattr(mask, "values", None)
-        touched = t._invalid
-        if keep is not None:
-            try:
-                touched = touched & np.broadcast_to(keep, touched.shape)
-            except ValueError:
-                pass
-        if touched.any():
-            raise_out_of_bounds(t)
+        from ..machine import Machine
+        Machine.check_access(t, getattr(mask, "values", None), user_site(2))
     return t
 
 
