@@ -133,8 +133,12 @@ class _Memory:
 
 def _covers(r: Region, size: int) -> bool:
     """Does a strided region write every element of an allocation of `size` elements?"""
-    return (r.offsets is None and math.prod(r.shape) == size and r.lo == 0 and r.hi == size
-            and all(s > 0 for n, s in zip(r.shape, r.strides) if n > 1))
+    if r.offsets is not None or r.start != 0 or math.prod(r.shape) != size or r.hi != size:
+        return False
+    for n, stride in zip(r.shape, r.strides):
+        if n > 1 and stride <= 0:
+            return False
+    return True
 
 
 def _last_uses(program: Program) -> dict[int, list[int]]:

@@ -433,6 +433,8 @@ def same_region(a: DeviceTensor, b: DeviceTensor) -> bool:
 def check_align(value_shape: tuple, target_shape: tuple, what: str, value_label: str,
                 target_label: str) -> None:
     """Raise unless a value of `value_shape` can be written to `target_shape` (see align_to)."""
+    if value_shape == target_shape:
+        return
     align_to(np.broadcast_to(np.zeros((), np.int8), value_shape), value_shape, target_shape, what,
              value_label, target_label)
 
