@@ -9,13 +9,16 @@ from workers import enqueue
 
 
 def test_cancel_queued_and_running(db, assignment, student, celery_worker):
-    celery_worker("sim", NKI_HEARTBEAT_S=0.5, NKI_GRADE_BUDGET_S=3600)
+    worker = celery_worker("sim", NKI_HEARTBEAT_S=0.5, NKI_GRADE_BUDGET_S=3600)
     spin = enqueue.submit(db, student, assignment, "conv2d.py", spinning_kernel())
     waiting = enqueue.submit(db, student, assignment, "conv2d.py", OPTIMIZED)
     wait_for_run(db, spin.id, ("running",))
     assert enqueue.cancel(waiting) == "cancelled"
     assert enqueue.cancel(spin) == "running"              # asked; the worker stops it
-    spin = wait_for_run(db, spin.id, ("cancelled",), timeout=120)
+    try:
+        spin = wait_for_run(db, spin.id, ("cancelled",), timeout=120)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\nworker log:\n{worker.output()[-3000:]}") from None
     assert spin.report["status"] == "cancelled"
     after = enqueue.submit(db, student, assignment, "conv2d.py", OPTIMIZED)
     assert wait_for_run(db, after.id, ("done",)).score_total == 7.5
