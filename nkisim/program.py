@@ -73,53 +73,71 @@ class _Arrays:
         return len(self.table) - 1
 
 
-def _enc_region(r: Region, arrays: _Arrays) -> list:
-    strides = list(r.strides) if r.strides is not None else None
-    offsets = arrays.add(r.offsets.astype(np.int64, copy=False)) if r.offsets is not None else None
-    return [r.alloc_id, r.start, list(r.shape), strides, r.dtype, r.partitions, offsets]
+MAX_DIMS = 8
+_REGION_COLUMNS = 3 + 2 * MAX_DIMS + 3      # id, start, ndim, shape, strides, dtype, offsets, partitions
 
 
-def _enc_value(value, arrays: _Arrays):
-    if isinstance(value, np.ndarray):
-        return {"array": arrays.add(value)}
-    if isinstance(value, dict):
-        return {"dict": {str(k): _enc_value(v, arrays) for k, v in value.items()}}
-    if isinstance(value, (list, tuple)):
-        return {"list": [_enc_value(v, arrays) for v in value]}
-    if isinstance(value, (bool, int, float, str)) or value is None:
-        return value
-    raise TypeError(f"cannot encode a {type(value).__name__} in a program")
+def _enc_region(r: Region, arrays: _Arrays, dtype_codes: dict) -> list:
+    """One row of the region matrix; unused dimensions are 1 with stride 0."""
+    pad = MAX_DIMS - len(r.shape)
+    strides = list(r.strides) if r.strides is not None else [0] * len(r.shape)
+    offsets = arrays.add(r.offsets.astype(np.int64, copy=False)) if r.offsets is not None else -1
+    code = dtype_codes.setdefault(r.dtype, len(dtype_codes))
+    return ([r.alloc_id, r.start, len(r.shape)] + list(r.shape) + [1] * pad + strides + [0] * pad
+            + [code, offsets, r.partitions])
 
 
-def _enc_outputs(value, arrays: _Arrays):
+class _Table:
+    """Each distinct object once (a tile's region is used by many instructions), by index."""
+
+    def __init__(self, encode) -> None:
+        self.encode = encode
+        self.index: dict = {}
+        self.rows: list = []
+
+    def __call__(self, key, value) -> int:
+        found = self.index.get(key)
+        if found is None:
+            found = self.index[key] = len(self.rows)
+            self.rows.append(self.encode(value))
+        return found
+
+
+def _enc_outputs(value, regions: _Table):
     if isinstance(value, Region):
-        return {"region": _enc_region(value, arrays)}
+        return {"region": regions(id(value), value)}
     if isinstance(value, dict):
-        return {"dict": {k: _enc_outputs(v, arrays) for k, v in value.items()}}
-    return {"tuple" if isinstance(value, tuple) else "list": [_enc_outputs(v, arrays) for v in value]}
+        return {"dict": {k: _enc_outputs(v, regions) for k, v in value.items()}}
+    return {"tuple" if isinstance(value, tuple) else "list": [_enc_outputs(v, regions) for v in value]}
 
 
 def encode(program: Program) -> bytes:
     arrays = _Arrays()
+    dtype_codes: dict[str, int] = {}
+    regions = _Table(lambda r: _enc_region(r, arrays, dtype_codes))
+    sites = _Table(lambda site: [site.filename, site.lineno])
     records = []
     for rec in program.records:
-        site = [rec.site.filename, rec.site.lineno] if rec.site else None
-        mask = arrays.add(rec.mask) if rec.mask is not None else None
-        records.append([rec.opcode, int(rec.engine), rec.kind, rec.accumulate,
-                        _enc_value(rec.params, arrays), _enc_value(_plain_attrs(rec.attrs), arrays),
-                        [_enc_region(r, arrays) for r in rec.reads], [_enc_region(r, arrays) for r in rec.writes],
-                        [_enc_region(r, arrays) for r in rec.stores], mask, site])
-    header = {"kernel": program.kernel, "platform": program.platform,
-              "compile_options": _enc_value(program.compile_options, arrays),
+        records.append([rec.opcode, int(rec.engine), rec.kind, rec.accumulate, rec.params, rec.attrs,
+                        [regions(id(r), r) for r in rec.reads], [regions(id(r), r) for r in rec.writes],
+                        [regions(id(r), r) for r in rec.stores],
+                        arrays.add(rec.mask) if rec.mask is not None else None,
+                        sites(rec.site, rec.site) if rec.site else None])
+    outputs = _enc_outputs(program.outputs, regions)
+
+    def array_ref(value):          # what JSON cannot hold itself: index arrays in parameters
+        if isinstance(value, np.ndarray):
+            return {"$array": arrays.add(value)}
+        raise TypeError(f"cannot encode a {type(value).__name__} in a program")
+    header = {"kernel": program.kernel, "platform": program.platform, "compile_options": program.compile_options,
               "allocs": [[a.id, a.buffer, list(a.shape), a.dtype, a.par_axis, a.name, a.input_index]
                          for a in program.allocs],
-              "records": records, "outputs": _enc_outputs(program.outputs, arrays), "arrays": arrays.table}
-    head = json.dumps(header, separators=(",", ":")).encode()
+              "regions": arrays.add(np.array(regions.rows, dtype=np.int64).reshape(-1, _REGION_COLUMNS)),
+              "dtypes": list(dtype_codes), "sites": sites.rows, "records": records, "outputs": outputs}
+    body = json.dumps(header, separators=(",", ":"), default=array_ref)
+    # the array table is complete only now: put it in front of the rest of the object
+    head = (json.dumps({"arrays": arrays.table}, separators=(",", ":"))[:-1] + "," + body[1:]).encode()
     return b"".join([MAGIC, struct.pack("<Q", len(head)), head] + arrays.chunks)
-
-
-def _plain_attrs(attrs: dict) -> dict:
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in attrs.items()}
 
 
 # ----- decoding (untrusted bytes) ---------------------------------------------------------------------
@@ -196,20 +214,21 @@ class _Reader:
         return arr
 
     def value(self, raw, depth: int = 0):
+        """A parameter as JSON gave it (objects, lists, numbers, short strings), index arrays
+        put back where the encoder left {"$array": i}."""
+        kind = type(raw)
+        if kind in (int, float, bool) or raw is None:
+            return raw
         if depth > 8:
             _fail("parameters nested too deeply")
-        if isinstance(raw, dict):
-            if set(raw) == {"array"}:
-                return self.array(raw["array"], "parameter", "any")
-            if set(raw) == {"dict"} and isinstance(raw["dict"], dict):
-                return {_text(k, "parameter name", self.limits): self.value(v, depth + 1) for k, v in raw["dict"].items()}
-            if set(raw) == {"list"} and isinstance(raw["list"], list):
-                return [self.value(v, depth + 1) for v in raw["list"]]
-            _fail("bad parameter")
-        if isinstance(raw, str):
+        if kind is str:
             return _text(raw, "parameter", self.limits)
-        if raw is None or type(raw) in (bool, int, float):
-            return raw
+        if kind is list:
+            return [self.value(v, depth + 1) for v in raw]
+        if kind is dict:
+            if len(raw) == 1 and "$array" in raw:
+                return self.array(raw["$array"], "parameter", "any")
+            return {_text(k, "parameter name", self.limits): self.value(v, depth + 1) for k, v in raw.items()}
         _fail("bad parameter")
 
 
@@ -249,6 +268,15 @@ def decode(data, limits: ProgramLimits | None = None) -> Program:
         if input_index is not None:
             _int(input_index, "input index")
         allocs[aid] = AllocInfo(aid, buffer, shape, dtype, par_axis, _text(name, "name", limits), input_index)
+    sites_raw = h.get("sites")
+    if type(sites_raw) is not list:
+        _fail("sites must be a list")
+    regions_table = _regions(reader.array(h.get("regions"), "regions", "any"), h.get("dtypes"), allocs, reader)
+    sites_table = []
+    for site in sites_raw:
+        if type(site) is not list or len(site) != 2:
+            _fail("bad source site")
+        sites_table.append(SourceSite(_text(site[0], "file name", limits), _int(site[1], "line")))
     records = []
     for i, raw in enumerate(records_raw):
         if type(raw) is not list or len(raw) != 11:
@@ -269,20 +297,22 @@ def decode(data, limits: ProgramLimits | None = None) -> Program:
         for group in (reads, writes, stores):
             if type(group) is not list or len(group) > 8:
                 _fail(f"instruction {i}: bad operand list")
-            regions.append([_region(r, allocs, reader) for r in group])
+            regions.append([_pick(regions_table, r, "region") for r in group])
         mask_arr = reader.array(mask, "mask", "bool") if mask is not None else None
-        site_obj = None
-        if site is not None:
-            if type(site) is not list or len(site) != 2:
-                _fail(f"instruction {i}: bad source site")
-            site_obj = SourceSite(_text(site[0], "file name", limits), _int(site[1], "line"))
+        site_obj = _pick(sites_table, site, "source site") if site is not None else None
         records.append(TraceRecord(i, opcode, engine, regions[0], regions[1], site_obj, accumulate is True,
                                    {k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()},
                                    kind, params, mask_arr, regions[2]))
-    outputs = _outputs(h.get("outputs"), allocs, reader, 0)
-    options = reader.value(h.get("compile_options", {"dict": {}}))
+    outputs = _outputs(h.get("outputs"), regions_table, reader, 0)
+    options = reader.value(h.get("compile_options", {}))
     return Program(_text(h.get("kernel", ""), "kernel name", limits), list(allocs.values()), records, outputs,
                    options if isinstance(options, dict) else {}, _text(h.get("platform", "trn2"), "platform", limits))
+
+
+def _pick(table: list, index, what: str):
+    if type(index) is not int or not 0 <= index < len(table):
+        _fail(f"a {what} index points nowhere")
+    return table[index]
 
 
 def _dtype(name) -> np.dtype:
@@ -294,40 +324,98 @@ def _dtype(name) -> np.dtype:
         _fail(f"unknown dtype {name!r}")
 
 
-def _region(raw, allocs: dict, reader: _Reader) -> Region:
-    if type(raw) is not list or len(raw) != 7:
-        _fail("bad operand region")
-    aid, start, shape, strides, dtype, partitions, offsets = raw
-    alloc = allocs.get(_int(aid, "region allocation"))
-    if alloc is None:
+def _regions(matrix: np.ndarray, dtype_names, allocs: dict, reader: _Reader) -> list[Region]:
+    """Every operand region of the program, checked at once: each lies inside its allocation,
+    reinterprets it only with a dtype of the same size, and touches the partitions it is
+    recorded with (recomputed here, never taken from the program)."""
+    if matrix.dtype != np.int64 or matrix.ndim != 2 or matrix.shape[1] != _REGION_COLUMNS:
+        _fail("the region table has the wrong layout")
+    if type(dtype_names) is not list:
+        _fail("dtypes must be a list")
+    items = np.array([_dtype(name).itemsize for name in dtype_names] or [0], dtype=np.int64)
+    ids = np.array(sorted(allocs), dtype=np.int64)
+    table = [allocs[i] for i in ids.tolist()]
+    alloc_size = np.array([math.prod(a.shape) for a in table] or [0], dtype=np.int64)
+    alloc_item = np.array([_dtype(a.dtype).itemsize for a in table] or [0], dtype=np.int64)
+    n = len(matrix)
+    start, ndim = matrix[:, 1], matrix[:, 2]
+    shape = matrix[:, 3:3 + MAX_DIMS]
+    strides = matrix[:, 3 + MAX_DIMS:3 + 2 * MAX_DIMS]
+    code, offsets_ref = matrix[:, 3 + 2 * MAX_DIMS], matrix[:, 4 + 2 * MAX_DIMS]
+    where = np.searchsorted(ids, matrix[:, 0]) if len(ids) else np.zeros(n, dtype=np.int64)
+    unused = np.arange(MAX_DIMS)[None, :] >= ndim[:, None]
+    bad = ((ndim < 0) | (ndim > MAX_DIMS) | (code < 0) | (code >= len(dtype_names))
+           | (where >= max(len(ids), 1)) | (shape < 0).any(1) | (shape > 1 << 28).any(1)
+           | (np.abs(strides) > 1 << 34).any(1) | (start < 0) | (start > 1 << 40)
+           | (unused & ((shape != 1) | (strides != 0))).any(1))
+    if bad.any():
+        _fail(f"region {int(np.argmax(bad))} is malformed")
+    if not np.array_equal(ids[where], matrix[:, 0]):
         _fail("a region refers to a missing allocation")
-    shape = _ints(shape, "region shape")
-    if len(shape) > 8 or any(s < 0 for s in shape):
-        _fail("bad region shape")
-    item = _dtype(dtype).itemsize
-    if item != _dtype(alloc.dtype).itemsize:
+    item = items[code]
+    if (item != alloc_item[where]).any():
         _fail("a region reinterprets its allocation with a dtype of another size")
-    count = math.prod(shape)
-    offs = None
-    if offsets is not None:
-        if strides is not None:
-            _fail("a region is strided or gathered, not both")
-        offs = reader.array(offsets, "region offsets", "any")
-        if offs.dtype != np.int64 or offs.shape != shape:
-            _fail("region offsets do not match the region's shape")
-        lo, hi = (int(offs.min()), int(offs.max()) + 1) if count else (0, 0)
-        region = Region(alloc.id, alloc.buffer, lo, shape, None, item, dtype, 1, (lo, hi, item), offsets=offs)
-    else:
-        strides = _ints(strides, "region strides")
-        if len(strides) != len(shape) or any(s % item for s in strides):
-            _fail("region strides do not match its shape or element size")
-        start = _int(start, "region start")
-        region = Region(alloc.id, alloc.buffer, start, shape, strides, item, dtype, 1)
-        lo, hi = (region.lo, region.hi) if count else (0, 0)
-    if count and (lo < 0 or hi > math.prod(alloc.shape)):
-        _fail(f"a region reaches outside its allocation ({alloc.buffer}#{alloc.id})")
-    region.partitions = _partitions(region, alloc) if count else 1
-    return region
+    if (strides % item[:, None]).any():
+        _fail("region strides do not match its element size")
+    if (np.where(unused, 0, np.log2(np.maximum(shape, 1))).sum(1) > 40).any():
+        _fail("a region holds more elements than any allocation")
+    count = np.prod(shape, axis=1)
+    steps = (shape - 1) * (strides // item[:, None])
+    lo = start + np.minimum(steps, 0).sum(1)
+    hi = start + np.maximum(steps, 0).sum(1) + 1
+    gathered = offsets_ref >= 0
+    outside = (count > 0) & ~gathered & ((lo < 0) | (hi > alloc_size[where]))
+    if outside.any():
+        a = table[int(where[np.argmax(outside)])]
+        _fail(f"a region reaches outside its allocation ({a.buffer}#{a.id})")
+    parts = _partitions_fast(table, where, shape, strides // item[:, None], start, ndim)
+    regions = []
+    rows = matrix.tolist()
+    where_l, item_l, count_l, parts_l = where.tolist(), item.tolist(), count.tolist(), parts.tolist()
+    sizes_l = alloc_size.tolist()
+    for i, row in enumerate(rows):
+        alloc = table[where_l[i]]
+        dims = row[2]
+        shp = tuple(row[3:3 + dims])
+        dtype = dtype_names[row[3 + 2 * MAX_DIMS]]
+        itemsize = item_l[i]
+        if row[4 + 2 * MAX_DIMS] >= 0:
+            offs = reader.array(row[4 + 2 * MAX_DIMS], "region offsets", "any")
+            if offs.dtype != np.int64 or offs.shape != shp:
+                _fail("region offsets do not match the region's shape")
+            glo, ghi = (int(offs.min()), int(offs.max()) + 1) if offs.size else (0, 0)
+            if offs.size and (glo < 0 or ghi > sizes_l[where_l[i]]):
+                _fail(f"a region reaches outside its allocation ({alloc.buffer}#{alloc.id})")
+            region = Region(alloc.id, alloc.buffer, glo, shp, None, itemsize, dtype, 1, (glo, ghi, itemsize),
+                            offsets=offs)
+        else:
+            region = Region(alloc.id, alloc.buffer, row[1], shp, tuple(row[3 + MAX_DIMS:3 + MAX_DIMS + dims]),
+                            itemsize, dtype, 1)
+        if not dims or not count_l[i]:
+            region.partitions = 1
+        elif parts_l[i] >= 0:
+            region.partitions = parts_l[i]
+        else:
+            region.partitions = _partitions(region, alloc)
+        regions.append(region)
+    return regions
+
+
+def _partitions_fast(table: list, where, shape, steps, start, ndim) -> np.ndarray:
+    """Partitions touched, for every region at once where the geometry says it plainly: HBM
+    (1), or dim 0 walking the partitions of a tile whose other dims stay within one partition's
+    row. -1 where it takes a look at the elements (_partitions)."""
+    on_chip = np.array([a.buffer in ("sbuf", "psum") for a in table] or [False])[where]
+    plain = np.array([a.par_axis == 0 and len(a.shape) > 0 for a in table] or [False])[where]
+    row = np.array([math.prod(a.shape[1:]) if a.shape else 1 for a in table] or [1], dtype=np.int64)[where]
+    rest = (np.maximum(shape[:, 1:] - 1, 0) * np.abs(steps[:, 1:])).sum(1)
+    within = (start % np.maximum(row, 1)) + rest < row
+    result = np.full(len(where), -1, dtype=np.int64)
+    result[on_chip & plain & within & (steps[:, 0] == row)] = shape[:, 0][on_chip & plain & within & (steps[:, 0] == row)]
+    result[on_chip & plain & within & (shape[:, 0] == 1)] = 1
+    result[~on_chip] = 1
+    result[ndim == 0] = 1
+    return result
 
 
 def _partitions(region: Region, alloc: AllocInfo) -> int:
@@ -361,17 +449,17 @@ def _offset_map(region: Region) -> np.ndarray:
     return offsets
 
 
-def _outputs(raw, allocs: dict, reader: _Reader, depth: int):
+def _outputs(raw, regions: list, reader: _Reader, depth: int):
     if depth > 4 or not isinstance(raw, dict) or len(raw) != 1:
         _fail("bad outputs")
     (kind, value), = raw.items()
     if kind == "region":
-        return _region(value, allocs, reader)
+        return _pick(regions, value, "region")
     if kind in ("list", "tuple") and type(value) is list and len(value) <= 16:
-        items = [_outputs(v, allocs, reader, depth + 1) for v in value]
+        items = [_outputs(v, regions, reader, depth + 1) for v in value]
         return tuple(items) if kind == "tuple" else items
     if kind == "dict" and isinstance(value, dict) and len(value) <= 16:
-        return {_text(k, "output name", reader.limits): _outputs(v, allocs, reader, depth + 1) for k, v in value.items()}
+        return {_text(k, "output name", reader.limits): _outputs(v, regions, reader, depth + 1) for k, v in value.items()}
     _fail("bad outputs")
 
 

@@ -63,6 +63,21 @@ def rebuild(header: dict, blob: bytes) -> bytes:
     return programs.MAGIC + struct.pack("<Q", len(head)) + head + blob
 
 
+def region_matrix(header: dict, blob: bytes) -> np.ndarray:
+    """The program's region table (a writable copy); `with_regions` puts it back."""
+    dtype, shape, offset, size = header["arrays"][header["regions"]]
+    return np.frombuffer(blob[offset:offset + size], dtype=dtype).reshape(shape).copy()
+
+
+def with_regions(header: dict, blob: bytes, matrix: np.ndarray) -> bytes:
+    _, _, offset, size = header["arrays"][header["regions"]]
+    return blob[:offset] + matrix.tobytes() + blob[offset + size:]
+
+
+START, NDIM, SHAPE, STRIDES = 1, 2, 3, 3 + programs.MAX_DIMS
+PARTITIONS = 5 + 2 * programs.MAX_DIMS
+
+
 def decoded(data: bytes, args):
     program = programs.decode(data)
     programs.validate(program, LIMITS, args)
@@ -92,12 +107,11 @@ def test_claimed_matmul_sizes_and_partitions_are_replaced_by_what_the_regions_sa
     args = inputs()
     header, blob = header_of(programs.encode(traced(args)))
     for rec in header["records"]:
-        attrs = rec[5]
         if rec[0] == "nc_matmul":
-            attrs["dict"].update(k=1, m=1, n=1)
-        for region in rec[6] + rec[7]:
-            region[5] = 128          # claim every access spans all partitions
-    program = decoded(rebuild(header, blob), args)
+            rec[5].update(k=1, m=1, n=1)
+    matrix = region_matrix(header, blob)
+    matrix[:, PARTITIONS] = 128      # claim every access spans all partitions
+    program = decoded(rebuild(header, with_regions(header, blob, matrix)), args)
     matmul = next(r for r in program.records if r.opcode == "nc_matmul")
     assert (matmul.attrs["k"], matmul.attrs["m"], matmul.attrs["n"]) == (128, 64, 96)
     assert matmul.reads[0].partitions == 128 and matmul.writes[0].partitions == 64
@@ -108,9 +122,7 @@ def test_claimed_matmul_sizes_and_partitions_are_replaced_by_what_the_regions_sa
 @pytest.mark.parametrize("tamper, fragment", [
     (lambda h: h["records"][0].__setitem__(0, "magic_op"), "unknown opcode"),
     (lambda h: h["records"][0].__setitem__(1, 1), "engine"),
-    (lambda h: h["records"][0][7][0].__setitem__(1, 10**9), "outside its allocation"),
-    (lambda h: h["records"][0][7][0].__setitem__(3, [-4, 4]), "outside its allocation"),
-    (lambda h: h["records"][0][7][0].__setitem__(2, [2**40, 2**40]), "outside its allocation"),
+    (lambda h: h["records"][0][7].__setitem__(0, 10**6), "points nowhere"),
     (lambda h: h["allocs"][0].__setitem__(3, "float64x"), "unknown dtype"),
     (lambda h: h["records"].__setitem__(0, ["dma_copy"]), "malformed"),
 ])
@@ -123,26 +135,45 @@ def test_forged_programs_are_refused_with_a_reason(tamper, fragment):
     assert fragment in str(info.value)
 
 
+@pytest.mark.parametrize("column, value, fragment", [
+    (START, 10**9, "outside its allocation"),
+    (STRIDES, -4, "outside its allocation"),
+    (SHAPE, 2**27, "outside its allocation"),
+    (SHAPE, 2**40, "malformed"),
+    (NDIM, 9, "malformed"),
+    (SHAPE + 5, 7, "malformed"),          # a dimension past ndim
+])
+def test_forged_regions_are_refused(column, value, fragment):
+    args = inputs()
+    header, blob = header_of(programs.encode(traced(args)))
+    matrix = region_matrix(header, blob)
+    matrix[header["records"][0][7][0], column] = value
+    with pytest.raises(programs.ProgramError) as info:
+        decoded(rebuild(header, with_regions(header, blob, matrix)), args)
+    assert fragment in str(info.value)
+
+
 def test_hardware_rules_hold_for_a_program_no_tracer_would_write():
     args = inputs()
     header, blob = header_of(programs.encode(traced(args)))
     rec = next(r for r in header["records"] if r[0] == "nc_matmul")
-    psum = rec[7][0][0]
+    matrix = region_matrix(header, blob)
+    psum = matrix[rec[7][0], 0]
     moving = rec[6][1]
     # a moving operand of 128 x 4096: the Tensor Engine takes at most 512 columns
-    alloc = next(a for a in header["allocs"] if a[0] == moving[0])
-    alloc[2] = [128, 4096]
-    moving[2], moving[3] = [128, 4096], [4096 * 4, 4]
+    next(a for a in header["allocs"] if a[0] == matrix[moving, 0])[2] = [128, 4096]
+    matrix[moving, SHAPE:SHAPE + 2] = [128, 4096]
+    matrix[moving, STRIDES:STRIDES + 2] = [4096 * 4, 4]
     next(a for a in header["allocs"] if a[0] == psum)[2] = [64, 4096]
     with pytest.raises(programs.ProgramError):
-        decoded(rebuild(header, blob), args)
+        decoded(rebuild(header, with_regions(header, blob, matrix)), args)
 
 
 def test_a_program_writing_an_input_or_keeping_too_much_sbuf_live_is_refused():
     args = inputs()
     header, blob = header_of(programs.encode(traced(args)))
     first_dma = header["records"][0]
-    first_dma[7][0][0] = first_dma[6][0][0]          # write into the input it reads
+    first_dma[7][0] = first_dma[6][0]                # write into the input it reads
     with pytest.raises(programs.ProgramError, match="writes a kernel input"):
         decoded(rebuild(header, blob), args)
     header, blob = header_of(programs.encode(traced(args)))
