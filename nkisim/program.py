@@ -116,9 +116,12 @@ def encode(program: Program) -> bytes:
     dtype_codes: dict[str, int] = {}
     regions = _Table(lambda r: _enc_region(r, arrays, dtype_codes))
     sites = _Table(lambda site: [site.filename, site.lineno])
+    # what an instruction is, apart from its operands: most of a program repeats a few of these
+    heads = _Table(lambda rec: [rec.opcode, int(rec.engine), rec.kind, rec.accumulate, rec.params, rec.attrs])
     records = []
     for rec in program.records:
-        records.append([rec.opcode, int(rec.engine), rec.kind, rec.accumulate, rec.params, rec.attrs,
+        key = (rec.opcode, rec.engine, rec.kind, rec.accumulate, repr(rec.params), repr(rec.attrs))
+        records.append([heads(key if "array" not in key[4] else id(rec), rec),
                         [regions(id(r), r) for r in rec.reads], [regions(id(r), r) for r in rec.writes],
                         [regions(id(r), r) for r in rec.stores],
                         arrays.add(rec.mask) if rec.mask is not None else None,
@@ -133,7 +136,8 @@ def encode(program: Program) -> bytes:
               "allocs": [[a.id, a.buffer, list(a.shape), a.dtype, a.par_axis, a.name, a.input_index]
                          for a in program.allocs],
               "regions": arrays.add(np.array(regions.rows, dtype=np.int64).reshape(-1, _REGION_COLUMNS)),
-              "dtypes": list(dtype_codes), "sites": sites.rows, "records": records, "outputs": outputs}
+              "dtypes": list(dtype_codes), "sites": sites.rows, "heads": heads.rows, "records": records,
+              "outputs": outputs}
     body = json.dumps(header, separators=(",", ":"), default=array_ref)
     # the array table is complete only now: put it in front of the rest of the object
     head = (json.dumps({"arrays": arrays.table}, separators=(",", ":"))[:-1] + "," + body[1:]).encode()
@@ -277,22 +281,16 @@ def decode(data, limits: ProgramLimits | None = None) -> Program:
         if type(site) is not list or len(site) != 2:
             _fail("bad source site")
         sites_table.append(SourceSite(_text(site[0], "file name", limits), _int(site[1], "line")))
+    heads_raw = h.get("heads")
+    if type(heads_raw) is not list:
+        _fail("heads must be a list")
+    heads = [_head(i, raw, reader) for i, raw in enumerate(heads_raw)]
     records = []
     for i, raw in enumerate(records_raw):
-        if type(raw) is not list or len(raw) != 11:
+        if type(raw) is not list or len(raw) != 6:
             _fail(f"instruction {i} is malformed")
-        opcode, engine, kind, accumulate, params, attrs, reads, writes, stores, mask, site = raw
-        if opcode not in INSTRUCTIONS:
-            _fail(f"instruction {i}: unknown opcode {opcode!r}")
-        if kind not in KINDS:
-            _fail(f"instruction {i}: unknown semantics {kind!r}")
-        try:
-            engine = Engine(_int(engine, "engine"))
-        except ValueError:
-            _fail(f"instruction {i}: unknown engine")
-        params, attrs = reader.value(params), reader.value(attrs)
-        if not isinstance(params, dict) or not isinstance(attrs, dict):
-            _fail(f"instruction {i}: parameters must be objects")
+        head, reads, writes, stores, mask, site = raw
+        opcode, engine, kind, accumulate, params, attrs = _pick(heads, head, "instruction head")
         regions = []
         for group in (reads, writes, stores):
             if type(group) is not list or len(group) > 8:
@@ -300,13 +298,33 @@ def decode(data, limits: ProgramLimits | None = None) -> Program:
             regions.append([_pick(regions_table, r, "region") for r in group])
         mask_arr = reader.array(mask, "mask", "bool") if mask is not None else None
         site_obj = _pick(sites_table, site, "source site") if site is not None else None
-        records.append(TraceRecord(i, opcode, engine, regions[0], regions[1], site_obj, accumulate is True,
-                                   {k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()},
+        records.append(TraceRecord(i, opcode, engine, regions[0], regions[1], site_obj, accumulate, dict(attrs),
                                    kind, params, mask_arr, regions[2]))
     outputs = _outputs(h.get("outputs"), regions_table, reader, 0)
     options = reader.value(h.get("compile_options", {}))
     return Program(_text(h.get("kernel", ""), "kernel name", limits), list(allocs.values()), records, outputs,
                    options if isinstance(options, dict) else {}, _text(h.get("platform", "trn2"), "platform", limits))
+
+
+def _head(i: int, raw, reader: _Reader) -> tuple:
+    """Opcode, engine, semantics, accumulation, parameters and attributes, checked once for
+    every instruction that shares them (params are shared read-only; attrs copied per record)."""
+    if type(raw) is not list or len(raw) != 6:
+        _fail(f"instruction head {i} is malformed")
+    opcode, engine, kind, accumulate, params, attrs = raw
+    if opcode not in INSTRUCTIONS:
+        _fail(f"instruction head {i}: unknown opcode {opcode!r}")
+    if kind not in KINDS:
+        _fail(f"instruction head {i}: unknown semantics {kind!r}")
+    try:
+        engine = Engine(_int(engine, "engine"))
+    except ValueError:
+        _fail(f"instruction head {i}: unknown engine")
+    params, attrs = reader.value(params), reader.value(attrs)
+    if not isinstance(params, dict) or not isinstance(attrs, dict):
+        _fail(f"instruction head {i}: parameters must be objects")
+    attrs = {k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()}
+    return opcode, engine, kind, accumulate is True, params, attrs
 
 
 def _pick(table: list, index, what: str):

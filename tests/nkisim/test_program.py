@@ -106,9 +106,9 @@ def test_latency_of_a_decoded_program_equals_the_local_estimate():
 def test_claimed_matmul_sizes_and_partitions_are_replaced_by_what_the_regions_say():
     args = inputs()
     header, blob = header_of(programs.encode(traced(args)))
-    for rec in header["records"]:
-        if rec[0] == "nc_matmul":
-            rec[5].update(k=1, m=1, n=1)
+    for head in header["heads"]:
+        if head[0] == "nc_matmul":
+            head[5].update(k=1, m=1, n=1)
     matrix = region_matrix(header, blob)
     matrix[:, PARTITIONS] = 128      # claim every access spans all partitions
     program = decoded(rebuild(header, with_regions(header, blob, matrix)), args)
@@ -120,9 +120,10 @@ def test_claimed_matmul_sizes_and_partitions_are_replaced_by_what_the_regions_sa
 
 
 @pytest.mark.parametrize("tamper, fragment", [
-    (lambda h: h["records"][0].__setitem__(0, "magic_op"), "unknown opcode"),
-    (lambda h: h["records"][0].__setitem__(1, 1), "engine"),
-    (lambda h: h["records"][0][7].__setitem__(0, 10**6), "points nowhere"),
+    (lambda h: h["heads"][0].__setitem__(0, "magic_op"), "unknown opcode"),
+    (lambda h: h["heads"][0].__setitem__(1, 1), "engine"),
+    (lambda h: h["records"][0][2].__setitem__(0, 10**6), "points nowhere"),
+    (lambda h: h["records"][0].__setitem__(0, 10**6), "points nowhere"),
     (lambda h: h["allocs"][0].__setitem__(3, "float64x"), "unknown dtype"),
     (lambda h: h["records"].__setitem__(0, ["dma_copy"]), "malformed"),
 ])
@@ -147,7 +148,7 @@ def test_forged_regions_are_refused(column, value, fragment):
     args = inputs()
     header, blob = header_of(programs.encode(traced(args)))
     matrix = region_matrix(header, blob)
-    matrix[header["records"][0][7][0], column] = value
+    matrix[header["records"][0][2][0], column] = value
     with pytest.raises(programs.ProgramError) as info:
         decoded(rebuild(header, with_regions(header, blob, matrix)), args)
     assert fragment in str(info.value)
@@ -156,10 +157,10 @@ def test_forged_regions_are_refused(column, value, fragment):
 def test_hardware_rules_hold_for_a_program_no_tracer_would_write():
     args = inputs()
     header, blob = header_of(programs.encode(traced(args)))
-    rec = next(r for r in header["records"] if r[0] == "nc_matmul")
+    rec = next(r for r in header["records"] if header["heads"][r[0]][0] == "nc_matmul")
     matrix = region_matrix(header, blob)
-    psum = matrix[rec[7][0], 0]
-    moving = rec[6][1]
+    psum = matrix[rec[2][0], 0]
+    moving = rec[1][1]
     # a moving operand of 128 x 4096: the Tensor Engine takes at most 512 columns
     next(a for a in header["allocs"] if a[0] == matrix[moving, 0])[2] = [128, 4096]
     matrix[moving, SHAPE:SHAPE + 2] = [128, 4096]
@@ -173,7 +174,7 @@ def test_a_program_writing_an_input_or_keeping_too_much_sbuf_live_is_refused():
     args = inputs()
     header, blob = header_of(programs.encode(traced(args)))
     first_dma = header["records"][0]
-    first_dma[7][0] = first_dma[6][0]                # write into the input it reads
+    first_dma[2][0] = first_dma[1][0]                # write into the input it reads
     with pytest.raises(programs.ProgramError, match="writes a kernel input"):
         decoded(rebuild(header, blob), args)
     header, blob = header_of(programs.encode(traced(args)))
