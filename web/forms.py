@@ -87,6 +87,11 @@ class AssignmentForm(FlaskForm):
     submit = SubmitField("Create assignment")
 
 
+class VisibilityForm(FlaskForm):
+    visibility = StringField("Leaderboard visible to", validators=[AnyOf(["signed_in", "public"])])
+    submit = SubmitField("Set")
+
+
 class SimpleActionForm(FlaskForm):
     """CSRF token only: rerun, unflag, rescore, cancel, revoke."""
     submit = SubmitField("Go")

@@ -162,3 +162,17 @@ def test_admin_creates_an_assignment_and_tas_cannot(client_for, db, course_setup
     assert "perf_224_pool1_float16" in assignment.spec_toml
     duplicate = post_form(client_for("ada"), "/staff/", "/staff/assignments", data)
     assert duplicate.status_code == 409
+
+
+def test_an_admin_sets_who_sees_the_leaderboard_and_a_ta_cannot(app, client_for, db, course_setup):
+    page = "/staff/assignments/tiny"
+    made_public = post_form(client_for("ada"), page, f"{page}/visibility", {"visibility": "public"},
+                            follow_redirects=True)
+    assert "now visible to everyone" in made_public.get_data(as_text=True)
+    assert app.test_client().get("/leaderboard/tiny").status_code == 200
+    refused = post_form(client_for("tara"), page, f"{page}/visibility", {"visibility": "signed_in"})
+    assert refused.status_code == 403
+    bad = post_form(client_for("ada"), page, f"{page}/visibility", {"visibility": "friends"})
+    assert bad.status_code == 400
+    post_form(client_for("ada"), page, f"{page}/visibility", {"visibility": "signed_in"})
+    assert app.test_client().get("/leaderboard/tiny").status_code == 302

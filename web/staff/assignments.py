@@ -16,7 +16,7 @@ from workers import specs
 
 from .. import courses, db, exports, thresholds
 from ..errors import UserError
-from ..forms import AssignmentForm, ExtensionForm, SimpleActionForm, ThresholdsForm
+from ..forms import AssignmentForm, ExtensionForm, SimpleActionForm, ThresholdsForm, VisibilityForm
 from ..leaderboard import standings_cache
 from . import bp
 from .nightly import implied_for
@@ -78,7 +78,8 @@ def assignment(name: str):
                           version=f"{dt.date.today().isoformat()}-nightly" if implied else "")
     return render_template("staff/assignment.html", assignment=assignment, versions=versions, in_force=in_force,
                            implied=implied, extensions=extensions, thresholds_form=form,
-                           extension_form=ExtensionForm(), action_form=SimpleActionForm())
+                           extension_form=ExtensionForm(), action_form=SimpleActionForm(),
+                           visibility_form=VisibilityForm())
 
 
 @bp.route("/assignments/<name>/thresholds", methods=["POST"])
@@ -133,6 +134,23 @@ def grant_extension(name: str):
     row.deadline, row.granted_by_id = _utc(form.deadline.data), current_user.id
     session.commit()
     flash(f"{user.email} may submit {name} until {row.deadline:%Y-%m-%d %H:%M} UTC.", "success")
+    return redirect(url_for("staff.assignment", name=name), 303)
+
+
+@bp.route("/assignments/<name>/visibility", methods=["POST"])
+def set_visibility(name: str):
+    """Who may see the course's leaderboards: signed-in users only, or everyone."""
+    if not current_user.is_admin:
+        raise UserError("Only admins change who sees the leaderboard.", "Ask an admin.", 403)
+    session = db.session()
+    assignment = courses.get_assignment(session, name)
+    form = VisibilityForm()
+    if not form.validate_on_submit():
+        raise UserError("The leaderboard's visibility must be signed_in or public.", "Choose one of the two.")
+    assignment.course.leaderboard_visibility = form.visibility.data
+    session.commit()
+    flash(f"The leaderboards of {assignment.course.name} are now visible to "
+          f"{'everyone' if form.visibility.data == 'public' else 'signed-in users'}.", "success")
     return redirect(url_for("staff.assignment", name=name), 303)
 
 
