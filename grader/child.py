@@ -87,21 +87,15 @@ def _write(fd: int, header: dict, artifact: bytes) -> None:
         out.write(artifact)
 
 
+def _error(err: BaseException, job: dict) -> tuple[dict, bytes]:
+    """The student's error, reported as a verdict."""
+    return {"status": "error", "error_type": type(err).__name__, "error": str(err)[:4000],
+            "where": _student_traceback(err, job["file"])}, b""
+
+
 def main() -> None:
-    from grader.sandbox import enter
-    fd = int(os.environ.pop("GRADER_RESULT_FD"))
-    enter()
-    with open("job.json") as fh:
-        job = json.load(fh)
-    try:
-        header, artifact = run(job)
-    except BaseException as err:  # the student's error, reported as a verdict
-        header = {"status": "error", "error_type": type(err).__name__, "error": str(err)[:4000],
-                  "where": _student_traceback(err, job["file"])}
-        artifact = b""
-    _write(fd, header, artifact)
-    sys.stdout.flush()
-    os._exit(0)
+    from grader.jobs import serve_job
+    serve_job(run, _write, _error)
 
 
 if __name__ == "__main__":

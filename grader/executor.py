@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import numpy as np
 
@@ -93,19 +92,17 @@ def _write(fd: int, header: dict, outputs: list[np.ndarray]) -> None:
             np.lib.format.write_array(_Stream(out), np.ascontiguousarray(arr), allow_pickle=False)
 
 
+def refused(err: BaseException, job: dict) -> tuple[dict, list]:
+    """What could not run is this run's verdict (a program needing more memory than allowed,
+    a NEFF the runtime refuses)."""
+    if isinstance(err, MemoryError):
+        return {"status": "invalid", "error": "the program needs more memory than the grader allows"}, []
+    return {"status": "invalid", "error": f"{type(err).__name__}: {err}"[:4000]}, []
+
+
 def main() -> None:
-    from grader.sandbox import enter
-    fd = int(os.environ.pop("GRADER_RESULT_FD"))
-    enter()
-    with open("job.json") as fh:
-        job = json.load(fh)
-    try:
-        header, outputs = run(job)
-    except MemoryError:
-        header, outputs = {"status": "invalid", "error": "the program needs more memory than the grader allows"}, []
-    _write(fd, header, outputs)
-    sys.stdout.flush()
-    os._exit(0)
+    from grader.jobs import serve_job
+    serve_job(run, _write, refused)
 
 
 if __name__ == "__main__":

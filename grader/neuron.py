@@ -16,9 +16,7 @@ artifact is the traced program and grader.executor runs it).
 """
 from __future__ import annotations
 
-import json
 import os
-import sys
 import tempfile
 import time
 
@@ -76,19 +74,9 @@ def run_neff(job: dict) -> tuple[dict, list[np.ndarray]]:
 
 
 def main() -> None:
-    from grader.executor import _write
-    from grader.sandbox import enter
-    fd = int(os.environ.pop("GRADER_RESULT_FD"))
-    enter()
-    with open("job.json") as fh:
-        job = json.load(fh)
-    try:
-        header, outputs = run_neff(job)
-    except Exception as err:    # a NEFF the runtime refuses: this run's verdict
-        header, outputs = {"status": "invalid", "error": f"{type(err).__name__}: {err}"[:4000]}, []
-    _write(fd, header, outputs)
-    sys.stdout.flush()
-    os._exit(0)
+    from grader.executor import _write, refused
+    from grader.jobs import serve_job
+    serve_job(run_neff, _write, refused)
 
 
 if __name__ == "__main__":
