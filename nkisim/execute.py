@@ -98,37 +98,35 @@ class _Memory:
                 v[...] = values
             else:
                 np.copyto(v, values, where=keep)
-        if r.alloc_id not in self.written:
+        written = self.written.get(r.alloc_id)
+        if written is None:
             return
         if keep is None and _covers(r, flat.size):
             del self.written[r.alloc_id]                # every element holds a value now
-            return
-        written = self._written_view(r)
-        if written is not None:
-            if r.offsets is not None:
-                self.written[r.alloc_id][r.offsets if keep is None else r.offsets[keep]] = True
-            elif keep is None:
-                written[...] = True
+        elif r.offsets is not None:
+            written[r.offsets if keep is None else r.offsets[keep]] = True
+        elif math.prod(r.shape):
+            view = self._written_view(r)
+            if keep is None:
+                view[...] = True
             else:
-                written |= keep
+                view |= keep
 
-    def _written_view(self, r: Region) -> np.ndarray | None:
-        """The PSUM written-flags of a strided region: the same geometry over one byte each."""
-        written = self.written.get(r.alloc_id)
-        if written is None or r.offsets is not None or math.prod(r.shape) == 0:
-            return written
-        return np.ndarray(r.shape, np.bool_, buffer=written, offset=r.start,
+    def _written_view(self, r: Region) -> np.ndarray:
+        """The PSUM written-flags of a non-empty strided region: its geometry over one byte each."""
+        return np.ndarray(r.shape, np.bool_, buffer=self.written[r.alloc_id], offset=r.start,
                           strides=tuple(s // r.itemsize for s in r.strides))
 
     def written_mask(self, r: Region) -> np.ndarray | None:
-        """Which elements of a PSUM region hold a value (None: not PSUM)."""
+        """Which elements of a PSUM region hold a value (None: every element does)."""
         written = self.written.get(r.alloc_id)
         if written is None:
             return None
         if r.offsets is not None:
             return written[r.offsets]
-        view = self._written_view(r)
-        return view.copy() if view is not written else np.zeros(r.shape, dtype=bool)
+        if not math.prod(r.shape):
+            return np.zeros(r.shape, dtype=bool)
+        return self._written_view(r).copy()
 
 
 def _covers(r: Region, size: int) -> bool:
