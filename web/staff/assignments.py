@@ -26,6 +26,11 @@ def _utc(value: dt.datetime | None) -> dt.datetime | None:
     return value.replace(tzinfo=dt.timezone.utc) if value is not None and value.tzinfo is None else value
 
 
+def _form_problems(form) -> str:
+    """Each invalid field with its label and what was wrong with it, for one error line."""
+    return "; ".join(f"{form[name].label.text}: {' '.join(errors)}" for name, errors in form.errors.items())
+
+
 @bp.route("/assignments", methods=["POST"])
 def create_assignment():
     if not current_user.is_admin:
@@ -35,8 +40,7 @@ def create_assignment():
         raise UserError(f"There is no bundled spec {form.spec.data!r}.",
                         f"Choose one of: {', '.join(grader.available_specs())}.")
     if not form.validate_on_submit():
-        problems = "; ".join(f"{form[name].label.text}: {' '.join(errs)}" for name, errs in form.errors.items())
-        raise UserError(f"The assignment was not created: {problems}.", "Correct the form and try again.")
+        raise UserError(f"The assignment was not created: {_form_problems(form)}.", "Correct the form and try again.")
     session = db.session()
     toml_text, spec = specs.read_spec_file(form.spec.data)
     course = session.scalar(select(Course).where(Course.name == form.course.data.strip()))
@@ -88,8 +92,7 @@ def adopt_thresholds(name: str):
     assignment = courses.get_assignment(session, name)
     form = ThresholdsForm()
     if not form.validate_on_submit():
-        problems = "; ".join(f"{form[n].label.text}: {' '.join(e)}" for n, e in form.errors.items())
-        raise UserError(f"The thresholds were not adopted: {problems}.", "Correct the form and try again.")
+        raise UserError(f"The thresholds were not adopted: {_form_problems(form)}.", "Correct the form and try again.")
     values = thresholds.parse_thresholds(form.thresholds.data, assignment)
     thresholds.adopt(session, assignment, form.version.data, values,
                      source="nightly" if request.form.get("source") == "nightly" else "spec")
@@ -121,8 +124,7 @@ def grant_extension(name: str):
     assignment = courses.get_assignment(session, name)
     form = ExtensionForm()
     if not form.validate_on_submit():
-        problems = "; ".join(f"{form[n].label.text}: {' '.join(e)}" for n, e in form.errors.items())
-        raise UserError(f"The extension was not granted: {problems}.", "Correct the form and try again.")
+        raise UserError(f"The extension was not granted: {_form_problems(form)}.", "Correct the form and try again.")
     user = session.scalar(select(User).where(User.email == form.email.data.strip().lower()))
     if user is None:
         raise UserError(f"No user has the email {form.email.data!r}.", "Import them with the roster first.", 404)
