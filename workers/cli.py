@@ -24,6 +24,19 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _talk_to_existing_instance():
+    """For commands that only talk to a running service: find it (never make a new one), say which.
+    Returns the instance, or None after printing why there is none."""
+    from store.instance import NoInstanceError, use_existing
+    try:
+        found = use_existing()
+    except NoInstanceError as err:
+        print(f"grader: {err}", file=sys.stderr)
+        return None
+    print(f"grader: talking to {found.describe()}", file=sys.stderr)
+    return found
+
+
 def _migrate_if_embedded() -> None:
     """On the embedded database this process is the only one to ask, so it brings the schema up
     to date itself; a deployment (DATABASE_URL) runs `grader migrate` once instead."""
@@ -128,6 +141,8 @@ def register_nightly(sub) -> None:
 
 def _nightly(args) -> int:
     from sqlalchemy import select
+    if _talk_to_existing_instance() is None:
+        return 2
     from store import session_scope, upgrade
     from store.models import NightlyResult
     upgrade()
@@ -165,13 +180,16 @@ def register_queue(sub) -> None:
 
 def _queue(args) -> int:
     import json
+    found = _talk_to_existing_instance()
+    if found is None:
+        return 2
     from store import session_scope, upgrade
     from .enqueue import queue_stats
     upgrade()
     with session_scope() as s:
         stats = queue_stats(s)
     if args.json:
-        print(json.dumps(stats, indent=2))
+        print(json.dumps({**stats, "instance": str(found.folder) if found.folder else "DATABASE_URL"}, indent=2))
         return 0
     for queue, c in stats["queues"].items():
         print(f"{queue:5s} queued {c['queued']:5d}  running {c['running']:4d}")
@@ -211,6 +229,8 @@ def register_submit(sub) -> None:
 
 
 def _submit(args) -> int:
+    if not args.server and _talk_to_existing_instance() is None:
+        return 2
     from .submit_cmd import submit_command
     return submit_command(args)
 

@@ -61,9 +61,19 @@ def _wait_http(url: str, child: Child, timeout: float = 120.0) -> bool:
     return False
 
 
+def _instance_note(pg) -> str:
+    """Where other terminals' `grader queue` / `submit` / `nightly` find this service."""
+    if pg is None:
+        return ""
+    from store.db import instance_dir
+    return (f"Instance: {instance_dir()} (other terminals find it; to be explicit: "
+            f"export NKI_GRADER_HOME={instance_dir()})\n")
+
+
 def serve(args) -> int:
     from store import session_scope, upgrade
     from store.db import instance_dir, start_embedded
+    from store.instance import remember
     from .broker import EmbeddedRedis
 
     if not 0 < args.port < 65536:
@@ -85,6 +95,8 @@ def serve(args) -> int:
             os.environ["REDIS_URL"] = redis.url
             print(f"Redis (embedded): {redis.dir}")
         upgrade()
+        if pg is not None:
+            remember(instance_dir())
         python = sys.executable
         children.append(Child("worker", [python, "-m", "workers.cli", "worker", "--queue", "sim",
                                          "--concurrency", str(max(1, args.workers))]))
@@ -99,7 +111,7 @@ def serve(args) -> int:
                 with session_scope() as s:
                     link = first_admin_login_link(s, base_url)
                 print(f"\nnki-grader is serving at {base_url}\nFirst admin sign-in (one-time link): {link}\n"
-                      f"Ctrl-C stops everything.", flush=True)
+                      f"{_instance_note(pg)}Ctrl-C stops everything.", flush=True)
             else:
                 print("grader serve: the web app did not come up; see its output above", file=sys.stderr)
                 stop.set()

@@ -65,7 +65,8 @@ def test_serve_starts_everything_embedded_and_ctrl_c_stops_it():
     # not pytest's tmp_path: pytest makes its root 0700 again, which the server's own user must traverse
     tmp_path = Path(tempfile.mkdtemp(prefix="nki-test-serve-"))
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    env.update(NKI_GRADER_HOME=str(tmp_path / "home"), PYTHONUNBUFFERED="1")
+    env.update(NKI_GRADER_HOME=str(tmp_path / "home"), PYTHONUNBUFFERED="1",
+               XDG_CONFIG_HOME=str(tmp_path / "config"))
     port = _free_port()
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
@@ -82,6 +83,18 @@ def test_serve_starts_everything_embedded_and_ctrl_c_stops_it():
         if "is serving at" in text:
             assert f"http://127.0.0.1:{port}" in text and "login" in text.lower()
             assert requests.get(f"http://127.0.0.1:{port}/", timeout=30).status_code < 500
+        home = str(Path(env["NKI_GRADER_HOME"]).resolve())
+        assert f"Instance: {home}" in text
+        # another terminal, another folder, no NKI_GRADER_HOME: `grader queue` finds this instance
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        other = {k: v for k, v in env.items() if k != "NKI_GRADER_HOME"}
+        queue = subprocess.run([sys.executable, "-m", "workers.cli", "queue", "--json"], cwd=elsewhere, env=other,
+                               capture_output=True, text=True, timeout=300)
+        assert queue.returncode == 0, queue.stderr
+        assert json.loads(queue.stdout)["instance"] == home
+        assert f"talking to the instance at {home}" in queue.stderr
+        assert list(elsewhere.iterdir()) == []              # no new instance made there
         family = psutil.Process(serve.pid).children(recursive=True)
         pid_file = Path(env["NKI_GRADER_HOME"]) / "pgdata" / "postmaster.pid"
         family.append(psutil.Process(int(pid_file.read_text().split()[0])))      # the embedded PostgreSQL
@@ -96,6 +109,56 @@ def test_serve_starts_everything_embedded_and_ctrl_c_stops_it():
             os.killpg(serve.pid, signal.SIGKILL)
             serve.wait()
         shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_client_commands_refuse_to_invent_an_instance(tmp_path):
+    """`grader queue` / `submit` / `nightly` in an empty folder with no service: a refusal that says
+    where it looked and how to point at a service, and no database made as a side effect."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "NKI_GRADER_HOME")}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "conv2d.py").write_bytes(OPTIMIZED)
+    for argv in (["queue"], ["submit", "conv2d.py"], ["nightly"]):
+        out = subprocess.run([sys.executable, "-m", "workers.cli", *argv], cwd=empty, env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, (argv, out.stdout, out.stderr)
+        assert "no nki-grader service found" in out.stderr and "grader serve" in out.stderr
+        assert "NKI_GRADER_HOME" in out.stderr
+        assert sorted(p.name for p in empty.iterdir()) == ["conv2d.py"]
+    # a NKI_GRADER_HOME naming a folder without a service is said to be that, not searched past
+    out = subprocess.run([sys.executable, "-m", "workers.cli", "queue"], cwd=empty, timeout=120,
+                         env={**env, "NKI_GRADER_HOME": str(tmp_path / "nothing")}, capture_output=True, text=True)
+    assert out.returncode == 2 and "holds no nki-grader database" in out.stderr
+    assert not (tmp_path / "nothing").exists()
+
+
+def test_instance_lookup_order(tmp_path, monkeypatch):
+    from store.instance import NoInstanceError, find_existing, remember
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("NKI_GRADER_HOME", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.chdir(tmp_path)
+
+    def instance(name):
+        folder = tmp_path / name
+        (folder / "pgdata").mkdir(parents=True)
+        (folder / "pgdata" / "PG_VERSION").write_text("18\n")
+        return folder.resolve()
+
+    with pytest.raises(NoInstanceError):
+        find_existing()
+    local = instance("instance")
+    assert find_existing().folder == local                         # ./instance
+    served = instance("served")
+    remember(served)
+    assert find_existing().folder == served                        # the last `grader serve` beats ./instance
+    explicit = instance("explicit")
+    monkeypatch.setenv("NKI_GRADER_HOME", str(explicit))
+    assert find_existing().folder == explicit                      # NKI_GRADER_HOME beats both
+    monkeypatch.setenv("DATABASE_URL", "postgresql://u:secret@db.example:5432/g")
+    found = find_existing()
+    assert found.folder is None and "secret" not in found.describe() and "db.example" in found.describe()
 
 
 def test_trn2_worker_refuses_a_machine_without_neuron(monkeypatch, capsys):

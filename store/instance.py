@@ -1,0 +1,105 @@
+"""Which running service a command talks to.
+
+`grader serve` (and a standalone worker or beat) makes an instance: a folder holding the embedded
+PostgreSQL and Redis, `$NKI_GRADER_HOME` or ./instance. The commands that only talk to a service
+(`grader queue`, `grader submit` without --server, `grader nightly`) must find that instance, not
+make a new empty one wherever they happen to be run. They look, in order, at:
+
+1. `DATABASE_URL` (an external database: that is the instance),
+2. `$NKI_GRADER_HOME`,
+3. the instance the last `grader serve` on this account recorded (`~/.config/nki-grader/last-instance`),
+4. `./instance`,
+
+and take the first that holds a database; if none does, they refuse with how to point at one."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+POINTER_NAME = "last-instance"
+
+
+class NoInstanceError(RuntimeError):
+    """No running service could be found; `str()` says where we looked and how to point at one."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    folder: Path | None          # None: an external DATABASE_URL
+    found_by: str                # how it was chosen, said to the user
+
+    def describe(self) -> str:
+        if self.folder is None:
+            url = make_url(os.environ["DATABASE_URL"])
+            return f"the service whose database is {url.render_as_string(hide_password=True)} ({self.found_by})"
+        return f"the instance at {self.folder} ({self.found_by})"
+
+
+def pointer_file() -> Path:
+    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config) / "nki-grader" / POINTER_NAME
+
+
+def holds_database(folder: Path) -> bool:
+    return (folder / "pgdata" / "PG_VERSION").is_file()
+
+
+def remember(folder: Path) -> None:
+    """Called by `grader serve`: later commands in other terminals find this instance."""
+    target = pointer_file()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(str(Path(folder).resolve()) + "\n")
+        tmp.replace(target)
+    except OSError:
+        pass        # a read-only home: commands still find it through NKI_GRADER_HOME or ./instance
+
+
+def _recorded() -> Path | None:
+    try:
+        text = pointer_file().read_text().strip()
+    except OSError:
+        return None
+    return Path(text) if text else None
+
+
+def find_existing() -> Instance:
+    """The instance a client command talks to; never creates one."""
+    if os.environ.get("DATABASE_URL"):
+        return Instance(None, "DATABASE_URL")
+    looked: list[str] = []
+    home = os.environ.get("NKI_GRADER_HOME")
+    if home:
+        folder = Path(home).resolve()
+        if holds_database(folder):
+            return Instance(folder, "NKI_GRADER_HOME")
+        raise NoInstanceError(
+            f"NKI_GRADER_HOME={home} holds no nki-grader database (no {folder / 'pgdata'}); "
+            f"point it at the folder `grader serve` printed, or start the service there with "
+            f"`NKI_GRADER_HOME={home} grader serve`")
+    recorded = _recorded()
+    if recorded is not None:
+        if holds_database(recorded):
+            return Instance(recorded, f"recorded by the last `grader serve` in {pointer_file()}")
+        looked.append(f"{recorded} (recorded in {pointer_file()}, no database there now)")
+    here = Path("instance").resolve()
+    if holds_database(here):
+        return Instance(here, "./instance")
+    looked.append(f"{here}")
+    raise NoInstanceError(
+        "no nki-grader service found (looked at " + "; ".join(looked) + "). Start one with "
+        "`grader serve`, or point this command at a running one: set NKI_GRADER_HOME to the folder "
+        "`grader serve` printed, or DATABASE_URL (and REDIS_URL) for an external deployment, or "
+        "use `grader submit --server URL` for a site")
+
+
+def use_existing() -> Instance:
+    """Find the instance and make this process's store and broker use it."""
+    found = find_existing()
+    if found.folder is not None:
+        os.environ["NKI_GRADER_HOME"] = str(found.folder)
+    return found
