@@ -39,12 +39,8 @@ def _fail(message: str) -> int:
 
 
 def format_progress(event: ProgressEvent) -> str:
-    """One line per finished test: '[3/13] Correctness: large images (224x224): passed 2.5/2.5 (41.2 s)'."""
-    r = event.result
-    extra = f", p99 {r.p99_us:.1f} us" if r.p99_us is not None else ""
-    return render.escape_control(f"[{event.done}/{event.total}] {r.title or r.name}: {r.status} "
-                                 f"{render.format_points(r.points)}/{render.format_points(r.max_points)}{extra} "
-                                 f"({r.duration_s:.1f} s)")
+    """One line per finished test (the same line `grader submit` prints from the service)."""
+    return render.format_test_line(event.done, event.total, render.test_summary(event.result))
 
 
 def _prepare(args):

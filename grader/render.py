@@ -88,6 +88,24 @@ def format_points(value: float | None) -> str:
     return "0" if text == "-0" else text
 
 
+def test_summary(test: TestResult) -> dict:
+    """What a finished test shows while the rest of the grade runs (stored by workers as tests
+    finish, sent by the status API, printed by `grader grade` and `grader submit` alike)."""
+    return {"name": test.name, "title": test.title or test.name, "status": test.status,
+            "points": test.points, "max_points": test.max_points,
+            "p99_us": test.p99_us if _finite(test.p99_us) else None, "duration_s": test.duration_s}
+
+
+def format_test_line(done: int, total: int, summary: dict) -> str:
+    """One line per finished test: '[3/13] Correctness: large images (224x224): passed 2.5/2.5 (41.2 s)'."""
+    p99 = summary.get("p99_us")
+    extra = f", p99 {p99:.1f} us" if isinstance(p99, (int, float)) else ""
+    duration = summary.get("duration_s") or 0.0
+    return escape_control(f"[{done}/{total}] {summary.get('title') or summary.get('name')}: {summary.get('status')} "
+                          f"{format_points(summary.get('points'))}/{format_points(summary.get('max_points'))}{extra} "
+                          f"({duration:.1f} s)")
+
+
 def _format_us(value: float | None) -> str:
     return f"{value:.1f} us" if _finite(value) else "n/a"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 
 from sqlalchemy import (BigInteger, Boolean, CheckConstraint, DateTime, Float, ForeignKey, Index,
-                        Integer, LargeBinary, MetaData, String, Text, UniqueConstraint, func)
+                        Integer, LargeBinary, MetaData, String, Text, UniqueConstraint, func, text)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -217,6 +217,7 @@ class GradingRun(Base):
     celery_task_id: Mapped[str | None] = mapped_column(String(64))
     progress_done: Mapped[int] = mapped_column(Integer, default=0)
     progress_total: Mapped[int] = mapped_column(Integer, default=0)
+    progress_tests: Mapped[list] = mapped_column(JSONB, default=list, server_default=text("'[]'::jsonb"))  # finished tests' summaries, as they finish
     error: Mapped[str | None] = mapped_column(Text)                  # why failed / infra_error (staff view)
 
     submission: Mapped[Submission] = relationship(back_populates="runs")

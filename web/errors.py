@@ -47,7 +47,7 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(grader.GraderInputError)
     def _grader_input(err):
-        return respond(str(err), getattr(err, "remedy", ""), 400)
+        return respond(err.reason, err.remedy, 400)        # str(err) already holds the remedy
 
     @app.errorhandler(CSRFError)
     def _csrf(err: CSRFError):

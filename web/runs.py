@@ -31,11 +31,17 @@ def visible_run(session: Session, user: Account, run_id: int, with_report: bool 
 
 
 def status_json(session: Session, run: GradingRun) -> dict:
+    """A run's live state: status, place in its queue, the tests finished so far (as they finish)
+    and an estimate of the seconds left from recent grades of the same assignment."""
     finished = run.status in FINAL_STATUSES
+    estimate = None if finished else enqueue.estimate_remaining_s(session, run)
     return {"run_id": run.id, "status": run.status,
             "queue_position": None if finished else enqueue.queue_position(session, run),
             "done": run.progress_done, "total": run.progress_total,
-            "score": run.score_total if run.status == "done" else None}
+            "tests": list(run.progress_tests or []),
+            "estimate_s": None if estimate is None else round(estimate),
+            "score": run.score_total if run.status == "done" else None,
+            "max_score": run.max_total if run.status == "done" else None}
 
 
 def report_of(run: GradingRun) -> grader.Report | None:

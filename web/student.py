@@ -80,7 +80,7 @@ def upload(name: str):
         return _render_assignment(assignment, form, err, err.status)
     except grader.GraderInputError as err:
         session.rollback()
-        return _render_assignment(assignment, form, UserError(str(err), getattr(err, "remedy", "")), 400)
+        return _render_assignment(assignment, form, UserError(err.reason, err.remedy), 400)
     return redirect(url_for("student.run_page", run_id=run.id), 303)
 
 

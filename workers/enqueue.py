@@ -62,6 +62,44 @@ def queue_position(session: Session, run: GradingRun) -> int | None:
     return int(ahead) + 1
 
 
+ESTIMATE_SAMPLE = 20        # recent finished grades of the same assignment and backend
+
+
+def typical_grade_s(session: Session, run: GradingRun) -> float | None:
+    """Median wall time of the last ESTIMATE_SAMPLE finished grades of this run's assignment on its
+    backend; None before there are any."""
+    durations = session.scalars(
+        select(func.extract("epoch", GradingRun.finished_at - GradingRun.started_at))
+        .join(Submission, Submission.id == GradingRun.submission_id)
+        .where(Submission.assignment_id == run.submission.assignment_id, GradingRun.backend == run.backend,
+               GradingRun.status == "done", GradingRun.started_at.is_not(None),
+               GradingRun.finished_at.is_not(None), GradingRun.id != run.id)
+        .order_by(GradingRun.finished_at.desc()).limit(ESTIMATE_SAMPLE)).all()
+    durations = sorted(float(d) for d in durations if d is not None and d > 0)
+    if not durations:
+        return None
+    mid = len(durations) // 2
+    return durations[mid] if len(durations) % 2 else (durations[mid - 1] + durations[mid]) / 2
+
+
+def estimate_remaining_s(session: Session, run: GradingRun) -> float | None:
+    """Seconds until this run's report is likely there, from recent grades of the same assignment:
+    what is left of a typical grade when running; when queued, the grades ahead of it shared by
+    the grades running now in its queue (at least one at a time), after those finish, plus its own."""
+    typical = typical_grade_s(session, run)
+    if typical is None or run.status not in ("queued", "running"):
+        return None
+    if run.status == "running":
+        elapsed = (now() - run.started_at).total_seconds() if run.started_at else 0.0
+        return max(0.0, typical - elapsed)
+    position = queue_position(session, run) or 1
+    running = session.scalar(select(func.count()).select_from(GradingRun).where(
+        GradingRun.queue == run.queue, GradingRun.status == "running")) or 0
+    slots = max(1, int(running))
+    rounds = -(-position // slots)                 # this run's round among those waiting
+    return typical * (rounds + (1 if running else 0))   # busy slots first finish what they run
+
+
 def queue_stats(session: Session) -> dict:
     """{"queues": {name: {"queued": n, "running": n}}, "workers": [...], "workers_alive": n}."""
     counts = {q: {"queued": 0, "running": 0} for q in QUEUE_FOR_BACKEND.values()}

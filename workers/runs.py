@@ -38,7 +38,7 @@ def claim(session: Session, run_id: int, worker: str, task_id: str | None, stale
                    and_(GradingRun.status == "running", GradingRun.heartbeat_at < stale)),
                GradingRun.cancel_requested.is_(False))
         .values(status="running", worker=worker, attempts=GradingRun.attempts + 1, started_at=now(),
-                heartbeat_at=now(), celery_task_id=task_id, progress_done=0, error=None)
+                heartbeat_at=now(), celery_task_id=task_id, progress_done=0, progress_tests=[], error=None)
         .returning(GradingRun.attempts)).scalar()
     session.commit()
     return Claim(run_id, attempt, worker) if attempt is not None else None
@@ -52,9 +52,12 @@ def heartbeat(session: Session, c: Claim) -> tuple[bool, bool]:
     return (row is not None, bool(row and row[0]))
 
 
-def progress(session: Session, c: Claim, done: int, total: int) -> None:
-    session.execute(update(GradingRun).where(c.mine()).values(progress_done=done, progress_total=total,
-                                                              heartbeat_at=now()))
+def progress(session: Session, c: Claim, done: int, total: int, finished: list[dict] | None = None) -> None:
+    """`finished`: every test this claim has finished so far (render.test_summary of each)."""
+    values = dict(progress_done=done, progress_total=total, heartbeat_at=now())
+    if finished is not None:
+        values["progress_tests"] = list(finished)
+    session.execute(update(GradingRun).where(c.mine()).values(**values))
     session.commit()
 
 

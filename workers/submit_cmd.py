@@ -27,12 +27,51 @@ def submit_command(args) -> int:
     return _via_database(args, path.name, data)
 
 
-def _show_progress(status: str, done: int, total: int, position) -> str:
+def _waiting_line(status: str, position, estimate_s) -> str:
+    """The one line said while a run waits or starts; per-test lines follow as tests finish."""
+    about = f", about {_duration(estimate_s)} left" if estimate_s is not None else ""
     if status == "queued":
-        return f"queued (position {position})" if position else "queued"
+        return (f"queued (position {position}{about})" if position else f"queued{about}")
     if status == "running":
-        return f"running: {done}/{total} tests" if total else "running"
+        return f"running{about}"
     return status
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
+class _Follower:
+    """Prints what changed since the last look: the waiting line once per change, then one line
+    per finished test, the same line `grader grade` prints."""
+
+    def __init__(self) -> None:
+        self.last_line = None
+        self.tests_shown = 0
+
+    def show(self, status: str, position, estimate_s, total: int, tests: list[dict]) -> None:
+        if status in ("queued", "running") and not tests:
+            line = _waiting_line(status, position, None if status == "running" else estimate_s)
+            if line != self.last_line:
+                print(line, file=sys.stderr, flush=True)
+                self.last_line = line
+        for i in range(self.tests_shown, len(tests)):
+            print(render.format_test_line(i + 1, total or len(tests), tests[i]), file=sys.stderr, flush=True)
+        self.tests_shown = max(self.tests_shown, len(tests))
+
+
+def _error(subject: str, message: str, remedy: str = "") -> int:
+    """The CLI's one error shape: 'grader: SUBJECT: message. remedy' (subject: the file, the token,
+    the server, the assignment), each part once."""
+    message = message.strip()
+    if remedy and remedy.strip() and remedy.strip() not in message:
+        if not message.endswith((".", "!", "?")):
+            message += "."
+        message = f"{message} {remedy.strip()}"
+    said = message if message.startswith(subject) else f"{subject}: {message}"     # the subject once
+    print(f"grader: {render.escape_control(said)}", file=sys.stderr)
+    return 2
 
 
 def _finish(report_json: dict, args) -> int:
@@ -47,40 +86,33 @@ def _finish(report_json: dict, args) -> int:
 
 def _via_api(args, filename: str, data: bytes) -> int:
     import requests
-    if not args.token:
-        print("grader: --server needs an API token: pass --token or set NKI_GRADER_TOKEN "
-              "(create one on the site's account page)", file=sys.stderr)
-        return 2
     base = args.server.rstrip("/")
+    if not args.token:
+        return _error("token", "--server needs an API token",
+                      "Pass --token or set NKI_GRADER_TOKEN (create one on the site's account page).")
     session = requests.Session()
     session.headers["Authorization"] = f"Bearer {args.token}"
+    print(f"grader: talking to the site at {base}", file=sys.stderr)
     try:
         answer = session.post(f"{base}/api/v1/assignments/{args.assignment}/submissions",
                               files={"file": (filename, data)}, timeout=120)
     except requests.RequestException as err:
-        print(f"grader: cannot reach {base}: {err}", file=sys.stderr)
-        return 2
+        return _unreachable(base, err)
     if answer.status_code != 201:
-        try:
-            body = answer.json()
-            message = f"{body.get('error', answer.reason)} {body.get('remedy', '')}".strip()
-        except ValueError:
-            message = f"HTTP {answer.status_code} {answer.reason}"
-        print(f"grader: {filename}: {message}", file=sys.stderr)
-        return 2
+        return _api_refusal(answer, filename, args.assignment)
     created = answer.json()
     status_url = _absolute(base, created["status_url"])
     report_url = _absolute(base, created["report_url"])
     print(f"run {created['run_id']}: {created['status']}", file=sys.stderr)
     deadline = time.monotonic() + args.timeout
-    last = None
+    follower = _Follower()
     while True:
-        state = session.get(status_url, timeout=60).json()
-        line = _show_progress(state["status"], state.get("done") or 0, state.get("total") or 0,
-                              state.get("queue_position"))
-        if line != last:
-            print(line, file=sys.stderr, flush=True)
-            last = line
+        try:
+            state = session.get(status_url, timeout=60).json()
+        except (requests.RequestException, ValueError) as err:
+            return _unreachable(base, err, f"Run {created['run_id']} goes on; follow it at {status_url}.")
+        follower.show(state["status"], state.get("queue_position"), state.get("estimate_s"),
+                      state.get("total") or 0, state.get("tests") or [])
         if state["status"] not in ("queued", "running"):
             break
         if time.monotonic() > deadline:
@@ -93,6 +125,38 @@ def _via_api(args, filename: str, data: bytes) -> int:
         print(f"grader: run {created['run_id']} ended {state['status']} without a report", file=sys.stderr)
         return 1
     return _finish(report.json(), args)
+
+
+def _unreachable(base: str, err: Exception, after: str = "") -> int:
+    import requests
+    if isinstance(err, requests.Timeout):
+        why = "it did not answer in time"
+    elif isinstance(err, requests.ConnectionError):
+        why = "no connection could be made (wrong address, or the site is down)"
+    elif isinstance(err, ValueError):
+        why = "it did not answer with the grader's JSON API (is this the grader site's address?)"
+    else:
+        why = type(err).__name__
+    return _error("server", f"cannot reach {base}: {why}",
+                  after or "Check --server (the site's address, e.g. https://grader.example.edu) and try again.")
+
+
+def _api_refusal(answer, filename: str, assignment: str) -> int:
+    """A refused submission, said about what was wrong: the token, the assignment, or the file."""
+    try:
+        body = answer.json()
+        message, remedy = str(body.get("error") or answer.reason), str(body.get("remedy") or "")
+    except ValueError:
+        message, remedy = f"HTTP {answer.status_code} {answer.reason}", ""
+    if answer.status_code == 401:
+        subject = "token"
+    elif answer.status_code in (403, 404):
+        subject = f"assignment {assignment!r}"
+    elif answer.status_code == 429:
+        subject = "server"
+    else:
+        subject = filename
+    return _error(subject, message, remedy)
 
 
 def _absolute(base: str, url: str) -> str:
@@ -123,23 +187,20 @@ def _via_database(args, filename: str, data: bytes) -> int:
         try:
             run = enqueue.submit(s, user, assignment, filename, data)
         except grader.GraderInputError as err:
-            print(f"grader: {filename}: {err}", file=sys.stderr)
-            return 2
+            return _error(filename, err.reason, err.remedy)
         run_id = run.id
         if not enqueue.queue_stats(s)["workers_alive"]:
             print("grader: no worker is alive yet; the run waits until one starts (`grader worker`)",
                   file=sys.stderr)
     print(f"run {run_id}: queued", file=sys.stderr)
     deadline = time.monotonic() + args.timeout
-    last = None
+    follower = _Follower()
     while True:
         with session_scope() as s:
             run = enqueue.run_by_id(s, run_id)
-            line = _show_progress(run.status, run.progress_done, run.progress_total, enqueue.queue_position(s, run))
+            follower.show(run.status, enqueue.queue_position(s, run), enqueue.estimate_remaining_s(s, run),
+                          run.progress_total, list(run.progress_tests or []))
             status, report = run.status, run.report
-        if line != last:
-            print(line, file=sys.stderr, flush=True)
-            last = line
         if status not in ("queued", "running"):
             break
         if time.monotonic() > deadline:

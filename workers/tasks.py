@@ -10,6 +10,7 @@ import traceback
 from celery import signals
 
 import grader
+from grader import render
 from store.db import forget_engines_after_fork, session_scope
 
 from . import runs, settings, specs
@@ -80,10 +81,13 @@ class RunHeartbeat(threading.Thread):
 
 
 def _progress_writer(claim: runs.Claim):
+    finished: list[dict] = []          # this claim's finished tests, in order (one grade, one thread)
+
     def on_progress(event) -> None:
+        finished.append(render.test_summary(event.result))
         try:
             with session_scope() as s:
-                runs.progress(s, claim, event.done, event.total)
+                runs.progress(s, claim, event.done, event.total, finished)
         except Exception:                          # progress is a courtesy; the grade goes on
             log.warning("progress for run %s not stored", claim.run_id, exc_info=True)
     return on_progress

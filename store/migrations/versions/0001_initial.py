@@ -1,5 +1,5 @@
-"""Initial schema: every table of store/models.py. The ONE revision until the schema settles;
-whoever changes the models updates this file (tests/store/test_migrations.py compares them).
+"""Initial schema: every table of store/models.py as first released. Later changes are revisions of
+their own (tests/store/test_migrations.py compares the head with the models).
 
 Revision ID: 0001_initial
 Revises: 
