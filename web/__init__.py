@@ -29,8 +29,15 @@ def create_app(config: dict | None = None) -> Flask:
     errors.init_app(app)
     headers.init_app(app)
     app.jinja_env.filters["pts"] = render.format_points
+    app.jinja_env.filters["duration"] = format_duration
     _register_blueprints(app)
     return app
+
+
+def format_duration(seconds) -> str:
+    """'about 2 min 05 s' / 'about 40 s' (status.js writes the same)."""
+    seconds = max(0, int(round(seconds)))
+    return f"about {seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"about {seconds} s"
 
 
 def _register_blueprints(app: Flask) -> None:

@@ -65,7 +65,7 @@ def test_upload_queues_a_run_and_status_updates_from_the_database(client_for, db
     run_id = int(run_url.rsplit("/", 1)[1])
     status = client.get(f"/runs/{run_id}/status").get_json()
     assert status == {"run_id": run_id, "status": "queued", "queue_position": 1, "done": 0, "total": 0,
-                      "score": None}
+                      "tests": [], "estimate_s": None, "score": None, "max_score": None}
     assert stored_counts(db) == (1, 1)
     # one in flight at a time: a second upload is refused with the reason, nothing stored
     again = upload(client, "conv2d.py", OPTIMIZED)
@@ -114,3 +114,32 @@ def test_report_history_and_what_others_cannot_see(client_for, db, course_setup,
                  "/staff/assignments/tiny", "/staff/assignments/tiny/grades.csv"):
         assert bob.get(path).status_code == 403, path
     assert client_for(None).get(f"/runs/{run.id}/report").status_code == 302     # anonymous: sign in first
+
+
+def test_run_page_fills_in_tests_as_they_finish_with_an_estimate(client_for, db, course_setup, tiny_reports):
+    """A running grade shows a progress bar, the tests finished so far (title, status, points, p99)
+    and the time left, from the median of recent grades of the same assignment."""
+    import datetime as dt
+    from grader import render
+    from store.models import GradingRun
+    alice, assignment = course_setup["alice"], course_setup["assignment"]
+    report = tiny_reports["optimized"]
+    earlier = store_graded_run(db, course_setup["bob"], assignment, report)
+    earlier.started_at = earlier.finished_at - dt.timedelta(seconds=100)         # a typical grade: 100 s
+    running = store_graded_run(db, alice, assignment, report)
+    finished_tests = [render.test_summary(report.tests[0])]
+    running.status, running.score_total, running.report, running.finished_at = "running", None, None, None
+    running.started_at = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=30)
+    running.progress_done, running.progress_total = 1, len(report.tests)
+    running.progress_tests = finished_tests
+    db.commit()
+
+    client = client_for("alice")
+    status = client.get(f"/runs/{running.id}/status").get_json()
+    assert status["status"] == "running" and status["done"] == 1 and status["tests"] == finished_tests
+    assert 60 <= status["estimate_s"] <= 70                 # 100 s typical, 30 s already spent
+    page = client.get(f"/runs/{running.id}").get_data(as_text=True)
+    assert '<progress data-field="progress_bar" max="%d" value="1">' % len(report.tests) in page
+    assert len(report.tests) >= 2 and report.tests[0].title in page and report.tests[1].title not in page
+    assert "Time left" in page and "about 1 min" in page
+    assert db.get(GradingRun, earlier.id).status == "done"
