@@ -134,6 +134,9 @@ class Assignment(Base):
     runs_per_hour: Mapped[int] = mapped_column(Integer, default=6)
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[dt.datetime] = _now()
+    # bumped by every write that can change the leaderboard (a finished grade, a flag, a rescore, a
+    # nickname): each web process compares it with its cached standings' and recomputes when it moved
+    standings_changed_at: Mapped[dt.datetime] = _now()
 
     course: Mapped[Course] = relationship(back_populates="assignments")
     thresholds_versions: Mapped[list["ThresholdsVersion"]] = relationship(back_populates="assignment")

@@ -11,6 +11,7 @@ from store.models import ApiToken, User
 
 from . import accounts, db
 from .cookies import is_plain_loopback
+from .leaderboard import standings_changed
 from .extensions import login_manager
 from .forms import ApiTokenForm, ConfirmForm, LoginForm, NicknameForm, PasswordForm, SimpleActionForm
 
@@ -105,6 +106,7 @@ def set_nickname():
         session.rollback()
         flash(f"The nickname {form.nickname.data!r} is taken; choose another.", "error")
         return redirect(url_for("auth.account")), 303
+    standings_changed(session, user_id=current_user.id)
     flash("Nickname saved; the leaderboard shows it from now on.", "success")
     return redirect(url_for("auth.account")), 303
 

@@ -17,6 +17,19 @@ from .standings import RULE, StandingsCache
 
 bp = Blueprint("leaderboard", __name__)
 BACKEND_TITLES = {"sim": "simulated (nkisim)", "neuron": "Trainium2 hardware"}
+KIND_TITLES = {"performance": "Performance", "extra_credit": "Extra credit"}
+
+
+def pseudonym(user_id: int) -> str:
+    """What a student without a nickname is called on the board: distinct, and names nobody."""
+    return f"student {user_id}"
+
+
+def short_title(test) -> str:
+    """A timed test's column head: its title without the kind ('224x224, no maxpool, float16')."""
+    title = test.title or test.name
+    head, sep, rest = title.partition(": ")
+    return rest if sep and rest else title
 
 
 def standings_cache() -> StandingsCache:
@@ -30,7 +43,16 @@ def standings_entry(assignment, backend: str):
     if backend not in BACKENDS:
         raise UserError(f"Unknown backend {backend!r}.", f"Use one of: {', '.join(BACKENDS)}.", 400)
     return standings_cache().get(db.session(), assignment.id, backend,
-                                 current_app.config["LEADERBOARD_CACHE_SECONDS"])
+                                 current_app.config["LEADERBOARD_CACHE_SECONDS"], assignment.standings_changed_at)
+
+
+def standings_changed(session, *, assignment_ids=None, user_id=None) -> None:
+    """After a write here that can change standings: move the stamp (every process recomputes at
+    its next view) and commit."""
+    from workers.runs import mark_standings_changed
+    mark_standings_changed(session, assignment_ids=assignment_ids, user_id=user_id)
+    session.commit()
+    standings_cache().forget(None if assignment_ids is None or len(assignment_ids) != 1 else assignment_ids[0])
 
 
 def standings_for(assignment, backend: str):
@@ -56,9 +78,10 @@ def board(name: str):
     if table is None:
         table = entry.rendered[(page, assignment.spec_hash)] = Markup(render_template(
             "leaderboard/_table.html", rows=standings[(page - 1) * size: page * size],
-            timed=courses.timed_tests(assignment)))
+            timed=courses.timed_tests(assignment), kind_titles=KIND_TITLES, short_title=short_title,
+            pseudonym=pseudonym))
     me = current_user.id if current_user.is_authenticated else None
     mine = next((s for s in standings if s.user_id == me), None) if me else None
     return render_template("leaderboard/board.html", assignment=assignment, backend=backend,
                            backend_titles=BACKEND_TITLES, table=table, page=page, pages=pages,
-                           count=len(standings), mine=mine, me=me, rule=RULE)
+                           count=len(standings), mine=mine, me=me, rule=RULE, pseudonym=pseudonym)

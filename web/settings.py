@@ -18,7 +18,7 @@ DEFAULTS = {
     "PERMANENT_SESSION_LIFETIME": timedelta(hours=12),
     "WTF_CSRF_TIME_LIMIT": None,              # the token lives as long as the session
     "LOGIN_LINK_HOURS": 72,                   # one-time login links from a roster import
-    "LEADERBOARD_CACHE_SECONDS": 10.0,        # how stale a leaderboard may be (under load)
+    "LEADERBOARD_CACHE_SECONDS": 10.0,        # safety-net recompute; every write that changes standings moves its stamp
     "LEADERBOARD_PAGE_SIZE": 100,
     "STATUS_POLL_MS": 1000,
 }

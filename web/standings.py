@@ -5,9 +5,13 @@ hardware and simulated runs are ranked apart; a student's best run is the highes
 ties broken by the lower sum of performance p99s, then the earlier run; students are ranked
 the same way.
 
-Standings are computed by one SQL query and kept per process. A stale entry is still served
-while one background thread recomputes it, so under load no request waits for the query;
-staff actions that change standings drop the entry (forget), and the next view recomputes."""
+Standings are computed by one SQL query and kept per process, tagged with the assignment's
+standings stamp (`assignments.standings_changed_at`), which every write that can change them
+moves in its own transaction (a finished grade, a flag, a rescore, a nickname). A view whose
+stamp differs from the cached entry's recomputes before answering, so a finished grade is on
+the board at the next request in every process. An entry older than max_age with an unmoved
+stamp is still served while one background thread recomputes it (a safety net for writes
+outside the application), so under load no request waits for the query."""
 from __future__ import annotations
 
 import logging
@@ -79,6 +83,7 @@ def compute(session: Session, assignment_id: int, backend: str) -> list[Standing
 @dataclass
 class _Entry:
     computed_at: float
+    stamp: object                # the assignment's standings stamp when computed
     standings: list[Standing]
     rendered: dict               # whatever views derive from the standings (page HTML), same lifetime
     refreshing: bool = False
@@ -92,25 +97,26 @@ class StandingsCache:
         self._lock = threading.Lock()
         self._entries: dict[tuple[int, str], _Entry] = {}
 
-    def get(self, session: Session, assignment_id: int, backend: str, max_age: float) -> _Entry:
+    def get(self, session: Session, assignment_id: int, backend: str, max_age: float, stamp=None) -> _Entry:
         key = (assignment_id, backend)
         with self._lock:
             entry = self._entries.get(key)
-            fresh = entry is not None and time.monotonic() - entry.computed_at < max_age
-            if entry is not None and not fresh and max_age > 0 and not entry.refreshing:
+            current = entry is not None and entry.stamp == stamp
+            fresh = current and time.monotonic() - entry.computed_at < max_age
+            if current and not fresh and max_age > 0 and not entry.refreshing:
                 entry.refreshing = True
-                threading.Thread(target=self._refresh, args=(key,), daemon=True).start()
-        if entry is not None and (fresh or max_age > 0):
-            return entry                  # fresh, or stale while the refresh runs
-        entry = _Entry(time.monotonic(), compute(session, assignment_id, backend), {})
+                threading.Thread(target=self._refresh, args=(key, stamp), daemon=True).start()
+        if current and (fresh or max_age > 0):
+            return entry                  # nothing written since; an old one while its refresh runs
+        entry = _Entry(time.monotonic(), stamp, compute(session, assignment_id, backend), {})
         with self._lock:
             self._entries[key] = entry
         return entry
 
-    def _refresh(self, key: tuple[int, str]) -> None:
+    def _refresh(self, key: tuple[int, str], stamp) -> None:
         try:
             with self._sessions() as session:
-                entry = _Entry(time.monotonic(), compute(session, *key), {})
+                entry = _Entry(time.monotonic(), stamp, compute(session, *key), {})
         except Exception:                 # the next request tries again (the database may be restarting)
             log.exception("recomputing the leaderboard %s failed", key)
             with self._lock:
@@ -118,10 +124,11 @@ class StandingsCache:
                     self._entries[key].refreshing = False
             return
         with self._lock:
-            self._entries[key] = entry
+            if key in self._entries and self._entries[key].stamp == stamp:
+                self._entries[key] = entry
 
     def forget(self, assignment_id: int | None = None) -> None:
-        """After a flag, rescore or threshold change here (other processes catch up within max_age)."""
+        """Drop this process's entries at once (other processes see the moved stamp)."""
         with self._lock:
             for key in [k for k in self._entries if assignment_id is None or k[0] == assignment_id]:
                 del self._entries[key]

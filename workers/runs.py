@@ -83,8 +83,27 @@ def finish(session: Session, c: Claim, report: dict, seed: int | None) -> bool:
     session.add_all(TestResultRow(run_id=c.run_id, test_name=t["name"], kind=t["kind"], status=t["status"],
                                   points=t["points"], max_points=t["max_points"], p99_us=t.get("p99_us"))
                     for t in tests)
+    mark_standings_changed(session, run_ids=[c.run_id])
     session.commit()
     return True
+
+
+def mark_standings_changed(session: Session, *, assignment_ids=None, run_ids=None, user_id=None) -> None:
+    """Move the standings stamp of the assignments a write touched (by id, by their runs, or every
+    assignment a user has runs in), in the writer's transaction: the next leaderboard view in any
+    process sees the stamp moved and recomputes."""
+    from store.models import Assignment, Submission
+    if assignment_ids is not None:
+        which = Assignment.id.in_(list(assignment_ids))
+    elif run_ids is not None:
+        which = Assignment.id.in_(select(Submission.assignment_id).join(GradingRun, GradingRun.submission_id
+                                                                        == Submission.id)
+                                  .where(GradingRun.id.in_(list(run_ids))))
+    elif user_id is not None:                      # where they have runs: the boards they can be on
+        which = Assignment.id.in_(select(Submission.assignment_id).where(Submission.user_id == user_id))
+    else:
+        raise ValueError("mark_standings_changed needs assignment_ids, run_ids or user_id")
+    session.execute(update(Assignment).where(which).values(standings_changed_at=now()))
 
 
 def fail(session: Session, c: Claim, status: str, error: str) -> bool:

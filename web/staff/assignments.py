@@ -17,7 +17,7 @@ from workers import specs
 from .. import courses, db, exports, thresholds
 from ..errors import UserError
 from ..forms import AssignmentForm, ExtensionForm, SimpleActionForm, ThresholdsForm, VisibilityForm
-from ..leaderboard import standings_cache
+from ..leaderboard import standings_changed
 from . import bp
 from .nightly import implied_for
 
@@ -101,7 +101,7 @@ def adopt_thresholds(name: str):
     if form.rescore.data:
         count = thresholds.rescore_all(session, assignment)
         message += f" Rescored {count} graded runs (no kernel was run again)."
-    standings_cache().forget(assignment.id)
+    standings_changed(session, assignment_ids=[assignment.id])
     flash(message, "success")
     return redirect(url_for("staff.assignment", name=name), 303)
 
@@ -113,7 +113,7 @@ def rescore(name: str):
     session = db.session()
     assignment = courses.get_assignment(session, name)
     count = thresholds.rescore_all(session, assignment)
-    standings_cache().forget(assignment.id)
+    standings_changed(session, assignment_ids=[assignment.id])
     flash(f"Rescored {count} graded runs under thresholds {assignment.thresholds_version}.", "success")
     return redirect(url_for("staff.assignment", name=name), 303)
 

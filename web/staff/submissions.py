@@ -14,7 +14,7 @@ from workers import enqueue
 from .. import db, runs
 from ..errors import UserError
 from ..forms import FlagForm, SimpleActionForm
-from ..leaderboard import standings_cache
+from ..leaderboard import standings_changed
 from . import bp
 
 PAGE_SIZE = 50
@@ -132,8 +132,6 @@ def unflag(run_id: int):
 
 def _flag_saved(run: GradingRun, message: str):
     assignment_id = run.submission.assignment_id
-    db.session().commit()
-    standings_cache().forget(assignment_id)
-    flash(message + f" Other server processes show it within {current_app.config['LEADERBOARD_CACHE_SECONDS']:g} s.",
-          "success")
+    standings_changed(db.session(), assignment_ids=[assignment_id])
+    flash(message + " The leaderboard shows it from the next view.", "success")
     return redirect(url_for("staff.run_detail", run_id=run.id), 303)
