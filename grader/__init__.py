@@ -22,6 +22,7 @@ _EXPORTS = {
     "submission_from_bytes": ("grader.submission", "submission_from_bytes"),
     "Submission": ("grader.submission", "Submission"),
     "SubmissionError": ("grader.submission", "SubmissionError"),
+    "static_findings": ("grader.static", "static_findings"),
     "GraderInputError": ("grader.errors", "GraderInputError"),
     "BackendUnavailable": ("grader.grade", "BackendUnavailable"),
     "GradeOptions": ("grader.grade", "GradeOptions"),

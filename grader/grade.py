@@ -24,11 +24,12 @@ from . import problems, scoring
 from .checks import check_output
 from .errors import GraderInputError
 from .events import CancelToken, ProgressEvent
-from .precheck import compute_violations, precheck
+from .precheck import compute_violations
 from .report import Report, TestResult
 from .runner import ConfigRun, RunnerJob, run_configuration
 from .sandbox import Limits, capabilities
 from .spec import AssignmentSpec, TestSpec
+from .static import static_findings
 from .submission import Submission
 from .zygote import ZYGOTE
 
@@ -112,15 +113,15 @@ class _Run:
         enabled = self.spec.precheck if self.opt.run_precheck is None else self.opt.run_precheck
         if not enabled:
             return
-        for key, source in self.sub.files.items():
-            name = self.sub.filenames.get(key, key)
-            for v in precheck(source, name, entry_points=tuple(self.spec.files[key].functions)):
-                finding = {"file": name, "line": v.line, "rule": v.rule, "message": v.message}
-                if getattr(v, "severity", "error") == "warning":
-                    self.warnings.append(finding)
-                else:
-                    self.rejections.append(finding)
-                    self.rejected.add(key)
+        key_of = {self.sub.filenames.get(key, key): key for key in self.sub.files}
+        for found in static_findings(self.sub, self.spec, enabled=True):
+            severity = found.pop("severity")
+            if severity == "warning":
+                self.warnings.append(found)
+            else:
+                self.rejections.append(found)
+                self.rejected.add(key_of[found["file"]])
+        for key in self.sub.files:
             if key in self.rejected:
                 self.flags.append(f"precheck_rejected:{key}")
 

@@ -39,7 +39,7 @@ def _history(session, user_id: int, assignment) -> list[GradingRun]:
         .options(defer(GradingRun.report), joinedload(GradingRun.submission).defer(Submission.data))))
 
 
-def _render_assignment(assignment, form, error=None, status=200):
+def _render_assignment(assignment, form, error=None, status=200, static=None):
     session = db.session()
     history = _history(session, current_user.id, assignment)
     graded = [r for r in reversed(history) if r.status == "done" and r.score_total is not None]
@@ -48,7 +48,7 @@ def _render_assignment(assignment, form, error=None, status=200):
                        title="Your score over time", guides=(Guide("maximum", max_total, "#2e7d32", True),)
                        if max_total else ())
     return render_template(
-        "student/assignment.html", assignment=assignment, form=form, error=error, history=history,
+        "student/assignment.html", assignment=assignment, form=form, error=error, static=static, history=history,
         chart=chart, allowance=courses.allowance(session, current_user.id, assignment),
         deadline=courses.deadline_for(session, current_user.id, assignment)), status
 
@@ -69,19 +69,37 @@ def upload(name: str):
         error = UserError(" ".join(form.file.errors) or "No file was received.",
                           "Choose conv2d.py, kernels.py or your asst4 archive, then press Upload.")
         return _render_assignment(assignment, form, error, 400)
+    filename, data = form.file.data.filename or "", form.file.data.read()
     # the users row is locked until submit() commits: two uploads at once cannot both pass the limit
     user = session.scalars(select(User).where(User.id == current_user.id).with_for_update()).one()
     try:
         courses.check_may_submit(session, current_user, assignment)
-        upload_file = form.file.data
-        run = enqueue.submit(session, user, assignment, upload_file.filename or "", upload_file.read())
+        run = enqueue.submit(session, user, assignment, filename, data)
     except UserError as err:
         session.rollback()
+        if err.status == 429:             # only the grading must wait: the file is checked now
+            return _render_assignment(assignment, form, err, err.status,
+                                      static=_static_check(assignment, filename, data))
         return _render_assignment(assignment, form, err, err.status)
     except grader.GraderInputError as err:
         session.rollback()
         return _render_assignment(assignment, form, UserError(err.reason, err.remedy), 400)
     return redirect(url_for("student.run_page", run_id=run.id), 303)
+
+
+def _static_check(assignment, filename: str, data: bytes) -> dict:
+    """What the static check says of an upload that may not be graded yet: {"ok", "problems",
+    "warnings"}; problems are what would make the grade fail or score the file 0."""
+    spec = courses.spec_of(assignment)
+    try:
+        sub = grader.submission_from_bytes(filename, data, spec)
+    except grader.GraderInputError as err:
+        return {"ok": False, "problems": [f"{err.reason}. {err.remedy}".strip()], "warnings": []}
+    findings = grader.static_findings(sub, spec)
+    said = [f"{f['file']} line {f['line']}: {f['message']}" for f in findings]
+    problems = [line for line, f in zip(said, findings) if f["severity"] != "warning"]
+    warnings = [line for line, f in zip(said, findings) if f["severity"] == "warning"]
+    return {"ok": not problems, "problems": problems, "warnings": warnings}
 
 
 @bp.route("/runs/<int:run_id>")

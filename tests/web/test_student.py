@@ -71,6 +71,16 @@ def test_upload_queues_a_run_and_status_updates_from_the_database(client_for, db
     again = upload(client, "conv2d.py", OPTIMIZED)
     assert again.status_code == 429
     assert "already have a run queued" in again.get_data(as_text=True)
+    assert "it passes the static check" in again.get_data(as_text=True)      # only the grading waits
+    assert stored_counts(db) == (1, 1)
+    # a broken file is said to be broken at once, even with a run in flight; still nothing stored
+    broken = upload(client, "conv2d.py", b"def fused_conv2d_maxpool(X, W, bias, pool_size:\n")
+    page = broken.get_data(as_text=True)
+    assert broken.status_code == 429 and "data-static-check" in page
+    assert "would not pass the static check" in page and "syntax error on line 1" in page
+    rejected = upload(client, "conv2d.py", OPTIMIZED + b"\nimport subprocess\nsubprocess.run(['true'])\n")
+    page = rejected.get_data(as_text=True)
+    assert "would not pass the static check" in page and "subprocess" in page
     assert stored_counts(db) == (1, 1)
     assert client.get(f"/runs/{run_id}/report").status_code == 409    # no report before it is graded
 
