@@ -59,6 +59,13 @@ class TestSpec:
         return self.kind in ("performance", "extra_credit")
 
     @property
+    def thresholds_from_references(self) -> bool:
+        """Whether the course derives this test's thresholds from its reference kernels' p99s
+        (performance tests: 120% of the optimized and relaxed references); extra-credit
+        thresholds are set by hand and never proposed from a nightly run."""
+        return self.kind == "performance"
+
+    @property
     def kernel(self) -> str:
         return problems.get(self.problem).kernel
 

@@ -66,14 +66,20 @@ def rewrite_spec(toml_text: str, thresholds: dict[str, dict[str, float]], versio
     return tomlkit.dumps(doc)
 
 
-def adopt(session: Session, assignment: Assignment, version: str, thresholds: dict, source: str = "spec") -> None:
-    """Put thresholds in force as `version` (the caller commits, then may rescore)."""
+def check_new_version(session: Session, assignment: Assignment, version: str) -> ThresholdsVersion | None:
+    """Refuses a version name already in force or adopted before; returns its proposed row, if any."""
     if version == assignment.thresholds_version:
         raise UserError(f"{version!r} is the thresholds version in force already.", "Give the new version a new name.")
     row = session.scalar(select(ThresholdsVersion).where(ThresholdsVersion.assignment_id == assignment.id,
                                                          ThresholdsVersion.version == version))
     if row is not None and row.adopted_at is not None:
         raise UserError(f"Thresholds version {version!r} was adopted before.", "Give the new version a new name.")
+    return row
+
+
+def adopt(session: Session, assignment: Assignment, version: str, thresholds: dict, source: str = "spec") -> None:
+    """Put thresholds in force as `version` (the caller commits, then may rescore)."""
+    row = check_new_version(session, assignment, version)
     new_toml = rewrite_spec(assignment.spec_toml, thresholds, version)
     spec = specs.from_toml(new_toml)         # checks the new TOML before anything changes
     if row is None:
@@ -119,3 +125,43 @@ def _rescore_run(session: Session, run: GradingRun, spec) -> None:
         test = by_name.get(row.test_name)
         if test is not None:
             row.points, row.max_points, row.status = test.points, test.max_points, test.status
+
+
+# ----- what a change does, before it is made -----
+
+TIGHTEN_CONFIRM_PERCENT = 10.0      # tightening any threshold by more than this asks for confirmation
+
+
+def tier_of(p99_us: float | None, levels: dict) -> str:
+    if p99_us is None:
+        return "none"
+    if p99_us <= levels["optimized"]:
+        return "optimized"
+    return "relaxed" if p99_us <= levels["relaxed"] else "none"
+
+
+def change_preview(session: Session, assignment: Assignment, new: dict[str, dict[str, float]]) -> dict:
+    """Each threshold that moves (old, new, percent), how many graded runs would change tier in a
+    test, and whether any threshold tightens by more than TIGHTEN_CONFIRM_PERCENT."""
+    old = courses.spec_thresholds(assignment.spec_toml)
+    titles = {t.name: t.title or t.name for t in courses.timed_tests(assignment)}
+    changes = []
+    for name, levels in new.items():
+        for level in LEVELS:
+            before, after = old.get(name, {}).get(level), levels[level]
+            if before is None or before == after:
+                continue
+            changes.append({"test": name, "title": titles.get(name, name), "level": level, "old": before,
+                            "new": after, "percent": 100.0 * (after - before) / before})
+    moved = {c["test"] for c in changes}
+    runs_changing = 0
+    if moved:
+        rows = session.execute(
+            select(TestResultRow.run_id, TestResultRow.test_name, TestResultRow.p99_us)
+            .join(GradingRun, GradingRun.id == TestResultRow.run_id).join(Submission)
+            .where(Submission.assignment_id == assignment.id, GradingRun.status == "done",
+                   TestResultRow.test_name.in_(moved)))
+        runs_changing = len({run_id for run_id, test, p99 in rows
+                             if tier_of(p99, old[test]) != tier_of(p99, new[test])})
+    return {"changes": changes, "runs_changing": runs_changing,
+            "needs_confirmation": any(c["percent"] < -TIGHTEN_CONFIRM_PERCENT for c in changes)}

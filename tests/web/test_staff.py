@@ -82,6 +82,69 @@ def test_adopt_thresholds_and_rescore_without_running_kernels(client_for, db, co
     assert again.status_code == 400 and "in force already" in again.get_data(as_text=True)
 
 
+def test_tightening_a_threshold_by_more_than_10_percent_shows_what_it_does_and_asks_first(
+        client_for, db, course_setup, tiny_reports):
+    assignment = course_setup["assignment"]
+    run = store_graded_run(db, course_setup["alice"], assignment, measured(tiny_reports["optimized"], 35.0))
+    store_graded_run(db, course_setup["bob"], assignment, measured(tiny_reports["optimized"], 20.0))
+    ta = client_for("tara")
+    page = "/staff/assignments/tiny"
+    form = {"version": "t2", "rescore": "y", "thresholds": '{"perf_tiny": {"optimized": 30, "relaxed": 60}}'}
+    asked = post_form(ta, page, f"{page}/thresholds", form)
+    text = asked.get_data(as_text=True)
+    assert asked.status_code == 409 and "data-confirm-thresholds" in text
+    assert "-25.0%" in text and "40.0 us" in text and "30.0 us" in text
+    assert "1 graded run would change tier" in text          # 35 us leaves the optimized tier; 20 us stays
+    db.expire_all()
+    assert db.get(Assignment, assignment.id).thresholds_version != "t2"       # nothing changed yet
+    assert db.get(GradingRun, run.id).score_total == 7.5
+    confirmed = post_form(ta, page, f"{page}/thresholds", {**form, "confirmed": "yes"}, follow_redirects=True)
+    assert confirmed.status_code == 200
+    assert "(-25.0%); 1 graded run change tier" in html.unescape(confirmed.get_data(as_text=True))
+    db.expire_all()
+    assert db.get(Assignment, assignment.id).thresholds_version == "t2"
+    assert db.get(GradingRun, run.id).score_total == 7.25
+    # loosening, or tightening by 10% or less, is adopted at once with the same account
+    small = post_form(ta, page, f"{page}/thresholds",
+                      {"version": "t3", "thresholds": '{"perf_tiny": {"optimized": 28, "relaxed": 60}}'})
+    assert small.status_code == 303
+
+
+def test_nightly_proposal_prefills_only_tests_derived_from_reference_kernels(client_for, db, course_setup):
+    """An extra-credit threshold is set by hand: the nightly's implied value is never proposed for it."""
+    from store.models import Course, ThresholdsVersion
+    from web.courses import spec_thresholds
+    from workers import specs
+    toml, spec = specs.read_spec_file("asst4-trainium2")
+    assignment = Assignment(course=db.get(Course, course_setup["course"].id), name="asst4", title=spec.title,
+                            spec_name="asst4-trainium2", spec_version=spec.spec_version,
+                            thresholds_version=spec.thresholds_version, spec_hash=specs.spec_hash(toml),
+                            spec_toml=toml, backend="sim")
+    db.add(assignment)
+    db.add(ThresholdsVersion(assignment=assignment, version=spec.thresholds_version, source="spec",
+                             thresholds=spec_thresholds(toml), adopted_at=dt.datetime.now(dt.timezone.utc)))
+    night = NightlyRun(trigger="manual")
+    db.add(night)
+    db.flush()
+    timed = [t for t in spec.tests if t.timed]
+    for kernel in ("conv2d_optimized", "conv2d_relaxed"):
+        db.add(NightlyResult(nightly_run_id=night.id, spec_name="asst4-trainium2", spec_version=spec.spec_version,
+                             thresholds_version=spec.thresholds_version, reference_kernel=kernel, backend="sim",
+                             p99_us={t.name: 10.0 for t in timed}, passed=True, drift=False,
+                             implied_thresholds={t.name: 12.0 for t in timed},
+                             thresholds_in_force={}, score_total=60.0, report={}))
+    db.commit()
+    page = client_for("tara").get("/staff/assignments/asst4").get_data(as_text=True)
+    textarea = html.unescape(page.split('name="thresholds"', 1)[1].split(">", 1)[1].split("</textarea>", 1)[0])
+    proposal = json.loads(textarea)
+    in_force = spec_thresholds(toml)
+    for t in timed:
+        if t.kind == "performance":
+            assert proposal[t.name] == {"optimized": 12.0, "relaxed": 12.0}, t.name
+        else:
+            assert proposal[t.name] == in_force[t.name], t.name          # extra credit keeps its own
+
+
 def test_extension_lets_one_student_submit_late(client_for, db, course_setup):
     assignment = course_setup["assignment"]
     assignment.deadline = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=2)

@@ -74,7 +74,9 @@ def assignment(name: str):
                                  .where(DeadlineExtension.assignment_id == assignment.id)
                                  .order_by(User.email)).all()
     in_force = courses.spec_thresholds(assignment.spec_toml)
-    implied = implied_for(session, assignment)
+    derived = {t.name for t in courses.timed_tests(assignment) if t.thresholds_from_references}
+    implied = {name: levels for name, levels in implied_for(session, assignment).items() if name in derived}
+    # only the tests whose thresholds come from the reference kernels are proposed from the nightly
     proposal = {name: {"optimized": round(implied.get(name, {}).get("optimized", levels["optimized"]), 1),
                        "relaxed": round(implied.get(name, {}).get("relaxed", levels["relaxed"]), 1)}
                 for name, levels in in_force.items()}
@@ -94,10 +96,18 @@ def adopt_thresholds(name: str):
     if not form.validate_on_submit():
         raise UserError(f"The thresholds were not adopted: {_form_problems(form)}.", "Correct the form and try again.")
     values = thresholds.parse_thresholds(form.thresholds.data, assignment)
+    thresholds.check_new_version(session, assignment, form.version.data)
+    preview = thresholds.change_preview(session, assignment, values)
+    if preview["needs_confirmation"] and request.form.get("confirmed") != "yes":
+        return render_template("staff/thresholds_confirm.html", assignment=assignment, form=form,
+                               preview=preview, source=request.form.get("source", "")), 409
     thresholds.adopt(session, assignment, form.version.data, values,
                      source="nightly" if request.form.get("source") == "nightly" else "spec")
     session.commit()
-    message = f"Thresholds version {form.version.data} is in force."
+    moved = "; ".join(f"{c['title']} {c['level']} {c['old']:g} -> {c['new']:g} us ({c['percent']:+.1f}%)"
+                      for c in preview["changes"]) or "no threshold moved"
+    message = (f"Thresholds version {form.version.data} is in force ({moved}; {preview['runs_changing']} graded "
+               f"run{'' if preview['runs_changing'] == 1 else 's'} change tier).")
     if form.rescore.data:
         count = thresholds.rescore_all(session, assignment)
         message += f" Rescored {count} graded runs (no kernel was run again)."
