@@ -8,6 +8,7 @@ from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from grader import render
+from workers import enqueue
 
 from . import db, errors, headers, settings
 from .cookies import LoopbackAwareSessionInterface
@@ -30,6 +31,7 @@ def create_app(config: dict | None = None) -> Flask:
     headers.init_app(app)
     app.jinja_env.filters["pts"] = render.format_points
     app.jinja_env.filters["duration"] = format_duration
+    app.jinja_env.filters["since"] = enqueue.since
     _register_blueprints(app)
     return app
 

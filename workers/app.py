@@ -10,7 +10,7 @@ from kombu import Queue
 from . import settings
 from .broker import broker_url
 
-QUEUES = ("sim", "trn2")
+QUEUES = ("sim", "trn2", "nightly")    # nightly: the reference regression, never ahead of a student's grade
 
 app = Celery("nki_grader", include=["workers.tasks"])
 
@@ -42,6 +42,6 @@ def _configure(sender, **_):
         beat_schedule={
             "nightly-regression": {"task": "workers.nightly_regression",
                                    "schedule": crontab(hour=conf.nightly_hour_utc, minute=0),
-                                   "options": {"queue": "sim"}},
+                                   "options": {"queue": "nightly"}},
         },
     )

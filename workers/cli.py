@@ -48,8 +48,10 @@ def _migrate_if_embedded() -> None:
 # --------------------------------------------------------------------------- worker
 
 def register_worker(sub) -> None:
-    p = sub.add_parser("worker", help="run a grading worker (Celery) on the sim or trn2 queue")
-    p.add_argument("--queue", choices=("sim", "trn2"), default="sim")
+    p = sub.add_parser("worker", help="run a grading worker (Celery) on the sim, trn2 or nightly queue")
+    p.add_argument("--queue", choices=("sim", "trn2", "nightly"), default="sim",
+                   help="sim: student grades on the simulator; trn2: on Trainium; nightly: the reference "
+                        "regression, apart so student grades never wait behind it")
     p.add_argument("--concurrency", type=int, help="grades at once (sim: default 1; trn2: one per core)")
     p.add_argument("--cores", help="trn2: NeuronCores to use, e.g. 0,1,2,3 (default $NKI_NEURON_CORES or 0)")
     p.add_argument("--name", help="worker name; %%h is the host name (default grader-<queue>-<pid>@%%h)")
@@ -135,7 +137,7 @@ def _beat(args) -> int:
 def register_nightly(sub) -> None:
     p = sub.add_parser("nightly", help="the reference-kernel regression")
     p.add_argument("--now", action="store_true", help="run it here and now and print the results "
-                                                     "(without: queue it for a sim worker)")
+                                                     "(without: queue it for the nightly worker)")
     p.set_defaults(func=_nightly)
 
 
@@ -148,8 +150,9 @@ def _nightly(args) -> int:
     upgrade()
     if not args.now:
         from .tasks import nightly_regression
-        nightly_regression.apply_async(queue="sim")
-        print("nightly regression queued for a sim worker")
+        nightly_regression.apply_async(queue="nightly")
+        print("nightly regression queued for the nightly worker (`grader serve` runs one; elsewhere "
+              "`grader worker --queue nightly`); student grades do not wait behind it")
         return 0
     from .nightly import run_nightly
     night_id = run_nightly(trigger="manual")
@@ -184,7 +187,7 @@ def _queue(args) -> int:
     if found is None:
         return 2
     from store import session_scope, upgrade
-    from .enqueue import queue_stats
+    from .enqueue import queue_stats, since
     upgrade()
     with session_scope() as s:
         stats = queue_stats(s)
@@ -195,7 +198,10 @@ def _queue(args) -> int:
         print(f"{queue:5s} queued {c['queued']:5d}  running {c['running']:4d}")
     print(f"workers alive: {stats['workers_alive']}")
     for w in stats["workers"]:
-        print(f"  {w['name']}  queues {w['queues']}  pid {w['pid']}  seen {w['seen_at']}")
+        print(f"  {w['name']}  queues {w['queues']}  pid {w['pid']}  last heartbeat {since(w['seen_at'])}")
+    print(f"running now: {len(stats['running']) or 'nothing'}")
+    for d in stats["running"]:
+        print(f"  {d['what']} on {d['queue']}, since {since(d['since'])}: {d['detail']}")
     return 0
 
 

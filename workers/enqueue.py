@@ -111,7 +111,29 @@ def queue_stats(session: Session) -> dict:
     workers = [{"name": w.name, "queues": w.queues, "pid": w.pid, "seen_at": w.seen_at.isoformat()}
                for w in session.scalars(select(WorkerHeartbeat).where(WorkerHeartbeat.seen_at >= fresh)
                                         .order_by(WorkerHeartbeat.name))]
-    return {"queues": counts, "workers": workers, "workers_alive": len(workers)}
+    return {"queues": counts, "workers": workers, "workers_alive": len(workers), "running": running_now(session)}
+
+
+def running_now(session: Session) -> list[dict]:
+    """What the workers are doing, oldest first: student grades and nightly regressions, each with
+    what it is and since when ({"what", "queue", "since", "detail"})."""
+    from store.models import NightlyRun
+    doing = []
+    for run, filename, assignment in session.execute(
+            select(GradingRun, Submission.filename, Assignment.name)
+            .join(Submission, Submission.id == GradingRun.submission_id)
+            .join(Assignment, Assignment.id == Submission.assignment_id)
+            .where(GradingRun.status == "running").order_by(GradingRun.started_at)):
+        doing.append({"what": "student grade", "queue": run.queue, "since": run.started_at.isoformat(),
+                      "detail": f"run {run.id} of {assignment} ({filename}), {run.progress_done}/"
+                                f"{run.progress_total or '?'} tests, worker {run.worker or '?'}"})
+    for night in session.scalars(select(NightlyRun).where(NightlyRun.status == "running")
+                                 .order_by(NightlyRun.started_at)):
+        doing.append({"what": "nightly regression", "queue": "nightly", "since": night.started_at.isoformat(),
+                      "detail": f"nightly run {night.id} ({night.trigger}), {len(night.results)} reference "
+                                f"grades stored so far"})
+    doing.sort(key=lambda d: d["since"])
+    return doing
 
 
 def _new_run(submission: Submission, backend: str) -> GradingRun:
@@ -121,3 +143,11 @@ def _new_run(submission: Submission, backend: str) -> GradingRun:
 
 def run_by_id(session: Session, run_id: int) -> GradingRun | None:
     return session.get(GradingRun, run_id)
+
+
+def since(iso: str) -> str:
+    """'14:02:07 UTC (3 min 5 s ago)' from a stored ISO timestamp (queue views, CLI and console)."""
+    when = dt.datetime.fromisoformat(iso)
+    ago = max(0, int((now() - when).total_seconds()))
+    span = f"{ago // 60} min {ago % 60} s" if ago >= 60 else f"{ago} s"
+    return f"{when.astimezone(dt.timezone.utc):%H:%M:%S} UTC ({span} ago)"

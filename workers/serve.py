@@ -100,6 +100,8 @@ def serve(args) -> int:
         python = sys.executable
         children.append(Child("worker", [python, "-m", "workers.cli", "worker", "--queue", "sim",
                                          "--concurrency", str(max(1, args.workers))]))
+        children.append(Child("nightly worker", [python, "-m", "workers.cli", "worker", "--queue", "nightly",
+                                                 "--concurrency", "1"]))
         children.append(Child("beat", [python, "-m", "workers.cli", "beat"]))
         base_url = f"http://127.0.0.1:{args.port}"
         if _web_available():

@@ -46,3 +46,41 @@ def test_drift_threshold_is_a_percentage_either_way():
     assert drift_reasons({"t": 100.0}, {"t": 111.0}, 10)
     assert drift_reasons({"t": 100.0}, {"t": 85.0}, 10)
     assert drift_reasons({}, {"t": 85.0}, 10) == []           # the first night has nothing to drift from
+
+
+def test_nightly_runs_on_its_own_queue_and_says_it_is_running(db, assignment, broker, redis_server,
+                                                               celery_worker, capsys):
+    """`grader nightly` queues the regression on the nightly queue: a student's sim worker never
+    takes it, a nightly worker does, and while a nightly run is running `grader queue` says so."""
+    import datetime as dt
+    import json
+    from service_waits import wait_for
+    from workers.broker import client_for
+    from workers.cli import main
+    from workers.enqueue import running_now
+    celery_worker("sim")
+    assert main(["nightly"]) == 0
+    assert "nightly worker" in capsys.readouterr().out
+    redis = client_for(redis_server.url)
+    assert redis.llen("nightly") == 1 and redis.llen("sim") == 0     # waiting on its own queue
+
+    # what `grader queue` shows while a regression runs (a row as run_nightly leaves it mid-way)
+    night = NightlyRun(trigger="manual", started_at=dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=3))
+    db.add(night)
+    db.commit()
+    doing = running_now(db)
+    assert [d["what"] for d in doing] == ["nightly regression"] and doing[0]["queue"] == "nightly"
+    assert main(["queue"]) == 0
+    out = capsys.readouterr().out
+    assert "running now: 1" in out and "nightly regression on nightly, since" in out and "3 min" in out
+    night.status = "done"
+    db.commit()
+
+    celery_worker("nightly")                                         # now someone takes it
+    def finished():
+        db.expire_all()
+        return db.scalar(select(NightlyRun).where(NightlyRun.id != night.id, NightlyRun.status != "running"))
+    done = wait_for(finished, 600, "the nightly worker to run the regression")
+    assert done.status == "done" and done.results
+    assert main(["queue", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["running"] == []

@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from store.models import Assignment, NightlyResult
+from workers import enqueue
 
 from .. import db
 from ..charts import COLORS, Guide, Point, time_chart
@@ -61,4 +62,5 @@ def nightly():
             table.append((test, (latest.p99_us or {}).get(test), implied, in_force))
         groups.append({"spec": spec_name, "kernel": kernel, "backend": backend, "level": level, "latest": latest,
                        "charts": charts, "table": table, "drifts": [r for r in rows if r.drift]})
-    return render_template("staff/nightly.html", groups=groups)
+    running = [d for d in enqueue.running_now(session) if d["what"] == "nightly regression"]
+    return render_template("staff/nightly.html", groups=groups, running=running)
