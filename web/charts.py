@@ -15,6 +15,25 @@ COLORS = {"p99": "#1565c0", "optimized": "#2e7d32", "relaxed": "#ef6c00", "impli
           "drift": "#c62828", "line": "#1565c0", "grid": "#e0e0e0", "text": "#212121"}
 
 
+CHAR_W = 7.0      # a generous average glyph width of the 12 px sans-serif, for fitting text
+
+
+def nice_ticks(low: float, high: float, most: int = 5) -> list[float]:
+    """Round tick values from low up to at least high (0, 20, 40, 60, 80 for 0..70): a step of 1,
+    2, 2.5 or 5 times a power of ten, at most `most` ticks."""
+    span = high - low
+    if span <= 0:
+        return [low, low + 1.0]
+    for step in sorted(m * 10.0 ** e for e in range(math.floor(math.log10(span / most)) - 1,
+                                                      math.floor(math.log10(span)) + 2)
+                       for m in (1, 2, 2.5, 5)):
+        start = math.floor(low / step) * step
+        count = math.ceil((high - start) / step - 1e-9) + 1
+        if count <= most:
+            return [start + i * step for i in range(count)]
+    return [low, high]
+
+
 def _finite(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -50,7 +69,8 @@ def p99_chart(rows: list[TimingRow], width: int = 760) -> Markup:
         y = top + i * row_h
         known = [v for v in (row.p99_us, row.optimized_us, row.relaxed_us) if _finite(v)]
         scale = bar_w / (max(known) * 1.15) if known and max(known) > 0 else 0
-        short = row.label if len(row.label) <= 44 else row.label[:43] + "\u2026"
+        fits = int((label_w - 16) / CHAR_W)          # what fits left of the bars at 12 px
+        short = row.label if len(row.label) <= fits else row.label[:fits - 1] + "\u2026"
         body.append(f'<text x="{label_w - 8}" y="{y + 17}" text-anchor="end" fill="{COLORS["text"]}">'
                     f'<title>{escape(row.label)}</title>{escape(short)}</text>')
         body.append(f'<rect x="{label_w}" y="{y + 4}" width="{bar_w}" height="20" fill="#f5f5f5"/>')
@@ -105,11 +125,10 @@ def time_chart(points: list[Point], *, title: str, unit: str = "", guides: tuple
     if not values or not points:
         body.append(f'<text x="{left}" y="{height // 2}" fill="#757575">nothing to show yet</text>')
         return _svg(width, height, body, title)
-    low = 0.0 if y_from_zero else min(values)
-    high = max(values)
+    ticks = nice_ticks(0.0 if y_from_zero else min(values), max(values))
+    low, high = ticks[0], ticks[-1]
     if high <= low:
         high = low + 1.0
-    high += (high - low) * 0.08
     times = [p.when.timestamp() for p in points]
     t0, t1 = min(times), max(times)
     span = (t1 - t0) or 1.0
@@ -121,12 +140,15 @@ def time_chart(points: list[Point], *, title: str, unit: str = "", guides: tuple
     def y_of(v: float) -> float:
         return top + plot_h - (v - low) / (high - low) * plot_h
 
-    for frac in (0, 0.5, 1):
-        v = low + (high - low) * frac
+    for v in ticks:
         body.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{_num(y_of(v))}" y2="{_num(y_of(v))}" '
                     f'stroke="{COLORS["grid"]}"/><text x="{left - 6}" y="{_num(y_of(v) + 4)}" '
                     f'text-anchor="end">{v:.4g}</text>')
-    for when, anchor in ((points[0].when, "start"), (points[-1].when, "end")):
+    first, last = min(points, key=lambda p: p.when).when, max(points, key=lambda p: p.when).when
+    label_w = 16 * CHAR_W                           # '2026-11-25 07:00'
+    ends = [(first, "start"), (last, "end")] if x_of(last.timestamp()) - x_of(first.timestamp()) > 2.2 * label_w \
+        else [(last, "middle")]                     # one point, or two too close to label apart
+    for when, anchor in ends:
         body.append(f'<text x="{_num(x_of(when.timestamp()))}" y="{height - 8}" text-anchor="{anchor}" '
                     f'fill="#757575">{when:%Y-%m-%d %H:%M}</text>')
     for guide in guides:

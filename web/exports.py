@@ -57,20 +57,34 @@ def grade_lines(session: Session, assignment: Assignment) -> list[GradeLine]:
     return list(lines.values())
 
 
-def grades_csv(lines: list[GradeLine]) -> str:
+def grades_csv(lines: list[GradeLine], tests=()) -> str:
+    """One line per student; after the totals, each of the spec's `tests` (TestSpec) in spec order:
+    its points, and for timed tests its p99 in microseconds, from the counted run."""
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(CSV_COLUMNS)
+    per_test = []
+    for t in tests:
+        per_test.append(f"{t.name} points")
+        if t.timed:
+            per_test.append(f"{t.name} p99_us")
+    writer.writerow(CSV_COLUMNS + tuple(per_test))
     for line in lines:
         report = grader.Report.from_json(line.best.report) if line.best and line.best.report else None
         score = report.score if report else None
+        by_name = {r.name: r for r in report.tests} if report else {}
+        cells = []
+        for t in tests:
+            result = by_name.get(t.name)
+            cells.append(result.points if result else "")
+            if t.timed:
+                cells.append(round(result.p99_us, 1) if result and result.p99_us is not None else "")
         writer.writerow([line.user.email, line.user.name, line.user.nickname or "",
                          score.total if score else 0, score.max_total if score else "",
                          score.correctness if score else 0, score.performance if score else 0,
                          score.extra_credit if score else 0, line.best.id if line.best else "",
                          line.best.finished_at.isoformat() if line.best and line.best.finished_at else "",
                          line.deadline.isoformat() if line.deadline else "", line.runs, line.flagged,
-                         report.thresholds_version if report else ""])
+                         report.thresholds_version if report else ""] + cells)
     return out.getvalue()
 
 

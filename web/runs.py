@@ -89,9 +89,12 @@ def _engines(profile: dict, total_us: float | None) -> list[tuple[str, float | N
     """Engine rows from either shape a profile comes in: {name: utilisation} as the grader
     stores it, or {name: {busy_us, utilisation, instructions}} as nkisim's Profile has it."""
     rows = []
+    counts = profile.get("engine_instructions") or {}
     for name, stats in (profile.get("engine_utilisation") or {}).items():
         util = _number(stats) or 0.0
-        rows.append((str(name), util * total_us if total_us else None, util, None))
+        count = counts.get(name)
+        rows.append((str(name), util * total_us if total_us else None, util,
+                     count if isinstance(count, int) and not isinstance(count, bool) else None))
     for name, stats in (profile.get("engines") or {}).items():
         if isinstance(stats, dict):
             count = stats.get("instructions")

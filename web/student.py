@@ -2,6 +2,8 @@
 status and its report."""
 from __future__ import annotations
 
+import json
+
 from flask import Blueprint, Response, jsonify, redirect, render_template, url_for
 from flask_login import current_user, login_required
 from sqlalchemy import select
@@ -128,6 +130,19 @@ def report(run_id: int):
     return render_template("student/report.html", run=run, report=report, chart=runs.timing_chart(report),
                            profiles=runs.profile_views(report), parts=runs.score_parts(report),
                            flags=runs.flag_texts(report, for_staff=current_user.is_staff))
+
+
+@bp.route("/runs/<int:run_id>/report.json")
+@login_required
+def report_json(run_id: int):
+    """The report as a file to keep (the same JSON the API and `grader grade --json` give)."""
+    run = runs.visible_run(db.session(), current_user, run_id, with_report=True)
+    if run.report is None:
+        raise UserError(f"Run {run_id} has no report yet (it is {run.status}).",
+                        "Wait for it on its status page; the report appears when grading is done.", 409)
+    body = json.dumps(runs.student_report_json(run), indent=2)
+    return Response(body, mimetype="application/json",
+                    headers={"Content-Disposition": f'attachment; filename="run-{run_id}-report.json"'})
 
 
 @bp.route("/runs/<int:run_id>/timeline/<test_name>.svg")

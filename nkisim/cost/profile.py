@@ -158,6 +158,7 @@ def profile_summary(trace, timeline: Timeline, thresholds_us: dict | None = None
     return {"svg": timeline_svg(trace, timeline, thresholds_us=thresholds_us, verdict=line),
             "mfu": prof.mfu,
             "engine_utilisation": {name: e.utilisation for name, e in prof.engines.items()},
+            "engine_instructions": {name: e.instructions for name, e in prof.engines.items()},
             "busiest_lines": prof.hotspots[:10],
             "verdict": line,
             "total_us": prof.total_us}

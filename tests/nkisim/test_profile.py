@@ -55,7 +55,10 @@ def rect_count(svg: str) -> int:
 
 def test_summary_has_what_the_pages_show_and_a_compute_verdict():
     run, summary = summary_of(matmul_chain, (np.ones((128, 512), np.float16), np.ones((128, 128), np.float16), 400))
-    assert set(summary) == {"svg", "mfu", "engine_utilisation", "busiest_lines", "verdict", "total_us"}
+    assert set(summary) == {"svg", "mfu", "engine_utilisation", "engine_instructions", "busiest_lines", "verdict",
+                            "total_us"}
+    assert set(summary["engine_instructions"]) == set(summary["engine_utilisation"])
+    assert summary["engine_instructions"]["PE"] > 0
     assert summary["verdict"].startswith("Tensor Engine bound")
     assert summary["engine_utilisation"]["PE"] > 0.8 and 0.5 < summary["mfu"] <= 1
     assert summary["busiest_lines"][0]["queue"] == "PE" and "test_profile.py" in summary["busiest_lines"][0]["line"]

@@ -168,6 +168,11 @@ def test_grade_exports(client_for, db, course_setup, tiny_reports):
     assert set(by_email) == {"alice@example.edu", "bob@example.edu"}
     assert float(by_email["alice@example.edu"]["total"]) == 7.5 and by_email["alice@example.edu"]["runs"] == "2"
     assert float(by_email["bob@example.edu"]["total"]) == 0 and by_email["bob@example.edu"]["run_id"] == ""
+    # per-test columns of the counted run (the 30 us one): points, and the p99 of timed tests
+    alice = by_email["alice@example.edu"]
+    assert float(alice["perf_tiny points"]) == 5.0 and float(alice["perf_tiny p99_us"]) == 30.0
+    assert "conv_tiny points" in alice and "conv_tiny p99_us" not in alice
+    assert by_email["bob@example.edu"]["perf_tiny points"] == ""
     archive = zipfile.ZipFile(io.BytesIO(ta.get("/staff/assignments/tiny/gradescope.zip").data))
     assert archive.namelist() == ["alice@example.edu/results.json"]
     assert json.loads(archive.read("alice@example.edu/results.json"))["score"] == 7.5

@@ -153,3 +153,19 @@ def test_run_page_fills_in_tests_as_they_finish_with_an_estimate(client_for, db,
     assert len(report.tests) >= 2 and report.tests[0].title in page and report.tests[1].title not in page
     assert "Time left" in page and "about 1 min" in page
     assert db.get(GradingRun, earlier.id).status == "done"
+
+
+def test_report_page_engine_instructions_and_json_download(client_for, db, course_setup, tiny_reports):
+    import json
+    run = store_graded_run(db, course_setup["alice"], course_setup["assignment"], tiny_reports["optimized"])
+    client = client_for("alice")
+    page = client.get(f"/runs/{run.id}/report").get_data(as_text=True)
+    engines = page.split("<h4>Engines</h4>", 1)[1].split("</table>", 1)[0]
+    counts = [row.rsplit('<td class="num">', 1)[1].split("<", 1)[0] for row in engines.split("<tr>")[2:]]
+    assert counts and all(c.isdigit() for c in counts) and sum(map(int, counts)) > 0    # no "-" column
+    assert f'href="/runs/{run.id}/report.json"' in page
+    download = client.get(f"/runs/{run.id}/report.json")
+    assert download.status_code == 200 and "attachment" in download.headers["Content-Disposition"]
+    data = json.loads(download.get_data(as_text=True))
+    assert data["score"]["total"] == tiny_reports["optimized"].score.total and "seed" not in data
+    assert client_for("bob").get(f"/runs/{run.id}/report.json").status_code == 404      # not someone else's

@@ -170,7 +170,7 @@ def set_visibility(name: str):
 def grades_csv(name: str):
     session = db.session()
     assignment = courses.get_assignment(session, name)
-    body = exports.grades_csv(exports.grade_lines(session, assignment))
+    body = exports.grades_csv(exports.grade_lines(session, assignment), courses.spec_of(assignment).tests)
     return Response(body, mimetype="text/csv",
                     headers={"Content-Disposition": f'attachment; filename="{name}-grades.csv"'})
 
