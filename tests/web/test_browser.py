@@ -104,13 +104,16 @@ class Visitor:
 
     def __init__(self, browser, who: str):
         self.who = who
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.context = browser.new_context(viewport={"width": 1280, "height": 800})    # a laptop
         self.context.set_default_timeout(PAGE_TIMEOUT_MS)
         self.page = self.context.new_page()
 
     def shot(self, name: str):
         Visitor.count += 1
         self.page.screenshot(path=str(SHOTS / f"{Visitor.count:02d}-{self.who}-{name}.png"), full_page=True)
+        # every page fits a 1280 px laptop: wide tables scroll inside their own box, never the page
+        overflow = self.page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{name} ({self.page.url}) is {overflow} px wider than a 1280 px window"
 
     def go(self, url: str, name: str):
         self.page.goto(url)
@@ -163,6 +166,8 @@ def upload_and_wait(visitor: Visitor, base: str, assignment: str, data: bytes, *
     visitor.shot(f"{assignment}-status-{visitor.page.inner_text('[data-field=status]')}")
     visitor.page.wait_for_selector("[data-field=status].done", timeout=GRADE_TIMEOUT_MS)
     visitor.page.wait_for_selector("[data-report-link]:visible")
+    rows = visitor.page.locator("[data-tests] tbody tr").count()
+    assert rows > 0 and visitor.page.is_hidden("[data-no-tests]")     # the tests filled in as they finished
     visitor.shot(f"{assignment}-status-done")
     return run_id
 
