@@ -38,6 +38,7 @@ def status_json(session: Session, run: GradingRun) -> dict:
     return {"run_id": run.id, "status": run.status,
             "queue_position": None if finished else enqueue.queue_position(session, run),
             "done": run.progress_done, "total": run.progress_total,
+            "waiting": None if finished else enqueue.waiting_reason(session, run),
             "tests": list(run.progress_tests or []),
             "estimate_s": None if estimate is None else round(estimate),
             "score": run.score_total if run.status == "done" else None,

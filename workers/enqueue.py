@@ -100,6 +100,25 @@ def estimate_remaining_s(session: Session, run: GradingRun) -> float | None:
     return typical * (rounds + (1 if running else 0))   # busy slots first finish what they run
 
 
+def waiting_reason(session: Session, run: GradingRun) -> str | None:
+    """Why a queued run has not started, in a student's words; None when it is not waiting."""
+    if run.status != "queued":
+        return None
+    fresh = now() - dt.timedelta(seconds=settings.load().worker_alive_s)
+    workers = session.scalar(select(func.count()).select_from(WorkerHeartbeat).where(
+        WorkerHeartbeat.seen_at >= fresh, WorkerHeartbeat.queues.contains(run.queue))) or 0
+    if not workers:
+        return (f"No {run.queue} grading worker is running right now; your run starts as soon as one is "
+                f"(course staff are told on their console).")
+    running = session.scalar(select(func.count()).select_from(GradingRun).where(
+        GradingRun.queue == run.queue, GradingRun.status == "running")) or 0
+    ahead = (queue_position(session, run) or 1) - 1
+    parts = [f"{running} grade{'' if running == 1 else 's'} running"] if running else []
+    if ahead:
+        parts.append(f"{ahead} waiting ahead of yours")
+    return ("The workers are busy: " + " and ".join(parts) + ".") if parts else "Starting shortly."
+
+
 def queue_stats(session: Session) -> dict:
     """{"queues": {name: {"queued": n, "running": n}}, "workers": [...], "workers_alive": n}."""
     counts = {q: {"queued": 0, "running": 0} for q in QUEUE_FOR_BACKEND.values()}

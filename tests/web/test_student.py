@@ -65,7 +65,9 @@ def test_upload_queues_a_run_and_status_updates_from_the_database(client_for, db
     run_id = int(run_url.rsplit("/", 1)[1])
     status = client.get(f"/runs/{run_id}/status").get_json()
     assert status == {"run_id": run_id, "status": "queued", "queue_position": 1, "done": 0, "total": 0,
-                      "tests": [], "estimate_s": None, "score": None, "max_score": None}
+                      "tests": [], "estimate_s": None, "score": None, "max_score": None,
+                      "waiting": status["waiting"]}
+    assert "No sim grading worker is running" in status["waiting"]      # why it waits, in words
     assert stored_counts(db) == (1, 1)
     # one in flight at a time: a second upload is refused with the reason, nothing stored
     again = upload(client, "conv2d.py", OPTIMIZED)

@@ -54,6 +54,7 @@
         set("status", run.status);
         box.querySelector("[data-field=status]").className = "status " + run.status;
         set("queue_position", run.queue_position == null ? "-" : String(run.queue_position));
+        set("waiting", run.waiting || "");
         set("progress", run.total ? run.done + " of " + run.total + " tests" : "-");
         var bar = box.querySelector("[data-field=progress_bar]");
         if (bar) { bar.max = run.total || 1; bar.value = run.done || 0; }
