@@ -252,6 +252,11 @@ def test_the_whole_site_in_a_browser(served, browser, db):
     # stricter: the relaxed kernel (about 29 us here) drops to the 95% tier, the optimized one stays
     tim.page.fill("#thresholds", json.dumps({"perf_tiny": {"optimized": 25, "relaxed": 50}}))
     tim.page.click("input[type=submit][value='Adopt thresholds']")
+    # tightening by more than 10%: what it does is shown, and it waits for a second yes
+    tim.page.wait_for_selector("[data-confirm-thresholds]")
+    tim.shot("thresholds-confirm")
+    assert "-37.5%" in tim.page.inner_text("[data-changes]")
+    tim.page.click("button:has-text('Adopt t2-strict anyway')")
     tim.page.wait_for_selector("text=Rescored")
     tim.shot("thresholds-adopted")
     assert tim.page.inner_text("[data-thresholds-version]") == "t2-strict"
