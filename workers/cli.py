@@ -154,8 +154,14 @@ def _nightly(args) -> int:
         print("nightly regression queued for the nightly worker (`grader serve` runs one; elsewhere "
               "`grader worker --queue nightly`); student grades do not wait behind it")
         return 0
+    from grader import render
     from .nightly import run_nightly
-    night_id = run_nightly(trigger="manual")
+
+    def progress(reference, event) -> None:          # ~12 minutes of work: say each test as it ends
+        print(f"  {reference}: {render.format_test_line(event.done, event.total, render.test_summary(event.result))}",
+              flush=True)
+    print("nightly regression: grading each reference kernel under each active spec", flush=True)
+    night_id = run_nightly(trigger="manual", progress=progress)
     with session_scope() as s:
         rows = s.scalars(select(NightlyResult).where(NightlyResult.nightly_run_id == night_id)
                          .order_by(NightlyResult.id)).all()

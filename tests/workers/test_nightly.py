@@ -13,6 +13,7 @@ def test_nightly_stores_results_marks_drift_and_proposes_thresholds(db, assignme
     assert main(["nightly", "--now"]) == 0                  # `grader nightly --now`
     printed = capsys.readouterr().out
     assert "tiny-conv conv2d_optimized on sim: passed" in printed and "implies" in printed
+    assert "  conv2d_relaxed: [2/2] Performance: one small image, float16: passed" in printed   # progress as it goes
     first = db.scalar(select(NightlyRun.id).order_by(NightlyRun.id.desc()).limit(1))
     assert db.get(NightlyRun, first).trigger == "manual"
     results = db.scalars(select(NightlyResult).where(NightlyResult.nightly_run_id == first)).all()
@@ -84,3 +85,34 @@ def test_nightly_runs_on_its_own_queue_and_says_it_is_running(db, assignment, br
     assert done.status == "done" and done.results
     assert main(["queue", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["running"] == []
+
+
+def test_a_reference_is_held_only_to_the_tests_it_stands_for(db, assignment):
+    """The relaxed reference is not meant to reach extra credit: missing it is no failure and no
+    drift (the optimized reference missing it is)."""
+    from pathlib import Path
+    from workers import specs
+    from workers.nightly import grade_reference
+    toml, _ = specs.read_spec_file(str(Path(__file__).parent / "specs" / "tiny.toml"))
+    toml += """
+[[tests]]
+name = "ec_tiny"
+title = "Extra credit: one small image, float16"
+kind = "extra_credit"
+file = "conv2d"
+problem = "conv2d"
+points = 1
+gated_by = ["conv_tiny"]
+warmup = 1
+iters = 2
+thresholds_us = { optimized = 0.001, relaxed = 0.001 }
+configs = [{ batch = 1, c_in = 128, c_out = 128, height = 8, width = 8, k = 3, bias = false, pool = 1, dtype = "float16" }]
+"""
+    night = NightlyRun(trigger="manual")
+    db.add(night)
+    db.commit()
+    relaxed = grade_reference(night.id, toml, "conv2d_relaxed", "sim")
+    optimized = grade_reference(night.id, toml, "conv2d_optimized", "sim")
+    assert relaxed.report["tests"][-1]["status"] == "failed"                 # it did miss extra credit
+    assert relaxed.passed and not relaxed.drift, relaxed.drift_reason
+    assert not optimized.passed and "ec_tiny failed" in optimized.drift_reason
