@@ -57,6 +57,7 @@ def register_worker(sub) -> None:
     p.add_argument("--name", help="worker name; %%h is the host name (default grader-<queue>-<pid>@%%h)")
     p.add_argument("--time-budget", type=float, help="wall seconds for one grade (default: the spec's)")
     p.add_argument("--loglevel", default="INFO")
+    p.add_argument("--quiet", action="store_true", help="no start-up banner (grader serve's own workers)")
     p.set_defaults(func=_worker)
 
 
@@ -102,7 +103,7 @@ def _worker(args) -> int:
         os.environ["NKI_GRADE_BUDGET_S"] = str(args.time_budget)
     from .app import app
     import workers.tasks  # noqa: F401  (registers tasks and signal handlers)
-    app.worker_main(["worker", "--queues", args.queue, "--hostname", name, "--concurrency", str(concurrency),
+    app.worker_main((["--quiet"] if args.quiet else []) + ["worker", "--queues", args.queue, "--hostname", name, "--concurrency", str(concurrency),
                      "--pool", "prefork", "--loglevel", args.loglevel, "--without-gossip", "--without-mingle"])
     return 0
 
@@ -113,6 +114,7 @@ def register_beat(sub) -> None:
     p = sub.add_parser("beat", help="run the scheduler: nightly regression and the reaper of stalled runs")
     p.add_argument("--schedule", help="beat's schedule file (default <instance>/celerybeat-schedule)")
     p.add_argument("--loglevel", default="INFO")
+    p.add_argument("--quiet", action="store_true", help="no start-up banner (grader serve's own beat)")
     p.set_defaults(func=_beat)
 
 
@@ -126,7 +128,7 @@ def _beat(args) -> int:
     reaper.start()
     schedule = args.schedule or str(instance_dir() / "celerybeat-schedule")
     try:
-        app.start(["beat", "--schedule", schedule, "--loglevel", args.loglevel])
+        app.start((["--quiet"] if args.quiet else []) + ["beat", "--schedule", schedule, "--loglevel", args.loglevel])
     finally:
         reaper.stop()
     return 0
@@ -249,7 +251,8 @@ def _submit(args) -> int:
 
 def register_serve(sub) -> None:
     p = sub.add_parser("serve", help="run the whole service on this machine (Ctrl-C stops it)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=int, default=8000,
+                   help="the web site's port on 127.0.0.1 (default 8000; choose another if it is taken)")
     p.add_argument("--workers", type=int, default=1, help="sim grades at once")
     p.set_defaults(func=_serve)
 

@@ -98,15 +98,16 @@ def serve(args) -> int:
         if pg is not None:
             remember(instance_dir())
         python = sys.executable
-        children.append(Child("worker", [python, "-m", "workers.cli", "worker", "--queue", "sim",
-                                         "--concurrency", str(max(1, args.workers))]))
+        # quiet children (warnings and errors only), so the URL and the admin's link are not buried
+        children.append(Child("worker", [python, "-m", "workers.cli", "worker", "--queue", "sim", "--quiet",
+                                         "--loglevel", "WARNING", "--concurrency", str(max(1, args.workers))]))
         children.append(Child("nightly worker", [python, "-m", "workers.cli", "worker", "--queue", "nightly",
-                                                 "--concurrency", "1"]))
-        children.append(Child("beat", [python, "-m", "workers.cli", "beat"]))
+                                                 "--quiet", "--loglevel", "WARNING", "--concurrency", "1"]))
+        children.append(Child("beat", [python, "-m", "workers.cli", "beat", "--quiet", "--loglevel", "WARNING"]))
         base_url = f"http://127.0.0.1:{args.port}"
         if _web_available():
             web = Child("web", [python, "-m", "gunicorn", "--bind", f"127.0.0.1:{args.port}", "--workers", "2",
-                                "--threads", "4", "--access-logfile", "-", "web:create_app()"])
+                                "--threads", "4", "--log-level", "warning", "web:create_app()"])
             children.append(web)
             if _wait_http(base_url + "/", web):
                 from web.bootstrap import first_admin_login_link

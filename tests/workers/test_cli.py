@@ -102,6 +102,8 @@ def test_serve_starts_everything_embedded_and_ctrl_c_stops_it():
         serve.send_signal(signal.SIGINT)              # what Ctrl-C sends
         assert serve.wait(180) == 0, log.read_text()[-4000:]
         assert "grader serve: stopped" in log.read_text()
+        whole = log.read_text(errors="replace")
+        assert "[tasks]" not in whole and "celery beat v" not in whole and " GET / " not in whole   # no banners
         gone, alive = psutil.wait_procs(family, timeout=60)
         assert not alive, f"left running: {alive}"
     finally:
