@@ -186,7 +186,9 @@ class _Run:
             return self._result(test, "error", 0.0, "", details={"not_run": "rejected"})
         failed_gates = [g for g in test.gated_by if self.results.get(g) is None or self.results[g].status != "passed"]
         if failed_gates:
-            return self._result(test, "skipped", 0.0, "not run: these tests must pass first: " + ", ".join(failed_gates),
+            titles = {t.name: t.title or t.name for t in self.spec.tests}
+            return self._result(test, "skipped", 0.0, "not run: these tests must pass first: "
+                                + "; ".join(titles.get(g, g) for g in failed_gates),
                                 details={"not_run": "gated"})
         timed_out = self.timeouts.get((test.file, test.kernel))
         if timed_out:

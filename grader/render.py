@@ -276,8 +276,11 @@ def _totals_lines(report: Report) -> list[str]:
         counts = count_phrase(report, kind)
         lines.append(f"{GROUP_TITLES[kind]:<14}{format_points(_earned(report, kind))}/"
                      f"{format_points(_maximum(report, kind))}" + (f"  ({counts})" if counts else ""))
-    lines.append(f"{'Total':<14}{format_points(report.score.total)}/{format_points(report.score.max_total)}"
-                 + (" (extra credit on top)" if report.score.extra_credit else ""))
+    score = report.score
+    regular = score.total - score.extra_credit       # says what was lost even when extra credit hides it
+    lines.append(f"{'Total':<14}{format_points(score.total)}/{format_points(score.max_total)}"
+                 + (f" (regular {format_points(regular)}/{format_points(score.max_total)} + extra credit "
+                    f"{format_points(score.extra_credit)})" if score.extra_credit else ""))
     return lines
 
 

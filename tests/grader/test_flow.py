@@ -275,6 +275,7 @@ def test_spinning_kernel_grade_ends_within_its_budget(spec):
     assert by["conv_b"].status == "error" and by["conv_b"].message == first.message
     assert by["conv_b"].details == {"not_run": "timed_out"}
     assert by["perf_f32"].status == "skipped" and "must pass first" in by["perf_f32"].message
+    assert "Correctness: conv A" in by["perf_f32"].message and "conv_a" not in by["perf_f32"].message  # titles
     assert report.status == "completed" and report.time_budget_s == 4
     assert "fused_conv2d_maxpool in conv2d.py timed out; 1 later tests of it failed at once" in report.budget_note
     assert "Time budget (4 s): fused_conv2d_maxpool in conv2d.py timed out" in render.render_terminal(report)

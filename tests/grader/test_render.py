@@ -108,7 +108,7 @@ def test_terminal_full_report(full_report):
     assert "Correctness   15/15  (3 of 3 tests passed)" in lines
     assert "Performance   35/35  (2 of 2 tests at full credit, 0 at partial credit)" in lines
     assert "Extra credit  1.25/1.25  (1 of 1 earned)" in lines
-    assert "Total         51.25/50 (extra credit on top)" in lines
+    assert "Total         51.25/50 (regular 50/50 + extra credit 1.25)" in lines
     assert "Flags" not in lines
     assert any("spec_version 1" in l and "thresholds_version 2025-11-13" in l and "spec sha256 ffffffffffff" in l
                for l in lines)
@@ -143,7 +143,7 @@ def test_terminal_mixed_report(mixed_report):
     ec_row = lines.index(next(l for l in lines if "Extra credit: 32x16" in l))
     assert "(opt 110 / rel 110)" in lines[ec_row]
     assert not lines[ec_row + 1].startswith("      ")        # passed tests print no message
-    assert "Total         20.375/62.5 (extra credit on top)" in lines
+    assert "Total         20.375/62.5 (regular 19.125/62.5 + extra credit 1.25)" in lines
     flags = lines[lines.index("Flags") + 1:lines.index("Flags") + 3]
     assert flags[0].startswith("  implausibly_fast:ec_32x16_pool1_float32: Extra credit: 32x16, no maxpool, "
                                "float32: p99 is below the roofline")
@@ -173,7 +173,7 @@ def test_a_file_not_submitted_keeps_the_assignment_maximum_and_is_stated_once(fu
     text = render.render_terminal(full_report)
     lines = text.splitlines()
     assert "Correctness   5/15  (2 of 3 tests passed, 1 not run)" in lines
-    assert "Total         41.25/50 (extra credit on top)" in lines
+    assert "Total         41.25/50 (regular 40/50 + extra credit 1.25)" in lines
     assert text.count("kernels.py") == 1
     assert "kernels.py was not submitted: its 1 tests score 0 (10 points of the assignment's 50)" in lines
     results = render.to_gradescope(full_report)
