@@ -333,6 +333,8 @@ class _Run:
             shutil.rmtree(self.base, ignore_errors=True)
         ordered = [self.results[t.name] for t in self.spec.tests]
         missing = [fs.filename for key, fs in self.spec.files.items() if key not in self.sub.files]
+        hints = {self.spec.files[key].filename: {"found": found, "expected": self.spec.files[key].archive_path}
+                 for key, found in self.sub.near_misses.items() if key not in self.sub.files}
         return Report(
             assignment=self.spec.assignment, title=self.spec.title, spec_version=self.spec.spec_version,
             thresholds_version=self.spec.thresholds_version, spec_hash=self.spec.spec_hash, backend=self.backend,
@@ -342,7 +344,7 @@ class _Run:
             graded_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             duration_s=round(time.monotonic() - start, 3), platform=self.spec.platform,
             status=self.cancel.reason if self.cancel_event.is_set() else "completed",
-            time_budget_s=self.budget_s, budget_note=self._budget_note(), missing_files=missing,
+            time_budget_s=self.budget_s, budget_note=self._budget_note(), missing_files=missing, missing_hints=hints,
             rejections=self.rejections, warnings=self.warnings)
 
     def _budget_note(self) -> str:

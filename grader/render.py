@@ -192,8 +192,12 @@ def file_statements(report: Report) -> list[str]:
     for name in report.missing_files:
         tests = _file_tests(report, name)
         worth = sum(t.max_points for t in tests if t.kind != "extra_credit")
-        lines.append(f"{name} was not submitted: its {len(tests)} tests score 0 "
-                     f"({format_points(worth)} points of the assignment's {format_points(report.score.max_total)})")
+        hint = report.missing_hints.get(name) if isinstance(report.missing_hints, dict) else None
+        maybe = (f" (did you mean {hint.get('found')}? it must be at {hint.get('expected')})"
+                 if isinstance(hint, dict) else "")
+        lines.append(escape_control(f"{name} was not submitted{maybe}: its {len(tests)} tests score 0 "
+                                    f"({format_points(worth)} points of the assignment's "
+                                    f"{format_points(report.score.max_total)})"))
     rejected = list(dict.fromkeys(v.get("file", "") for v in report.rejections))
     for name in rejected:
         found = [v for v in report.rejections if v.get("file") == name]

@@ -108,6 +108,7 @@ class Report:
     time_budget_s: float | None = None   # wall time the grade was allowed
     budget_note: str = ""           # what the budget did, when it did something (a timeout, tests cut)
     missing_files: list[str] = field(default_factory=list)   # assignment files not sent: their tests score 0
+    missing_hints: dict = field(default_factory=dict)        # missing file -> {"found", "expected"}: did you mean
     rejections: list[dict] = field(default_factory=list)     # static-check errors {file, line, rule, message}
     warnings: list[dict] = field(default_factory=list)       # static-check warnings, same shape
     rescored_from: dict | None = None    # {"spec_version", "thresholds_version", "spec_hash"} before a rescore
@@ -117,6 +118,10 @@ class Report:
         self.budget_note = bound_text(self.budget_note, MESSAGE_LIMIT)
         self.rejections = [_bound_finding(v) for v in self.rejections][:DETAIL_ITEMS_LIMIT]
         self.warnings = [_bound_finding(v) for v in self.warnings][:DETAIL_ITEMS_LIMIT]
+        hints = self.missing_hints if isinstance(self.missing_hints, dict) else {}
+        self.missing_hints = {bound_text(str(k), 200): {"found": bound_text(str(v.get("found", "")), 300),
+                                                        "expected": bound_text(str(v.get("expected", "")), 300)}
+                              for k, v in list(hints.items())[:16] if isinstance(v, dict)}   # names from the upload
 
     def to_json(self, include_seed: bool = False) -> dict:
         """The report as plain data. A secret seed is left out unless include_seed (staff

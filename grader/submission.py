@@ -20,7 +20,8 @@ import tarfile
 import warnings
 import zipfile
 import zlib
-from dataclasses import dataclass
+import difflib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import GraderInputError
@@ -50,6 +51,7 @@ class Submission:
     filenames: dict[str, str]    # FileSpec key -> its name or member path in the upload
     sha256: str                  # hex digest of the uploaded bytes exactly as received
     origin: str                  # the upload's file name (base name only)
+    near_misses: dict[str, str] = field(default_factory=dict)   # FileSpec key not found -> a member that looks like it
 
 
 # ----------------------------------------------------------------------------- entry points
@@ -84,7 +86,9 @@ def submission_from_bytes(name: str, data: bytes, spec) -> Submission:
         if not data:
             raise SubmissionError(f"The archive {origin} is empty (0 bytes)",
                                   f"Re-create it ({_pack_hint(spec)}) and upload it again.")
-        files, filenames = _archive_sources(origin, data, spec)
+        files, filenames, near = _archive_sources(origin, data, spec)
+        return Submission(files=files, filenames=filenames, sha256=hashlib.sha256(data).hexdigest(),
+                          origin=origin, near_misses=near)
     else:
         raise SubmissionError(
             f"{origin!r} is not a file type the grader accepts",
@@ -137,10 +141,12 @@ def _archive_sources(origin: str, data: bytes, spec):
             f"The archive {origin} contains none of the expected files ({_paths_hint(spec)}){seen}",
             f"Pack the files at those paths ({_pack_hint(spec)}) and upload the archive again.")
     missing = [fs for fs in spec.files.values() if not fs.optional and fs.key not in located]
+    near = _near_misses(members, located, spec)
     if missing:
         need = _join_or([fs.archive_path for fs in missing], "and")
+        seen = "".join(f"; did you mean {near[fs.key]}?" for fs in missing if fs.key in near)
         raise SubmissionError(
-            f"The archive {origin} is missing the required file {need}",
+            f"The archive {origin} is missing the required file {need}{seen}",
             f"Add it to the archive ({_pack_hint(spec)}) and upload again.")
     files, filenames = {}, {}
     for key, member in located.items():
@@ -156,7 +162,34 @@ def _archive_sources(origin: str, data: bytes, spec):
             raise _too_large_source(member.name, len(content))
         files[key] = _check_source(member.name, content, spec.files[key])
         filenames[key] = member.name
-    return files, filenames
+    return files, filenames, near
+
+
+def _near_misses(members: list[_Member], located: dict, spec) -> dict[str, str]:
+    """For each expected file the archive lacks, a .py member that looks like it (part2/my_conv2d.py
+    for part2/conv2d.py), so the report can say "did you mean"."""
+    taken = {id(m) for m in located.values()}
+    spare = [m for m in members if id(m) not in taken and m.read is not None and m.parts
+             and m.parts[-1].endswith(".py") and not m.parts[-1].startswith("._") and m.parts[0] != "__MACOSX"]
+    near = {}
+    for fs in spec.files.values():
+        if fs.key in located or not spare:
+            continue
+        stem = fs.filename.removesuffix(".py").lower()
+        folder = fs.archive_path.rsplit("/", 1)[0] if "/" in fs.archive_path else ""
+
+        def likeness(m: _Member) -> float:
+            name = m.parts[-1].lower()
+            score = difflib.SequenceMatcher(None, stem, name.removesuffix(".py")).ratio()
+            if stem in name:
+                score += 1.0
+            if folder and "/".join(m.parts[:-1]).endswith(folder):
+                score += 0.5
+            return score
+        best = max(spare, key=likeness)
+        if likeness(best) >= 0.6:
+            near[fs.key] = best.name
+    return near
 
 
 def _read_members(origin: str, data: bytes, spec) -> list[_Member]:

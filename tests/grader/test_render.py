@@ -176,6 +176,10 @@ def test_a_file_not_submitted_keeps_the_assignment_maximum_and_is_stated_once(fu
     assert "Total         41.25/50 (regular 40/50 + extra credit 1.25)" in lines
     assert text.count("kernels.py") == 1
     assert "kernels.py was not submitted: its 1 tests score 0 (10 points of the assignment's 50)" in lines
+    full_report.missing_hints = {"kernels.py": {"found": "part1/my_kernels.py", "expected": "part1/kernels.py"}}
+    assert ("kernels.py was not submitted (did you mean part1/my_kernels.py? it must be at part1/kernels.py): "
+            "its 1 tests score 0" in render.render_terminal(full_report))
+    full_report.missing_hints = {}
     results = render.to_gradescope(full_report)
     assert "- Correctness: 5 / 15 (2 of 3 tests passed, 1 not run)" in results["output"]
     assert results["output"].count("kernels.py") == 1

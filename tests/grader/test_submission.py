@@ -515,7 +515,15 @@ def test_archive_missing_the_required_file(conv_required_spec):
 
 def test_archive_with_part1_only(spec):
     sub = submission_from_bytes("a.zip", zip_bytes([("part1/kernels.py", KERNELS)]), spec)
-    assert set(sub.files) == {"kernels"}
+    assert set(sub.files) == {"kernels"} and sub.near_misses == {}
+
+
+def test_a_misnamed_file_is_noticed_for_a_did_you_mean(spec, conv_required_spec):
+    data = tar_bytes([("part1/kernels.py", KERNELS), ("part2/my_conv2d.py", CONV), ("part2/helpers.py", b"x = 1\n")])
+    sub = submission_from_bytes("asst4.tar.gz", data, spec)
+    assert set(sub.files) == {"kernels"} and sub.near_misses == {"conv2d": "part2/my_conv2d.py"}
+    err = fails("asst4.tar.gz", data, conv_required_spec)            # where the file is required: said at once
+    assert "missing the required file part2/conv2d.py; did you mean part2/my_conv2d.py?" in err.reason
 
 
 def test_two_candidates_in_different_folders(spec):
