@@ -2,6 +2,8 @@
 API tokens."""
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_login import current_user, login_required, login_user, logout_user
 from sqlalchemy import select
@@ -25,10 +27,17 @@ def _load_user(user_id: str):
 
 
 def _safe_next(target: str | None) -> str:
-    """Only same-site paths: a login link must not bounce the user to another site."""
-    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
-        return target
-    return url_for("student.home")
+    """Only same-site paths: a login link must not bounce the user to another site. Browsers drop
+    tabs and line breaks from URLs ('/\t/evil.example' becomes '//evil.example', another site) and
+    a line break in a header is refused, so any whitespace or control character sends the user
+    home, as does anything with a scheme, a host, a leading '//' or a backslash."""
+    home = url_for("student.home")
+    if not target or "\\" in target or any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7f for c in target):
+        return home
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//"):
+        return home
+    return target
 
 
 @bp.route("/login", methods=["GET", "POST"])

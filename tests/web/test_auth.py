@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from sqlalchemy import select
 
 from webtest_helpers import PASSWORD, csrf_of, login
@@ -21,6 +22,30 @@ def test_password_sign_in_and_wrong_password(app, course_setup):
     assert "Tiny fused conv2d" in home.get_data(as_text=True) and "Alice" in home.get_data(as_text=True)
     assert "script-src 'self'" in home.headers["Content-Security-Policy"]
     assert home.headers["Referrer-Policy"] == "same-origin" and home.headers["X-Frame-Options"] == "DENY"
+
+
+@pytest.mark.parametrize("target", [
+    "/%09/evil.example/", "/%0a/evil.example/", "/%0d%0aSet-Cookie:%20x=y", "//evil.example/",
+    "/\\evil.example/", "https://evil.example/", "javascript:alert(1)", "/%20/evil.example", "evil.example",
+    "/%7f/evil.example"])
+def test_sign_in_never_redirects_off_site_and_never_fails_on_next(app, course_setup, target):
+    """`next` after sign-in: only a same-site path survives; anything a browser could read as
+    another site (a tab or line break it drops, a scheme, a host) goes home, never a 500."""
+    client = app.test_client()
+    page = client.get(f"/login?next={target}")
+    assert page.status_code == 200
+    answer = client.post(f"/login?next={target}", data={"email": "alice@example.edu", "password": PASSWORD,
+                                                       "csrf_token": csrf_of(page.get_data(as_text=True))})
+    assert answer.status_code == 302, answer.status_code
+    assert answer.headers["Location"] == "/", answer.headers["Location"]
+
+
+def test_sign_in_keeps_a_same_site_next(app, course_setup):
+    client = app.test_client()
+    page = client.get("/login?next=/a/tiny?x=1")
+    answer = client.post("/login?next=/a/tiny?x=1", data={"email": "alice@example.edu", "password": PASSWORD,
+                                                        "csrf_token": csrf_of(page.get_data(as_text=True))})
+    assert answer.headers["Location"] == "/a/tiny?x=1"
 
 
 def test_forms_refuse_posts_without_csrf_token(app, course_setup):
