@@ -70,6 +70,25 @@ def _instance_note(pg) -> str:
             f"export NKI_GRADER_HOME={instance_dir()})\n")
 
 
+def _port_taken(port: int) -> str:
+    """Why 127.0.0.1:port cannot be ours ('' when it can)."""
+    import errno
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as err:
+            return "address in use" if err.errno == errno.EADDRINUSE else (err.strerror or str(err))
+    return ""
+
+
+def _free_port_near(port: int) -> int:
+    for candidate in range(port + 1, min(port + 50, 65535)):
+        if not _port_taken(candidate):
+            return candidate
+    return 8080
+
+
 def serve(args) -> int:
     from store import session_scope, upgrade
     from store.db import instance_dir, start_embedded
@@ -78,6 +97,11 @@ def serve(args) -> int:
 
     if not 0 < args.port < 65536:
         print(f"grader: --port {args.port} is not a TCP port (1-65535)", file=sys.stderr)
+        return 2
+    taken = _port_taken(args.port)
+    if taken:                         # before anything starts or is printed: no URL that is not ours
+        print(f"grader serve: port {args.port} on 127.0.0.1 is in use by another program ({taken}); "
+              f"choose another with --port, e.g. `grader serve --port {_free_port_near(args.port)}`", file=sys.stderr)
         return 2
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):     # Ctrl-C, a service manager, a closed terminal

@@ -113,6 +113,23 @@ def test_serve_starts_everything_embedded_and_ctrl_c_stops_it():
         shutil.rmtree(tmp_path, ignore_errors=True)
 
 
+def test_serve_on_a_taken_port_says_so_before_anything_else(tmp_path):
+    """Another program holds the port: `grader serve` starts nothing, prints no URL or admin link
+    (they would be the other program's), names the port and how to choose another."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(NKI_GRADER_HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "config"))
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "workers.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert f"port {port} on 127.0.0.1 is in use by another program" in out.stderr and "--port" in out.stderr
+    assert "serving at" not in out.stdout + out.stderr and "sign-in" not in out.stdout + out.stderr
+    assert not (tmp_path / "home").exists()                        # nothing started, nothing made
+
+
 def test_client_commands_refuse_to_invent_an_instance(tmp_path):
     """`grader queue` / `submit` / `nightly` in an empty folder with no service: a refusal that says
     where it looked and how to point at a service, and no database made as a side effect."""
