@@ -529,6 +529,12 @@ def validate(program: Program, limits: HardwareLimits, inputs: list[np.ndarray] 
     first, last = {}, {}
     for index, rec in enumerate(program.records):
         _check_record(rec, allocs, limits)
+        # a store is the result tile a placed result still fills (machine._place_result): one,
+        # on chip, the shape of the write, never used before; anything else is a free copy
+        if rec.stores and (len(rec.stores) > 1 or rec.stores[0].alloc_id in first
+                           or rec.stores[0].buffer not in _ON_CHIP or not rec.writes
+                           or rec.stores[0].shape != rec.writes[0].shape):
+            raise ProgramError(f"{_where(rec)}: an extra store no traced instruction makes")
         for r in rec.reads + rec.writes + rec.stores:
             first.setdefault(r.alloc_id, index)
             last[r.alloc_id] = index
@@ -546,6 +552,11 @@ def _check_record(rec: TraceRecord, allocs: dict, limits: HardwareLimits) -> Non
         raise ProgramError(f"{_where(rec)}: device_print and only it prints")
     if spec is None or rec.engine not in spec.engines:
         raise ProgramError(f"{_where(rec)}: engine {rec.engine.label} cannot run it")
+    # what an instruction computes (and so what it costs) follows from its opcode alone: a
+    # record whose semantics were rewritten after tracing is not an instruction
+    if rec.kind not in spec.kinds:
+        raise ProgramError(f"{_where(rec)}: {rec.opcode} computes {' or '.join(spec.kinds)}, "
+                           f"this record claims {rec.kind}")
     n_reads, n_writes = _ARITY[rec.kind]
     if (n_reads is not None and len(rec.reads) != n_reads) or (n_writes is not None and len(rec.writes) != n_writes):
         raise ProgramError(f"{_where(rec)}: wrong number of operands for {rec.kind}")

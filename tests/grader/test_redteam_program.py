@@ -1,0 +1,96 @@
+"""Red team on the trace-then-execute boundary (issue 17): the kernel's Python holds the
+instruction records it produced and may rewrite them after the fact; the grader re-derives
+what every instruction does and costs from its opcode and refuses what the opcode cannot be."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nkisim
+from nkisim import cost
+from nkisim import program as programs
+from nkisim.execute import execute
+from nkisim.runtime import ArgSpec, trace_kernel
+from nkisim.settings import HardwareLimits
+
+nkisim.install()
+
+import neuronxcc.nki as nki  # noqa: E402
+import neuronxcc.nki.isa as nisa  # noqa: E402
+import neuronxcc.nki.language as nl  # noqa: E402
+
+LIMITS = HardwareLimits()
+
+
+@nki.jit
+def matmul_relabelled_as_transpose(a_t, b):
+    """An honest matmul whose record is rewritten into a 1x1 nc_transpose once traced."""
+    k, m = a_t.shape
+    _, n = b.shape
+    out = nl.ndarray((m, n), dtype=b.dtype, buffer=nl.hbm)
+    a_sb = nl.ndarray((k, m), dtype=a_t.dtype, buffer=nl.sbuf)
+    b_sb = nl.ndarray((k, n), dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a_sb, src=a_t)
+    nisa.dma_copy(dst=b_sb, src=b)
+    product = nisa.nc_matmul(a_sb, b_sb)
+    record = product._alloc.producer
+    record.opcode = "nc_transpose"
+    record.attrs.update(p=1, f=1, dtype="bfloat16")
+    res = nisa.tensor_copy(product, dtype=b.dtype)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+@nki.jit
+def copy_retargeted_as_permute(x):
+    """A plain load whose dma_copy record is given permute semantics: a transpose for free."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.hbm)
+    tile = nl.load(x)
+    record = tile._alloc.producer
+    record.kind = "permute"
+    record.params = {"perm": [1, 0]}
+    nl.store(out, tile)
+    return out
+
+
+def wire(kernel, args):
+    program, _ = trace_kernel(kernel, [ArgSpec(a.shape, a.dtype) for a in args], {})
+    return programs.encode(program)
+
+
+def graded_program(data: bytes, args):
+    """What grader.executor does with a child's program: decode, validate, execute, time."""
+    program = programs.decode(data)
+    programs.validate(program, LIMITS, args)
+    done = execute(program, args)
+    return done, cost.schedule(done.trace, cost.DEFAULT_PARAMS).total_us
+
+
+def test_a_matmul_relabelled_as_a_transpose_is_refused_naming_the_instruction():
+    rng = np.random.default_rng(0)
+    args = [rng.random((128, 128), dtype=np.float32), rng.random((128, 512), dtype=np.float32)]
+    with pytest.raises(programs.ProgramError, match=r"instruction \d+ \(nc_transpose.*matmul"):
+        graded_program(wire(matmul_relabelled_as_transpose, args), args)
+
+
+def test_a_dma_copy_given_permute_semantics_is_refused_naming_the_instruction():
+    x = np.random.default_rng(1).random((128, 128), dtype=np.float32)
+    with pytest.raises(programs.ProgramError, match=r"instruction \d+ \(dma_copy.*permute"):
+        graded_program(wire(copy_retargeted_as_permute, [x]), [x])
+
+
+@nki.jit
+def output_written_by_a_forged_store(x):
+    """The values reach the HBM output as a free extra store of an on-chip copy: no DMA out."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.hbm)
+    tile = nl.load(x)
+    copied = nisa.tensor_copy(tile)
+    copied._alloc.producer.stores.append(out.region())
+    out._alloc.written = True
+    return out
+
+
+def test_an_extra_store_added_to_a_record_is_refused():
+    x = np.random.default_rng(2).random((128, 64), dtype=np.float32)
+    with pytest.raises(programs.ProgramError, match=r"instruction \d+ \(tensor_copy.*store"):
+        graded_program(wire(output_written_by_a_forged_store, [x]), [x])
