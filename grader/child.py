@@ -10,7 +10,6 @@ the grader executes the artifact in a trusted process (grader.executor).
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import traceback
@@ -81,9 +80,10 @@ def run(job: dict) -> tuple[dict, bytes]:
 
 
 def _write(fd: int, header: dict, artifact: bytes) -> None:
+    from grader.wire import header_frame
     header["artifact_bytes"] = len(artifact)
     with os.fdopen(fd, "wb") as out:
-        out.write(json.dumps(header).encode() + b"\n")
+        out.write(header_frame(header))
         out.write(artifact)
 
 

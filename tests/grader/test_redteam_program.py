@@ -94,3 +94,30 @@ def test_an_extra_store_added_to_a_record_is_refused():
     x = np.random.default_rng(2).random((128, 64), dtype=np.float32)
     with pytest.raises(programs.ProgramError, match=r"instruction \d+ \(tensor_copy.*store"):
         graded_program(wire(output_written_by_a_forged_store, [x]), [x])
+
+
+# ----- size is not suspicion ------------------------------------------------------------------------
+
+def many_small_instructions(count: int) -> str:
+    """The honest reference conv2d, then `count` tiny honest instructions on a scratch tile:
+    correct, slow, and long, as a beginner's element-by-element kernel is."""
+    from pathlib import Path
+    source = (Path(__file__).resolve().parents[2] / "reference_kernels" / "conv2d_relaxed.py").read_text()
+    extra = f"""
+    scratch = nisa.memset((1, 1), value=0.0, dtype=nl.float32)
+    for i in nl.affine_range({count}):
+        scratch[...] = nisa.tensor_scalar(scratch, np.add, 0.0)
+    return X_out
+"""
+    assert "\n    return X_out\n" in source
+    return source.replace("\n    return X_out\n", extra)
+
+
+def test_an_honest_kernel_of_a_hundred_thousand_instructions_grades_without_a_flag():
+    from test_hostile import by_name, graded
+    report = graded(many_small_instructions(100_000), wall_seconds=600)
+    tests = by_name(report)
+    assert report.flags == []
+    assert tests["conv"].status == "passed" and tests["conv"].points == 2.5
+    # timed, and slower than the thresholds: failed on speed, not refused
+    assert tests["perf"].status == "failed" and "slower than" in tests["perf"].message
