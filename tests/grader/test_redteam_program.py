@@ -3,6 +3,11 @@ instruction records it produced and may rewrite them after the fact; the grader 
 what every instruction does and costs from its opcode and refuses what the opcode cannot be."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -121,3 +126,68 @@ def test_an_honest_kernel_of_a_hundred_thousand_instructions_grades_without_a_fl
     assert tests["conv"].status == "passed" and tests["conv"].points == 2.5
     # timed, and slower than the thresholds: failed on speed, not refused
     assert tests["perf"].status == "failed" and "slower than" in tests["perf"].message
+
+
+# ----- no job outlives its grade -------------------------------------------------------------------
+
+IPC_LEFTOVERS = """
+import ctypes, ctypes.util, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+made = []
+# a 16 MiB SysV segment, marked so the grader can find it: key 0x17171717
+shm = libc.shmget(0x17171717, 16 << 20, 0o1666)              # IPC_CREAT | 0666
+made.append(("sysv_shm", shm >= 0))
+queue = libc.msgget(0x17171718, 0o1666)
+made.append(("sysv_msg", queue >= 0))
+try:
+    fd = os.open("/dev/shm/issue17-leftover", os.O_CREAT | os.O_RDWR, 0o666)
+    os.ftruncate(fd, 1 << 20)
+    made.append(("posix_shm", True))
+except OSError:
+    made.append(("posix_shm", False))
+rt = ctypes.CDLL(ctypes.util.find_library("rt") or None, use_errno=True)
+rt.mq_open.restype = ctypes.c_int
+mq = rt.mq_open(b"/issue17-leftover", os.O_CREAT | os.O_RDWR, 0o666, None)
+made.append(("posix_mq", mq >= 0))
+print(made)
+"""
+
+
+def _sysv_keys(path: str) -> set[int]:
+    try:
+        lines = Path(path).read_text().splitlines()[1:]
+    except OSError:
+        return set()
+    return {int(line.split()[0]) for line in lines if line.split()}
+
+
+def _mq_exists(name: bytes) -> bool:
+    import ctypes
+    import ctypes.util
+    rt = ctypes.CDLL(ctypes.util.find_library("rt") or None, use_errno=True)
+    fd = rt.mq_open(name, os.O_RDONLY)
+    if fd >= 0:
+        rt.mq_unlink(name)          # the test's own clean-up: a leftover is a failure, not a leak
+        return True
+    return False
+
+
+def test_no_shared_memory_or_message_queue_survives_the_job(tmp_path):
+    from grader.sandbox import Limits, minimal_env, run_child
+    job = tmp_path / "job"
+    job.mkdir()
+    job.chmod(0o755)
+    argv = [sys.executable, "-I", "-c", "from grader.sandbox import enter\nenter()\n" + IPC_LEFTOVERS]
+    done = run_child(argv, str(job), limits=Limits(wall_seconds=60.0), env=minimal_env())
+    assert done.returncode == 0, done.output
+    assert "('sysv_shm', True)" in done.stdout and "('sysv_msg', True)" in done.stdout, done.output
+    survivors = {"sysv_shm": 0x17171717 in _sysv_keys("/proc/sysvipc/shm"),
+                 "sysv_msg": 0x17171718 in _sysv_keys("/proc/sysvipc/msg"),
+                 "posix_shm": os.path.exists("/dev/shm/issue17-leftover"),
+                 "posix_mq": _mq_exists(b"/issue17-leftover")}
+    # the test's own clean-up, so that a failure here does not leak into the next run
+    subprocess.run(["ipcrm", "-M", str(0x17171717)], capture_output=True)
+    subprocess.run(["ipcrm", "-Q", str(0x17171718)], capture_output=True)
+    if survivors["posix_shm"]:
+        os.unlink("/dev/shm/issue17-leftover")
+    assert not any(survivors.values()), survivors
