@@ -191,3 +191,65 @@ def test_no_shared_memory_or_message_queue_survives_the_job(tmp_path):
     if survivors["posix_shm"]:
         os.unlink("/dev/shm/issue17-leftover")
     assert not any(survivors.values()), survivors
+
+
+# ----- the Tensor Engine computes in its operands' dtype ----------------------------------------------
+
+def matmul_through_view(view_dtype):
+    @nki.jit
+    def kernel(a_t, b):
+        k, m = a_t.shape
+        _, n = b.shape
+        out = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.hbm)
+        a_sb = nl.ndarray((k, m), dtype=a_t.dtype, buffer=nl.sbuf)
+        b_sb = nl.ndarray((k, n), dtype=b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a_sb, src=a_t)
+        nisa.dma_copy(dst=b_sb, src=b)
+        a_op, b_op = (a_sb, b_sb) if view_dtype is None else (a_sb.view(view_dtype), b_sb.view(view_dtype))
+        res = nisa.tensor_copy(nisa.nc_matmul(a_op, b_op), dtype=nl.float32)
+        nisa.dma_copy(dst=out, src=res)
+        return out
+    return kernel
+
+
+def rounded_to_mantissa(x: np.ndarray, bits: int) -> np.ndarray:
+    """fp32 values rounded to nearest even at `bits` explicit mantissa bits (exponent range kept)."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    drop = 23 - bits
+    half = (1 << (drop - 1)) - 1
+    u = (u + half + ((u >> drop) & 1)) & ~np.uint64((1 << drop) - 1)
+    return u.astype(np.uint32).view(np.float32)
+
+
+def executed(kernel, args) -> np.ndarray:
+    done, _ = graded_program(wire(kernel, args), args)
+    return np.asarray(done.outputs, dtype=np.float64)
+
+
+def test_a_tf32_view_of_fp32_data_multiplies_with_a_10_bit_mantissa():
+    """tf32 is timed at the 16-bit rate; it must compute at tf32 precision, not fp32's."""
+    rng = np.random.default_rng(5)
+    args = [rng.random((128, 64), dtype=np.float32), rng.random((128, 96), dtype=np.float32)]
+    got = executed(matmul_through_view(nl.tfloat32), args)
+    a, b = (rounded_to_mantissa(x, 10).astype(np.float64) for x in args)
+    exact = args[0].astype(np.float64).T @ args[1].astype(np.float64)
+    np.testing.assert_allclose(got, a.T @ b, rtol=1e-6)
+    assert np.abs(got - exact).max() > 1e-5 * np.abs(exact).max()     # fp32 would be within 1e-7
+
+
+@pytest.mark.parametrize("dtype, view, mantissa", [
+    ("bfloat16", None, 7), ("float16", None, 10), ("float8_e4m3", None, 3), ("float8_e5m2", None, 2),
+    ("float16", "bfloat16", 7), ("float8_e4m3", "float8_e5m2", 2)])
+def test_each_operand_dtype_multiplies_at_its_documented_precision(dtype, view, mantissa):
+    """Operands stored in (or viewed as) a narrow float multiply exactly as the values that
+    dtype holds, accumulated in fp32: the product of the rounded operands, never better."""
+    from nkisim import dtypes
+    rng = np.random.default_rng(6)
+    stored = dtypes.to_dtype(dtype)
+    args = [(rng.random((64, 32)) + 0.5).astype(stored), (rng.random((64, 48)) + 0.5).astype(stored)]
+    got = executed(matmul_through_view(None if view is None else getattr(nl, view)), args)
+    operands = [a.view(dtypes.to_dtype(view)) if view else a for a in args]
+    held = [o.astype(np.float64) for o in operands]
+    assert all(np.array_equal(rounded_to_mantissa(h.astype(np.float32), mantissa), h.astype(np.float32))
+               for h in held if np.isfinite(h).all())
+    np.testing.assert_allclose(got, held[0].T @ held[1], rtol=1e-5)
