@@ -62,7 +62,7 @@ def main() -> None:
                                            limits=Limits(wall_seconds=3600, cpu_seconds=7200)))
     wall = time.monotonic() - start
     for name, test in by_name(report).items():
-        print(f"{name:5s} {test.status:8s} {test.points:6.2f}  {test.message[:90]}")
+        print(f"{name:5s} {test.status:8s} {test.points:6.2f}  {test.message[:400]}")
     print(f"score {report.score.total}/{report.score.max_total}  flags {report.flags or 'none'}  wall {wall:.0f} s")
     print(f"grader peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 

@@ -253,3 +253,17 @@ def test_each_operand_dtype_multiplies_at_its_documented_precision(dtype, view, 
     assert all(np.array_equal(rounded_to_mantissa(h.astype(np.float32), mantissa), h.astype(np.float32))
                for h in held if np.isfinite(h).all())
     np.testing.assert_allclose(got, held[0].T @ held[1], rtol=1e-5)
+
+
+def test_a_long_program_costs_tens_of_bytes_per_instruction_on_the_wire():
+    """Equal operands share one region row and unread result tiles are not sent: the size of a
+    program follows its instructions, so the largest honest program stays well inside limits."""
+    args = [ArgSpec((1, 128, 10, 10), np.dtype(np.float32)), ArgSpec((128, 128, 3, 3), np.dtype(np.float32)),
+            ArgSpec((128,), np.dtype(np.float32))]
+    sizes = []
+    for count in (0, 10_000):
+        namespace: dict = {}
+        exec(compile(many_small_instructions(count), "conv2d.py", "exec"), namespace)
+        program, _ = trace_kernel(namespace["fused_conv2d_maxpool"], args, {"pool_size": 1})
+        sizes.append(len(programs.encode(program)))
+    assert (sizes[1] - sizes[0]) / 10_000 < 64
