@@ -267,3 +267,50 @@ def test_a_long_program_costs_tens_of_bytes_per_instruction_on_the_wire():
         program, _ = trace_kernel(namespace["fused_conv2d_maxpool"], args, {"pool_size": 1})
         sizes.append(len(programs.encode(program)))
     assert (sizes[1] - sizes[0]) / 10_000 < 64
+
+
+# ----- the precheck's promise holds for string annotations ------------------------------------------
+
+STRING_ANNOTATION = '''
+import functools
+import neuronxcc.nki as nki
+
+@functools.singledispatch
+def pick(x):
+    return x
+
+@pick.register
+def _(x: "__import__('os').system('echo pwned') or int"):
+    return x
+
+def fused_conv2d_maxpool(X, W, bias, pool_size=1):
+    return pick(X)
+'''
+
+NESTED_STRING_ANNOTATION = '''
+import typing
+import os
+
+def helper(x: typing.List["os.system('echo pwned')"]) -> "os.getcwd()":
+    return typing.get_type_hints(helper)
+
+def fused_conv2d_maxpool(X, W, bias, pool_size=1):
+    return helper(X)
+'''
+
+
+@pytest.mark.parametrize("source, fragment", [(STRING_ANNOTATION, "__import__"),
+                                              (NESTED_STRING_ANNOTATION, "os.system")])
+def test_code_in_a_string_annotation_is_checked_as_code(source, fragment):
+    """typing.get_type_hints (functools.singledispatch, dataclasses) evaluates annotations
+    written as strings: the precheck reads them as the code they are."""
+    from grader.precheck import precheck
+    errors = [v for v in precheck(source, "conv2d.py") if v.severity == "error"]
+    assert errors and any(fragment in v.message for v in errors), errors
+
+
+def test_an_annotation_string_that_is_not_an_expression_is_refused():
+    from grader.precheck import precheck
+    source = 'def fused_conv2d_maxpool(X, W, bias, pool_size: "import os" = 1):\n    return X\n'
+    errors = [v for v in precheck(source, "conv2d.py") if v.severity == "error"]
+    assert any("annotation" in v.message for v in errors), errors
