@@ -7,8 +7,8 @@ the cost model from the instructions it actually executed. No student code runs 
 still confined and resource-limited like a child (sandbox.enter), since a program may ask for
 any amount of work within its caps.
 
-Writes to the result pipe (GRADER_RESULT_FD) one JSON header line, then each output array in
-.npy format. Header fields: status ("ok" | "invalid"), error, printed (nl.device_print text),
+Writes to the result pipe (GRADER_RESULT_FD) a JSON header (a length-prefixed frame, see
+grader.wire), then each output array in .npy format. Header fields: status ("ok" | "invalid"), error, printed (nl.device_print text),
 opcodes, matmul_flops, instructions, dma_count, latency_us, profile.
 """
 from __future__ import annotations
