@@ -4,8 +4,9 @@ Reads job.json from its working directory (the kernel's file, its function, the 
 dtypes of its inputs and its scalar arguments), imports the student's file and *traces* the
 kernel, as neuronx-cc does: the kernel's Python runs on tensors that have no values. It writes
 to the inherited result pipe (GRADER_RESULT_FD) a JSON header (a length-prefixed frame, see
-grader.wire) and the artifact: the traced program (simulator) or the compiled NEFF (Neuron device). It never sees input values,
-outputs, seeds, thresholds or answers, so nothing a grade is computed from is within its reach;
+grader.wire) and the artifact: the traced program (simulator) or the compiled NEFF (Neuron
+device). It never sees input values, outputs, seeds, thresholds or answers, so nothing a grade
+is computed from is within its reach;
 the grader executes the artifact in a trusted process (grader.executor).
 """
 from __future__ import annotations
