@@ -7,6 +7,11 @@ scratch tile (correct and slow). The program's size is measured by tracing it in
 process, so that the grader's peak RSS (this process, ru_maxrss) is the grading's alone.
 
     python bench/many_instructions.py [--count 1000000]
+
+Measured (2-core box, shared): 1000149 instructions, 25.8 MiB encoded; conv passed, perf/ec
+failed on speed (p99 133376 us), flags none, wall 567 s, grader peak RSS 135 MiB. Before the
+encoding shared equal regions (commit 40c717f^): 410.9 MiB encoded, program_invalid:conv, grader
+peak RSS 876 MiB.
 """
 from __future__ import annotations
 
