@@ -3,14 +3,14 @@
 Reads job.json from its working directory (the kernel's file, its function, the shapes and
 dtypes of its inputs and its scalar arguments), imports the student's file and *traces* the
 kernel, as neuronx-cc does: the kernel's Python runs on tensors that have no values. It writes
-to the inherited result pipe (GRADER_RESULT_FD) one JSON header line and the artifact: the
-traced program (simulator) or the compiled NEFF (Neuron device). It never sees input values,
-outputs, seeds, thresholds or answers, so nothing a grade is computed from is within its reach;
+to the inherited result pipe (GRADER_RESULT_FD) a JSON header (a length-prefixed frame, see
+grader.wire) and the artifact: the traced program (simulator) or the compiled NEFF (Neuron
+device). It never sees input values, outputs, seeds, thresholds or answers, so nothing a grade
+is computed from is within its reach;
 the grader executes the artifact in a trusted process (grader.executor).
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import traceback
@@ -81,9 +81,10 @@ def run(job: dict) -> tuple[dict, bytes]:
 
 
 def _write(fd: int, header: dict, artifact: bytes) -> None:
+    from grader.wire import header_frame
     header["artifact_bytes"] = len(artifact)
     with os.fdopen(fd, "wb") as out:
-        out.write(json.dumps(header).encode() + b"\n")
+        out.write(header_frame(header))
         out.write(artifact)
 
 

@@ -7,13 +7,12 @@ the cost model from the instructions it actually executed. No student code runs 
 still confined and resource-limited like a child (sandbox.enter), since a program may ask for
 any amount of work within its caps.
 
-Writes to the result pipe (GRADER_RESULT_FD) one JSON header line, then each output array in
-.npy format. Header fields: status ("ok" | "invalid"), error, printed (nl.device_print text),
+Writes to the result pipe (GRADER_RESULT_FD) a JSON header (a length-prefixed frame, see
+grader.wire), then each output array in .npy format. Header fields: status ("ok" | "invalid"), error, printed (nl.device_print text),
 opcodes, matmul_flops, instructions, dma_count, latency_us, profile.
 """
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -85,9 +84,10 @@ class _Stream:
 
 
 def _write(fd: int, header: dict, outputs: list[np.ndarray]) -> None:
+    from grader.wire import header_frame
     header["arrays"] = len(outputs)
     with os.fdopen(fd, "wb") as out:
-        out.write(json.dumps(header).encode() + b"\n")
+        out.write(header_frame(header))
         for arr in outputs:
             np.lib.format.write_array(_Stream(out), np.ascontiguousarray(arr), allow_pickle=False)
 

@@ -48,6 +48,10 @@ from pathlib import Path
 from .zygote import ZYGOTE, set_parent_death_signal
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
+# namespaces that hold state a job could leave behind or share with the next (SysV segments and
+# POSIX message queues; the host name): the child gets fresh ones, which the kernel destroys
+# with everything in them when the job's last process exits
+CLONE_NEWUTS, CLONE_NEWIPC = 0x04000000, 0x08000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
@@ -260,6 +264,8 @@ class ChildResult:
 class Capabilities:
     net: bool = False
     pid: bool = False
+    ipc: bool = False                   # own SysV IPC and POSIX message queues
+    uts: bool = False                   # own host name
     private_proc: bool = False          # the PID namespace's own /proc
     mount: bool = False
     readonly: bool = False
@@ -271,7 +277,7 @@ class Capabilities:
     parent_death: bool = False          # children die with the grader (prctl PR_SET_PDEATHSIG)
     notes: list[str] = field(default_factory=list)
 
-    FLAGS = ("net", "pid", "private_proc", "mount", "readonly", "package_view", "private_tmp", "unprivileged",
+    FLAGS = ("net", "pid", "ipc", "uts", "private_proc", "mount", "readonly", "package_view", "private_tmp", "unprivileged",
              "pids_cgroup", "memory_cgroup", "parent_death")
 
     def describe(self) -> str:
@@ -336,6 +342,8 @@ def _detect() -> Capabilities:
     userns = 0 if root else CLONE_NEWUSER
     caps.net = _forked_status(lambda: _libc.unshare(userns | CLONE_NEWNET) == 0)
     caps.pid = _forked_status(lambda: _libc.unshare(userns | CLONE_NEWPID) == 0)
+    caps.ipc = _forked_status(lambda: _libc.unshare(userns | CLONE_NEWIPC) == 0)
+    caps.uts = _forked_status(lambda: _libc.unshare(userns | CLONE_NEWUTS) == 0)
     caps.mount = root and _forked_status(lambda: _libc.unshare(CLONE_NEWNS) == 0)
     caps.readonly = caps.mount and _forked_status(
         lambda: _libc.unshare(CLONE_NEWNS) == 0 and _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) == 0
@@ -582,6 +590,7 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
     userns = 0 if os.geteuid() == 0 else CLONE_NEWUSER
     flags = (CLONE_NEWNET if caps.net else 0) | (CLONE_NEWPID if caps.pid else 0)
     flags |= CLONE_NEWNS if caps.mount else 0
+    flags |= (CLONE_NEWIPC if caps.ipc else 0) | (CLONE_NEWUTS if caps.uts else 0)
     if flags:
         flags |= userns
     view = own_uid and caps.package_view
@@ -712,6 +721,8 @@ def _enter(conf: dict, parent_check: int | None) -> None:
         else:
             for path in conf["hide"]:
                 _mount("tmpfs", path, "tmpfs", 0, "size=1m,mode=0700", f"hide {path}")
+            if os.path.isdir("/dev/shm"):     # POSIX shared memory: a file system, not the IPC namespace
+                _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777", "private /dev/shm")
             if in_pid_ns and not conf.get("legacy_proc"):
                 _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None, "/proc")
             if conf["readonly"] and not _lock_down(None if _code_under_tmp() else "size=64m,mode=1777"):

@@ -10,12 +10,14 @@ from __future__ import annotations
 import io
 import json
 import math
+import struct
 
 import numpy as np
 
 MAX_DIMS = 32                 # NumPy's own limit is 64; no kernel output has more than a few
 MAX_NPY_HEADER = 10_000       # NumPy's default max_header_size
-MAX_HEADER_LINE = 1 << 20     # a JSON header line: counts and short texts only
+HEADER_MAGIC = b"GRH1"        # a result starts with it, then the header's length (u64 LE), then the JSON
+MAX_HEADER_BYTES = 256 << 20  # counts, texts and a profile picture; far above any honest header
 ERROR_TEXT_LIMIT = 8 * 1024   # a child's error message, as shown in a report
 
 
@@ -31,19 +33,33 @@ def bounded_text(value: object, limit: int = ERROR_TEXT_LIMIT) -> str:
     return text[:limit] + f"... [{len(text) - limit} more characters cut]"
 
 
-def read_header_line(data: bytes | bytearray | memoryview, max_bytes: int = MAX_HEADER_LINE) -> tuple[dict, int]:
-    """The JSON object on the first line of `data` and the offset just past its newline."""
+def header_frame(header: dict) -> bytes:
+    """What a child writes first: the magic, the JSON header's length, the JSON. Length-prefixed,
+    so a header's size is never mistaken for a malformed line (a profile of a million
+    instructions is long), and the reader knows before it parses whether it is within bounds."""
+    body = json.dumps(header, separators=(",", ":")).encode()
+    return HEADER_MAGIC + struct.pack("<Q", len(body)) + body
+
+
+def read_header_line(data: bytes | bytearray | memoryview, max_bytes: int = MAX_HEADER_BYTES) -> tuple[dict, int]:
+    """The JSON object of the header frame at the start of `data` (see header_frame) and the
+    offset just past it. A header over `max_bytes` is refused before it is parsed."""
     view = memoryview(data)
-    newline = bytes(view[:max_bytes + 1]).find(b"\n")
-    if newline < 0:
-        raise BadResult("no header line" if len(view) <= max_bytes else f"header line longer than {max_bytes} bytes")
+    prefix = len(HEADER_MAGIC) + 8
+    if len(view) < prefix or bytes(view[:len(HEADER_MAGIC)]) != HEADER_MAGIC:
+        raise BadResult("no header frame")
+    (size,) = struct.unpack("<Q", view[len(HEADER_MAGIC):prefix])
+    if size > max_bytes:
+        raise BadResult(f"header of {size} bytes is over the {max_bytes} allowed")
+    if prefix + size > len(view):
+        raise BadResult(f"header runs past the end of the result ({prefix + size} > {len(view)} bytes)")
     try:
-        header = json.loads(bytes(view[:newline]))
+        header = json.loads(view[prefix:prefix + size].tobytes())
     except (ValueError, RecursionError) as err:
         raise BadResult(f"header is not JSON ({bounded_text(str(err), 200)})") from None
     if not isinstance(header, dict):
         raise BadResult("header is not a JSON object")
-    return header, newline + 1
+    return header, prefix + size
 
 
 def bounded_int(value: object, low: int, high: int, what: str) -> int:

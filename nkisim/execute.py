@@ -311,9 +311,11 @@ def _activation(rec, v, shapes):
 
 
 def _matmul(rec, v, shapes):
-    s, mv = v
+    # the PE array multiplies its operands in their own dtype: a tf32 view of fp32 data has its
+    # mantissa rounded to 10 bits (narrower floats already hold only what their dtype can)
+    s, mv = (_f32(dtypes.cast(x, dtypes.to_dtype(r.dtype))) for x, r in zip(v, rec.reads))
     k = s.shape[0] if s.ndim else 1
-    return [_f32(s).reshape(k, -1).T @ _f32(mv).reshape(k, -1)]
+    return [s.reshape(k, -1).T @ mv.reshape(k, -1)]
 
 
 def _iota(rec, v, shapes):

@@ -105,8 +105,9 @@ class Machine:
         is what the cost model sees. Bounds are checked here, on the elements the instruction
         actually touches: a mask may keep overhanging elements out."""
         spec = INSTRUCTIONS.get(opcode)
-        if spec is None or engine not in spec.engines:    # every record goes through the table
-            raise RuntimeError(f"nkisim bug: {opcode} on the {engine.label} engine is not in the instruction table")
+        if spec is None or engine not in spec.engines or kind not in spec.kinds:   # every record goes through the table
+            raise RuntimeError(f"nkisim bug: {opcode} ({kind}) on the {engine.label} engine is not in the "
+                               "instruction table")
         site = user_site(2)
         mask_values = _mask_values(mask, writes[0].shape if writes else None)
         for t in reads:

@@ -111,19 +111,37 @@ def _enc_outputs(value, regions: _Table):
     return {"tuple" if isinstance(value, tuple) else "list": [_enc_outputs(v, regions) for v in value]}
 
 
+def _output_regions(value):
+    if isinstance(value, Region):
+        yield value
+    else:
+        for item in (value.values() if isinstance(value, dict) else value):
+            yield from _output_regions(item)
+
+
 def encode(program: Program) -> bytes:
     arrays = _Arrays()
     dtype_codes: dict[str, int] = {}
     regions = _Table(lambda r: _enc_region(r, arrays, dtype_codes))
+
+    def region(r: Region) -> int:
+        # by value: every instruction makes its own Region objects, most of them equal (a loop
+        # over one tile), and a row per object made a million-instruction program 400 MiB
+        key = id(r) if r.offsets is not None else (r.alloc_id, r.start, r.shape, r.strides, r.dtype, r.partitions)
+        return regions(key, r)
     sites = _Table(lambda site: [site.filename, site.lineno])
     # what an instruction is, apart from its operands: most of a program repeats a few of these
     heads = _Table(lambda rec: [rec.opcode, int(rec.engine), rec.kind, rec.accumulate, rec.params, rec.attrs])
+    # a placed result's own tile (a store) matters only if something uses it later; most are
+    # never read, and each would cost the program an allocation and a region
+    used = {r.alloc_id for rec in program.records for r in rec.reads + rec.writes}
+    used.update(r.alloc_id for r in _output_regions(program.outputs))
     records = []
     for rec in program.records:
         key = (rec.opcode, rec.engine, rec.kind, rec.accumulate, repr(rec.params), repr(rec.attrs))
         records.append([heads(key if "array" not in key[4] else id(rec), rec),
-                        [regions(id(r), r) for r in rec.reads], [regions(id(r), r) for r in rec.writes],
-                        [regions(id(r), r) for r in rec.stores],
+                        [region(r) for r in rec.reads], [region(r) for r in rec.writes],
+                        [region(r) for r in rec.stores if r.alloc_id in used],
                         arrays.add(rec.mask) if rec.mask is not None else None,
                         sites(rec.site, rec.site) if rec.site else None])
     outputs = _enc_outputs(program.outputs, regions)
@@ -134,7 +152,7 @@ def encode(program: Program) -> bytes:
         raise TypeError(f"cannot encode a {type(value).__name__} in a program")
     header = {"kernel": program.kernel, "platform": program.platform, "compile_options": program.compile_options,
               "allocs": [[a.id, a.buffer, list(a.shape), a.dtype, a.par_axis, a.name, a.input_index]
-                         for a in program.allocs],
+                         for a in program.allocs if a.id in used or a.input_index is not None],
               "regions": arrays.add(np.array(regions.rows, dtype=np.int64).reshape(-1, _REGION_COLUMNS)),
               "dtypes": list(dtype_codes), "sites": sites.rows, "heads": heads.rows, "records": records,
               "outputs": outputs}
@@ -529,6 +547,12 @@ def validate(program: Program, limits: HardwareLimits, inputs: list[np.ndarray] 
     first, last = {}, {}
     for index, rec in enumerate(program.records):
         _check_record(rec, allocs, limits)
+        # a store is the result tile a placed result still fills (machine._place_result): one,
+        # on chip, the shape of the write, never used before; anything else is a free copy
+        if rec.stores and (len(rec.stores) > 1 or rec.stores[0].alloc_id in first
+                           or rec.stores[0].buffer not in _ON_CHIP or not rec.writes
+                           or rec.stores[0].shape != rec.writes[0].shape):
+            raise ProgramError(f"{_where(rec)}: an extra store no traced instruction makes")
         for r in rec.reads + rec.writes + rec.stores:
             first.setdefault(r.alloc_id, index)
             last[r.alloc_id] = index
@@ -546,6 +570,11 @@ def _check_record(rec: TraceRecord, allocs: dict, limits: HardwareLimits) -> Non
         raise ProgramError(f"{_where(rec)}: device_print and only it prints")
     if spec is None or rec.engine not in spec.engines:
         raise ProgramError(f"{_where(rec)}: engine {rec.engine.label} cannot run it")
+    # what an instruction computes (and so what it costs) follows from its opcode alone: a
+    # record whose semantics were rewritten after tracing is not an instruction
+    if rec.kind not in spec.kinds:
+        raise ProgramError(f"{_where(rec)}: {rec.opcode} computes {' or '.join(spec.kinds)}, "
+                           f"this record claims {rec.kind}")
     n_reads, n_writes = _ARITY[rec.kind]
     if (n_reads is not None and len(rec.reads) != n_reads) or (n_writes is not None and len(rec.writes) != n_writes):
         raise ProgramError(f"{_where(rec)}: wrong number of operands for {rec.kind}")

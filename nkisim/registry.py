@@ -22,6 +22,7 @@ class InstructionSpec:
     name: str
     engines: tuple[Engine, ...]
     semantics: Callable
+    kinds: tuple[str, ...] = ()       # the value semantics (nkisim.execute) its records may have
 
 
 INSTRUCTIONS: dict[str, InstructionSpec] = {}
@@ -69,13 +70,14 @@ def kernel_facing(fn: Callable, label: str, signature: inspect.Signature | None 
     return facing
 
 
-def instruction(name: str, *engines: Engine):
-    """Register `fn(machine, *args, **kwargs)` as instruction `name`; the returned function
-    has the public NKI signature and finds the running machine itself."""
+def instruction(name: str, *engines: Engine, kinds: tuple[str, ...]):
+    """Register `fn(machine, *args, **kwargs)` as instruction `name`, computing one of `kinds`
+    (its value semantics); the returned function has the public NKI signature and finds the
+    running machine itself. A program read back is held to both: engines and kinds."""
     def register(fn):
         if name in INSTRUCTIONS:
             raise RuntimeError(f"instruction {name!r} registered twice")
-        INSTRUCTIONS[name] = InstructionSpec(name, engines, fn)
+        INSTRUCTIONS[name] = InstructionSpec(name, engines, fn, tuple(kinds))
         sig = inspect.signature(fn)
         public = sig.replace(parameters=list(sig.parameters.values())[1:])
         label = f"nisa.{fn.__name__}"

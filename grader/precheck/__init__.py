@@ -9,7 +9,13 @@ harmless ones (os.system, sys.modules, np.testing.runstring, np.load, ...); dund
 frame attributes; patching imported modules, also through aliases, parameters and
 containers. Anything else a real kernel file does is fine, and what is merely untidy (an
 unused or debugging import, a pdb.set_trace left in, forbidden code in the
-`if __name__ == "__main__":` block that grading never runs) is a warning.
+`if __name__ == "__main__":` block that grading never runs) is a warning. Annotations written
+as strings are checked as the code they hold (typing.get_type_hints, which functools.singledispatch
+and dataclasses call, evaluates them).
+
+What it cannot promise: the standard library evaluates text in more places than an AST check can
+follow (a typing.ForwardRef built from a computed string, say). The precheck narrows what a file
+can try; the sandbox (no network, no other files, its own namespaces) is the boundary.
 
 `compute_violations` enforces per-problem instruction rules, e.g. that part 1's
 matrix_transpose computes only with nisa.nc_transpose.

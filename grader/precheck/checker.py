@@ -63,6 +63,10 @@ def _problem_kernels() -> frozenset[str] | None:
 
 class _Checker:
     def __init__(self, tree: ast.Module, filename: str, entry_points: frozenset[str] | None):
+        # typing.get_type_hints (singledispatch, dataclasses) evaluates string annotations:
+        # they are checked as the code they are
+        annotations = _StringAnnotations()
+        tree = annotations.visit(tree)
         self.nodes, self.parent = _walk(tree)
         if any(isinstance(n, ast.Name) and n.id == "getattr" for n in self.nodes) \
                 and not _binds(self.nodes, "getattr"):
@@ -75,6 +79,10 @@ class _Checker:
         self.flow = Flow(self.nodes, self.scopes)
         self.imported = frozenset(self.flow.imported)
         self.out: list[Violation] = []
+        for node in annotations.unparsable:
+            self.add(node, "internals", f"the annotation {src(node)} is a string that is not a Python expression; "
+                                        "annotations written as strings are evaluated as code (typing.get_type_hints). "
+                                        "Write the type itself, or leave the annotation out.")
 
     def add(self, node, rule: str, message: str, severity: str = "error"):
         if severity == "error" and id(node) in self.dead:
@@ -452,4 +460,55 @@ class _LiteralGetattr(ast.NodeTransformer):
                 and args[1].value.isidentifier() and not args[1].value.startswith("_"):
             attr = ast.copy_location(ast.Attribute(args[0], args[1].value, ast.Load()), node)
             return ast.copy_location(ast.BoolOp(ast.Or(), [attr, args[2]]), node) if len(args) == 3 else attr
+        return node
+
+
+class _StringAnnotations(ast.NodeTransformer):
+    """Every string inside an annotation (`x: "T"`, `-> list["T"]`) replaced by the expression
+    it holds, at the string's place; strings that are no expression are collected."""
+
+    def __init__(self) -> None:
+        self.unparsable: list[ast.AST] = []
+
+    def _expand(self, node):
+        if node is None:
+            return None
+        for sub in list(ast.walk(node)):
+            for field, value in ast.iter_fields(sub):
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    setattr(sub, field, self._parsed(value))
+                elif isinstance(value, list):
+                    setattr(sub, field, [self._parsed(v) if isinstance(v, ast.Constant) and isinstance(v.value, str)
+                                         else v for v in value])
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return self._parsed(node)
+        return node
+
+    def _parsed(self, const: ast.Constant):
+        try:
+            expr = ast.parse(const.value.strip(), mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            self.unparsable.append(const)
+            return const
+        expr = self._expand(expr)          # a string inside the string
+        for sub in ast.walk(expr):
+            ast.copy_location(sub, const)
+            if hasattr(sub, "end_lineno"):
+                sub.end_lineno, sub.end_col_offset = const.end_lineno, const.end_col_offset
+        return expr
+
+    def visit_arg(self, node):
+        node.annotation = self._expand(node.annotation)
+        return node
+
+    def visit_FunctionDef(self, node):
+        self.generic_visit(node)
+        node.returns = self._expand(node.returns)
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_AnnAssign(self, node):
+        self.generic_visit(node)
+        node.annotation = self._expand(node.annotation)
         return node

@@ -13,7 +13,7 @@ from .common import DMA_ENDPOINTS, operand, out_dtype
 _TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
 
-@instruction("dma_copy", Engine.DMA)
+@instruction("dma_copy", Engine.DMA, kinds=("copy",))
 def dma_copy(m, *, dst, src, mask=None, dst_rmw_op=None, oob_mode=0, dge_mode=3):
     operand(src, "dma_copy", "src", DMA_ENDPOINTS, tile=False, mask=mask)
     operand(dst, "dma_copy", "dst", DMA_ENDPOINTS, tile=False, mask=mask)
@@ -31,7 +31,7 @@ def dma_copy(m, *, dst, src, mask=None, dst_rmw_op=None, oob_mode=0, dge_mode=3)
            dge_mode=int(dge_mode or 0))
 
 
-@instruction("dma_transpose", Engine.DMA)
+@instruction("dma_transpose", Engine.DMA, kinds=("permute",))
 def dma_transpose(m, src, *, axes=None, mask=None, dtype=None, **kwargs):
     operand(src, "dma_transpose", "src", DMA_ENDPOINTS, tile=False, mask=mask)
     perm = _TRANSPOSE_AXES.get(src.ndim)

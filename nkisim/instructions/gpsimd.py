@@ -12,7 +12,7 @@ from ..trace import Engine
 from .common import SBUF_ONLY, number, operand, out_dtype
 
 
-@instruction("iota", Engine.GPSIMD)
+@instruction("iota", Engine.GPSIMD, kinds=("iota",))
 def iota(m, expr, dtype, *, mask=None, **kwargs):
     if not isinstance(expr, IndexExpr):
         raise ShapeError("iota takes an index expression built from nl.arange / nl.mgrid",
@@ -26,7 +26,7 @@ def iota(m, expr, dtype, *, mask=None, **kwargs):
     return result
 
 
-@instruction("affine_select", Engine.GPSIMD)
+@instruction("affine_select", Engine.GPSIMD, kinds=("affine_select",))
 def affine_select(m, pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
     if not isinstance(pred, Predicate):
         raise ShapeError("affine_select's pred must compare index expressions (e.g. i_p >= i_f)",
@@ -45,7 +45,7 @@ def affine_select(m, pred, on_true_tile, on_false_value, *, mask=None, dtype=Non
     return result
 
 
-@instruction("tensor_partition_reduce", Engine.GPSIMD)
+@instruction("tensor_partition_reduce", Engine.GPSIMD, kinds=("partition_reduce",))
 def tensor_partition_reduce(m, op, data, *, mask=None, dtype=None, **kwargs):
     operand(data, "tensor_partition_reduce", "data", SBUF_ONLY, mask=mask)
     alu = reduce_op(op, "tensor_partition_reduce")

@@ -191,7 +191,7 @@ def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
     return nc_matmul(stationary, y, mask=mask)
 
 
-@instruction("device_print", Engine.SYNC)
+@instruction("device_print", Engine.SYNC, kinds=("print",))
 def device_print(m, prefix, x, *, mask=None, **kwargs):
     """Printed when the program runs, with the values the device holds then: the text goes
     to the run's output, never back to the kernel."""

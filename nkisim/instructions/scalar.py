@@ -13,7 +13,7 @@ from .common import operand, out_dtype, partitions, scalar_operand
 REDUCE_CMD_REDUCE = 2   # nisa.reduce_cmd.reduce: keep accumulating into reduce_res
 
 
-@instruction("activation", Engine.SCALAR)
+@instruction("activation", Engine.SCALAR, kinds=("activation",))
 def activation(m, op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=0,
                mask=None, dtype=None, **kwargs):
     fn = alu.activation_op(op)

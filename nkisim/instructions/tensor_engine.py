@@ -19,7 +19,7 @@ def _matmul_dtype(t, param: str) -> None:
                          code="err_instruction_unsupported_dtypes")
 
 
-@instruction("nc_matmul", Engine.TENSOR)
+@instruction("nc_matmul", Engine.TENSOR, kinds=("matmul",))
 def nc_matmul(m, stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False,
               is_transpose=False, tile_position=(), tile_size=(), mask=None, **kwargs):
     operand(stationary, "nc_matmul", "stationary", SBUF_ONLY, mask=mask)
@@ -58,7 +58,7 @@ def matmul_attrs(stationary, moving) -> dict:
             "m": math.prod(stationary.shape[1:]), "n": math.prod(moving.shape[1:])}
 
 
-@instruction("nc_transpose", Engine.TENSOR, Engine.VECTOR)
+@instruction("nc_transpose", Engine.TENSOR, Engine.VECTOR, kinds=("transpose",))
 def nc_transpose(m, data, *, mask=None, dtype=None, engine=0, **kwargs):
     operand(data, "nc_transpose", "data", ON_CHIP, mask=mask)
     default = Engine.VECTOR if data.buffer is Buffer.PSUM else Engine.TENSOR

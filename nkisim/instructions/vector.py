@@ -26,7 +26,7 @@ def _no_psum_on_gpsimd(eng: Engine, instr: str, *tiles) -> None:
                                remedy="run it on the Vector or Scalar engine, or copy to SBUF first")
 
 
-@instruction("tensor_copy", *_ELEMENTWISE)
+@instruction("tensor_copy", *_ELEMENTWISE, kinds=("copy", "broadcast"))
 def tensor_copy(m, src, *, mask=None, dtype=None, engine=0, **kwargs):
     operand(src, "tensor_copy", "src", ON_CHIP, mask=mask)
     # PSUM evictions were measured on the Scalar engine; SBUF copies go to the Vector engine
@@ -38,7 +38,7 @@ def tensor_copy(m, src, *, mask=None, dtype=None, engine=0, **kwargs):
     return result
 
 
-@instruction("tensor_tensor", Engine.VECTOR, Engine.GPSIMD)
+@instruction("tensor_tensor", Engine.VECTOR, Engine.GPSIMD, kinds=("binary", "select"))
 def tensor_tensor(m, data1, data2, op, *, dtype=None, mask=None, engine=0, **kwargs):
     operand(data1, "tensor_tensor", "data1", mask=mask)
     operand(data2, "tensor_tensor", "data2", mask=mask)
@@ -64,7 +64,7 @@ def tensor_tensor(m, data1, data2, op, *, dtype=None, mask=None, engine=0, **kwa
     return result
 
 
-@instruction("tensor_scalar", Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+@instruction("tensor_scalar", Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD, kinds=("scalar", "unary"))
 def tensor_scalar(m, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *,
                   dtype=None, mask=None, engine=0, **kwargs):
     operand(data, "tensor_scalar", "data", mask=mask)
@@ -111,7 +111,7 @@ def normalize_axes(axis, ndim: int, instr: str) -> tuple[int, ...]:
     return tuple(sorted(set(out)))
 
 
-@instruction("tensor_reduce", Engine.VECTOR)
+@instruction("tensor_reduce", Engine.VECTOR, kinds=("reduce",))
 def tensor_reduce(m, op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
     operand(data, "tensor_reduce", "data", mask=mask)
     alu = reduce_op(op)
@@ -133,7 +133,7 @@ def reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
     return tuple(n for i, n in enumerate(shape) if i not in axes)
 
 
-@instruction("memset", Engine.VECTOR, Engine.GPSIMD)
+@instruction("memset", Engine.VECTOR, Engine.GPSIMD, kinds=("fill",))
 def memset(m, shape, value, dtype, *, mask=None, engine=0, **kwargs):
     eng = resolve_engine(engine, Engine.VECTOR, (Engine.VECTOR, Engine.GPSIMD), "memset")
     if not isinstance(value, (numbers.Number, np.number)):

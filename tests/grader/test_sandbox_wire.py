@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import io
 import json
+import struct
 
 import numpy as np
 import pytest
 
-from grader.wire import (ERROR_TEXT_LIMIT, BadResult, bounded_int, bounded_text, read_header_line,
+from grader.wire import (ERROR_TEXT_LIMIT, HEADER_MAGIC, BadResult, bounded_int, bounded_text, header_frame,
+                         read_header_line,
                          read_npy_at)
 
 
@@ -73,13 +75,24 @@ def test_bounded_text_cuts_and_says_so():
     assert len(bounded_text(["x" * 10_000] * 10_000, 100)) < 200        # not text: its repr, bounded too
 
 
-def test_the_header_line_is_a_bounded_json_object():
-    header, pos = read_header_line(b'{"status": "ok", "arrays": 1}\nrest')
-    assert header == {"status": "ok", "arrays": 1} and pos == 30
-    for data, why in [(b"no newline", "no header line"), (b"x" * 2000, "longer than"), (b"[1, 2]\n", "not a JSON object"),
-                      (b"{bad json}\n", "not JSON"), (b"[" * 100_000 + b"\n", "not JSON")]:
+def test_the_header_frame_is_a_bounded_json_object():
+    header, pos = read_header_line(header_frame({"status": "ok", "arrays": 1}) + b"rest")
+    assert header == {"status": "ok", "arrays": 1} and pos == 12 + len(b'{"status":"ok","arrays":1}')
+
+    def framed(body: bytes, size: int | None = None) -> bytes:
+        return HEADER_MAGIC + struct.pack("<Q", len(body) if size is None else size) + body
+    for data, why in [(b'{"status": "ok"}\n', "no header frame"), (framed(b"x" * 2000), "over the 1000 allowed"),
+                      (framed(b"{}", size=1 << 62), "over the"), (framed(b"{}", size=50), "runs past the end"),
+                      (framed(b"[1, 2]"), "not a JSON object"), (framed(b"{bad json}"), "not JSON"),
+                      (framed(b"[" * 100_000), "not JSON")]:
         with pytest.raises(BadResult, match=why):
-            read_header_line(data, max_bytes=1000 if why == "longer than" else 1 << 20)
+            read_header_line(data, max_bytes=1000 if why == "over the 1000 allowed" else 1 << 20)
+
+
+def test_a_header_over_a_megabyte_is_not_malformed():
+    """Size is not suspicion: a long profile or print-out in an honest header is read whole."""
+    header = {"status": "ok", "printed": "p" * 3_000_000, "profile": {"svg": "<svg>" + "r" * 2_000_000}}
+    assert read_header_line(header_frame(header))[0] == header
 
 
 def test_bounded_int_refuses_bools_floats_and_out_of_range():

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from grader.sandbox import Limits, minimal_env, run_child
+from grader.wire import read_header_line
 from grader.zygote import ZYGOTE
 
 CHILD = [sys.executable, "-I", "-m", "grader.child"]
@@ -64,7 +65,7 @@ def test_a_child_from_the_zygote_sees_only_its_job(tmp_path):
     assert "GRADER_RESULT_FD" not in lines["env"] and "GRADER_SANDBOX" not in lines["env"]  # popped on entry
     assert lines["main"] == "__main__ True"               # run as under `python -m`
     assert result.stderr.strip() == "to stderr"
-    header = json.loads(result.result.split(b"\n", 1)[0])
+    header, _ = read_header_line(result.result)
     assert header["status"] == "ok", header
 
 
@@ -85,7 +86,7 @@ def test_a_dead_zygote_is_replaced(tmp_path):
     os.kill(first, signal.SIGKILL)
     (tmp_path / "job").rename(tmp_path / "old")
     again = run(job_dir(tmp_path))
-    assert again.returncode == 0 and b'"status": "ok"' in again.result
+    assert again.returncode == 0 and read_header_line(again.result)[0]["status"] == "ok"
     assert ZYGOTE.pid not in (None, first)
 
 
@@ -108,4 +109,4 @@ def test_children_started_from_several_threads_do_not_mix(tmp_path, jobs):
     for i, result in enumerate(results):
         assert result.returncode == 0
         assert [x for x in result.stdout.splitlines() if x.startswith("job ")] == [f"job {i}"]
-        assert json.loads(result.result.split(b"\n", 1)[0])["status"] == "ok"
+        assert read_header_line(result.result)[0]["status"] == "ok"
