@@ -222,7 +222,7 @@ def render_terminal(report: Report, *, color: bool = False) -> str:
     per-test table grouped by kind, then totals, flags and where the grade came from."""
     title = f" ({report.title})" if report.title else ""
     lines = [escape_control(f"Grading report: {report.assignment}{title}"), ""]
-    header = _header_lines(report)
+    header = header_lines(report)
     if header:
         lines += [*header, ""]
     lines += _table_lines(report, color)
@@ -233,7 +233,9 @@ def render_terminal(report: Report, *, color: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _header_lines(report: Report) -> list[str]:
+def header_lines(report: Report) -> list[str]:
+    """What stopped a file or a test before it ran, once each (status, files not sent or rejected,
+    static-check findings, the time budget): the terminal's header, and the web report's."""
     lines = []
     if report.status in STATUS_SENTENCES:
         lines.append(f"STATUS: {report.status.upper()}. {STATUS_SENTENCES[report.status]}")

@@ -32,6 +32,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.jinja_env.filters["pts"] = render.format_points
     app.jinja_env.filters["duration"] = format_duration
     app.jinja_env.filters["since"] = enqueue.since
+    app.jinja_env.globals["report_header"] = render.header_lines
     _register_blueprints(app)
     return app
 

@@ -171,3 +171,23 @@ def test_report_page_engine_instructions_and_json_download(client_for, db, cours
     data = json.loads(download.get_data(as_text=True))
     assert data["score"]["total"] == tiny_reports["optimized"].score.total and "seed" not in data
     assert client_for("bob").get(f"/runs/{run.id}/report.json").status_code == 404      # not someone else's
+
+
+def test_the_web_report_shows_the_header_the_terminal_shows(client_for, db, course_setup):
+    """A file the static check rejects: the web report lists every line of the terminal's header
+    (the rejection and each finding), not an empty error."""
+    import grader
+    from grader import render
+    from webtest_helpers import TINY_SPEC
+    spec = grader.load_spec(str(TINY_SPEC))
+    source = OPTIMIZED + b"\nimport subprocess\nsubprocess.run(['true'])\n"
+    report = grader.grade(grader.submission_from_bytes("conv2d.py", source, spec), spec,
+                          grader.GradeOptions(backend="sim", seed=3))
+    assert report.rejections
+    run = store_graded_run(db, course_setup["alice"], course_setup["assignment"], report, data=source)
+    page = client_for("alice").get(f"/runs/{run.id}/report").get_data(as_text=True)
+    import html
+    shown = html.unescape(page)
+    assert "data-report-header" in page
+    for line in render.header_lines(report):
+        assert line.strip() in shown, line
