@@ -89,6 +89,9 @@ def test_tightening_a_threshold_by_more_than_10_percent_shows_what_it_does_and_a
     store_graded_run(db, course_setup["bob"], assignment, measured(tiny_reports["optimized"], 20.0))
     ta = client_for("tara")
     page = "/staff/assignments/tiny"
+    header = ta.get(page).get_data(as_text=True)
+    assert "leaderboard visible to signed-in users only" in header and "signed_in" not in header    # words, not values
+    assert "graded on the nkisim simulator" in header and "3 runs an hour per student" in header
     form = {"version": "t2", "rescore": "y", "thresholds": '{"perf_tiny": {"optimized": 30, "relaxed": 60}}'}
     asked = post_form(ta, page, f"{page}/thresholds", form)
     text = asked.get_data(as_text=True)
