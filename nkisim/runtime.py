@@ -129,22 +129,23 @@ def _param_names(func, n: int) -> list[str]:
 
 
 def _output_regions(value, where: str, site=None):
-    """The structure of HBM regions the kernel returned (the program's outputs)."""
+    """The structure of HBM regions the kernel returned (the program's outputs). Errors point at
+    `site`, the kernel's last line (its return), never at the grader that called it."""
     if isinstance(value, DeviceTensor):
         if not value.buffer.is_hbm:
             raise KernelContractError(
                 f"the kernel returned {value._label()}; kernel outputs must be HBM tensors",
                 remedy="allocate the output with nl.ndarray(shape, dtype, buffer=nl.hbm), copy the "
-                       "result into it with nisa.dma_copy, and return that")
+                       "result into it with nisa.dma_copy, and return that", site=site)
         if value._alloc.is_input:
             raise KernelContractError(
                 f"the kernel returned its own input {value._label()}",
-                remedy="return a new HBM tensor the kernel allocated and wrote")
+                remedy="return a new HBM tensor the kernel allocated and wrote", site=site)
         if not value._alloc.written:
             raise KernelContractError(
                 f"the kernel's output {value._label()} was never written",
                 remedy="write the output tensor with nisa.dma_copy before returning it",
-                code="err_tensor_output_not_written_to")
+                code="err_tensor_output_not_written_to", site=site)
         return value.region()
     if isinstance(value, (tuple, list)):
         return type(value)(_output_regions(v, where, site) for v in value)
@@ -154,7 +155,7 @@ def _output_regions(value, where: str, site=None):
         raise KernelContractError(f"the kernel {where} returned nothing",
                                   remedy="end the kernel with `return` of the output HBM tensor",
                                   site=site)
-    raise KernelContractError(f"the kernel returned a {type(value).__name__}; expected HBM tensors")
+    raise KernelContractError(f"the kernel returned a {type(value).__name__}; expected HBM tensors", site=site)
 
 
 def _call_keeping_locals(func, args, kwargs):

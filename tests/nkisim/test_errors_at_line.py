@@ -113,3 +113,23 @@ def test_typed_errors_and_warnings_pass_through_unchanged():
     assert info.value.__cause__ is None and info.value.detail == "typed already"
     with pytest.raises(UserWarning):
         kernel_facing(warns, "nl.example")()
+
+
+@nki.jit
+def output_never_written(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.hbm)
+    return out  # <never-written>
+
+
+@nki.jit
+def returns_an_sbuf_tile(a):
+    tile = nl.load(a)
+    return tile  # <returns-sbuf>
+
+
+def test_output_contract_errors_found_after_tracing_point_at_the_kernels_return():
+    """Found once the kernel's Python has returned, yet reported at its return line, not at the
+    grader or simulator code that looked."""
+    a = np.ones((4, 8), np.float32)
+    raised_at(errors.KernelContractError, "err_tensor_output_not_written_to", "never-written", output_never_written, a)
+    raised_at(errors.KernelContractError, "err_kernel_contract", "returns-sbuf", returns_an_sbuf_tile, a)
