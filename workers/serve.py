@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 STOP_GRACE_S = 30.0
 
@@ -68,6 +69,17 @@ def _instance_note(pg) -> str:
     from store.db import instance_dir
     return (f"Instance: {instance_dir()} (other terminals find it; to be explicit: "
             f"export NKI_GRADER_HOME={instance_dir()})\n")
+
+
+def _control_socket() -> str:
+    """gunicorn's control socket in this instance's folder (its default, ~/.gunicorn, is shared by
+    every instance of the user); a folder too deep for a unix socket path gets a private temp one."""
+    import tempfile
+    from store.db import instance_dir
+    path = instance_dir() / "gunicorn.ctl"
+    if len(str(path)) < 100:
+        return str(path)
+    return str(Path(tempfile.mkdtemp(prefix="nki-gunicorn-")) / "gunicorn.ctl")
 
 
 def _port_taken(port: int) -> str:
@@ -131,7 +143,8 @@ def serve(args) -> int:
         base_url = f"http://127.0.0.1:{args.port}"
         if _web_available():
             web = Child("web", [python, "-m", "gunicorn", "--bind", f"127.0.0.1:{args.port}", "--workers", "2",
-                                "--threads", "4", "--log-level", "warning", "web:create_app()"])
+                                "--threads", "4", "--log-level", "warning", "--control-socket",
+                                _control_socket(), "web:create_app()"])
             children.append(web)
             if _wait_http(base_url + "/", web):
                 from web.bootstrap import first_admin_login_link

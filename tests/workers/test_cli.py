@@ -85,6 +85,7 @@ def test_serve_starts_everything_embedded_and_ctrl_c_stops_it():
             assert requests.get(f"http://127.0.0.1:{port}/", timeout=30).status_code < 500
         home = str(Path(env["NKI_GRADER_HOME"]).resolve())
         assert f"Instance: {home}" in text
+        assert (Path(home) / "gunicorn.ctl").exists() or "is serving at" not in text   # its own, not ~/.gunicorn
         # another terminal, another folder, no NKI_GRADER_HOME: `grader queue` finds this instance
         elsewhere = tmp_path / "elsewhere"
         elsewhere.mkdir()
