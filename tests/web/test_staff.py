@@ -252,6 +252,21 @@ def test_admin_creates_an_assignment_and_tas_cannot(client_for, db, course_setup
     assert duplicate.status_code == 409
 
 
+def test_the_create_form_defaults_to_trainium2_and_refuses_trainium1_thresholds_on_trainium2(client_for, db,
+                                                                                              course_setup):
+    admin = client_for("ada")
+    console = admin.get("/staff/").get_data(as_text=True)
+    assert '<option value="asst4-trainium2" selected>' in console          # not last year's, first alphabetically
+    assert "thresholds for Trainium1" in console and "thresholds for Trainium2" in console
+    data = {"course": "CS149", "name": "old-asst4", "spec": "asst4-trainium", "backend": "neuron",
+            "runs_per_hour": "4", "visibility": "public", "deadline": ""}
+    refused = post_form(admin, "/staff/", "/staff/assignments", data)
+    assert refused.status_code == 400 and "not Trainium2" in html.unescape(refused.get_data(as_text=True))
+    assert db.scalar(select(Assignment).where(Assignment.name == "old-asst4")) is None
+    on_sim = post_form(admin, "/staff/", "/staff/assignments", {**data, "backend": "sim"})
+    assert on_sim.status_code == 303
+
+
 def test_an_admin_sets_who_sees_the_leaderboard_and_a_ta_cannot(app, client_for, db, course_setup):
     page = "/staff/assignments/tiny"
     made_public = post_form(client_for("ada"), page, f"{page}/visibility", {"visibility": "public"},

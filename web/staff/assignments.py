@@ -43,6 +43,10 @@ def create_assignment():
         raise UserError(f"The assignment was not created: {_form_problems(form)}.", "Correct the form and try again.")
     session = db.session()
     toml_text, spec = specs.read_spec_file(form.spec.data)
+    if form.backend.data == "neuron" and spec.platform != "trn2":
+        raise UserError(f"The spec {form.spec.data} holds thresholds measured on {spec.platform}, not Trainium2: "
+                        "grading it on Trainium2 hardware would hold students to the wrong numbers.",
+                        "Choose the simulator, or a spec written for Trainium2.")
     course = session.scalar(select(Course).where(Course.name == form.course.data.strip()))
     if course is None:
         course = Course(name=form.course.data.strip())

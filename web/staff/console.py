@@ -18,5 +18,10 @@ from . import bp
 def console():
     session = db.session()
     assignments = session.scalars(select(Assignment).order_by(Assignment.name)).all()
+    specs = [(name, grader.load_spec(name)) for name in grader.available_specs()]
+    # the default is the newest spec for Trainium2 (alphabetical order would pick last year's Trainium1 one)
+    default = next((name for name, s in sorted(specs, key=lambda ns: ns[1].title, reverse=True)
+                    if s.platform == "trn2"), specs[0][0] if specs else None)
     return render_template("staff/console.html", stats=enqueue.queue_stats(session), assignments=assignments,
-                           form=AssignmentForm(), available_specs=grader.available_specs())
+                           form=AssignmentForm(), available_specs=[(name, s.title, s.platform) for name, s in specs],
+                           default_spec=default)
