@@ -53,6 +53,8 @@ def _prepare(args):
         raise GraderInputError(f"--time-budget must be positive, got {args.time_budget:g}",
                                "Give the budget in seconds, above 0.")
     spec = specs.load(args.assignment)
+    for warning in spec.tolerance_warnings():
+        print(f"grader: warning: spec {spec.assignment}: {warning}", file=sys.stderr)
     submission = load_submission(args.path, spec)
     for flag, out in (("--json", args.json), ("--gradescope", args.gradescope)):
         folder = os.path.dirname(os.path.abspath(out)) if out else None

@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from . import problems, scoring
+from . import downgrade, problems, scoring
 from .checks import check_output
 from .errors import GraderInputError
 from .events import CancelToken, ProgressEvent
@@ -286,6 +286,10 @@ class _Run:
         if not check.ok:
             what = "performance run output is wrong, so this test earns no points" if test.timed else "wrong output"
             return dict(base, status="failed", message=f"{label}: {what}: {check.message}")
+        downgraded = downgrade.check(test.problem, args, kwargs, run.outputs[0], expected,
+                                     np.random.default_rng(seq.spawn(1)[0]))
+        if downgraded:
+            return dict(base, status="failed", message=f"{label}: {downgraded}")
         if test.compute_only is not None:
             extra = set(run.opcodes) - set(test.compute_only) - ALWAYS_ALLOWED
             if extra:

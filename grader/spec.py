@@ -98,6 +98,20 @@ class AssignmentSpec:
         kernel cannot switch to cheaper arithmetic when it sees it is being timed."""
         return self.tolerances[np.dtype(dtype).name]
 
+    def tolerance_warnings(self) -> list[str]:
+        """What this spec's tolerances would let through: a float32 tolerance loose enough for a
+        result computed from bfloat16 or float16 operands (their unit roundoff). Such kernels are
+        still failed by the downgrade check (grader/downgrade.py); the course should know."""
+        found = []
+        if "float32" in self.tolerances:
+            tol = self.tolerances["float32"]
+            for name, roundoff in (("bfloat16", 2.0 ** -9), ("float16", 2.0 ** -12)):
+                if tol["rtol"] >= roundoff or tol["atol"] >= roundoff:
+                    found.append(f"the float32 tolerance (rtol={tol['rtol']:g}, atol={tol['atol']:g}) would accept "
+                                 f"results computed from {name} operands (unit roundoff {roundoff:.2g}); only the "
+                                 f"downgrade check stops them. Tighten it (e.g. rtol=1e-4, atol=1e-4)")
+        return found
+
     def max_points(self, kind: str) -> float:
         """The assignment's maximum for one kind of test, whatever files a submission holds."""
         return sum(t.points for t in self.tests if t.kind == kind)

@@ -19,6 +19,11 @@ class Problem:
     label: Callable[[dict], str]                 # a config as the student reads it in a message
     # the only compute instructions a kernel may use (None: any); data movement is always allowed
     allowed_instructions: frozenset[str] | None = None
+    # for grader.downgrade: choose a few output slices, slice an output, and the reference on just
+    # those slices (None: the problem has no arithmetic a lower precision could speed up)
+    sample: Callable | None = None
+    slice_output: Callable | None = None
+    sampled_reference: Callable | None = None
 
     def roofline_us(self, config: dict) -> float:
         """Lower bound on Trn2 latency: fixed overhead + max(compute at peak, traffic at DMA bandwidth)."""

@@ -38,6 +38,22 @@ def label(config: dict) -> str:
             f"pool={c.get('pool', 1)} {c.get('dtype', 'float32')}")
 
 
+def sample(args: list[np.ndarray], kwargs: dict, count: int, rng: np.random.Generator) -> np.ndarray:
+    """A few output channels: each is computed from every input value, and only its own filters."""
+    c_out = args[1].shape[0]
+    return np.sort(rng.choice(c_out, size=min(count, c_out), replace=False))
+
+
+def slice_output(out: np.ndarray, channels: np.ndarray) -> np.ndarray:
+    return out[:, channels]
+
+
+def sampled_reference(args: list[np.ndarray], kwargs: dict, channels: np.ndarray) -> np.ndarray:
+    x, w, bias = args
+    return conv2d_maxpool_reference(x, w[channels], bias[channels], **kwargs)
+
+
 PROBLEM = Problem(name="conv2d", kernel="fused_conv2d_maxpool",
                   config_keys=("batch", "c_in", "c_out", "height", "width", "k"),
-                  make_inputs=make_inputs, reference=reference, work=work, label=label)
+                  make_inputs=make_inputs, reference=reference, work=work, label=label,
+                  sample=sample, slice_output=slice_output, sampled_reference=sampled_reference)

@@ -1,0 +1,64 @@
+"""A kernel that computes a float32 test at a lower precision fails, whatever the spec's
+tolerance: its output is compared also with the answers from inputs rounded to bfloat16 and
+float16 (grader/downgrade.py). Honest float32 kernels are never caught by it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import grader
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = (ROOT / "tests" / "workers" / "specs" / "tiny.toml").read_text()
+RELAXED = (ROOT / "reference_kernels" / "conv2d_relaxed.py").read_text()
+OPTIMIZED = (ROOT / "reference_kernels" / "conv2d_optimized.py").read_text()
+
+
+def loose_spec(tmp_path) -> grader.AssignmentSpec:
+    """The tiny assignment with a float32 tolerance a bfloat16 result passes (a course's own choice)."""
+    text = TINY.replace("float32 = { rtol = 1e-4, atol = 1e-4 }", "float32 = { rtol = 5e-2, atol = 5e-2 }")
+    assert text != TINY
+    path = tmp_path / "loose.toml"
+    path.write_text(text)
+    return grader.load_spec(str(path))
+
+
+def bfloat16_kernel() -> str:
+    """The relaxed reference with both matmul operands cast to bfloat16 on chip."""
+    source = RELAXED.replace(
+        "    w_t = load_transposed_weights(W, X.dtype)\n",
+        "    w_t = nisa.tensor_copy(load_transposed_weights(W, X.dtype), dtype=nl.bfloat16)\n")
+    source = source.replace(
+        "                for co in nl.affine_range(n_co):\n                    # sum over",
+        "                x_low = nisa.tensor_copy(x_rows, dtype=nl.bfloat16)\n"
+        "                for co in nl.affine_range(n_co):\n                    # sum over")
+    source = source.replace("x_rows[:, ci, kh, kw:kw + out_width],", "x_low[:, ci, kh, kw:kw + out_width],")
+    assert source.count("x_low") == 2 and "nl.bfloat16)\n" in source
+    return source
+
+
+def grade(source: str, spec) -> grader.Report:
+    sub = grader.submission_from_bytes("conv2d.py", source.encode(), spec)
+    return grader.grade(sub, spec, grader.GradeOptions(backend="sim", seed=11))
+
+
+def test_a_bfloat16_kernel_fails_a_float32_test_under_a_loose_tolerance(tmp_path):
+    report = grade(bfloat16_kernel(), loose_spec(tmp_path))
+    conv = next(t for t in report.tests if t.name == "conv_tiny")
+    assert conv.status == "failed", conv.message
+    assert "computed at bfloat16 precision, not float32" in conv.message
+
+
+@pytest.mark.parametrize("name, source", [("relaxed", RELAXED), ("optimized", OPTIMIZED)])
+def test_honest_float32_kernels_are_not_taken_for_a_downgrade(tmp_path, name, source):
+    report = grade(source, loose_spec(tmp_path))
+    conv = next(t for t in report.tests if t.name == "conv_tiny")
+    assert conv.status == "passed", conv.message
+    assert report.flags == []
+
+
+def test_a_spec_whose_tolerance_accepts_a_lower_precision_is_warned_about(tmp_path):
+    loose = loose_spec(tmp_path)
+    assert any("bfloat16" in w for w in loose.tolerance_warnings())
+    assert grader.load_spec("asst4-trainium2").tolerance_warnings() == []
