@@ -30,6 +30,8 @@ from .runner import ConfigRun, RunnerJob, run_configuration
 from .sandbox import Limits, capabilities
 from .spec import AssignmentSpec, TestSpec
 from .static import static_findings
+
+RESULT_PROGRAM_BYTES = 256 * 2**20    # a child's result beyond its outputs: ten times the largest honest program
 from .submission import Submission
 from .zygote import ZYGOTE
 
@@ -133,11 +135,14 @@ class _Run:
         timeout = self.opt.config_timeout_s if self.opt.config_timeout_s is not None else self.spec.config_timeout_s
         return min(self.opt.limits.wall_seconds, timeout)
 
-    def _config_limits(self) -> Limits:
+    def _config_limits(self, input_bytes: int = 0) -> Limits:
         """The child's limits for the next configuration: the configured ones (and the spec's
-        per-configuration timeout), with the wall clock cut to what is left of the budget."""
+        per-configuration timeout), with the wall clock cut to what is left of the budget and
+        the result cut to what this configuration can honestly need: a program (a million
+        instructions encode to about 26 MiB) and outputs no larger than the inputs, with margin."""
         wall = min(self._per_config_s(), max(0.0, self._remaining_s()))
-        return dataclasses.replace(self.opt.limits, wall_seconds=wall)
+        result = min(self.opt.limits.result_bytes, RESULT_PROGRAM_BYTES + 2 * input_bytes)
+        return dataclasses.replace(self.opt.limits, wall_seconds=wall, result_bytes=result)
 
     def _timeout_message(self, test: TestSpec, label: str, limits: Limits) -> str:
         """What a timed-out configuration says; every later test of the same kernel repeats it."""
@@ -257,7 +262,7 @@ class _Run:
         args, kwargs = problems.make_inputs(test.problem, config, np.random.default_rng(seq))
         # the answer is worked out here, in the grader's process (beside the run once the kernel has run)
         expected_future = self._reference_answer(test, args, kwargs)
-        limits = self._config_limits()
+        limits = self._config_limits(sum(a.nbytes for a in args))
         fspec = self.spec.files[test.file]
         job = RunnerJob(backend=self.backend, filename=fspec.filename, source=self.sub.files[test.file],
                         function=test.kernel, args=args, kwargs=kwargs,

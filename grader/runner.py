@@ -91,7 +91,7 @@ def _neuron_env(job: RunnerJob, limits: Limits) -> dict:
     return extra
 
 
-def _trace(job: RunnerJob, workdir: str, limits: Limits, cancel) -> tuple[bytes, ChildResult] | ConfigRun:
+def _trace(job: RunnerJob, workdir: str, limits: Limits, cancel) -> tuple[memoryview, ChildResult] | ConfigRun:
     os.makedirs(workdir)
     with open(os.path.join(workdir, job.filename), "w") as fh:
         fh.write(job.source)
@@ -117,7 +117,7 @@ def _trace(job: RunnerJob, workdir: str, limits: Limits, cancel) -> tuple[bytes,
     except wire.BadResult as err:
         return ConfigRun("invalid", f"the kernel's process sent back a malformed result ({err})",
                          child_output=wire.bounded_text(child.output, 4000), wall_s=child.wall_seconds)
-    return bytes(memoryview(child.result)[pos:]), child
+    return memoryview(child.result)[pos:], child          # no copy: the grader holds one result at most
 
 
 def _kernel_error(header: dict) -> str:
@@ -133,8 +133,10 @@ def _process_failure(child: ChildResult, limits: Limits, who: str) -> ConfigRun 
     if child.timed_out:
         return ConfigRun("timeout", f"timed out after {limits.wall_seconds:g} s", wall_s=child.wall_seconds,
                          child_output=wire.bounded_text(child.output, 4000))
-    if child.result_truncated:
-        return ConfigRun("invalid", f"{who} sent back more data than any run needs", wall_s=child.wall_seconds)
+    if child.result_truncated:          # a limit, not a forgery: no program_invalid flag
+        return ConfigRun("error", f"{who} sent back a result too large: more than the {limits.result_bytes} bytes "
+                                  f"this configuration allows (what an honest program and its outputs need, with "
+                                  f"margin); the rest was discarded unread", wall_s=child.wall_seconds)
     if not child.result:
         why = child.killed_by or f"exit code {child.returncode}"
         return ConfigRun("crashed", f"{who} died ({why}) before reporting", wall_s=child.wall_seconds,
@@ -144,7 +146,7 @@ def _process_failure(child: ChildResult, limits: Limits, who: str) -> ConfigRun 
 
 # ----- the trusted half: execution -----------------------------------------------------------------
 
-def _execute(job: RunnerJob, workdir: str, artifact: bytes, limits: Limits, cancel) -> ConfigRun:
+def _execute(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel) -> ConfigRun:
     os.makedirs(os.path.join(workdir, "inputs"))
     for i, a in enumerate(job.args):
         np.save(os.path.join(workdir, "inputs", f"arg{i}.npy"), a, allow_pickle=False)

@@ -304,6 +304,14 @@ for _ in range(256):
 blob = b""
 """)
 
+RESULT_FLOOD_GIGABYTES = forged_result("""
+os.write(result_fd(), b'{"status": "ok", "artifact": "program", "artifact_bytes": 1}\\n')
+chunk = b"\\0" * (8 * 2 ** 20)
+for _ in range(192):
+    os.write(result_fd(), chunk)
+blob = b""
+""")
+
 HUGE_STDOUT = zeros_kernel("""
 import sys
 chunk = "spam " * 200_000 + "\\n"
@@ -598,6 +606,18 @@ def test_ansi_escapes_in_a_kernels_error_and_output_reach_the_terminal_report_es
     for raw in ("\x1b", "\r", "\x07"):                                   # ... never sent raw
         assert raw not in text
     assert "Total 65 / 60" in text                                      # visible as what it is
+
+
+def test_a_gigabyte_result_is_refused_while_read_as_a_limit_not_as_cheating(grader_stays_healthy):
+    """1.5 GiB sent back under the default limits: the grader keeps no more than this small
+    configuration can honestly need (a bounded program plus its outputs), copies nothing, and says
+    it was a limit; no program_invalid flag, which would call the student a cheat."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    report = graded(RESULT_FLOOD_GIGABYTES)
+    result = assert_nothing_earned(report, "result too large")
+    assert result.status == "error" and not any(f.startswith("program_invalid") for f in report.flags)
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 600 * 1024        # 1.5 GiB sent; at most the 256 MiB + inputs cap kept, once
 
 
 def test_huge_stdout_is_truncated(grader_stays_healthy):
