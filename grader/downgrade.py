@@ -1,9 +1,9 @@
 """Precision downgrades, caught whatever the spec's tolerance.
 
 A kernel that computes a float32 test with bfloat16 or float16 operands runs faster on the Tensor
-Engine; a loose tolerance may accept its output. So every checked float32 output is also compared
-with references computed from the inputs rounded to each lower precision the Tensor Engine
-offers: an output clearly closer to a lower-precision reference than to the float32 one was
+Engine; a loose tolerance may accept its output. So every checked float32 (float16) output is also
+compared with references computed from the inputs rounded to each lower precision the Tensor
+Engine offers (bfloat16 and float16; float8 e4m3 and e5m2): an output clearly closer to a lower-precision reference than to the float32 one was
 computed at that precision, and the run fails. Only a sample of the output is recomputed (the
 problem says how: for conv2d, a few output channels), so the check costs a small fraction of the
 reference answer."""
@@ -15,7 +15,9 @@ import numpy as np
 from . import problems
 
 LOWER_PRECISIONS = {np.dtype(np.float32): (("bfloat16", np.dtype(ml_dtypes.bfloat16)),
-                                           ("float16", np.dtype(np.float16)))}
+                                           ("float16", np.dtype(np.float16))),
+                    np.dtype(np.float16): (("float8_e4m3", np.dtype(ml_dtypes.float8_e4m3fn)),
+                                           ("float8_e5m2", np.dtype(ml_dtypes.float8_e5m2)))}
 CLEARLY = 4.0           # the output must be this many times closer to the lower-precision answer
 SAMPLE = 8              # output slices recomputed per lower precision (conv2d: output channels)
 
@@ -37,8 +39,9 @@ def check(problem: str, args: list[np.ndarray], kwargs: dict, out: np.ndarray, e
         apart = float(np.mean(np.abs(low - exact)))          # how far that precision moves the answer
         off_low = float(np.mean(np.abs(got - low)))
         if apart > 0 and off_exact > apart / 2 and off_low * CLEARLY < off_exact:
-            return (f"the output was computed at {name} precision, not {expected.dtype}: it is {off_exact / off_low:.0f}x "
-                    f"closer to the answer from {name}-rounded inputs (mean error {off_low:.3g}) than to the "
+            closer = f"{off_exact / off_low:.0f}x closer to" if off_low > 0 else "exactly"
+            return (f"the output was computed at {name} precision, not {expected.dtype}: it matches {closer} "
+                    f"the answer from {name}-rounded inputs (mean error {off_low:.3g}) rather than the "
                     f"{expected.dtype} answer (mean error {off_exact:.3g}); compute {expected.dtype} tests in "
                     f"{expected.dtype}")
     return None

@@ -99,17 +99,19 @@ class AssignmentSpec:
         return self.tolerances[np.dtype(dtype).name]
 
     def tolerance_warnings(self) -> list[str]:
-        """What this spec's tolerances would let through: a float32 tolerance loose enough for a
-        result computed from bfloat16 or float16 operands (their unit roundoff). Such kernels are
+        """What this spec's tolerances would let through: a float32 (float16) tolerance loose enough
+        for a result computed from bfloat16 or float16 (float8) operands (their unit roundoff). Such kernels are
         still failed by the downgrade check (grader/downgrade.py); the course should know."""
         found = []
-        if "float32" in self.tolerances:
-            tol = self.tolerances["float32"]
-            for name, roundoff in (("bfloat16", 2.0 ** -9), ("float16", 2.0 ** -12)):
-                if tol["rtol"] >= roundoff or tol["atol"] >= roundoff:
-                    found.append(f"the float32 tolerance (rtol={tol['rtol']:g}, atol={tol['atol']:g}) would accept "
+        lower = {"float32": (("bfloat16", 2.0 ** -9), ("float16", 2.0 ** -12)),
+                 "float16": (("float8_e4m3", 2.0 ** -4), ("float8_e5m2", 2.0 ** -3))}
+        for dtype, precisions in lower.items():
+            tol = self.tolerances.get(dtype)
+            for name, roundoff in precisions if tol else ():
+                if tol["rtol"] >= roundoff:                # atol is absolute: it depends on the values' scale
+                    found.append(f"the {dtype} tolerance (rtol={tol['rtol']:g}, atol={tol['atol']:g}) would accept "
                                  f"results computed from {name} operands (unit roundoff {roundoff:.2g}); only the "
-                                 f"downgrade check stops them. Tighten it (e.g. rtol=1e-4, atol=1e-4)")
+                                 f"downgrade check stops them. Tighten it")
         return found
 
     def max_points(self, kind: str) -> float:

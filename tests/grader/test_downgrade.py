@@ -18,23 +18,24 @@ OPTIMIZED = (ROOT / "reference_kernels" / "conv2d_optimized.py").read_text()
 def loose_spec(tmp_path) -> grader.AssignmentSpec:
     """The tiny assignment with a float32 tolerance a bfloat16 result passes (a course's own choice)."""
     text = TINY.replace("float32 = { rtol = 1e-4, atol = 1e-4 }", "float32 = { rtol = 5e-2, atol = 5e-2 }")
+    text = text.replace("float16 = { rtol = 1e-2, atol = 1e-1 }", "float16 = { rtol = 0.5, atol = 0.5 }")
     assert text != TINY
     path = tmp_path / "loose.toml"
     path.write_text(text)
     return grader.load_spec(str(path))
 
 
-def bfloat16_kernel() -> str:
-    """The relaxed reference with both matmul operands cast to bfloat16 on chip."""
+def low_precision_kernel(dtype: str = "bfloat16") -> str:
+    """The relaxed reference with both matmul operands cast to `dtype` on chip."""
     source = RELAXED.replace(
         "    w_t = load_transposed_weights(W, X.dtype)\n",
-        "    w_t = nisa.tensor_copy(load_transposed_weights(W, X.dtype), dtype=nl.bfloat16)\n")
+        f"    w_t = nisa.tensor_copy(load_transposed_weights(W, X.dtype), dtype=nl.{dtype})\n")
     source = source.replace(
         "                for co in nl.affine_range(n_co):\n                    # sum over",
-        "                x_low = nisa.tensor_copy(x_rows, dtype=nl.bfloat16)\n"
+        f"                x_low = nisa.tensor_copy(x_rows, dtype=nl.{dtype})\n"
         "                for co in nl.affine_range(n_co):\n                    # sum over")
     source = source.replace("x_rows[:, ci, kh, kw:kw + out_width],", "x_low[:, ci, kh, kw:kw + out_width],")
-    assert source.count("x_low") == 2 and "nl.bfloat16)\n" in source
+    assert source.count("x_low") == 2 and f"nl.{dtype})\n" in source
     return source
 
 
@@ -44,10 +45,16 @@ def grade(source: str, spec) -> grader.Report:
 
 
 def test_a_bfloat16_kernel_fails_a_float32_test_under_a_loose_tolerance(tmp_path):
-    report = grade(bfloat16_kernel(), loose_spec(tmp_path))
+    report = grade(low_precision_kernel(), loose_spec(tmp_path))
     conv = next(t for t in report.tests if t.name == "conv_tiny")
     assert conv.status == "failed", conv.message
     assert "computed at bfloat16 precision, not float32" in conv.message
+
+
+def test_a_float8_kernel_fails_a_float16_timed_test_under_a_loose_tolerance(tmp_path):
+    report = grade(low_precision_kernel("float8_e4m3"), loose_spec(tmp_path))
+    perf = next(t for t in report.tests if t.name == "perf_tiny")
+    assert perf.status == "failed" and "computed at float8_e4m3 precision, not float16" in perf.message, perf.message
 
 
 @pytest.mark.parametrize("name, source", [("relaxed", RELAXED), ("optimized", OPTIMIZED)])
@@ -61,4 +68,5 @@ def test_honest_float32_kernels_are_not_taken_for_a_downgrade(tmp_path, name, so
 def test_a_spec_whose_tolerance_accepts_a_lower_precision_is_warned_about(tmp_path):
     loose = loose_spec(tmp_path)
     assert any("bfloat16" in w for w in loose.tolerance_warnings())
+    assert any("float8_e4m3" in w for w in loose.tolerance_warnings())
     assert grader.load_spec("asst4-trainium2").tolerance_warnings() == []
