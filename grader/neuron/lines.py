@@ -75,8 +75,8 @@ def _device(libnrt: str) -> int:
         if not glob.glob("/dev/neuron*"):
             raise NeuronUnavailable(
                 f"no Neuron device: /dev/neuron* is absent and there is no Neuron runtime at {libnrt}",
-                "Run the trn2 worker on a Trn2 instance with the Neuron driver and runtime "
-                "(aws-neuronx-dkms, aws-neuronx-runtime-lib), or grade with --backend sim.") from None
+                "Run on a Trn2 instance with the Neuron driver and runtime (aws-neuronx-dkms, "
+                "aws-neuronx-runtime-lib), or grade with --backend sim.") from None
         raise NeuronUnavailable(f"Neuron runtime missing: cannot load {libnrt}",
                                 "Install aws-neuronx-runtime-lib, or set GRADER_LIBNRT to libnrt.so.1.") from None
     except nrt.NrtError as err:
