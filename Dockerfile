@@ -12,6 +12,11 @@ COPY web web
 COPY reference_kernels reference_kernels
 COPY student_template student_template
 RUN pip install --no-cache-dir .
+# The current Neuron SDK line (nki 0.2+) runs NEFFs in a separate nrtpy environment: the nrtpy and
+# nki wheels cannot share one (docs/trainium.md). Built only when NRTPY_VENV names its folder.
+ARG NRTPY_VENV=""
+RUN if [ -n "$NRTPY_VENV" ]; then python3 -m venv "$NRTPY_VENV" && "$NRTPY_VENV/bin/pip" install --no-cache-dir \
+      numpy nrtpy --extra-index-url=https://pip.repos.neuron.amazonaws.com; fi
 ENV NKI_GRADER_HOME=/data PYTHONUNBUFFERED=1
 VOLUME /data
 EXPOSE 8000

@@ -19,18 +19,13 @@ import types
 import numpy as np
 
 
-def _setup_backend(backend: str, platform: str = "trn2"):
-    """`import neuronxcc.nki` in the kernel's file resolves to nkisim, with the rules of the
-    assignment's platform (its SDK's host-side names too, such as logging.OFF on trn1)."""
+def _setup_backend(backend: str, platform: str = "trn2") -> None:
+    """Simulator: `import neuronxcc.nki` in the kernel's file resolves to nkisim, with the rules
+    of the assignment's platform (its SDK's host-side names too, such as logging.OFF on trn1).
+    Neuron device: the kernel's file imports the real SDK's namespace itself."""
     if backend == "sim":
         import nkisim
         nkisim.install(platform=platform)
-    elif os.environ.get("GRADER_NEURON_SHIM") == "nkisim":
-        # tests exercise the neuron code path with nkisim standing in for neuronx-cc
-        import nkisim
-        nkisim.install(force=True, platform=platform)
-    import neuronxcc.nki as nki
-    return nki
 
 
 def _load_kernel(path: str, function: str):
@@ -70,13 +65,16 @@ def run(job: dict) -> tuple[dict, bytes]:
     """Trace the kernel into a program. On the simulator the program itself is the result;
     on a Neuron device the program is compiled to a NEFF (by neuronx-cc) and that is."""
     _setup_backend(job["backend"], job.get("platform", "trn2"))
+    if job["backend"] == "neuron":
+        from grader.neuron.compile import prepare
+        prepare(job)
     kernel = _load_kernel(job["file"], job["function"])
-    if job["backend"] == "sim" or os.environ.get("GRADER_NEURON_SHIM") == "nkisim":
+    if job["backend"] == "sim":
         from nkisim import program as programs
         from nkisim.runtime import trace_kernel
         program, _ = trace_kernel(kernel, _arg_specs(job), job["kwargs"], _settings(job), job["compile_options"])
         return {"status": "ok", "artifact": "program"}, programs.encode(program)
-    from grader.neuron import compile_neff    # real neuronx-cc: compile, never run with real inputs
+    from grader.neuron.compile import compile_neff    # the real SDK: compile, never run on real inputs
     return {"status": "ok", "artifact": "neff"}, compile_neff(kernel, _arg_specs(job), job)
 
 

@@ -103,6 +103,11 @@ def _grade(args) -> int:
     return EXIT_REJECTED if report.rejections else EXIT_OK
 
 
+def _doctor(args) -> int:
+    from .neuron.doctor import main as doctor
+    return doctor(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="grader", description="Grade NKI kernel submissions")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -129,6 +134,16 @@ def main(argv: list[str] | None = None) -> int:
                         "times out fails its later tests at once")
     g.add_argument("--no-precheck", action="store_true", help="skip the static check of the source")
     g.set_defaults(func=_grade)
+    d = sub.add_parser("doctor", help="check a Trn2 worker: NeuronCores, SDK line, reference kernels vs the spec",
+                       description="On a Trn2 worker: the NeuronCores the runtime sees, the SDK line, and a table "
+                                   "of the reference kernels' p99 on every timed configuration beside the spec's "
+                                   "reference latencies and thresholds. Exit 0 only when all is well; 1 when a "
+                                   "reference fails, misses its threshold or is >10% off; 2 when this machine "
+                                   "cannot grade on a NeuronCore (what is missing on one line).")
+    d.add_argument("--assignment", default="asst4-trainium2", help="a bundled assignment or a spec .toml path")
+    d.add_argument("--core", type=int, default=0, help="the NeuronCore to time on (default 0)")
+    d.add_argument("--json", metavar="OUT", help="also write the table as JSON here")
+    d.set_defaults(func=_doctor)
     # Service commands (serve, worker, submit, ...) plug in here; grader/ never imports them.
     import importlib.metadata
     for entry in importlib.metadata.entry_points(group="nki_grader.commands"):

@@ -42,6 +42,8 @@ class RunnerJob:
     job_root: str = ""                  # where job directories go (one per configuration)
     hide_paths: tuple = ()
     neuron_core: int | None = None
+    neuron: dict | None = None          # the machine's Neuron setup (grader.neuron.detect().job_fields())
+    input_names: tuple = ()             # the kernel's array parameters: the NEFF's input names
     compile_options: dict = field(default_factory=dict)
     max_instructions: int = 2_000_000
     thresholds_us: dict | None = None   # for the profile's picture
@@ -83,11 +85,11 @@ def run_configuration(job: RunnerJob, limits: Limits, cancel: threading.Event | 
 def _neuron_env(job: RunnerJob, limits: Limits) -> dict:
     extra = {}
     if job.backend == "neuron":
+        # each process sees only the job's NeuronCore, as core 0 (nrt-configurable-parameters)
         if job.neuron_core is not None:
             extra["NEURON_RT_VISIBLE_CORES"] = str(job.neuron_core)
         extra["NEURON_RT_EXEC_TIMEOUT"] = str(int(limits.wall_seconds))
-        if os.environ.get("GRADER_NEURON_SHIM"):
-            extra["GRADER_NEURON_SHIM"] = os.environ["GRADER_NEURON_SHIM"]
+        extra["LD_LIBRARY_PATH"] = os.path.dirname(job.neuron["libnrt"])   # nrtpy finds libnrt there
     return extra
 
 
@@ -99,7 +101,8 @@ def _trace(job: RunnerJob, workdir: str, limits: Limits, cancel) -> tuple[memory
         # what tracing needs, and nothing that tells a timed run from a correctness run
         json.dump({"backend": job.backend, "file": job.filename, "function": job.function,
                    "inputs": [[list(a.shape), a.dtype.str] for a in job.args], "kwargs": job.kwargs,
-                   "platform": job.platform, "compile_options": job.compile_options}, fh)
+                   "platform": job.platform, "compile_options": job.compile_options,
+                   "line": job.neuron["line"] if job.neuron else None}, fh)
     child = run_child([sys.executable, "-I", "-m", "grader.child"], workdir, limits=limits,
                       env=minimal_env(_neuron_env(job, limits)), hide_paths=(job.job_root,) + tuple(job.hide_paths),
                       own_uid=job.backend == "sim", cancel=cancel)
@@ -150,13 +153,14 @@ def _execute(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel) -> 
     os.makedirs(os.path.join(workdir, "inputs"))
     for i, a in enumerate(job.args):
         np.save(os.path.join(workdir, "inputs", f"arg{i}.npy"), a, allow_pickle=False)
-    name = "program.bin" if job.backend == "sim" or os.environ.get("GRADER_NEURON_SHIM") else "kernel.neff"
+    name = "program.bin" if job.backend == "sim" else "kernel.neff"
     with open(os.path.join(workdir, name), "wb") as fh:
         fh.write(artifact)
     with open(os.path.join(workdir, "job.json"), "w") as fh:
         json.dump({"n_inputs": len(job.args), "mode": job.mode, "platform": job.platform,
                    "max_instructions": job.max_instructions, "thresholds_us": job.thresholds_us,
-                   "warmup": job.warmup, "iters": job.iters, "neuron_core": job.neuron_core}, fh)
+                   "warmup": job.warmup, "iters": job.iters, "neuron_core": job.neuron_core,
+                   "neuron": job.neuron, "input_names": list(job.input_names)}, fh)
     module = "grader.executor" if name == "program.bin" else "grader.neuron"
     done = run_child([sys.executable, "-I", "-m", module], workdir, limits=limits,
                      env=minimal_env(_neuron_env(job, limits)), hide_paths=(job.job_root,) + tuple(job.hide_paths),

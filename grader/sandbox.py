@@ -64,7 +64,7 @@ MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 1, 2
 # What a simulator child imports, and so all it may see of the Python world (nkisim's own
 # dependencies included: a package missing here is an ImportError in every child).
 CHILD_PACKAGES = ("numpy", "ml_dtypes", "threadpoolctl", "executing", "sortedcontainers", "nkisim")
-CHILD_GRADER_FILES = ("__init__.py", "child.py", "executor.py", "jobs.py", "neuron.py", "sandbox.py", "zygote.py", "wire.py")
+CHILD_GRADER_FILES = ("__init__.py", "child.py", "executor.py", "jobs.py", "sandbox.py", "zygote.py", "wire.py")
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache", "/etc/localtime")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 

@@ -101,10 +101,10 @@ def broker(redis_server):
 class ServiceProcess:
     """A real service process (`python -m workers.cli ARGS`) in its own process group."""
 
-    def __init__(self, name: str, args: list[str], env: dict, log: Path) -> None:
+    def __init__(self, name: str, args: list[str], env: dict, log: Path, python: str = sys.executable) -> None:
         self.name, self.log = name, log
         with log.open("ab") as out:
-            self.process = subprocess.Popen([sys.executable, "-m", "workers.cli", *args], cwd=ROOT, env=env,
+            self.process = subprocess.Popen([python, "-m", "workers.cli", *args], cwd=ROOT, env=env,
                                             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                             start_new_session=True, preexec_fn=die_with_parent())
 
@@ -143,17 +143,19 @@ def service_env(**extra) -> dict:
 @pytest.fixture
 def celery_worker(db_engine, broker):
     """Factory: celery_worker(queue="sim", name=None, **env) starts a worker and waits until it
-    has announced itself in the database (its heartbeat row). All are stopped after the test."""
+    has announced itself in the database (its heartbeat row). All are stopped after the test.
+    `python=` runs it in another Python environment (a Trn2 worker's, tests/doubles)."""
     from sqlalchemy import select
     from store.db import session_scope
     from store.models import WorkerHeartbeat
     started: list[ServiceProcess] = []
     logs = _private_dir("nki-test-workers-")
 
-    def start(queue: str = "sim", name: str | None = None, concurrency: int = 1, **env) -> ServiceProcess:
+    def start(queue: str = "sim", name: str | None = None, concurrency: int = 1, python: str = sys.executable,
+              **env) -> ServiceProcess:
         name = name or f"w{len(started) + 1}-{os.getpid()}@test"
         args = ["worker", "--queue", queue, "--name", name, "--concurrency", str(concurrency)]
-        worker = ServiceProcess(name, args, service_env(**env), logs / f"{name}.log")
+        worker = ServiceProcess(name, args, service_env(**env), logs / f"{name}.log", python=str(python))
         started.append(worker)
 
         def announced():

@@ -13,8 +13,6 @@
 from __future__ import annotations
 
 import argparse
-import glob
-import importlib.util
 import os
 import sys
 
@@ -53,22 +51,13 @@ def register_worker(sub) -> None:
                    help="sim: student grades on the simulator; trn2: on Trainium; nightly: the reference "
                         "regression, apart so student grades never wait behind it")
     p.add_argument("--concurrency", type=int, help="grades at once (sim: default 1; trn2: one per core)")
-    p.add_argument("--cores", help="trn2: NeuronCores to use, e.g. 0,1,2,3 (default $NKI_NEURON_CORES or 0)")
+    p.add_argument("--cores", help="trn2: NeuronCores to use, e.g. 0,1,2,3 (default $NKI_NEURON_CORES, else "
+                                   "every NeuronCore of the instance)")
     p.add_argument("--name", help="worker name; %%h is the host name (default grader-<queue>-<pid>@%%h)")
     p.add_argument("--time-budget", type=float, help="wall seconds for one grade (default: the spec's)")
     p.add_argument("--loglevel", default="INFO")
     p.add_argument("--quiet", action="store_true", help="no start-up banner (grader serve's own workers)")
     p.set_defaults(func=_worker)
-
-
-def _neuron_here() -> bool:
-    if os.environ.get("GRADER_NEURON_SHIM"):
-        return True
-    try:
-        found = importlib.util.find_spec("neuronxcc") is not None
-    except (ImportError, ValueError):
-        found = False
-    return found and bool(glob.glob("/dev/neuron*"))
 
 
 def _worker(args) -> int:
@@ -80,17 +69,22 @@ def _worker(args) -> int:
     name = (args.name or f"grader-{args.queue}-{os.getpid()}@%h").replace("%h", socket.gethostname())
     concurrency = args.concurrency or 1
     if args.queue == "trn2":
-        if not _neuron_here():
-            return _fail("a trn2 worker needs neuronx-cc (importable as neuronxcc) and Neuron devices "
-                         "(/dev/neuron*); run it on a Trn2 instance with the Neuron SDK, or start "
-                         "`grader worker --queue sim` here")
-        raw = args.cores or os.environ.get("NKI_NEURON_CORES") or "0"
+        from grader.neuron import NeuronUnavailable, detect
+        try:
+            setup = detect()        # device, SDK line, its tools and interpreter: at start, not per grade
+        except NeuronUnavailable as err:
+            return _fail(f"this machine cannot run a trn2 worker: {err}")
+        raw = args.cores or os.environ.get("NKI_NEURON_CORES") or ",".join(map(str, range(setup.cores)))
         try:
             cores = [int(c) for c in raw.split(",") if c.strip()]
         except ValueError:
             return _fail(f"--cores {raw!r}: give NeuronCore numbers separated by commas, e.g. 0,1,2,3")
         if not cores or len(set(cores)) != len(cores):
             return _fail(f"--cores {raw!r}: give each NeuronCore once, e.g. 0,1,2,3")
+        if not all(0 <= c < setup.cores for c in cores):
+            return _fail(f"--cores {raw!r}: this instance has NeuronCores 0-{setup.cores - 1}")
+        print(f"grader: trn2 worker on the {setup.line} SDK line ({setup.sdk}), NeuronCores "
+              f"{','.join(map(str, cores))}: one grade per core", file=sys.stderr)
         # one pool process per core: timed runs never share a NeuronCore
         concurrency = len(cores)
         os.environ["NKI_NEURON_CORES"] = ",".join(map(str, cores))

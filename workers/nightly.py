@@ -122,6 +122,11 @@ def grade_reference(night_id: int, toml: str, reference: str, backend: str, prog
         status = {t.name: t.status for t in report.tests}
         reasons = [f"{name} {status[name]}" for name in bad]
         reasons += drift_reasons(previous.p99_us if previous else {}, p99, settings.load().drift_percent)
+        if backend == "neuron":         # on a Trn2: the `grader doctor` table, and its rows that are not well
+            from grader.neuron.doctor import rows_from_report, table
+            rows = rows_from_report(spec, TIER_OF_REFERENCE[reference], report)
+            log.info("nightly %s on %s:\n%s", reference, backend, table(rows))
+            reasons += [f"{r.test} ({r.tier}) {r.verdict}" for r in rows if r.verdict != "ok" and r.test not in bad]
         result = NightlyResult(
             nightly_run_id=night_id, spec_name=spec.assignment, spec_version=spec.spec_version,
             thresholds_version=spec.thresholds_version, reference_kernel=reference, backend=backend,

@@ -2,8 +2,15 @@
 worker gives each pool process its own NeuronCore, so timed runs never share one."""
 from __future__ import annotations
 
+import os
+import sys
+
 from worker_helpers import OPTIMIZED, spinning_kernel
 from service_waits import wait_for_run
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "doubles"))
+
+from fixtures import sdk  # noqa: E402,F401
 
 from workers import enqueue
 
@@ -26,10 +33,11 @@ def test_cancel_queued_and_running(db, assignment, student, celery_worker):
     assert waiting.started_at is None                   # the cancelled queued run never ran
 
 
-def test_trn2_pool_processes_never_share_a_core(db, assignment, student, celery_worker):
+def test_trn2_pool_processes_never_share_a_core(db, assignment, student, celery_worker, sdk):
+    """A Trn2 worker of the course's SDK line (its contract doubles) with two of its cores."""
     assignment.backend = "neuron"
     db.commit()
-    celery_worker("trn2", concurrency=2, GRADER_NEURON_SHIM=1, NKI_NEURON_CORES="3,5")
+    celery_worker("trn2", concurrency=2, python=sdk.legacy, NKI_NEURON_CORES="3,5", **sdk.settings("legacy"))
     runs = [enqueue.submit(db, student, assignment, "conv2d.py", OPTIMIZED) for _ in range(4)]
     assert {r.queue for r in runs} == {"trn2"}
     runs = [wait_for_run(db, r.id, ("done",), timeout=300) for r in runs]

@@ -18,6 +18,10 @@ import pytest
 
 from service_processes import die_with_parent
 from service_waits import wait_for
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "doubles"))
+
+from fixtures import sdk  # noqa: E402,F401
 from worker_helpers import OPTIMIZED, ROOT
 
 
@@ -181,14 +185,14 @@ def test_instance_lookup_order(tmp_path, monkeypatch):
     assert found.folder is None and "secret" not in found.describe() and "db.example" in found.describe()
 
 
-def test_trn2_worker_refuses_a_machine_without_neuron(monkeypatch, capsys):
-    from workers.cli import _neuron_here, main
-    monkeypatch.delenv("GRADER_NEURON_SHIM", raising=False)
-    if _neuron_here():
-        pytest.skip("this machine has neuronx-cc and Neuron devices")
-    assert main(["worker", "--queue", "trn2"]) == 2
-    assert "Neuron devices" in capsys.readouterr().err
-    monkeypatch.setenv("GRADER_NEURON_SHIM", "1")
-    assert main(["worker", "--queue", "trn2", "--cores", "0,0"]) == 2
-    assert "each NeuronCore once" in capsys.readouterr().err
+def test_trn2_worker_refuses_cores_it_cannot_pin(sdk, capsys):
+    """(A machine without Neuron devices, SDK, tools or interpreter: tests/grader/test_neuron_lines.py.)"""
+    import sdk_envs
+    from workers.cli import main
+    for cores, why in (("0,0", "each NeuronCore once"), ("7,8", "this instance has NeuronCores 0-7")):
+        done = subprocess.run([str(sdk.legacy), "-m", "workers.cli", "worker", "--queue", "trn2", "--cores", cores],
+                              capture_output=True, text=True, env=sdk_envs.run_env(sdk.settings("legacy", cores=8)),
+                              timeout=120)
+        assert done.returncode == 2 and why in done.stderr, done.stderr
     assert main(["worker", "--queue", "sim", "--concurrency", "0"]) == 2
+    assert "--concurrency must be at least 1" in capsys.readouterr().err

@@ -52,12 +52,20 @@ def test_health_checks_volumes_and_ordering():
         assert env["REDIS_URL"].startswith("redis://redis:6379")
 
 
-def test_trn2_worker_gets_neuron_devices_and_one_core_each():
+def test_trn2_worker_gets_neuron_devices_tools_and_one_core_each():
     trn2 = SERVICES["worker-trn2"]
     assert trn2["profiles"] == ["trn2"]
     assert any(d.startswith("/dev/neuron") for d in trn2["devices"])
     command = [_expand(c) for c in trn2["command"]]
     assert command[command.index("--queue") + 1] == "trn2" and "--cores" in command
+    # where the SDK line's runtime, tools and nrtpy interpreter are (grader/neuron/lines.py)
+    env = {k: _expand(str(v)) for k, v in trn2["environment"].items()}
+    assert env["GRADER_LIBNRT"] == "/opt/aws/neuron/lib/libnrt.so.1"
+    assert env["GRADER_NEURON_TOOLS"] == "/opt/aws/neuron/bin"
+    assert "GRADER_NRTPY_PYTHON" in env
+    # the image can carry the current line's separate nrtpy venv
+    assert "NRTPY_VENV" in trn2["build"]["args"]
+    assert "ARG NRTPY_VENV" in (ROOT / "Dockerfile").read_text()
 
 
 def _grader_parser() -> argparse.ArgumentParser:

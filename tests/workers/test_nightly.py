@@ -2,8 +2,14 @@
 marked against the previous night, implied thresholds (120% of p99) stored and proposed."""
 from __future__ import annotations
 
+import os
+import sys
+
 from sqlalchemy import select
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "doubles"))
+
+from fixtures import sdk  # noqa: E402,F401
 from store.models import NightlyResult, NightlyRun, ThresholdsVersion
 from workers.nightly import drift_reasons, run_nightly
 
@@ -116,3 +122,22 @@ configs = [{ batch = 1, c_in = 128, c_out = 128, height = 8, width = 8, k = 3, b
     assert relaxed.report["tests"][-1]["status"] == "failed"                 # it did miss extra credit
     assert relaxed.passed and not relaxed.drift, relaxed.drift_reason
     assert not optimized.passed and "ec_tiny failed" in optimized.drift_reason
+def test_the_nightly_on_a_trn2_worker_records_the_doctor_table(db, assignment, sdk):
+    """A trn2 worker of the course's SDK line (its contract doubles) grades a reference for the
+    nightly; the rows `grader doctor` would not call well are stored as the result's reasons."""
+    import subprocess
+    import sdk_envs
+    night = NightlyRun(trigger="manual")
+    db.add(night)
+    db.commit()
+    code = ("import sys; from workers.nightly import grade_reference; "
+            "grade_reference(int(sys.argv[1]), open(sys.argv[2]).read(), 'conv2d_optimized', 'neuron')")
+    done = subprocess.run([str(sdk.legacy), "-c", code, str(night.id), assignment.spec_name], capture_output=True,
+                          text=True, timeout=600, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+                          env=sdk_envs.run_env(dict(sdk.settings("legacy"), DATABASE_URL=os.environ["DATABASE_URL"])))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = db.scalar(select(NightlyResult).where(NightlyResult.nightly_run_id == night.id))
+    assert result.backend == "neuron" and result.passed
+    # the tiny spec's optimized threshold (40 us) implies a 33.3 us reference; this Trn2 is faster
+    assert "perf_tiny (optimized) >10% off the spec's reference" in result.drift_reason
+    assert "p99 us" in done.stderr and "reference us" in done.stderr      # the table, in the worker's log

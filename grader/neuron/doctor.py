@@ -1,0 +1,156 @@
+"""`grader doctor`: what a TA runs on a freshly set-up Trn2 worker before it grades anyone.
+
+It says how many NeuronCores the runtime sees and which SDK line this machine grades with, then
+grades the course's reference kernels through the whole hardware path (sandboxed compile,
+trusted execution, device-side timing) on every timed configuration of the assignment, and
+prints each p99 beside the spec's reference latency (its threshold / 1.2: the course sets
+thresholds at 120% of the reference's p99) and the threshold. A machine more than 10% off
+the spec's numbers grades against thresholds measured elsewhere: re-derive them first.
+Exit status: 0 all is well; 1 a reference failed, missed its threshold or is >10% off;
+2 this machine cannot grade on a NeuronCore at all (one line says what is missing).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import io
+import json
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+COURSE_MARGIN = 1.2          # thresholds are 120% of the reference's p99 (workers/nightly.py)
+TOLERANCE = 0.10             # a machine further than this from the spec's numbers needs new thresholds
+# tier -> the reference kernel file standing in for each kernel the spec asks for
+REFERENCES = {
+    "optimized": {"fused_conv2d_maxpool": "conv2d_optimized.py", "matrix_transpose": "transpose.py"},
+    "relaxed": {"fused_conv2d_maxpool": "conv2d_relaxed.py", "matrix_transpose": "transpose.py"},
+}
+TIMING = {"legacy": "neuron-profile total_time (device side, one execution per capture)",
+          "current": "nrtpy benchmark(mode=\"device\").durations_ms"}
+
+
+@dataclass
+class Row:
+    test: str
+    tier: str
+    p99_us: float | None
+    reference_us: float
+    threshold_us: float
+    verdict: str              # "ok", or what is wrong
+
+    @property
+    def off(self) -> float | None:
+        return None if self.p99_us is None else self.p99_us / self.reference_us - 1.0
+
+
+def _reference_dir() -> Path:
+    spec = importlib.util.find_spec("reference_kernels")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _archive(spec, tier: str, line: str) -> bytes:
+    """A submission holding this tier's reference kernels at the spec's archive paths; on the
+    current line their `neuronxcc.nki` imports become `nki` (the standalone wheel's namespace)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for fs in spec.files.values():
+            name = next((REFERENCES[tier][fn] for fn in fs.functions if fn in REFERENCES[tier]), None)
+            if name is None:
+                continue
+            data = (_reference_dir() / name).read_bytes()
+            if line == "current":
+                data = data.replace(b"neuronxcc.nki", b"nki")
+            info = tarfile.TarInfo(fs.archive_path)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def check(spec, setup, cores: tuple[int, ...] = (0,)) -> list[Row]:
+    """Grade each tier's references on the spec's timed tests alone (ungated) and compare."""
+    from ..grade import GradeOptions, grade
+    from ..submission import submission_from_bytes
+    timed = tuple(dataclasses.replace(t, gated_by=()) for t in spec.tests if t.timed and t.thresholds_us)
+    only_timed = dataclasses.replace(spec, tests=timed, precheck=False)
+    rows = []
+    for tier in REFERENCES:
+        submission = submission_from_bytes("references.tar.gz", _archive(only_timed, tier, setup.line), only_timed)
+        report = grade(submission, only_timed, GradeOptions(backend="neuron", seed=0, neuron_cores=cores,
+                                                            run_precheck=False))
+        rows += rows_from_report(only_timed, tier, report)
+    return rows
+
+
+def rows_from_report(spec, tier: str, report) -> list[Row]:
+    """The doctor's rows for one tier's reference report (also what the nightly records on a
+    trn2 worker): each timed test's p99 against the spec's reference latency and threshold."""
+    results = {r.name: r for r in report.tests}
+    rows = []
+    for test in spec.tests:
+        if not (test.timed and test.thresholds_us) or test.name not in results:
+            continue
+        threshold = float(test.thresholds_us[tier])
+        result = results[test.name]
+        row = Row(test.name, tier, result.p99_us, round(threshold / COURSE_MARGIN, 1), threshold, "ok")
+        if result.p99_us is None:
+            row.verdict = f"{result.status}: {result.message}"[:200]
+        elif result.p99_us > threshold:
+            row.verdict = "over the threshold"
+        elif abs(row.off) > TOLERANCE:
+            row.verdict = f">{TOLERANCE:.0%} off the spec's reference"
+        rows.append(row)
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    head = f"{'test':<26}{'tier':<11}{'p99 us':>10}{'reference us':>14}{'threshold us':>14}{'vs ref':>9}  verdict"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        p99 = f"{r.p99_us:.1f}" if r.p99_us is not None else "-"
+        off = f"{r.off:+.1%}" if r.off is not None else "-"
+        lines.append(f"{r.test:<26}{r.tier:<11}{p99:>10}{r.reference_us:>14.1f}{r.threshold_us:>14.1f}{off:>9}  "
+                     f"{r.verdict}")
+    return "\n".join(lines)
+
+
+def main(args) -> int:
+    from ..errors import GraderInputError
+    from .. import spec as specs
+    from .lines import NeuronUnavailable, detect
+    try:
+        setup = detect()
+    except NeuronUnavailable as err:
+        print(f"grader doctor: {err}", file=sys.stderr)
+        return 2
+    try:
+        spec = specs.load(args.assignment)
+    except GraderInputError as err:
+        print(f"grader doctor: {err}", file=sys.stderr)
+        return 2
+    print(f"NeuronCores: {setup.cores} (Neuron runtime {setup.libnrt})")
+    print(f"SDK line: {setup.line} ({setup.sdk})" +
+          (f", NEFFs run by {setup.nrtpy_python}" if setup.nrtpy_python else f", tools in {setup.tools}"))
+    print(f"timing: {TIMING[setup.line]}")
+    print(f"assignment: {spec.assignment} (spec {spec.spec_version}, thresholds {spec.thresholds_version}); "
+          f"reference = threshold / {COURSE_MARGIN:g}; grading the references on NeuronCore {args.core} ...",
+          flush=True)
+    rows = check(spec, setup, cores=(args.core,))
+    print()
+    print(table(rows))
+    bad = [r for r in rows if r.verdict != "ok"]
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"line": setup.line, "sdk": setup.sdk, "cores": setup.cores, "assignment": spec.assignment,
+                       "thresholds_version": spec.thresholds_version,
+                       "rows": [dataclasses.asdict(r) | {"off": r.off} for r in rows]}, fh, indent=2)
+    print()
+    if not bad:
+        print(f"all well: every reference kernel runs, meets its threshold and is within {TOLERANCE:.0%} of the "
+              f"spec's reference latency")
+        return 0
+    print(f"{len(bad)} of {len(rows)} rows are not well. A failed reference means this machine cannot grade; "
+          f"p99s more than {TOLERANCE:.0%} off mean the thresholds were measured on another machine or SDK: "
+          f"re-derive them (the nightly regression proposes 120% of the references' p99) before grading.")
+    return 1

@@ -1,0 +1,130 @@
+"""The SDK's contract doubles refuse what the documented APIs refuse (tests/doubles/README.md):
+a double that accepted what the real API refuses would let the hardware path pass here and
+crash on a Trn2. Each case runs in the Python environment the real package lives in."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "doubles"))
+
+import sdk_envs  # noqa: E402
+from fixtures import sdk  # noqa: E402,F401
+
+KERNEL = """\
+import {ns} as nki
+import {ns}.isa as nisa
+import {ns}.language as nl
+
+@nki.jit
+def scale(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=nisa.tensor_scalar(t, nl.multiply, 2.0))
+    return out
+"""
+
+
+def run_in(python, code: str, cwd: Path, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([str(python), "-I", "-c", textwrap.dedent(code)], cwd=cwd, capture_output=True,
+                          text=True, env=sdk_envs.run_env(env), timeout=300)
+
+
+@pytest.fixture(scope="module")
+def neff_dir(sdk, tmp_path_factory):
+    """kernel.neff of a small kernel from the current line's compile double, and its input."""
+    where = tmp_path_factory.mktemp("neff")
+    (where / "scale.py").write_text(KERNEL.format(ns="nki"))
+    np.save(where / "x.npy", np.arange(128 * 64, dtype=np.float32).reshape(128, 64))
+    done = run_in(sdk.current, f"""
+        import numpy as np, sys
+        sys.path.insert(0, {str(where)!r})
+        from scale import scale
+        scale(np.load("x.npy"))
+        """, where, NKI_ARTIFACTS_DIR=str(where / "art"))
+    assert done.returncode == 0, done.stderr
+    return where
+
+
+def nrtpy(sdk, neff_dir, body: str) -> subprocess.CompletedProcess:
+    return run_in(sdk.nrtpy, "import numpy as np, nrtpy\nfrom nrtpy import NrtpyModel, NrtpyTensor\n"
+                  "model = NrtpyModel.load_from_neff('art/kernel.neff')\nx = np.load('x.npy')\n"
+                  + textwrap.dedent(body), neff_dir)
+
+
+def last_error(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode != 0, done.stdout
+    return done.stderr.strip().splitlines()[-1]
+
+
+def test_nrtpy_runs_a_neff_on_nrtpy_tensors(sdk, neff_dir):
+    done = nrtpy(sdk, neff_dir, """
+        out = model({"x": NrtpyTensor.from_numpy(x, name="x")})
+        raw = out["output_0"].numpy()
+        assert raw.dtype.kind == "V", raw.dtype          # libnrt reports no dtype: raw bytes
+        assert np.array_equal(raw.view(np.float32), 2 * x)
+        stats = model.benchmark({"x": NrtpyTensor.from_numpy(x)}, warmup_iter=1, benchmark_iter=3, mode="device")
+        assert stats.iterations == 3 and len(stats.durations_ms) == 3 and stats.warmup_iterations == 1
+        print(list(model.input_tensors_info), model.input_tensors_info["x"].size)
+        """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["['x']", str(128 * 64 * 4)]
+
+
+@pytest.mark.parametrize("body, error", [
+    ('model({"x": x})', "TypeError: inputs['x'] must be an nrtpy.NrtpyTensor"),
+    ('model({"X": NrtpyTensor.from_numpy(x)})', "NrtError: NRT Error NRT_INVALID(2): input tensor names ['X']"),
+    ('model({"x": NrtpyTensor.from_numpy(x[:64])})', "NrtError: NRT Error NRT_INVALID(2): input 'x' has 16384 bytes"),
+    ('model({"x": NrtpyTensor.from_numpy(x)}, iterations=3)', "TypeError"),
+    ('NrtpyTensor.from_numpy(x.tolist())', "TypeError: from_numpy takes a numpy.ndarray"),
+    ('model.benchmark({"x": NrtpyTensor.from_numpy(x)}, benchmark_iter=0)', "ValueError: benchmark_iter must be at least 1"),
+    ('model.benchmark({"x": NrtpyTensor.from_numpy(x)}, mode="wall")', "ValueError: mode must be 'device' or 'host'"),
+    ('model.benchmark({"x": NrtpyTensor.from_numpy(x)}, warmup=5)', "TypeError"),
+    ('t = NrtpyTensor.from_numpy(x); nrtpy.reset(); model({"x": t})', "NrtpyError"),
+    ('nrtpy.reset(); NrtpyTensor.from_numpy(x).numpy(); nrtpy.reset(); model({"x": NrtpyTensor.from_numpy(x)})',
+     "NrtpyError: this model belongs to a runtime closed by nrtpy.reset()"),
+    ('nrtpy.configure(visible_cores=[0])', "RuntimeError: the nrtpy runtime is already active"),
+    ('NrtpyModel.load_from_neff("missing.neff")', "NrtError: NRT Error NRT_FAILURE(1): Failed to load model"),
+    ('import nki', "ImportError: the standalone nrtpy wheel and the nki wheel cannot be installed"),
+])
+def test_nrtpy_refuses_what_its_documentation_refuses(sdk, neff_dir, body, error):
+    assert error in last_error(nrtpy(sdk, neff_dir, body))
+
+
+def test_nrtpy_cannot_be_imported_beside_nki(sdk, neff_dir):
+    done = run_in(sdk.nrtpy, "import sys, types\nsys.modules['nki'] = types.ModuleType('nki')\nimport nrtpy", neff_dir)
+    assert "cannot be installed in the same Python environment" in last_error(done)
+
+
+def test_the_legacy_compile_surface_refuses_undocumented_arguments(sdk, tmp_path):
+    (tmp_path / "scale.py").write_text(KERNEL.format(ns="neuronxcc.nki"))
+    done = run_in(sdk.legacy, """
+        import numpy as np, sys
+        sys.path.insert(0, ".")
+        import neuronxcc.nki as nki
+        from scale import scale
+        nki.baremetal(scale, save_neff_name="k.neff", artifacts_dir=".")
+        """, tmp_path)
+    assert last_error(done).startswith("TypeError: nki.baremetal() got unexpected keyword argument(s) artifacts_dir")
+
+
+def test_the_current_line_has_no_baremetal_and_reads_the_artifacts_dir_at_import(sdk, tmp_path):
+    (tmp_path / "scale.py").write_text(KERNEL.format(ns="nki"))
+    done = run_in(sdk.current, "import nki\nnki.baremetal", tmp_path)
+    assert "nki.baremetal is not available from NKI 0.2.0" in last_error(done)
+    late = run_in(sdk.current, """
+        import os, sys, numpy as np
+        sys.path.insert(0, ".")
+        from scale import scale
+        os.environ["NKI_ARTIFACTS_DIR"] = "late"       # after nki was imported: too late
+        scale(np.zeros((128, 64), np.float32))
+        print(os.path.exists("late"))
+        """, tmp_path)
+    assert late.returncode == 0 and late.stdout.strip() == "False", late.stderr
