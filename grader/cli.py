@@ -131,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
                         "times out fails its later tests at once")
     g.add_argument("--no-precheck", action="store_true", help="skip the static check of the source")
     g.set_defaults(func=_grade)
+    from .gradescope.cli import register as register_gradescope
+    register_gradescope(sub)           # `grader gradescope build|run|check`
     # Service commands (serve, worker, submit, ...) plug in here; grader/ never imports them.
     import importlib.metadata
     for entry in importlib.metadata.entry_points(group="nki_grader.commands"):
