@@ -99,15 +99,18 @@ def establish(secrets: list[Path], results_dir: Path, job_root: str | None = Non
     if found.get("status") != "ok":
         iso.refused = ("the sandbox could not start a confined process here: "
                        f"{found.get('error') or 'no answer from it'}")
-    elif found["secrets_readable"]:
-        iso.refused = "a student's process could read the autograder's secret files: " + ", ".join(
-            found["secrets_readable"])
-    elif found["results_writable"]:
-        iso.refused = "a student's process could write into the results folder"
-    elif found["grader_memory"]:
-        iso.refused = "a student's process could read the grader's memory"
-    if sandbox.FALLBACK["filter"] and found.get("inet_socket"):
-        iso.refused = iso.refused or "the system-call filter did not stop a network socket"
+    else:
+        reasons = []
+        if found["secrets_readable"]:
+            reasons.append("a student's process could read the autograder's secret files: "
+                           + ", ".join(found["secrets_readable"]))
+        if found["results_writable"]:
+            reasons.append("a student's process could write into the results folder")
+        if found["grader_memory"]:
+            reasons.append("a student's process could read the grader's memory")
+        if sandbox.FALLBACK["filter"] and found.get("inet_socket"):
+            reasons.append("the system-call filter did not stop a network socket")
+        iso.refused = "; ".join(reasons)
     if not found.get("inet_socket", True):
         iso.network_blocked = True
     return iso
