@@ -41,8 +41,9 @@ def register(sub) -> None:
     b.add_argument("--token", help="service: a course submit token (or set NKI_GRADER_COURSE_TOKEN)")
     b.add_argument("--service-assignment", metavar="NAME",
                    help="service: the assignment's name on the service (default: the spec's)")
-    b.add_argument("--service-timeout", type=float, default=540.0, metavar="SECONDS",
-                   help="service: how long to wait for the service's grade (default 540)")
+    b.add_argument("--service-timeout", type=float, default=420.0, metavar="SECONDS",
+                   help="service: how long to wait for the service's grade (default 420: with the grader's "
+                        "margins, Gradescope's default 10-minute timeout)")
     b.set_defaults(func=_build)
     r = commands.add_parser("run", help="grade the submission at $NKI_GRADESCOPE_ROOT (what run_autograder does)")
     r.set_defaults(func=_run)
@@ -94,7 +95,11 @@ def _check(args) -> int:
     except (OSError, ValueError) as err:
         print(f"grader: cannot read {args.path}: {err}", file=sys.stderr)
         return 2
-    found = results.problems(data)
+    try:
+        found = results.problems(data)
+    except ImportError:
+        print("grader: checking needs the jsonschema package: pip install jsonschema", file=sys.stderr)
+        return 2
     for line in found:
         print(line)
     print(f"{args.path}: {'valid' if not found else f'{len(found)} problems'}")

@@ -34,7 +34,7 @@ class ServiceConfig:
     url: str
     token: str                      # a course submit token (`grader course-token create`)
     assignment: str                 # the assignment's name on the service
-    timeout_s: float = 540.0        # wait this long for the service's grade, then an autograder error
+    timeout_s: float = 420.0        # wait this long for the service's grade, then an autograder error
     poll_s: float = 2.0
 
 
@@ -117,7 +117,7 @@ def parse(data) -> Config:
         if not raw["url"].startswith(("http://", "https://")):
             raise _fail("service.url", f"must start with http:// or https://, got {raw['url']!r}")
         service = ServiceConfig(raw["url"].rstrip("/"), raw["token"], raw["assignment"],
-                                _positive(raw.get("timeout_s", 540.0), "service.timeout_s", optional=False),
+                                _positive(raw.get("timeout_s", 420.0), "service.timeout_s", optional=False),
                                 _positive(raw.get("poll_s", 2.0), "service.poll_s", optional=False))
     return Config(mode=mode, assignment=assignment, spec_file=spec_file,
                   time_budget_s=_positive(data.get("time_budget_s"), "time_budget_s"),

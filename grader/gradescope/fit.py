@@ -14,7 +14,11 @@ HEADROOM = 1.25         # over a measured peak
 # bench/gradescope_fit.py on an honest full submission (the optimized reference kernels), by
 # spec sha256: peak memory of the whole process tree (its cgroup's memory.peak, shared memory
 # included, as Gradescope's container counts it) and wall time pinned to one CPU.
-MEASURED: dict[str, dict] = {}
+MEASURED: dict[str, dict] = {
+    # asst4-trainium2 spec_version 3 (2025-11-13), score 76, taskset -c 0 on a 2-core box: the larger of
+    # the namespaces level (1407 MB, 103 s) and the uid + seccomp fallback (1489 MB, 135 s, box busier)
+    "8b117ff7fea781ceec28acebe70931d7e68847f6bff9ef8e70a7f18173c73a2e": {"peak_mb": 1489, "one_cpu_s": 135},
+}
 
 
 def advice(spec, config) -> list[str]:
@@ -34,6 +38,10 @@ def advice(spec, config) -> list[str]:
     elif minutes > DEFAULT_TIMEOUT_MIN:
         lines.append(f"SET the autograder timeout to at least {minutes} minutes (Gradescope's default is "
                      f"{DEFAULT_TIMEOUT_MIN}): the grade's budget plus the grader's margins.")
+        shorter = _budget_within_default(spec, config)
+        if shorter:
+            lines.append(f"  (or build with --time-budget {shorter:.0f} to keep the default {DEFAULT_TIMEOUT_MIN} "
+                         f"minutes: an honest full grade takes well under that on half a CPU)")
     else:
         lines.append(f"Timeout: Gradescope's default {DEFAULT_TIMEOUT_MIN} minutes is enough (needs {minutes}).")
     return ["Gradescope settings (Assignment > Configure Autograder):", *("  " + line for line in lines)]
@@ -66,3 +74,13 @@ def _local_resources(spec, budget: float) -> list[str]:
         lines.append(f"CPU: the default half CPU is enough (a full grade takes {measured['one_cpu_s']:.0f} s on "
                      f"one CPU, about {measured['one_cpu_s'] / DEFAULT_CPUS:.0f} s on half).")
     return lines
+
+
+def _budget_within_default(spec, config) -> float | None:
+    """A local budget that fits the default timeout and still leaves an honest full grade on
+    half a CPU room to spare (x1.5), or None."""
+    measured = MEASURED.get(spec.spec_hash)
+    if config.mode != "local" or measured is None:
+        return None
+    budget = DEFAULT_TIMEOUT_MIN * 60 - 2 * GRACE_S - STARTUP_S
+    return budget if measured["one_cpu_s"] / DEFAULT_CPUS * 1.5 <= budget else None

@@ -58,7 +58,8 @@ def problems(results: dict) -> list[str]:
     import json
 
     import jsonschema
-    found = [f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
+    found = [f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: "
+             + ("needs a top-level score, or a score on every test" if e.validator == "anyOf" else e.message)
              for e in jsonschema.Draft202012Validator(SCHEMA).iter_errors(results)]
     try:
         json.dumps(results, allow_nan=False)

@@ -90,8 +90,8 @@ def main() -> int:
         data = results.autograder_error(f"The autograder failed: {type(err).__name__}: {err}",
                                         "Submit again; if it fails again, tell course staff (the autograder's "
                                         "output has the details).")
-    writer.write(data)
-    print(f"results.json written: score {data.get('score')}", flush=True)
+    if writer.write(data):
+        print(f"results.json written: score {data.get('score')}", flush=True)
     return 0
 
 

@@ -86,6 +86,20 @@ def test_the_zip_holds_what_gradescope_runs(tmp_path):
     assert "Gradescope settings" in done.stdout and "Timeout: Gradescope's default 10 minutes is enough" in done.stdout
 
 
+def test_build_prints_the_settings_the_full_assignment_needs(tmp_path):
+    """bench/gradescope_fit.py measured asst4-trainium2 (grader/gradescope/fit.py): more than
+    Gradescope's default 768 MB, and a 600 s budget that needs more than its 10 minutes."""
+    done = build(tmp_path / "a.zip", "--assignment", "asst4-trainium2", "--mode", "local")
+    assert "SET memory to at least 2048 MB (measured peak 1489 MB" in done.stdout
+    assert "SET the autograder timeout to at least 13 minutes" in done.stdout
+    assert "--time-budget 420" in done.stdout
+    quick = build(tmp_path / "b.zip", "--assignment", "asst4-trainium2", "--mode", "local", "--time-budget", "420")
+    assert "Timeout: Gradescope's default 10 minutes is enough" in quick.stdout
+    service = build(tmp_path / "c.zip", "--assignment", "asst4-trainium2", "--mode", "service", "--server",
+                    "https://grader.example.edu", "--token", "nkic_x")
+    assert "Memory and CPU: Gradescope's defaults are enough" in service.stdout
+
+
 def test_build_refuses_bad_options_with_the_fix(tmp_path):
     cases = [(["--mode", "service"], "service mode needs the service's URL"),
              (["--mode", "local", "--test-visibility", "nope=hidden"], "has no test 'nope'"),
