@@ -6,7 +6,11 @@ as results.json. A service that is down, a bad token or a grade that takes too l
 autograder error in results.json, never a crash."""
 from __future__ import annotations
 
+import io
+import os
 import re
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -174,3 +178,50 @@ def test_service_stopped_is_an_autograder_error_with_what_to_do(db, course, site
     assert results["output"].startswith(gs_results.ERROR_HEADING)
     assert "could not be reached" in results["output"]
     assert "Submit again in a few minutes" in results["output"] and "regrade all submissions" in results["output"]
+
+
+def test_a_course_token_reaches_only_its_own_course(db, course, site):
+    from workers.course_tokens import new_token
+    mine = new_token(db, course["course"], "gradescope")
+    theirs = new_token(db, course["other"].course, "gradescope")
+    db.commit()
+    client = site["app"].test_client()
+    created = client.post("/api/v1/course/assignments/tiny/submissions", headers={"Authorization": f"Bearer {mine}"},
+                          data={"email": "bo@example.edu", "file": (io.BytesIO(OPTIMIZED), "conv2d.py")})
+    assert created.status_code == 201, created.get_data(as_text=True)
+    run_id = created.get_json()["run_id"]
+    assert client.get(f"/api/v1/course/runs/{run_id}", headers={"Authorization": f"Bearer {mine}"}).status_code == 200
+    other = client.get(f"/api/v1/course/runs/{run_id}", headers={"Authorization": f"Bearer {theirs}"})
+    assert other.status_code == 404 and "no run" in other.get_json()["error"]
+    refused = client.post("/api/v1/course/assignments/tiny/submissions", headers={"Authorization": f"Bearer {theirs}"},
+                          data={"email": "bo@example.edu", "file": (io.BytesIO(OPTIMIZED), "conv2d.py")})
+    assert refused.status_code == 404
+    # a user token is not a course token, and a course token is not a user token
+    assert client.get("/api/v1/assignments/tiny/leaderboard",
+                      headers={"Authorization": f"Bearer {mine}"}).status_code == 401
+    no_email = client.post("/api/v1/course/assignments/tiny/submissions", headers={"Authorization": f"Bearer {mine}"},
+                           data={"file": (io.BytesIO(OPTIMIZED), "conv2d.py")})
+    assert no_email.status_code == 400 and "email" in no_email.get_json()["remedy"]
+
+
+def test_course_token_command(db, course):
+    from workers.course_tokens import course_for_token
+    run = [sys.executable, "-m", "grader.cli", "course-token"]
+    env = dict(os.environ)
+    created = subprocess.run([*run, "create", "--course", "CS149"], cwd=REPO, env=env, capture_output=True,
+                             text=True, timeout=300)
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.strip()
+    assert token.startswith("nkic_") and course_for_token(db, token).course_id == course["course"].id
+    listed = subprocess.run([*run, "list", "--course", "CS149"], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=300)
+    token_id = int(listed.stdout.split("\t", 1)[0])
+    assert "active" in listed.stdout and token not in listed.stdout
+    revoked = subprocess.run([*run, "revoke", str(token_id)], cwd=REPO, env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert revoked.returncode == 0
+    db.expire_all()
+    assert course_for_token(db, token) is None
+    unknown = subprocess.run([*run, "create", "--course", "Nope"], cwd=REPO, env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert unknown.returncode == 2 and "no course named 'Nope'" in unknown.stderr
