@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--core", type=int, default=0, help="the NeuronCore to time on (default 0)")
     d.add_argument("--json", metavar="OUT", help="also write the table as JSON here")
     d.set_defaults(func=_doctor)
+    from .gradescope.cli import register as register_gradescope
+    register_gradescope(sub)           # `grader gradescope build|run|check`
     # Service commands (serve, worker, submit, ...) plug in here; grader/ never imports them.
     import importlib.metadata
     for entry in importlib.metadata.entry_points(group="nki_grader.commands"):

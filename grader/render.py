@@ -368,34 +368,56 @@ def _write_atomic(path: str | os.PathLike, text: str) -> None:
 
 # ----- Gradescope results.json -----
 
-def to_gradescope(report: Report) -> dict:
+GRADESCOPE_VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+
+
+def to_gradescope(report: Report, *, visibility: dict | None = None, notes: tuple[str, ...] = (),
+                  extra_data: dict | None = None) -> dict:
     """Gradescope's results.json (grading-systems.md section 5). The top-level score overrides
     the sum of test scores, so extra credit can take it above the assignment's maximum. A
-    test's status follows Gradescope's own rule (passed when it earned its full score)."""
+    test's status follows Gradescope's own rule (passed when it earned its full score).
+    `visibility` ({"default", "tests": {test name: value}, "stdout"}, Gradescope's values)
+    says when students see each test; `notes` are lines added under the summary (how the run
+    was graded), `extra_data` more stored data (the Gradescope autograder's isolation level)."""
+    visibility = visibility or {}
+    default = visibility.get("default", "visible")
+    per_test = visibility.get("tests") or {}
+    for value in (default, visibility.get("stdout", "hidden"), *per_test.values()):
+        if value not in GRADESCOPE_VISIBILITIES:
+            raise ValueError(f"unknown Gradescope visibility {value!r}; use one of {GRADESCOPE_VISIBILITIES}")
     duration = report.duration_s if _finite(report.duration_s) else 0.0
     tests = [_gradescope_test(report, test, f"{group}.{i}")
              for group, (_, members) in enumerate(_grouped(report, keep_empty=True), start=1)
              for i, test in enumerate(members, start=1)]
+    for test, entry in zip([t for _, members in _grouped(report, keep_empty=True) for t in members], tests):
+        if per_test.get(test.name, default) != default:
+            entry["visibility"] = per_test[test.name]
+    output = _student_summary(report)
+    if notes:
+        output += "\n\n" + "\n".join(f"_{_md_escape(note)}_" for note in notes)
     return _jsonable({
         "score": report.score.total,
         "execution_time": max(0, int(round(duration))),
-        "output": _student_summary(report),
+        "output": output,
         "output_format": "md",
-        "stdout_visibility": "hidden",
+        "visibility": default,
+        "stdout_visibility": visibility.get("stdout", "hidden"),
         "extra_data": {"assignment": report.assignment, "spec_version": report.spec_version,
                        "thresholds_version": report.thresholds_version, "spec_hash": report.spec_hash,
                        "backend": report.backend, "status": report.status,
                        "submission_sha256": report.submission_sha256, "seed_kind": report.seed_kind,
                        "grader_version": report.grader_version, "flags": list(report.flags),
                        "max_total": report.score.max_total, "missing_files": list(report.missing_files),
-                       "rejections": list(report.rejections), "warnings": list(report.warnings)},
+                       "rejections": list(report.rejections), "warnings": list(report.warnings),
+                       **(extra_data or {})},
         "tests": tests,
         "leaderboard": _leaderboard(report),
     })
 
 
-def write_gradescope(report: Report, path: str | os.PathLike) -> None:
-    _write_atomic(path, _dumps(to_gradescope(report)))
+def write_gradescope(report: Report, path: str | os.PathLike, **options) -> None:
+    """results.json at `path`, whole or not at all; `options` as to_gradescope's."""
+    _write_atomic(path, _dumps(to_gradescope(report, **options)))
 
 
 def gradescope_status(test: TestResult) -> str:
@@ -459,10 +481,13 @@ def _truncate(text: str, limit: int) -> str:
 
 
 def _leaderboard(report: Report) -> list[dict]:
-    board = [{"name": f"{_title(t)} p99 (us)", "value": t.p99_us, "order": "asc"}
-             for t in report.tests
-             if t.kind == "performance" and t.status in ("passed", "partial") and _finite(t.p99_us)]
-    return board + [{"name": "Total", "value": report.score.total}]
+    """Gradescope's leaderboard columns: the total first (its default sort, higher first), then
+    the p99 of every timed test that earned a valid time (lower first). A run whose time does
+    not count (wrong output, not run) leaves that column empty rather than ranking a bogus time."""
+    board = [{"name": "Total", "value": report.score.total}]
+    return board + [{"name": f"{_title(t)} p99 (us)", "value": t.p99_us, "order": "asc"}
+                    for t in report.tests
+                    if _is_timed(t) and t.status in ("passed", "partial") and _finite(t.p99_us)]
 
 
 def _student_summary(report: Report) -> str:

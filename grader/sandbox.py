@@ -70,6 +70,12 @@ DEVICES = ("null", "zero", "full", "random", "urandom")
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
+# Hosts without namespaces (a Docker container, such as Gradescope's): a root grader can still
+# give each child a uid of its own ("uid"), and the child can load a system-call filter, the
+# install() of the module "filter" names, last before any student code. Off unless a caller
+# (grader/gradescope/isolation.py) turns it on after probing that it works.
+FALLBACK = {"uid": False, "filter": ""}
+
 
 class _MountAttr(ctypes.Structure):
     _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
@@ -598,7 +604,9 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
     confinement = {"flags": flags, "hide": [os.path.realpath(p) for p in hide_paths if os.path.isdir(p)],
                    "cgroups": cgroups, "readonly": caps.readonly, "view": plan if view else None,
                    "legacy_proc": not caps.private_proc,
-                   "uid": secrets.choice(CHILD_UIDS) if view and caps.unprivileged else None,
+                   "uid": secrets.choice(CHILD_UIDS) if (view and caps.unprivileged) or (
+                       own_uid and FALLBACK["uid"] and os.geteuid() == 0) else None,
+                   "filter": FALLBACK["filter"] if own_uid else "",
                    "limits": {"memory": limits.memory_bytes, "cpu": limits.cpu_seconds, "file": limits.file_bytes,
                               "files": limits.open_files, "processes": limits.processes}}
     child_env = dict(env, GRADER_SANDBOX=json.dumps(confinement))
@@ -737,6 +745,9 @@ def _enter(conf: dict, parent_check: int | None) -> None:
             resource.setrlimit(res, (value, value))
     if conf.get("uid") is not None:
         _drop_privileges(conf["uid"])
+    if conf.get("filter"):
+        import importlib
+        importlib.import_module(conf["filter"]).install()
     # a credential change clears the parent-death signal: set it (again) last; the cleanup
     # on SIGTERM belongs to a reaper, never to the process that runs the kernel
     signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -298,3 +298,21 @@ class WorkerHeartbeat(Base):
 # ---- web section -----------------------------------------------------------------------------
 # Columns and tables the web site adds go below this line (and into 0001_initial).
 # ---- end of web section ----------------------------------------------------------------------
+
+
+# ---- course submit tokens (Gradescope service mode; revision 0003_course_submit_tokens) ------
+
+class CourseSubmitToken(Base):
+    """A course's bearer token for an outside system (a Gradescope autograder) that submits for
+    any student of the course, named by email; only the hash is kept (web/course_api.py)."""
+    __tablename__ = "course_submit_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(128), unique=True)
+    label: Mapped[str] = mapped_column(String(100), default="")
+    created_at: Mapped[dt.datetime] = _now()
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+
+    course: Mapped[Course] = relationship()

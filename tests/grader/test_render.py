@@ -376,9 +376,11 @@ def test_gradescope_full_report(full_report):
     assert "p99 101.5 us; threshold 110 us" in ec["output"]
     assert "extra_data" not in results["tests"][0] and results["tests"][0]["output"] == "Status: passed."
     assert results["leaderboard"] == [
+        {"name": "Total", "value": 51.25},
         {"name": "Performance: 224x224, no maxpool, float32 p99 (us)", "value": 4500.25, "order": "asc"},
         {"name": "Performance: 224x224, no maxpool, float16 p99 (us)", "value": 990.0, "order": "asc"},
-        {"name": "Total", "value": 51.25}]
+        {"name": "Extra credit: 32x16, no maxpool, float32 p99 (us)", "value": 101.5, "order": "asc"}]
+    assert results["visibility"] == "visible" and all("visibility" not in t for t in results["tests"])
     summary = results["output"]
     assert "**Total: 51.25 / 50** (includes 1.25 extra credit)" in summary
     assert "- Performance: 35 / 35 (2 of 2 tests at full credit, 0 at partial credit)" in summary
@@ -414,8 +416,8 @@ def test_gradescope_mixed_report(mixed_report):
     omitted = int(re.match(r"\[\.\.\. (\d+) earlier characters omitted \.\.\.\]\n", kernel_output).group(1))
     assert omitted + len(kernel_output.split("\n", 1)[1]) == 5013     # the note counts what it dropped
     assert [e["name"] for e in results["leaderboard"]] == [
-        "Performance: 224x224, no maxpool, float16 p99 (us)", "Performance: 224x224, maxpool, float16 p99 (us)",
-        "Total"]
+        "Total", "Performance: 224x224, no maxpool, float16 p99 (us)",
+        "Performance: 224x224, maxpool, float16 p99 (us)", "Extra credit: 32x16, no maxpool, float32 p99 (us)"]
     summary = results["output"]
     assert "**Total: 20.375 / 62.5** (includes 1.25 extra credit)" in summary
     assert "- Correctness: 2.5 / 5 (1 of 2 tests passed)" in summary

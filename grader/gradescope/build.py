@@ -1,0 +1,99 @@
+"""`grader gradescope build`: the autograder zip Gradescope runs per submission.
+
+    setup.sh              installs the grader below (Gradescope runs it once per image)
+    run_autograder        grades one submission into results/results.json
+    nki_gradescope.json   the mode and its settings (config.py)
+    spec.toml             the assignment's spec, byte for byte (its sha256 is in every report)
+    requirements.txt      the runtime dependencies, pinned to the versions this grader runs with
+    wheels/nki_grader-*.whl   the grading core (wheel.py)
+"""
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import os
+import secrets
+import tomllib
+import zipfile
+from pathlib import Path
+
+from .. import spec as specs
+from ..errors import GraderInputError
+from . import config as configs
+from . import scripts, wheel
+from .config import Config, ServiceConfig, Visibility
+
+EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def spec_source(name_or_path: str) -> tuple[bytes, object]:
+    """The spec's TOML bytes and the loaded spec (a bundled name or a file path)."""
+    spec = specs.load(name_or_path)
+    text = str(name_or_path)
+    path = Path(text) if (Path(text).suffix or "/" in text) else specs.SPEC_DIR / f"{text}.toml"
+    return path.read_bytes(), spec
+
+
+def spec_visibility(raw: bytes, spec) -> Visibility:
+    """Visibility from the spec's optional [gradescope] table:
+
+        [gradescope]
+        visibility = "visible"                  # the default of every test
+        stdout_visibility = "hidden"
+        tests = { perf_224_pool1_float16 = "after_due_date" }
+    """
+    table = tomllib.loads(raw.decode("utf-8")).get("gradescope", {})
+    tests = dict(table.get("tests", {}))
+    unknown = sorted(set(tests) - {t.name for t in spec.tests})
+    if unknown:
+        raise GraderInputError(f"[gradescope] tests names tests the spec does not have: {', '.join(unknown)}",
+                               f"Use the spec's test names ({', '.join(t.name for t in spec.tests)}).")
+    return Visibility(table.get("visibility", "visible"), tests, table.get("stdout_visibility", "hidden"))
+
+
+def make_config(args, spec, raw: bytes) -> Config:
+    visibility = spec_visibility(raw, spec)
+    if args.visibility:
+        visibility.default = args.visibility
+    if args.stdout_visibility:
+        visibility.stdout = args.stdout_visibility
+    for item in args.test_visibility or ():
+        name, _, value = item.partition("=")
+        if name not in {t.name for t in spec.tests}:
+            raise GraderInputError(f"--test-visibility {item}: the spec has no test {name!r}",
+                                   f"Use one of {', '.join(t.name for t in spec.tests)}.")
+        visibility.tests[name] = value
+    service = None
+    if args.mode == "service":
+        token = args.token or os.environ.get("NKI_GRADER_COURSE_TOKEN", "")
+        if not args.server or not token:
+            raise GraderInputError("service mode needs the service's URL and a course submit token",
+                                   "Pass --server URL and --token TOKEN (or set NKI_GRADER_COURSE_TOKEN); an admin "
+                                   "creates the token on the service with `grader course-token create --course NAME`.")
+        service = ServiceConfig(args.server.rstrip("/"), token, args.service_assignment or spec.assignment,
+                                args.service_timeout)
+    data = Config(mode=args.mode, assignment=spec.assignment, time_budget_s=args.time_budget,
+                  config_timeout_s=args.config_timeout, seed=secrets.randbits(62) if args.fixed_seed else None,
+                  jobs=args.jobs, child_memory_mb=args.child_memory_mb, visibility=visibility, service=service,
+                  grader_version=wheel.version(),
+                  built_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")).to_json()
+    return configs.parse(data)      # the same checks run_autograder makes: a bad option fails here
+
+
+def make_zip(config: Config, raw_spec: bytes) -> bytes:
+    wheel_name, wheel_bytes = wheel.build()
+    members = [("setup.sh", scripts.SETUP_SH.encode(), 0o755),
+               ("run_autograder", scripts.RUN_AUTOGRADER.encode(), 0o755),
+               (configs.SPEC_NAME, raw_spec, 0o644),
+               ("nki_gradescope.json", (json.dumps(config.to_json(), indent=2) + "\n").encode(), 0o600),
+               ("requirements.txt", ("\n".join(wheel.pinned_requirements()) + "\n").encode(), 0o644),
+               (f"wheels/{wheel_name}", wheel_bytes, 0o644)]
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data, mode in members:
+            info = zipfile.ZipInfo(name, EPOCH)
+            info.external_attr = (0o100000 | mode) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, data)
+    return out.getvalue()

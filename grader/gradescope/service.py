@@ -1,0 +1,171 @@
+"""Service mode: forward the submission to the course's grading service and bring its report
+back as results.json. The student, named by Gradescope's submission metadata (email, name,
+student id), gets a run in the service's store, so TAs see it in their console and it counts
+on the service's leaderboard. The course submit token (`grader course-token create`) allows
+exactly that: submitting for any student of its course.
+
+Any failure that is not the student's (the service down, a bad token, a grade that takes too
+long) becomes an autograder error in results.json with what to do, never a crash."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+from .. import render
+from ..errors import GraderInputError
+from ..events import CancelToken
+from ..report import Report
+from ..submission import submission_from_bytes
+from . import results, upload
+from .config import Config
+from .layout import Layout
+
+FINAL = ("done", "failed", "infra_error", "cancelled")
+REQUEST_TIMEOUT_S = 60.0
+
+
+class ServiceError(Exception):
+    """The service could not be used; `reason` for the student, `what_to_do` for them too."""
+
+    def __init__(self, reason: str, what_to_do: str, *, status: int | None = None, body: dict | None = None):
+        super().__init__(reason)
+        self.reason, self.what_to_do, self.status, self.body = reason, what_to_do, status, body or {}
+
+
+def submitter(layout: Layout) -> dict:
+    """{email, name, sid} of the submitting student from submission_metadata.json."""
+    try:
+        meta = json.loads(layout.metadata.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ServiceError(f"Gradescope's submission metadata could not be read ({err})",
+                           "Submit again; if it persists, tell course staff.") from None
+    users = meta.get("users") if isinstance(meta, dict) else None
+    first = users[0] if isinstance(users, list) and users and isinstance(users[0], dict) else {}
+    email = str(first.get("email") or "").strip()
+    if "@" not in email:
+        raise ServiceError("Gradescope's submission metadata names no submitter email",
+                           "Tell course staff: the grading service files runs under the student's email.")
+    return {"email": email, "name": str(first.get("name") or ""), "sid": str(first.get("sid") or ""),
+            "gradescope_submission_id": str(meta.get("id") or ""), "created_at": str(meta.get("created_at") or "")}
+
+
+def _multipart(fields: dict[str, str], filename: str, data: bytes) -> tuple[bytes, str]:
+    boundary = f"nki-{uuid.uuid4().hex}"
+    parts = []
+    for key, value in fields.items():
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n{value}\r\n'.encode())
+    safe = filename.replace('"', "").replace("\r", "").replace("\n", "")
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{safe}"\r\n'
+                 f"Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n")
+    parts.append(f"--{boundary}--\r\n".encode())
+    return b"".join(parts), f"multipart/form-data; boundary={boundary}"
+
+
+class Client:
+    """The service's course API over HTTP (the standard library's, nothing to install)."""
+
+    def __init__(self, url: str, token: str):
+        self.url, self.token = url.rstrip("/"), token
+
+    def _call(self, method: str, path_or_url: str, body: bytes | None = None, content_type: str = "") -> dict:
+        url = path_or_url if path_or_url.startswith(("http://", "https://")) else self.url + path_or_url
+        request = urllib.request.Request(url, data=body, method=method,
+                                         headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json",
+                                                  **({"Content-Type": content_type} if content_type else {})})
+        try:
+            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as answer:
+                return json.loads(answer.read().decode("utf-8"))
+        except urllib.error.HTTPError as err:
+            try:
+                data = json.loads(err.read().decode("utf-8"))
+            except ValueError:
+                data = {}
+            raise ServiceError(f"the grading service answered HTTP {err.code}: "
+                               f"{data.get('error') or err.reason}", data.get("remedy") or "", status=err.code,
+                               body=data) from None
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            why = getattr(err, "reason", err)
+            raise ServiceError(f"the grading service at {self.url} could not be reached ({why})",
+                               "Submit again in a few minutes. If it fails again, tell course staff: the grading "
+                               f"service must be running at {self.url}; once it is, they can regrade all "
+                               "submissions on Gradescope.") from None
+
+    def submit(self, assignment: str, who: dict, filename: str, data: bytes) -> dict:
+        body, content_type = _multipart(who, filename, data)
+        return self._call("POST", f"/api/v1/course/assignments/{urllib.request.quote(assignment, safe='')}"
+                                  "/submissions", body, content_type)
+
+    def get(self, url: str) -> dict:
+        return self._call("GET", url)
+
+
+def grade(layout: Layout, config: Config, spec, cancel: CancelToken) -> dict:
+    service = config.service
+    extra = {"mode": "service", "service": service.url}
+    try:
+        filename, data = upload.collect(layout.submission, spec)
+        submission_from_bytes(filename, data, spec)     # the student's mistakes, said without the network
+    except GraderInputError as err:
+        return results.unreadable_submission(spec, str(err), err.remedy or "", extra=extra)
+    try:
+        who = submitter(layout)
+        client = Client(service.url, service.token)
+        created = _submit(client, service.assignment, who, filename, data, spec, extra)
+        if isinstance(created, dict) and "score" in created:      # refused as unreadable: results already
+            return created
+        extra["run_id"] = created["run_id"]
+        print(f"service run {created['run_id']}: {created['status']}", flush=True)
+        state = _wait(client, created, service, cancel)
+        if state["status"] != "done":
+            raise ServiceError(f"the grading service ended run {created['run_id']} as {state['status']}",
+                               "Submit again; if it happens again, tell course staff, who can see the run in the "
+                               "grading service's console.")
+        report = Report.from_json(client.get(created["report_url"]))
+    except ServiceError as err:
+        print(f"service error: {err.reason}", file=sys.stdout, flush=True)
+        return results.autograder_error(err.reason[:1].upper() + err.reason[1:] + ".",
+                                        err.what_to_do or "Submit again; if it persists, tell course staff.",
+                                        extra=extra)
+    notes = (f"Graded by the course's grading service (run {created['run_id']}, backend {report.backend}); "
+             "the run also counts on the course's own leaderboard.",)
+    return render.to_gradescope(report, visibility=dataclasses.asdict(config.visibility), notes=notes,
+                                extra_data=extra)
+
+
+def _submit(client: Client, assignment: str, who: dict, filename: str, data: bytes, spec, extra: dict):
+    try:
+        return client.submit(assignment, who, filename, data)
+    except ServiceError as err:
+        if err.status == 400:           # the service refused the upload itself: the student's to fix
+            return results.unreadable_submission(spec, err.body.get("error") or err.reason,
+                                                 err.body.get("remedy") or "", extra=extra)
+        if err.status in (401, 403, 404):
+            raise ServiceError(err.reason, "Tell course staff: the autograder's course token or assignment name "
+                                           "is wrong or revoked. They must rebuild the autograder with a valid "
+                                           "token, then regrade all submissions.") from None
+        raise
+
+
+def _wait(client: Client, created: dict, service, cancel: CancelToken) -> dict:
+    deadline = time.monotonic() + service.timeout_s
+    last = None
+    while True:
+        state = client.get(created["status_url"])
+        line = f"{state.get('status')} {state.get('done') or 0}/{state.get('total') or 0}"
+        if line != last:
+            print(f"service run {created['run_id']}: {line}", flush=True)
+            last = line
+        if state.get("status") in FINAL:
+            return state
+        if time.monotonic() > deadline or cancel.event.is_set():
+            raise ServiceError(
+                f"the grading service had not finished run {created['run_id']} after {service.timeout_s:.0f} s "
+                f"(it is {state.get('status')})",
+                "The run goes on in the service: course staff can see it there, and regrade this submission on "
+                "Gradescope once the service's queue is shorter. You may also submit again later.")
+        time.sleep(service.poll_s)
