@@ -2,13 +2,13 @@
 of one course (store/models.py CourseSubmitToken).
 
 Revision ID: 0003_course_submit_tokens
-Revises: 0001_initial
+Revises: 0002_run_progress_tests
 """
 from alembic import op
 import sqlalchemy as sa
 
 revision = '0003_course_submit_tokens'
-down_revision = '0001_initial'
+down_revision = '0002_run_progress_tests'
 branch_labels = None
 depends_on = None
 
