@@ -12,7 +12,8 @@ from sqlalchemy import (BigInteger, Boolean, CheckConstraint, DateTime, Float, F
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-ROLES = ("student", "ta", "admin")
+SITE_ROLES = ("user", "admin")                    # users.role: an admin runs the whole site
+COURSE_ROLES = ("student", "ta", "instructor")     # enrollments.role: what a person is in one course
 VISIBILITIES = ("public", "signed_in")
 RUN_STATUSES = ("queued", "running", "done", "failed", "infra_error", "cancelled")
 FINAL_STATUSES = ("done", "failed", "infra_error", "cancelled")
@@ -45,12 +46,12 @@ class Base(DeclarativeBase):
 
 class User(Base):
     __tablename__ = "users"
-    __table_args__ = (_one_of("role", ROLES),)
+    __table_args__ = (_one_of("role", SITE_ROLES),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     email: Mapped[str] = mapped_column(String(320), unique=True)        # stored lower-case
     name: Mapped[str] = mapped_column(String(200), default="")
-    role: Mapped[str] = mapped_column(String(16), default="student")
+    role: Mapped[str] = mapped_column(String(16), default="user")       # site role; course roles are on enrollments
     password_hash: Mapped[str | None] = mapped_column(String(255))
     nickname: Mapped[str | None] = mapped_column(String(64), unique=True)   # shown on leaderboards
     active: Mapped[bool] = mapped_column(Boolean, default=True)
@@ -68,7 +69,26 @@ class LoginToken(Base):
     token_hash: Mapped[str] = mapped_column(String(128), unique=True)
     expires_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
     used_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))   # a newer link was made or used
     created_at: Mapped[dt.datetime] = _now()
+
+    user: Mapped[User] = relationship()
+
+
+class UserSession(Base):
+    """A signed-in browser session, kept on the server: the cookie holds only a random token
+    whose hash is here, so logout, a password change or an admin can end it for good."""
+    __tablename__ = "user_sessions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(128), unique=True)
+    created_at: Mapped[dt.datetime] = _now()
+    last_seen_at: Mapped[dt.datetime] = _now()
+    expires_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_why: Mapped[str | None] = mapped_column(String(100))
+    client: Mapped[str] = mapped_column(String(200), default="")        # address and browser, for the account page
 
     user: Mapped[User] = relationship()
 
@@ -103,12 +123,12 @@ class Course(Base):
 class Enrollment(Base):
     __tablename__ = "enrollments"
     __table_args__ = (UniqueConstraint("user_id", "course_id", name="uq_enrollments_user_course"),
-                      _one_of("role", ROLES))
+                      _one_of("role", COURSE_ROLES))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
-    role: Mapped[str] = mapped_column(String(16), default="student")
+    role: Mapped[str] = mapped_column(String(16), default="student")    # student | ta | instructor
 
     user: Mapped[User] = relationship(back_populates="enrollments")
     course: Mapped[Course] = relationship()

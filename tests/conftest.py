@@ -178,3 +178,16 @@ def celery_worker(db_engine, broker):
     for worker in started:
         worker.stop()
     shutil.rmtree(logs, ignore_errors=True)
+
+
+BROWSER = Path("/usr/bin/chromium")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The browser tests drive Debian's chromium (Playwright's own download is blocked): on a
+    machine without it, say so before anything runs, with how to get it, instead of failing
+    ten minutes in."""
+    if not BROWSER.exists() and any(item.nodeid.startswith("tests/web/test_browser.py") for item in items):
+        pytest.exit(f"The browser tests need Debian's chromium at {BROWSER}. Install it with "
+                    "`sudo apt-get install -y chromium` (`.ci/run` does), or run without them: "
+                    "`.venv/bin/python -m pytest -q --deselect tests/web/test_browser.py`.", returncode=4)

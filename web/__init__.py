@@ -10,7 +10,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from grader import render
 from workers import enqueue
 
-from . import db, errors, headers, settings
+from . import db, errors, headers, settings, throttle
 from .cookies import LoopbackAwareSessionInterface
 from .extensions import csrf, login_manager
 
@@ -25,6 +25,10 @@ def create_app(config: dict | None = None) -> Flask:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1, x_host=1)
     app.session_interface = LoopbackAwareSessionInterface()
     db.init_app(app)
+    if not app.config.get("RATELIMIT_STORAGE_URI"):
+        from workers.broker import broker_url
+        app.config["RATELIMIT_STORAGE_URI"] = throttle.storage_uri(broker_url())
+    throttle.limiter.init_app(app)
     login_manager.init_app(app)
     csrf.init_app(app)
     errors.init_app(app)

@@ -14,33 +14,82 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from store.models import ApiToken, LoginToken, User
+from store.models import ApiToken, Enrollment, LoginToken, User
 
-STAFF_ROLES = ("ta", "admin")
 MIN_PASSWORD_LENGTH = 10
+# what each course role may do is ranked: staff of a course act on people below them in it
+COURSE_RANK = {"student": 0, "ta": 1, "instructor": 2}
+STAFF_ROLES = ("ta", "instructor")
 
 
 class Account(UserMixin):
-    """The signed-in user as Flask-Login sees it: a detached snapshot of the users row."""
+    """The signed-in user as Flask-Login sees it: a detached snapshot of the users row and of
+    the user's role in each course. `session_token` is the server-side session it came from
+    (web/sessions.py); Flask-Login keeps that, never the user id, in the cookie."""
 
-    def __init__(self, user: User):
+    def __init__(self, user: User, course_roles: dict[int, str], session_token: str | None = None):
         self.id = user.id
         self.email = user.email
         self.name = user.name
-        self.role = user.role
         self.nickname = user.nickname
+        self.is_admin = user.role == "admin"
+        self.course_roles = dict(course_roles)
+        self.session_token = session_token
+
+    def get_id(self) -> str:
+        return self.session_token or ""
+
+    @property
+    def staff_course_ids(self) -> frozenset[int]:
+        return frozenset(c for c, role in self.course_roles.items() if role in STAFF_ROLES)
 
     @property
     def is_staff(self) -> bool:
-        return self.role in STAFF_ROLES
+        """Staff of some course (or a site admin): may open the staff console, which then shows
+        only the courses where they are staff."""
+        return self.is_admin or bool(self.staff_course_ids)
 
-    @property
-    def is_admin(self) -> bool:
-        return self.role == "admin"
+    def is_staff_of(self, course_id: int) -> bool:
+        return self.is_admin or self.course_roles.get(course_id) in STAFF_ROLES
+
+    def is_instructor_of(self, course_id: int) -> bool:
+        return self.is_admin or self.course_roles.get(course_id) == "instructor"
+
+    def may_give(self, course_id: int | None, role: str) -> bool:
+        """May this user enroll someone as `role` in the course (None: a course not made yet)?
+        Admins: any role anywhere; an instructor: students and TAs of their course; a TA:
+        students of theirs."""
+        if self.is_admin:
+            return True
+        mine = self.course_roles.get(course_id) if course_id is not None else None
+        return mine in STAFF_ROLES and COURSE_RANK[role] < COURSE_RANK[mine]
 
     @property
     def display_name(self) -> str:
         return self.name or self.email
+
+
+def course_roles(session: Session, user_id: int) -> dict[int, str]:
+    return dict(session.execute(select(Enrollment.course_id, Enrollment.role).where(Enrollment.user_id == user_id)).all())
+
+
+def account_for(session: Session, user: User, session_token: str | None = None) -> Account:
+    return Account(user, course_roles(session, user.id), session_token)
+
+
+def may_act_for(session: Session, actor: Account, target: User) -> bool:
+    """May `actor` get a sign-in link for `target` (which is acting as them)? Admins may for
+    anyone. Anyone else only for a non-admin enrolled somewhere, who in every course they are
+    in holds a lower role than the actor holds there: a TA of one course must not become,
+    through a student who is a TA elsewhere, staff of another course."""
+    if actor.is_admin:
+        return True
+    if target.role == "admin" or target.id == actor.id:
+        return False
+    theirs = course_roles(session, target.id)
+    return bool(theirs) and all(actor.course_roles.get(course) in STAFF_ROLES and
+                                COURSE_RANK[role] < COURSE_RANK[actor.course_roles[course]]
+                                for course, role in theirs.items())
 
 
 def now() -> dt.datetime:
@@ -78,7 +127,9 @@ _DUMMY_HASH = generate_password_hash("not a real password")
 # ----- one-time login links -----
 
 def new_login_token(session: Session, user: User, hours: float) -> str:
-    """A fresh one-time token for user (the caller commits); returns the token itself."""
+    """A fresh one-time token for user (the caller commits); returns the token itself. The
+    user's older unused links stop working: only the newest link handed out signs in."""
+    revoke_login_tokens(session, user.id)
     token = secrets.token_urlsafe(32)
     session.add(LoginToken(user_id=user.id, token_hash=token_hash(token),
                            expires_at=now() + dt.timedelta(hours=hours)))
@@ -91,13 +142,19 @@ def use_login_token(session: Session, token: str) -> User | None:
     used = session.execute(
         update(LoginToken)
         .where(LoginToken.token_hash == token_hash(token), LoginToken.used_at.is_(None),
-               LoginToken.expires_at > now())
+               LoginToken.revoked_at.is_(None), LoginToken.expires_at > now())
         .values(used_at=now())
         .returning(LoginToken.user_id)).first()
     if used is None:
         return None
+    revoke_login_tokens(session, used.user_id)       # any other link of theirs still out there
     user = session.get(User, used.user_id)
     return user if user is not None and user.active else None
+
+
+def revoke_login_tokens(session: Session, user_id: int) -> None:
+    session.execute(update(LoginToken).where(LoginToken.user_id == user_id, LoginToken.used_at.is_(None),
+                                             LoginToken.revoked_at.is_(None)).values(revoked_at=now()))
 
 
 # ----- API tokens -----

@@ -11,7 +11,7 @@ import grader
 from store.models import User
 from workers import enqueue
 
-from . import accounts, courses, db, runs
+from . import accounts, courses, db, runs, throttle
 from .errors import UserError
 from .leaderboard import standings_for
 
@@ -31,12 +31,13 @@ def token_required(view):
         if user is None:
             raise UserError("The API token is unknown or revoked.", "Create a new token on your account page.", 401)
         session.commit()
-        g.api_user = accounts.Account(user)
+        g.api_user = accounts.account_for(session, user)
         return view(*args, **kwargs)
     return wrapper
 
 
 @bp.route("/assignments/<name>/submissions", methods=["POST"])
+@throttle.uploads
 @token_required
 def submit(name: str):
     session = db.session()
@@ -78,7 +79,7 @@ def run_report(run_id: int):
 @bp.route("/assignments/<name>/leaderboard")
 @token_required
 def leaderboard(name: str):
-    assignment = courses.get_assignment(db.session(), name)     # a token holder is signed in: may view
+    assignment = courses.assignment_for(db.session(), g.api_user, name)
     backend = request.args.get("backend", assignment.backend)
     return jsonify(assignment=assignment.name, backend=backend, rows=[
         {"rank": s.rank, "nickname": s.nickname, "total": s.total, "max_total": s.max_total,

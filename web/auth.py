@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, session as cookie, url_for
 from flask_login import current_user, login_required, login_user, logout_user
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from store.models import ApiToken, User
 
-from . import accounts, db
+from . import accounts, db, sessions, throttle
 from .cookies import is_plain_loopback
 from .leaderboard import standings_changed
 from .extensions import login_manager
@@ -21,9 +21,17 @@ bp = Blueprint("auth", __name__)
 
 
 @login_manager.user_loader
-def _load_user(user_id: str):
-    user = db.session().get(User, int(user_id)) if user_id.isdigit() else None
-    return accounts.Account(user) if user is not None and user.active else None
+def _load_user(session_token: str):
+    return sessions.load(db.session(), session_token) if session_token else None
+
+
+def _sign_in(user: User) -> None:
+    """A fresh server-side session for user; whatever the cookie held before is dropped."""
+    session = db.session()
+    account = sessions.start(session, user, current_app.config["PERMANENT_SESSION_LIFETIME"])
+    session.commit()
+    cookie.clear()
+    login_user(account)
 
 
 def _safe_next(target: str | None) -> str:
@@ -41,6 +49,8 @@ def _safe_next(target: str | None) -> str:
 
 
 @bp.route("/login", methods=["GET", "POST"])
+@throttle.sign_in_per_account
+@throttle.sign_in_per_address
 def login():
     if current_user.is_authenticated:
         return redirect(url_for("student.home"))
@@ -49,7 +59,7 @@ def login():
     if form.validate_on_submit():
         user = accounts.check_password(db.session(), form.email.data, form.password.data)
         if user is not None:
-            login_user(accounts.Account(user))
+            _sign_in(user)
             return redirect(_safe_next(request.args.get("next")))
         flash("That email and password do not match an active account. Use the one-time link "
               "course staff sent you if you have not set a password yet.", "error")
@@ -59,6 +69,7 @@ def login():
 
 
 @bp.route("/login/link/<token>", methods=["GET", "POST"])
+@throttle.login_links
 def login_link(token: str):
     form = ConfirmForm()
     if request.method == "GET":
@@ -72,7 +83,7 @@ def login_link(token: str):
         flash("That sign-in link is unknown, expired or already used. Ask course staff for a new one.", "error")
         return render_template("auth/login_link.html", form=form, failed=True), 400
     session.commit()
-    login_user(accounts.Account(user))
+    _sign_in(user)
     if not user.password_hash:
         flash("Signed in. Set a password below so you can sign in again without a link.", "success")
         return redirect(url_for("auth.account"))
@@ -84,8 +95,27 @@ def login_link(token: str):
 def logout():
     if not SimpleActionForm().validate_on_submit():
         abort(400)
+    session = db.session()
+    sessions.end(session, current_user.session_token, "signed out")
+    session.commit()
     logout_user()
+    cookie.clear()
     flash("Signed out.", "success")
+    return redirect(url_for("auth.login"))
+
+
+@bp.route("/account/sessions/end", methods=["POST"])
+@login_required
+def sign_out_everywhere():
+    """Every session of this account ends, this one too (e.g. after using a shared computer)."""
+    if not SimpleActionForm().validate_on_submit():
+        abort(400)
+    session = db.session()
+    ended = sessions.end_all(session, current_user.id, "signed out everywhere by the user")
+    session.commit()
+    logout_user()
+    cookie.clear()
+    flash(f"Signed out everywhere ({ended} session{'' if ended == 1 else 's'} ended). Sign in again here.", "success")
     return redirect(url_for("auth.login"))
 
 
@@ -95,9 +125,15 @@ def account():
     session = db.session()
     tokens = session.scalars(select(ApiToken).where(ApiToken.user_id == current_user.id,
                                                     ApiToken.revoked_at.is_(None)).order_by(ApiToken.id)).all()
+    return _account_page(tokens, None)
+
+
+def _account_page(tokens, new_token):
     return render_template("auth/account.html", nickname_form=NicknameForm(nickname=current_user.nickname),
                            password_form=PasswordForm(), token_form=ApiTokenForm(), action_form=SimpleActionForm(),
-                           tokens=tokens, new_token=None)
+                           tokens=tokens, new_token=new_token,
+                           live_sessions=sessions.live(db.session(), current_user.id),
+                           this_session=accounts.token_hash(current_user.session_token))
 
 
 @bp.route("/account/nickname", methods=["POST"])
@@ -131,8 +167,10 @@ def set_password():
         return redirect(url_for("auth.account")), 303
     session = db.session()
     accounts.set_password(session.get(User, current_user.id), form.password.data)
+    ended = sessions.end_all(session, current_user.id, "password changed", keep=current_user.session_token)
     session.commit()
-    flash("Password set.", "success")
+    flash("Password set." + (f" {ended} other session{'' if ended == 1 else 's'} of yours signed out." if ended else ""),
+          "success")
     return redirect(url_for("auth.account")), 303
 
 
@@ -147,9 +185,7 @@ def create_token():
     session.commit()
     tokens = session.scalars(select(ApiToken).where(ApiToken.user_id == current_user.id,
                                                     ApiToken.revoked_at.is_(None)).order_by(ApiToken.id)).all()
-    return render_template("auth/account.html", nickname_form=NicknameForm(nickname=current_user.nickname),
-                           password_form=PasswordForm(), token_form=ApiTokenForm(), action_form=SimpleActionForm(),
-                           tokens=tokens, new_token=token)
+    return _account_page(tokens, token)
 
 
 @bp.route("/account/tokens/<int:token_id>/revoke", methods=["POST"])

@@ -55,7 +55,7 @@ def _student(session, course_id: int) -> User:
         raise UserError("The submission names no student email.", "Send the student's email as the field 'email'.")
     user = session.scalar(select(User).where(User.email == email).with_for_update())
     if user is None:
-        user = User(email=email, name=(request.form.get("name") or "")[:200], role="student")
+        user = User(email=email, name=(request.form.get("name") or "")[:200], role="user")
         session.add(user)
         session.flush()
     if not user.active:
@@ -83,8 +83,10 @@ def _course_run(run_id: int, with_report: bool = False) -> GradingRun:
 
 class _CourseStaff:
     """Who reads a run of the token's own course through runs.visible_run: its staff."""
-    is_staff = True
     id = None
+
+    def is_staff_of(self, course_id: int) -> bool:
+        return course_id == g.course_id
 
 
 @bp.route("/course/assignments/<name>/submissions", methods=["POST"])

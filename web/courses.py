@@ -6,7 +6,7 @@ import datetime as dt
 import tomllib
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from store.models import Assignment, DeadlineExtension, Enrollment, GradingRun, Submission
@@ -27,11 +27,10 @@ def get_assignment(session: Session, name: str) -> Assignment:
 
 
 def can_open(session: Session, user: Account, assignment: Assignment) -> bool:
-    if user.is_staff:
+    """Staff of the assignment's course always; its students while it is active."""
+    if user.is_staff_of(assignment.course_id):
         return True
-    return assignment.active and session.scalar(
-        select(Enrollment.id).where(Enrollment.user_id == user.id,
-                                    Enrollment.course_id == assignment.course_id)) is not None
+    return assignment.active and assignment.course_id in user.course_roles
 
 
 def assignment_for(session: Session, user: Account, name: str) -> Assignment:
@@ -44,10 +43,23 @@ def assignment_for(session: Session, user: Account, name: str) -> Assignment:
 
 def visible_assignments(session: Session, user: Account) -> list[Assignment]:
     query = select(Assignment).order_by(Assignment.deadline.desc().nulls_last(), Assignment.name)
-    if not user.is_staff:
-        enrolled = select(Enrollment.course_id).where(Enrollment.user_id == user.id)
-        query = query.where(Assignment.active, Assignment.course_id.in_(enrolled))
+    if not user.is_admin:
+        query = query.where(or_(Assignment.course_id.in_(user.staff_course_ids),
+                                and_(Assignment.active, Assignment.course_id.in_(list(user.course_roles)))))
     return list(session.scalars(query))
+
+
+def course_ids_of(session: Session, user_id: int) -> set[int]:
+    return set(session.scalars(select(Enrollment.course_id).where(Enrollment.user_id == user_id)))
+
+
+def staff_assignment(session: Session, user: Account, name: str) -> Assignment:
+    """The assignment for a staff view: only staff of its course (or an admin) get it."""
+    assignment = get_assignment(session, name)
+    if not user.is_staff_of(assignment.course_id):
+        raise UserError(f"You are not staff of the course of {name!r}.",
+                        "Ask its instructor or a site admin to add you as a TA.", 403)
+    return assignment
 
 
 # ----- the spec in force -----
@@ -107,7 +119,7 @@ def allowance(session: Session, user_id: int, assignment: Assignment) -> Allowan
 
 def check_may_submit(session: Session, user: Account, assignment: Assignment) -> None:
     """Raises UserError (403/429) saying why this upload may not be graded now."""
-    if user.is_staff:
+    if user.is_staff_of(assignment.course_id):
         return
     if not assignment.active:
         raise UserError(f"{assignment.name} is closed.", "Ask course staff if you need to submit.", 403)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, jsonify, render_template, request
+from flask import Flask, abort, current_app, jsonify, make_response, render_template, request
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
@@ -40,7 +40,30 @@ def respond(message: str, remedy: str, status: int):
     return render_template("error.html", message=message, remedy=remedy, status=status), status
 
 
+DRAIN_LIMIT = 64 * 1024 * 1024     # bodies up to this are read and dropped before a 413; beyond, the connection closes
+
+
+def _refuse_oversized_bodies() -> None:
+    """An upload over MAX_CONTENT_LENGTH gets the 413 page, whoever sends it: the body is read
+    and dropped first, because a server that answers while the client is still sending resets
+    the connection and the browser shows a network error instead of the page."""
+    limit = current_app.config.get("MAX_CONTENT_LENGTH")
+    length = request.content_length
+    if limit is None or length is None or length <= limit:
+        return
+    if length <= DRAIN_LIMIT:
+        stream = request.environ["wsgi.input"]
+        left = length
+        while left > 0:
+            chunk = stream.read(min(1 << 16, left))
+            if not chunk:
+                break
+            left -= len(chunk)
+    abort(413)
+
+
 def init_app(app: Flask) -> None:
+    app.before_request(_refuse_oversized_bodies)
     @app.errorhandler(UserError)
     def _user_error(err: UserError):
         return respond(err.message, err.remedy, err.status)
@@ -53,6 +76,18 @@ def init_app(app: Flask) -> None:
     def _csrf(err: CSRFError):
         return respond(f"The form could not be accepted: {err.description}",
                        "Reload the page and submit the form again (forms expire when you sign out).", 400)
+
+    @app.errorhandler(429)
+    def _too_many(err: HTTPException):
+        from .throttle import retry_after_seconds
+        wait = retry_after_seconds()
+        when = f"in {wait} s" if wait is not None and wait < 120 else \
+            f"in {-(-wait // 60)} min" if wait is not None else "in a few minutes"
+        response = make_response(respond(f"{err.description}", f"Try again {when}. Each attempt while "
+                                         "you wait is refused too.", 429))
+        if wait is not None:
+            response.headers["Retry-After"] = str(wait)
+        return response
 
     @app.errorhandler(HTTPException)
     def _http(err: HTTPException):

@@ -60,13 +60,19 @@ def standings_for(assignment, backend: str):
 
 
 def may_view(assignment) -> bool:
-    return assignment.course.leaderboard_visibility == "public" or current_user.is_authenticated
+    """A public board: anyone. Otherwise the people of the course (students while the
+    assignment is open, its staff always) and site admins."""
+    return assignment.course.leaderboard_visibility == "public" or (
+        current_user.is_authenticated and courses.can_open(db.session(), current_user, assignment))
 
 
 @bp.route("/leaderboard/<name>")
 def board(name: str):
     assignment = courses.get_assignment(db.session(), name)
     if not may_view(assignment):
+        if current_user.is_authenticated:
+            raise UserError(f"The leaderboard of {name!r} is for the people of {assignment.course.name}.",
+                            "Ask course staff to add you to the roster.", 403)
         return login_manager.unauthorized()
     backend = request.args.get("backend", assignment.backend)
     entry = standings_entry(assignment, backend)

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from store.models import ROLES, Course, Enrollment, User
+from store.models import COURSE_ROLES, Course, Enrollment, User
 
-from .accounts import new_login_token
+from .accounts import Account, may_act_for, new_login_token
 from .errors import UserError
 
 EMAIL = re.compile(r"^[^@\s,;]+@[^@\s,;]+\.[^@\s,;]+$")
@@ -32,7 +32,7 @@ class Imported:
     name: str
     role: str
     created: bool
-    token: str
+    token: str | None         # None: an existing account the importer may not sign in as
 
 
 def parse(data: bytes) -> list[RosterLine]:
@@ -56,8 +56,9 @@ def parse(data: bytes) -> list[RosterLine]:
             problems.append(f"line {number}: {email or '(empty)'!r} is not an email address")
         elif email in seen:
             problems.append(f"line {number}: {email} appears twice")
-        if role not in ROLES:
-            problems.append(f"line {number}: role {role!r} is not one of {', '.join(ROLES)}")
+        if role not in COURSE_ROLES:
+            problems.append(f"line {number}: role {role!r} is not one of {', '.join(COURSE_ROLES)}"
+                            + (" (site admins are made by a site admin on the roster page)" if role == "admin" else ""))
         seen.add(email)
         lines.append(RosterLine(email, (row.get("name") or "").strip()[:200], role))
     if problems:
@@ -69,10 +70,27 @@ def parse(data: bytes) -> list[RosterLine]:
     return lines
 
 
-def import_roster(session: Session, course_name: str, lines: list[RosterLine], link_hours: float) -> list[Imported]:
-    """Creates missing users, enrolls everyone, makes a login link each (the caller commits).
-    Existing users keep their password and global role, unless the roster raises it."""
+def import_roster(session: Session, actor: Account, course_name: str, lines: list[RosterLine],
+                  link_hours: float) -> list[Imported]:
+    """Creates missing users and enrolls everyone with the line's course role (the caller
+    commits). The importer gives only roles below their own in the course (a site admin: any)
+    and changes no one whose present role there is not below theirs; only a site admin starts
+    a new course. A one-time link is made for each new person and for each existing one the
+    importer may act for (web/accounts.py may_act_for); others sign in as they do already."""
     course = session.scalar(select(Course).where(Course.name == course_name))
+    if course is None and not actor.is_admin:
+        raise UserError(f"There is no course called {course_name!r}.",
+                        "Pick one of your courses; only a site admin starts a new course.", 403)
+    course_id = course.id if course is not None else None
+    present = dict(session.execute(select(User.email, Enrollment.role).join(Enrollment, Enrollment.user_id == User.id)
+                                   .where(Enrollment.course_id == course_id)).all()) if course_id else {}
+    refused = [f"{line.email} as {line.role}" for line in lines if not actor.may_give(course_id, line.role)]
+    refused += [f"{line.email} (now {present[line.email]})" for line in lines
+                if line.email in present and not actor.may_give(course_id, present[line.email])]
+    if refused:
+        raise UserError("The roster was not imported: you may not enroll or change " + "; ".join(refused[:20]) + ".",
+                        "A TA enrolls students, an instructor students and TAs; ask a site admin for the rest. "
+                        "Nothing was changed.", 403)
     if course is None:
         course = Course(name=course_name, leaderboard_visibility="signed_in")
         session.add(course)
@@ -82,17 +100,16 @@ def import_roster(session: Session, course_name: str, lines: list[RosterLine], l
         user = session.scalar(select(User).where(User.email == line.email))
         created = user is None
         if created:
-            user = User(email=line.email, name=line.name, role=line.role, active=True)
+            user = User(email=line.email, name=line.name, role="user", active=True)
             session.add(user)
             session.flush()
-        elif ROLES.index(line.role) > ROLES.index(user.role):
-            user.role = line.role
         enrollment = session.scalar(select(Enrollment).where(Enrollment.user_id == user.id,
                                                              Enrollment.course_id == course.id))
         if enrollment is None:
             session.add(Enrollment(user_id=user.id, course_id=course.id, role=line.role))
         else:
             enrollment.role = line.role
-        done.append(Imported(line.email, user.name, line.role, created,
-                             new_login_token(session, user, link_hours)))
+        session.flush()
+        token = new_login_token(session, user, link_hours) if created or may_act_for(session, actor, user) else None
+        done.append(Imported(line.email, user.name, line.role, created, token))
     return done

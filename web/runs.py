@@ -25,7 +25,7 @@ def visible_run(session: Session, user: Account, run_id: int, with_report: bool 
     if not with_report:
         options.append(defer(GradingRun.report))
     run = session.scalar(select(GradingRun).where(GradingRun.id == run_id).options(*options))
-    if run is None or not (user.is_staff or run.submission.user_id == user.id):
+    if run is None or not (run.submission.user_id == user.id or user.is_staff_of(run.submission.assignment.course_id)):
         raise UserError(f"There is no run {run_id} of yours.", "Open your runs from the assignment page.", 404)
     return run
 

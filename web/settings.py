@@ -21,6 +21,14 @@ DEFAULTS = {
     "LEADERBOARD_CACHE_SECONDS": 10.0,        # safety-net recompute; every write that changes standings moves its stamp
     "LEADERBOARD_PAGE_SIZE": 100,
     "STATUS_POLL_MS": 1000,
+    # rate limits (web/throttle.py); counts live in the service's Redis unless RATELIMIT_STORAGE_URI says
+    "RATELIMIT_ENABLED": True,                # per app: the limiter is one object shared by every app in a process
+    "RATELIMIT_STRATEGY": "moving-window",
+    "RATELIMIT_HEADERS_ENABLED": True,
+    "RATELIMIT_SIGN_IN_PER_ACCOUNT": "5 per minute; 20 per hour",    # failed sign-ins naming one account
+    "RATELIMIT_SIGN_IN_PER_ADDRESS": "20 per minute; 100 per hour",  # failed sign-ins from one address
+    "RATELIMIT_LOGIN_LINKS": "10 per minute; 50 per hour",           # one-time links tried from one address
+    "RATELIMIT_UPLOADS": "10 per minute; 60 per hour",               # uploads per person, accepted or refused
 }
 
 

@@ -39,7 +39,9 @@ WITH counted AS (
     JOIN submissions s ON s.id = r.submission_id
     JOIN users u ON u.id = s.user_id
     WHERE s.assignment_id = :assignment_id AND r.backend = :backend AND r.status = 'done'
-      AND NOT r.flagged AND r.score_total IS NOT NULL AND u.active AND u.role = 'student'),
+      AND NOT r.flagged AND r.score_total IS NOT NULL AND u.active
+      AND EXISTS (SELECT 1 FROM enrollments e JOIN assignments a ON a.course_id = e.course_id
+                  WHERE a.id = s.assignment_id AND e.user_id = s.user_id AND e.role = 'student')),
 at_best AS (
     SELECT c.*, (SELECT sum(t.p99_us) FROM test_results t
                  WHERE t.run_id = c.run_id AND t.kind = 'performance') AS p99_sum

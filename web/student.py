@@ -13,7 +13,7 @@ import grader
 from store.models import GradingRun, Submission, User
 from workers import enqueue
 
-from . import courses, db, runs
+from . import courses, db, runs, throttle
 from .charts import Guide, Point, time_chart
 from .errors import UserError
 from .forms import UploadForm
@@ -62,6 +62,7 @@ def assignment(name: str):
 
 
 @bp.route("/a/<name>/submit", methods=["POST"])
+@throttle.uploads
 @login_required
 def upload(name: str):
     session = db.session()
@@ -129,7 +130,7 @@ def report(run_id: int):
                         "Wait for it on its status page; the report appears when grading is done.", 409)
     return render_template("student/report.html", run=run, report=report, chart=runs.timing_chart(report),
                            profiles=runs.profile_views(report), parts=runs.score_parts(report),
-                           flags=runs.flag_texts(report, for_staff=current_user.is_staff))
+                           flags=runs.flag_texts(report, for_staff=current_user.is_staff_of(run.submission.assignment.course_id)))
 
 
 @bp.route("/runs/<int:run_id>/report.json")

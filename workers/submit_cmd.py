@@ -182,7 +182,7 @@ def _via_database(args, filename: str, data: bytes) -> int:
             return 2
         user = s.scalar(select(User).where(User.email == args.email.lower()))
         if user is None:          # the machine's own operator: an account of their own, made on first use
-            user = User(email=args.email.lower(), name=args.email.split("@")[0], role="student")
+            user = User(email=args.email.lower(), name=args.email.split("@")[0], role="user")
             s.add(user)
         try:
             run = enqueue.submit(s, user, assignment, filename, data)

@@ -4,10 +4,12 @@ load kernel.neff, execute it on the real inputs, read the outputs back and time 
 Standalone on purpose: the nrtpy environment holds nrtpy and NumPy, not the grader, and never
 the nki wheel ("The standalone nrtpy wheel and the nki wheel cannot be installed in the same
 Python environment": neuron-runtime/nrtpy/index.rst). Reads job.json and inputs/arg*.npy;
-writes the file named by its argument: one JSON header line, then each output in .npy format.
+writes the file named by its argument: a header frame (grader/wire.py's format, written here
+without importing the grader), then each output in .npy format.
 Runtime log lines go to stdout/stderr, never into the result.
 """
 import json
+import struct
 import sys
 
 import numpy as np
@@ -51,6 +53,15 @@ def run(job: dict) -> tuple[dict, list]:
     return header, outputs
 
 
+HEADER_MAGIC = b"GRH1"        # grader/wire.py HEADER_MAGIC; a test checks the two frames agree
+
+
+def header_frame(header: dict) -> bytes:
+    """The magic, the JSON's length (8 bytes, little-endian), the JSON: what grader/wire.py reads."""
+    body = json.dumps(header, separators=(",", ":")).encode()
+    return HEADER_MAGIC + struct.pack("<Q", len(body)) + body
+
+
 def main() -> None:
     with open("job.json") as fh:
         job = json.load(fh)
@@ -60,7 +71,7 @@ def main() -> None:
         header, outputs = {"status": "invalid", "error": f"{type(err).__name__}: {err}"[:4000]}, []
     header["arrays"] = len(outputs)
     with open(sys.argv[1], "wb") as out:
-        out.write(json.dumps(header).encode() + b"\n")
+        out.write(header_frame(header))
         for arr in outputs:
             np.lib.format.write_array(out, arr, allow_pickle=False)
     sys.stdout.flush()

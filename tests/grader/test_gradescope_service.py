@@ -49,7 +49,7 @@ def course(db):
     other = Assignment(course=Course(name="Other course"), name="elsewhere", title=spec.title,
                        spec_name=str(TINY_SPEC), spec_version=spec.spec_version,
                        thresholds_version=spec.thresholds_version, spec_hash=specs.spec_hash(toml), spec_toml=toml)
-    ta = User(email="tara@example.edu", name="Tara", role="ta")
+    ta = User(email="tara@example.edu", name="Tara")
     accounts.set_password(ta, PASSWORD)
     db.add_all([assignment, other, ta, Enrollment(user=ta, course=course, role="ta")])
     db.commit()
@@ -122,7 +122,7 @@ def test_service_mode_grades_on_the_service(db, course, site, installed, celery_
 
     db.expire_all()
     user = db.scalar(select(User).where(User.email == "new.student@example.edu"))
-    assert user is not None and user.name == "New Student" and user.role == "student"
+    assert user is not None and user.name == "New Student" and user.role == "user"
     assert db.scalar(select(Enrollment).where(Enrollment.user_id == user.id,
                                               Enrollment.course_id == course["course"].id)) is not None
     run = db.get(GradingRun, run_id)

@@ -128,3 +128,13 @@ def test_the_current_line_has_no_baremetal_and_reads_the_artifacts_dir_at_import
         print(os.path.exists("late"))
         """, tmp_path)
     assert late.returncode == 0 and late.stdout.strip() == "False", late.stderr
+
+
+def test_the_nrtpy_script_frames_its_header_as_the_grader_reads_it():
+    """nrtpy_main.py runs where the grader is not installed, so it writes the frame itself."""
+    from grader import wire
+    from grader.neuron import nrtpy_main
+    header = {"status": "ok", "arrays": 2, "durations_ms": [0.01, 0.02]}
+    frame = nrtpy_main.header_frame(header)
+    assert frame == wire.header_frame(header)
+    assert wire.read_header_line(frame + b"rest") == (header, len(frame))

@@ -37,10 +37,11 @@ def course_setup(db):
     people = {}
     for key, role, nickname in (("alice", "student", "alice_k"), ("bob", "student", "bobby"),
                                 ("tara", "ta", None), ("ada", "admin", None)):
-        user = User(email=f"{key}@example.edu", name=key.title(), role=role, nickname=nickname, active=True)
+        user = User(email=f"{key}@example.edu", name=key.title(), role="admin" if role == "admin" else "user",
+                    nickname=nickname, active=True)
         accounts.set_password(user, PASSWORD)
         db.add(user)
-        db.add(Enrollment(user=user, course=course, role=role))
+        db.add(Enrollment(user=user, course=course, role="instructor" if role == "admin" else role))
         people[key] = user
     db.add(assignment)
     db.commit()
@@ -70,3 +71,30 @@ def tiny_reports():
         submission = grader.submission_from_bytes("conv2d.py", source, spec)
         reports[key] = grader.grade(submission, spec, grader.GradeOptions(backend="sim", seed=7))
     return reports
+
+
+@pytest.fixture
+def two_courses(db, course_setup):
+    """CS149 (course_setup: alice and bob students, tara TA, ada site admin and instructor) and
+    CS150 with its own assignment, TA theo, student sam, and carl: a student of CS149 who is a
+    TA of CS150."""
+    from store.models import Assignment, Course, Enrollment, User
+    from web import accounts
+    cs150 = Course(name="CS150", leaderboard_visibility="signed_in")
+    a = course_setup["assignment"]
+    other = Assignment(course=cs150, name="other", title=a.title, spec_name=a.spec_name, spec_version=a.spec_version,
+                       thresholds_version=a.thresholds_version, spec_hash=a.spec_hash, spec_toml=a.spec_toml,
+                       backend="sim", runs_per_hour=3)
+    people = {}
+    for key, roles in (("theo", {cs150: "ta"}), ("sam", {cs150: "student"}),
+                       ("carl", {course_setup["course"]: "student", cs150: "ta"}),
+                       ("ines", {course_setup["course"]: "instructor"})):
+        user = User(email=f"{key}@example.edu", name=key.title(), active=True)
+        accounts.set_password(user, PASSWORD)
+        db.add(user)
+        for course, role in roles.items():
+            db.add(Enrollment(user=user, course=course, role=role))
+        people[key] = user
+    db.add(other)
+    db.commit()
+    return {**course_setup, "cs150": cs150, "other": other, **people}

@@ -272,3 +272,9 @@ def test_the_whole_site_in_a_browser(served, browser, db):
     ada.page.click("[data-history] a:has-text('report')")
     assert "thresholds_version t2-strict" in ada.page.inner_text("main")
     ada.shot("tiny-report-rescored")
+
+    # an upload over the limit, sent to the real server, gets the 413 page, not a reset connection
+    import requests
+    big = requests.post(f"{base}/a/tiny/submit", files={"file": ("conv2d.py", b"x" * (20 * 1024 * 1024))},
+                        cookies={c["name"]: c["value"] for c in ada.context.cookies()}, timeout=120)
+    assert big.status_code == 413 and "larger than the 16 MiB" in big.text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from store.models import User
+from store.models import Enrollment, User
 
 from webtest_helpers import measured, store_graded_run
 
@@ -15,8 +15,8 @@ def ranked_nicknames(page: str) -> list[str]:
 
 def test_three_students_ranked_by_total_then_p99_sum(client_for, db, course_setup, tiny_reports):
     assignment, base = course_setup["assignment"], tiny_reports["optimized"]
-    carol = User(email="carol@example.edu", name="Carol", role="student", nickname="carol_c", active=True)
-    db.add(carol)
+    carol = User(email="carol@example.edu", name="Carol", nickname="carol_c", active=True)
+    db.add_all([carol, Enrollment(user=carol, course=course_setup["course"], role="student")])
     db.commit()
     # alice: full marks at 30 us (and an older, worse run); bob: full marks at 38 us;
     # carol: the relaxed tier (60 us > 40 us optimized); her faster run is flagged and hidden
@@ -58,9 +58,9 @@ def test_a_finished_grade_and_a_nickname_show_at_the_next_request(app, client_fo
     app.config["LEADERBOARD_CACHE_SECONDS"] = 3600.0
     other_process = web.create_app({**app.config})        # another server process: a cache of its own
     assignment, report = course_setup["assignment"], tiny_reports["optimized"]
-    carol = User(email="carol@example.edu", name="Carol", role="student", active=True)   # no nickname
-    dan = User(email="dan@example.edu", name="Dan", role="student", active=True)         # no nickname
-    db.add_all([carol, dan])
+    carol = User(email="carol@example.edu", name="Carol", active=True)   # no nickname
+    dan = User(email="dan@example.edu", name="Dan", active=True)         # no nickname
+    db.add_all([carol, dan, *(Enrollment(user=u, course=course_setup["course"], role="student") for u in (carol, dan))])
     db.commit()
     store_graded_run(db, course_setup["bob"], assignment, measured(report, 38.0))
     from webtest_helpers import login

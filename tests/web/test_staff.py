@@ -213,7 +213,7 @@ def test_roster_import_all_or_nothing_with_login_links(client_for, db, course_se
     assert page.count("/login/link/") == 2
     db.expire_all()
     new2 = db.scalar(select(User).where(User.email == "new2@example.edu"))
-    assert new2.name == "Zoë Two" and new2.role == "student"
+    assert new2.name == "Zoë Two" and new2.role == "user"
     assert db.scalar(select(func.count()).select_from(LoginToken).where(LoginToken.user_id == new2.id)) == 1
 
 

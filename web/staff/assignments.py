@@ -33,21 +33,23 @@ def _form_problems(form) -> str:
 
 @bp.route("/assignments", methods=["POST"])
 def create_assignment():
-    if not current_user.is_admin:
-        raise UserError("Only admins create assignments.", "Ask an admin.", 403)
+    session = db.session()
+    named = (request.form.get("course") or "").strip()
+    course = session.scalar(select(Course).where(Course.name == named)) if named else None
+    if not (current_user.is_admin or (course is not None and current_user.is_instructor_of(course.id))):
+        raise UserError(f"You may not create assignments in {named or 'that course'!r}.",
+                        "The course's instructors create its assignments; a site admin creates any.", 403)
     form = AssignmentForm()
     if form.is_submitted() and form.spec.data not in grader.available_specs():
         raise UserError(f"There is no bundled spec {form.spec.data!r}.",
                         f"Choose one of: {', '.join(grader.available_specs())}.")
     if not form.validate_on_submit():
         raise UserError(f"The assignment was not created: {_form_problems(form)}.", "Correct the form and try again.")
-    session = db.session()
     toml_text, spec = specs.read_spec_file(form.spec.data)
     if form.backend.data == "neuron" and spec.platform != "trn2":
         raise UserError(f"The spec {form.spec.data} holds thresholds measured on {spec.platform}, not Trainium2: "
                         "grading it on Trainium2 hardware would hold students to the wrong numbers.",
                         "Choose the simulator, or a spec written for Trainium2.")
-    course = session.scalar(select(Course).where(Course.name == form.course.data.strip()))
     if course is None:
         course = Course(name=form.course.data.strip())
         session.add(course)
@@ -71,7 +73,7 @@ def create_assignment():
 @bp.route("/assignments/<name>")
 def assignment(name: str):
     session = db.session()
-    assignment = courses.get_assignment(session, name)
+    assignment = courses.staff_assignment(session, current_user, name)
     versions = session.scalars(select(ThresholdsVersion).where(ThresholdsVersion.assignment_id == assignment.id)
                                .order_by(ThresholdsVersion.created_at.desc())).all()
     extensions = session.execute(select(DeadlineExtension, User).join(User, DeadlineExtension.user_id == User.id)
@@ -95,7 +97,7 @@ def assignment(name: str):
 @bp.route("/assignments/<name>/thresholds", methods=["POST"])
 def adopt_thresholds(name: str):
     session = db.session()
-    assignment = courses.get_assignment(session, name)
+    assignment = courses.staff_assignment(session, current_user, name)
     form = ThresholdsForm()
     if not form.validate_on_submit():
         raise UserError(f"The thresholds were not adopted: {_form_problems(form)}.", "Correct the form and try again.")
@@ -122,10 +124,10 @@ def adopt_thresholds(name: str):
 
 @bp.route("/assignments/<name>/rescore", methods=["POST"])
 def rescore(name: str):
+    session = db.session()
+    assignment = courses.staff_assignment(session, current_user, name)
     if not SimpleActionForm().validate_on_submit():
         raise UserError("The form was incomplete.", "Use the button on the assignment page.")
-    session = db.session()
-    assignment = courses.get_assignment(session, name)
     count = thresholds.rescore_all(session, assignment)
     standings_changed(session, assignment_ids=[assignment.id])
     flash(f"Rescored {count} graded runs under thresholds {assignment.thresholds_version}.", "success")
@@ -135,13 +137,14 @@ def rescore(name: str):
 @bp.route("/assignments/<name>/extensions", methods=["POST"])
 def grant_extension(name: str):
     session = db.session()
-    assignment = courses.get_assignment(session, name)
+    assignment = courses.staff_assignment(session, current_user, name)
     form = ExtensionForm()
     if not form.validate_on_submit():
         raise UserError(f"The extension was not granted: {_form_problems(form)}.", "Correct the form and try again.")
     user = session.scalar(select(User).where(User.email == form.email.data.strip().lower()))
-    if user is None:
-        raise UserError(f"No user has the email {form.email.data!r}.", "Import them with the roster first.", 404)
+    if user is None or assignment.course_id not in courses.course_ids_of(session, user.id):
+        raise UserError(f"No one in {assignment.course.name} has the email {form.email.data!r}.",
+                        "Import them with the course's roster first.", 404)
     row = session.scalar(select(DeadlineExtension).where(DeadlineExtension.user_id == user.id,
                                                          DeadlineExtension.assignment_id == assignment.id))
     if row is None:
@@ -156,10 +159,11 @@ def grant_extension(name: str):
 @bp.route("/assignments/<name>/visibility", methods=["POST"])
 def set_visibility(name: str):
     """Who may see the course's leaderboards: signed-in users only, or everyone."""
-    if not current_user.is_admin:
-        raise UserError("Only admins change who sees the leaderboard.", "Ask an admin.", 403)
     session = db.session()
-    assignment = courses.get_assignment(session, name)
+    assignment = courses.staff_assignment(session, current_user, name)
+    if not current_user.is_instructor_of(assignment.course_id):
+        raise UserError("Only the course's instructors change who sees its leaderboards.",
+                        "Ask an instructor of the course.", 403)
     form = VisibilityForm()
     if not form.validate_on_submit():
         raise UserError("The leaderboard's visibility must be signed_in or public.", "Choose one of the two.")
@@ -173,7 +177,7 @@ def set_visibility(name: str):
 @bp.route("/assignments/<name>/grades.csv")
 def grades_csv(name: str):
     session = db.session()
-    assignment = courses.get_assignment(session, name)
+    assignment = courses.staff_assignment(session, current_user, name)
     body = exports.grades_csv(exports.grade_lines(session, assignment), courses.spec_of(assignment).tests)
     return Response(body, mimetype="text/csv",
                     headers={"Content-Disposition": f'attachment; filename="{name}-grades.csv"'})
@@ -182,7 +186,7 @@ def grades_csv(name: str):
 @bp.route("/assignments/<name>/gradescope.zip")
 def gradescope_zip(name: str):
     session = db.session()
-    assignment = courses.get_assignment(session, name)
+    assignment = courses.staff_assignment(session, current_user, name)
     body = exports.gradescope_zip(exports.grade_lines(session, assignment))
     return Response(body, mimetype="application/zip",
                     headers={"Content-Disposition": f'attachment; filename="{name}-gradescope.zip"'})

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from flask import render_template
+from flask_login import current_user
 from sqlalchemy import select
 
 import grader
@@ -17,7 +18,10 @@ from . import bp
 @bp.route("/")
 def console():
     session = db.session()
-    assignments = session.scalars(select(Assignment).order_by(Assignment.name)).all()
+    query = select(Assignment).order_by(Assignment.name)
+    if not current_user.is_admin:
+        query = query.where(Assignment.course_id.in_(current_user.staff_course_ids))
+    assignments = session.scalars(query).all()
     specs = [(name, grader.load_spec(name)) for name in grader.available_specs()]
     # the default is the newest spec for Trainium2 (alphabetical order would pick last year's Trainium1 one)
     default = next((name for name, s in sorted(specs, key=lambda ns: ns[1].title, reverse=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from flask import Response, current_app, flash, jsonify, redirect, render_template, request, url_for
+from flask_login import current_user
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import defer, joinedload
 
@@ -26,6 +27,8 @@ def _filtered(args):
              .join(User, Submission.user_id == User.id)
              .join(Assignment, Submission.assignment_id == Assignment.id)
              .options(defer(GradingRun.report), defer(Submission.data)))   # megabytes each; the list shows neither
+    if not current_user.is_admin:
+        query = query.where(Assignment.course_id.in_(current_user.staff_course_ids))
     if args.get("assignment"):
         query = query.where(Assignment.name == args["assignment"])
     if args.get("status") in RUN_STATUSES:
@@ -49,7 +52,10 @@ def submissions():
     total = session.scalar(select(func.count()).select_from(query.subquery()))
     page = max(1, request.args.get("page", 1, type=int))
     rows = session.execute(query.order_by(GradingRun.id.desc()).limit(PAGE_SIZE).offset((page - 1) * PAGE_SIZE)).all()
-    names = session.scalars(select(Assignment.name).order_by(Assignment.name)).all()
+    names = select(Assignment.name).order_by(Assignment.name)
+    if not current_user.is_admin:
+        names = names.where(Assignment.course_id.in_(current_user.staff_course_ids))
+    names = session.scalars(names).all()
     return render_template("staff/submissions.html", rows=rows, total=total, page=page,
                            pages=max(1, -(-total // PAGE_SIZE)), args=request.args, assignments=names,
                            statuses=RUN_STATUSES, backends=BACKENDS)
@@ -58,10 +64,8 @@ def submissions():
 @bp.route("/runs/<int:run_id>")
 def run_detail(run_id: int):
     session = db.session()
-    run = session.scalar(select(GradingRun).where(GradingRun.id == run_id)
-                         .options(joinedload(GradingRun.submission).defer(Submission.data)))
-    if run is None:
-        raise UserError(f"There is no run {run_id}.", "Pick one from the submissions list.", 404)
+    run = _staff_run(session.scalar(select(GradingRun).where(GradingRun.id == run_id)
+                                    .options(joinedload(GradingRun.submission).defer(Submission.data))), run_id)
     report = runs.report_of(run)
     return render_template("staff/run.html", run=run, report=report,
                            chart=runs.timing_chart(report) if report else None,
@@ -75,7 +79,7 @@ def run_detail(run_id: int):
 
 @bp.route("/runs/<int:run_id>/file")
 def run_file(run_id: int):
-    run = db.session().get(GradingRun, run_id) or _missing(run_id)
+    run = _staff_run(db.session().get(GradingRun, run_id), run_id)
     name = run.submission.filename.replace('"', "")
     return Response(run.submission.data, mimetype="application/octet-stream",
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
@@ -83,21 +87,25 @@ def run_file(run_id: int):
 
 @bp.route("/runs/<int:run_id>/results.json")
 def run_gradescope(run_id: int):
-    run = db.session().get(GradingRun, run_id) or _missing(run_id)
+    run = _staff_run(db.session().get(GradingRun, run_id), run_id)
     report = runs.report_of(run)
     if report is None:
         raise UserError(f"Run {run_id} has no report yet.", "Wait until it is graded.", 409)
     return jsonify(render.to_gradescope(report))
 
 
-def _missing(run_id: int):
-    raise UserError(f"There is no run {run_id}.", "Pick one from the submissions list.", 404)
+def _staff_run(run: GradingRun | None, run_id: int) -> GradingRun:
+    """The run, if it belongs to a course the viewer is staff of; any other run is as missing."""
+    if run is None or not current_user.is_staff_of(run.submission.assignment.course_id):
+        raise UserError(f"There is no run {run_id} in your courses.", "Pick one from the submissions list.", 404)
+    return run
 
 
 def _action_run(run_id: int) -> GradingRun:
+    run = _staff_run(db.session().get(GradingRun, run_id), run_id)      # who may, before what was sent
     if not SimpleActionForm().validate_on_submit() and not FlagForm().validate_on_submit():
         raise UserError("The form was incomplete.", "Use the buttons on the run's page.", 400)
-    return db.session().get(GradingRun, run_id) or _missing(run_id)
+    return run
 
 
 @bp.route("/runs/<int:run_id>/rerun", methods=["POST"])
