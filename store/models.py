@@ -336,3 +336,35 @@ class CourseSubmitToken(Base):
     revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
 
     course: Mapped[Course] = relationship()
+
+
+# ---- staff tasks (revision 0005_staff_tasks) -------------------------------------------------
+
+STAFF_TASK_KINDS = ("rescore", "regrade", "grades_csv", "gradescope_zip")
+STAFF_TASK_STATUSES = ("queued", "running", "done", "failed")
+
+
+class StaffTask(Base):
+    """Work a TA starts that may take long (rescore or regrade every run, an export): done by a
+    Celery worker, never inside a web request; its page shows the progress, and an export's
+    file is kept here for download."""
+    __tablename__ = "staff_tasks"
+    __table_args__ = (_one_of("kind", STAFF_TASK_KINDS), _one_of("status", STAFF_TASK_STATUSES))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(20))
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignments.id", ondelete="CASCADE"), index=True)
+    requested_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    progress_done: Mapped[int] = mapped_column(Integer, default=0)
+    progress_total: Mapped[int] = mapped_column(Integer, default=0)
+    summary: Mapped[str | None] = mapped_column(Text)                 # what it did, in a sentence
+    error: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[bytes | None] = mapped_column(LargeBinary)          # an export's file
+    result_name: Mapped[str | None] = mapped_column(String(255))
+    result_type: Mapped[str | None] = mapped_column(String(100))
+    created_at: Mapped[dt.datetime] = _now()
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+
+    assignment: Mapped[Assignment] = relationship()

@@ -1,8 +1,8 @@
-"""Adopting a new thresholds version for an assignment and rescoring its graded runs.
+"""Adopting a new thresholds version for an assignment, and what a change would do first.
 
 Adopting rewrites the thresholds in the spec TOML kept on the assignment (tomlkit keeps its
-comments and layout), bumps thresholds_version and records the version. Rescoring replays
-every stored report's p99s through grader.rescore under the spec in force: no kernel runs."""
+comments and layout), bumps thresholds_version and records the version. Rescoring the graded
+runs afterwards is a staff task a worker runs (workers/staff_tasks.py)."""
 from __future__ import annotations
 
 import json
@@ -90,41 +90,6 @@ def adopt(session: Session, assignment: Assignment, version: str, thresholds: di
     assignment.spec_toml = new_toml
     assignment.spec_hash = spec.spec_hash
     assignment.thresholds_version = spec.thresholds_version
-
-
-def rescore_all(session: Session, assignment: Assignment, batch: int = 200) -> int:
-    """Re-score every finished run of the assignment under the spec in force; returns how many."""
-    spec = courses.spec_of(assignment)
-    query = (select(GradingRun).join(Submission)
-             .where(Submission.assignment_id == assignment.id, GradingRun.status == "done",
-                    GradingRun.report.is_not(None))
-             .order_by(GradingRun.id))
-    count, last_id = 0, 0
-    while True:
-        chunk = session.scalars(query.where(GradingRun.id > last_id).limit(batch)).all()
-        if not chunk:
-            return count
-        for run in chunk:
-            _rescore_run(session, run, spec)
-        count += len(chunk)
-        last_id = chunk[-1].id
-        session.commit()          # a batch at a time: a huge course never holds one long transaction
-
-
-def _rescore_run(session: Session, run: GradingRun, spec) -> None:
-    old = grader.Report.from_json(run.report)
-    new = grader.rescore(old, spec)
-    if set(new.flags) - set(old.flags):       # e.g. implausibly fast under the new thresholds: hold for review
-        run.flagged, run.flag_reason = True, ", ".join(new.flags)
-    run.report = new.to_json(include_seed=False)
-    run.score_total = new.score.total
-    run.max_total = new.score.max_total
-    run.thresholds_version = new.thresholds_version
-    by_name = {t.name: t for t in new.tests}
-    for row in session.scalars(select(TestResultRow).where(TestResultRow.run_id == run.id)):
-        test = by_name.get(row.test_name)
-        if test is not None:
-            row.points, row.max_points, row.status = test.points, test.max_points, test.status
 
 
 # ----- what a change does, before it is made -----

@@ -2,7 +2,7 @@
 `nki_grader.commands` entry-point group (grader/ imports nothing of ours):
 
     grader serve [--port 8000]            embedded PostgreSQL + Redis, a sim worker, beat, the web app
-    grader worker --queue sim|trn2        a Celery worker (trn2: one grade per NeuronCore)
+    grader worker --queue sim|trn2|nightly|staff   a Celery worker (trn2: one grade per NeuronCore)
     grader beat                           the nightly schedule and the reaper of dead workers' runs
     grader nightly [--now]                the reference regression (now, here; or queued)
     grader submit PATH [--server URL --token T]   enqueue, follow the progress, print the report
@@ -46,10 +46,11 @@ def _migrate_if_embedded() -> None:
 # --------------------------------------------------------------------------- worker
 
 def register_worker(sub) -> None:
-    p = sub.add_parser("worker", help="run a grading worker (Celery) on the sim, trn2 or nightly queue")
-    p.add_argument("--queue", choices=("sim", "trn2", "nightly"), default="sim",
+    p = sub.add_parser("worker", help="run a grading worker (Celery) on the sim, trn2, nightly or staff queue")
+    p.add_argument("--queue", choices=("sim", "trn2", "nightly", "staff"), default="sim",
                    help="sim: student grades on the simulator; trn2: on Trainium; nightly: the reference "
-                        "regression, apart so student grades never wait behind it")
+                        "regression, apart so student grades never wait behind it; staff: rescores, "
+                        "regrades and exports TAs start")
     p.add_argument("--concurrency", type=int, help="grades at once (sim: default 1; trn2: one per core)")
     p.add_argument("--cores", help="trn2: NeuronCores to use, e.g. 0,1,2,3 (default $NKI_NEURON_CORES, else "
                                    "every NeuronCore of the instance)")

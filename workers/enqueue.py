@@ -39,6 +39,15 @@ def rerun(run: GradingRun) -> GradingRun:
     return fresh
 
 
+def regrade(session: Session, submission: Submission, backend: str) -> GradingRun:
+    """Grade a stored submission again as a new run on `backend` (a staff task's regrade)."""
+    fresh = _new_run(submission, backend)
+    session.add(fresh)
+    session.commit()
+    send(fresh.id, fresh.queue, fresh.celery_task_id)
+    return fresh
+
+
 def cancel(run: GradingRun) -> str:
     """A queued run is cancelled at once; a running one is asked to stop (its worker sees the
     request at its next heartbeat and stores the partial report as cancelled). Returns the status."""

@@ -139,6 +139,8 @@ def serve(args) -> int:
                                          "--loglevel", "WARNING", "--concurrency", str(max(1, args.workers))]))
         children.append(Child("nightly worker", [python, "-m", "workers.cli", "worker", "--queue", "nightly",
                                                  "--quiet", "--loglevel", "WARNING", "--concurrency", "1"]))
+        children.append(Child("staff worker", [python, "-m", "workers.cli", "worker", "--queue", "staff",
+                                               "--quiet", "--loglevel", "WARNING", "--concurrency", "1"]))
         children.append(Child("beat", [python, "-m", "workers.cli", "beat", "--quiet", "--loglevel", "WARNING"]))
         base_url = f"http://127.0.0.1:{args.port}"
         if _web_available():

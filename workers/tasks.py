@@ -157,3 +157,10 @@ def nightly_regression() -> int:
 def nightly_reference(night_id: int, toml: str, reference: str, backend: str) -> None:
     from .nightly import grade_reference
     grade_reference(night_id, toml, reference, backend)
+
+
+@app.task(name="workers.staff_task", acks_late=True)
+def staff_task(task_id: int) -> None:
+    """A rescore, regrade or export a TA started (workers/staff_tasks.py), on the staff queue."""
+    from .staff_tasks import run
+    run(task_id)

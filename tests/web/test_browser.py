@@ -257,10 +257,14 @@ def test_the_whole_site_in_a_browser(served, browser, db):
     tim.shot("thresholds-confirm")
     assert "-37.5%" in tim.page.inner_text("[data-changes]")
     tim.page.click("button:has-text('Adopt t2-strict anyway')")
-    tim.page.wait_for_selector("text=Rescored")
+    # the rescore is a staff task: its page follows the staff worker until it is done
+    tim.page.wait_for_url(re.compile(r"/staff/tasks/\d+$"))
+    assert "Thresholds version t2-strict is in force" in tim.page.inner_text(".flash.success")
+    tim.page.wait_for_selector("[data-field=status]:has-text('done')", timeout=PAGE_TIMEOUT_MS)
     tim.shot("thresholds-adopted")
+    assert re.search(r"Rescored [1-9]\d* graded runs", tim.page.inner_text("[data-field=summary]"))
+    tim.go(f"{base}/staff/assignments/tiny", "staff-assignment-rescored")
     assert tim.page.inner_text("[data-thresholds-version]") == "t2-strict"
-    assert re.search(r"Rescored [1-9]\d* graded runs", tim.page.inner_text(".flash.success"))
     tim.go(f"{base}/staff/submissions?assignment=tiny", "staff-submissions")
     tim.page.click("[data-submissions] tbody tr:first-child a")
     tim.page.wait_for_selector("[data-seed]")

@@ -67,10 +67,11 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("staff.import_roster", "POST"): ANY_STAFF,     # the course and roles in the file decide (test_security)
     ("staff.create_assignment", "POST"): ADMIN,     # or an instructor naming their own course
     ("staff.assignment", "GET"): COURSE_STAFF,
-    ("staff.grades_csv", "GET"): COURSE_STAFF,
-    ("staff.gradescope_zip", "GET"): COURSE_STAFF,
     ("staff.adopt_thresholds", "POST"): COURSE_STAFF,
-    ("staff.rescore", "POST"): COURSE_STAFF,
+    ("staff.start_task", "POST"): COURSE_STAFF,     # rescore, regrade, exports: a worker does them
+    ("staff.task_page", "GET"): COURSE_STAFF,
+    ("staff.task_status", "GET"): COURSE_STAFF,
+    ("staff.task_download", "GET"): COURSE_STAFF,
     ("staff.grant_extension", "POST"): COURSE_STAFF,
     ("staff.set_visibility", "POST"): INSTRUCTOR,
     ("staff.run_detail", "GET"): COURSE_STAFF,
@@ -113,10 +114,15 @@ def test_every_route_answers_each_role_as_written(table_app, db, two_courses, ti
     run = store_graded_run(db, alice, two_courses["assignment"], tiny_reports["optimized"])
     timed = next(t.name for t in tiny_reports["optimized"].tests if t.p99_us is not None)
     api_tokens = {role: accounts.new_api_token(db, two_courses[who], role) for role, who in WHO.items()}
+    from store.models import StaffTask
+    task = StaffTask(kind="grades_csv", assignment_id=two_courses["assignment"].id, status="done",
+                     result=b"email\n", result_name="tiny-grades.csv", result_type="text/csv")
+    db.add(task)
     db.commit()
     alice_token_id = max(t.id for t in alice_tokens(db, alice.id))
     values = {"name": "tiny", "run_id": run.id, "user_id": alice.id, "token": "not-a-link", "token_id": alice_token_id,
-              "test_name": timed, "filename": "style.css"}
+              "test_name": timed, "filename": "style.css",
+              "task_id": task.id, "kind": "grades_csv"}
     rules = {r.endpoint: r.rule for r in table_app.url_map.iter_rules()}
     routes = sorted({(r.endpoint, m) for r in table_app.url_map.iter_rules() for m in r.methods - {"HEAD", "OPTIONS"}},
                     key=lambda em: (em[1] == "POST", em))        # every GET first: they change nothing

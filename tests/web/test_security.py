@@ -82,12 +82,19 @@ def test_only_a_site_admin_makes_a_site_admin(app, client_for, db, two_courses):
 # ----- staff roles are per course ------------------------------------------------------------------
 
 def test_a_ta_of_one_course_sees_nothing_of_another(app, client_for, db, two_courses, tiny_reports):
+    from store.models import StaffTask
     run = store_graded_run(db, two_courses["alice"], two_courses["assignment"], tiny_reports["optimized"])
+    export = StaffTask(kind="grades_csv", assignment_id=two_courses["assignment"].id, status="done",
+                       result=b"email,total\nalice@example.edu,7.5\n", result_name="tiny-grades.csv")
+    db.add(export)
+    db.commit()
     theo = client_for("theo")                     # TA of CS150 only
-    for url in ("/staff/assignments/tiny", "/staff/assignments/tiny/grades.csv",
-                "/staff/assignments/tiny/gradescope.zip", f"/staff/runs/{run.id}", f"/staff/runs/{run.id}/file",
+    for url in ("/staff/assignments/tiny", f"/staff/tasks/{export.id}", f"/staff/tasks/{export.id}/status",
+                f"/staff/tasks/{export.id}/download", f"/staff/runs/{run.id}", f"/staff/runs/{run.id}/file",
                 f"/staff/runs/{run.id}/results.json", f"/runs/{run.id}", f"/runs/{run.id}/report"):
         assert theo.get(url).status_code in (403, 404), url
+    for kind in ("grades_csv", "gradescope_zip", "rescore", "regrade"):
+        assert post_form(theo, "/staff/assignments/other", f"/staff/assignments/tiny/tasks/{kind}").status_code == 403
     listing = theo.get("/staff/submissions").get_data(as_text=True)
     assert "alice@example.edu" not in listing and "tiny" not in listing
     console = theo.get("/staff/").get_data(as_text=True)
@@ -96,7 +103,7 @@ def test_a_ta_of_one_course_sees_nothing_of_another(app, client_for, db, two_cou
     assert "sam@example.edu" in people and "alice@example.edu" not in people
     # their own course's pages open
     assert theo.get("/staff/assignments/other").status_code == 200
-    assert theo.get("/staff/assignments/other/grades.csv").status_code == 200
+    assert post_form(theo, "/staff/assignments/other", "/staff/assignments/other/tasks/grades_csv").status_code == 303
     # and a student of another course does not see this course's board or assignment
     sam = client_for("sam")
     assert sam.get("/leaderboard/tiny").status_code == 403

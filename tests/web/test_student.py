@@ -123,7 +123,7 @@ def test_report_history_and_what_others_cannot_see(client_for, db, course_setup,
                  f"/runs/{run.id}/timeline/perf_tiny.svg"):
         assert bob.get(path).status_code == 404, path
     for path in ("/staff/", "/staff/submissions", f"/staff/runs/{run.id}", "/staff/roster", "/staff/nightly",
-                 "/staff/assignments/tiny", "/staff/assignments/tiny/grades.csv"):
+                 "/staff/assignments/tiny", "/staff/tasks/1"):
         assert bob.get(path).status_code == 403, path
     assert client_for(None).get(f"/runs/{run.id}/report").status_code == 302     # anonymous: sign in first
 

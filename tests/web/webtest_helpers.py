@@ -72,3 +72,25 @@ def measured(base_report, p99_us: float | None, spec_path=TINY_SPEC, correct: bo
         else:
             tests.append(dataclasses.replace(t, status="failed" if p99_us else "skipped", p99_us=p99_us))
     return grader.rescore(dataclasses.replace(base_report, tests=tests, flags=[]), grader.load_spec(str(spec_path)))
+
+
+def finish_task(client, response, timeout: float = 300) -> dict:
+    """Follows a staff task the response redirected to until a worker has done it; its status."""
+    from service_waits import wait_for
+    assert response.status_code == 303 and "/staff/tasks/" in response.headers["Location"], response.status_code
+    url = response.headers["Location"] + "/status"
+
+    def finished():
+        status = client.get(url).get_json()
+        return status if status["status"] in ("done", "failed") else None
+    status = wait_for(finished, timeout, f"the staff task at {url}")
+    assert status["status"] == "done", status
+    return status
+
+
+def export(client, name: str, kind: str) -> bytes:
+    """An assignment's export as a TA gets it: start the task, wait for the worker, download."""
+    page = f"/staff/assignments/{name}"
+    token = csrf_of(client.get(page).get_data(as_text=True))
+    status = finish_task(client, client.post(f"{page}/tasks/{kind}", data={"csrf_token": token}))
+    return client.get(status["download"]).data

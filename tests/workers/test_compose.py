@@ -26,9 +26,9 @@ def _expand(value: str) -> str:
 
 
 def test_every_part_of_the_service_is_there():
-    assert set(SERVICES) == {"postgres", "redis", "migrate", "web", "worker-sim", "worker-nightly", "worker-trn2",
-                             "beat"}
-    assert OURS == {"migrate", "web", "worker-sim", "worker-nightly", "worker-trn2", "beat"}
+    assert set(SERVICES) == {"postgres", "redis", "migrate", "web", "worker-sim", "worker-nightly", "worker-staff",
+                             "worker-trn2", "beat"}
+    assert OURS == {"migrate", "web", "worker-sim", "worker-nightly", "worker-staff", "worker-trn2", "beat"}
     assert {"pgdata", "redisdata", "grader-data"} <= set(COMPOSE["volumes"])
     assert (ROOT / "Dockerfile").is_file()
 
@@ -97,7 +97,7 @@ def test_command_resolves_to_our_entry_points(service):
 
 
 def test_worker_health_check_pings_its_own_worker_name():
-    for name in ("worker-sim", "worker-nightly", "worker-trn2"):
+    for name in ("worker-sim", "worker-nightly", "worker-staff", "worker-trn2"):
         svc = SERVICES[name]
         check = svc["healthcheck"]["test"][1]
         assert check.startswith("celery -A workers.app inspect ping")

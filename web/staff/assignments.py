@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from flask import Response, flash, redirect, render_template, request, url_for
+from flask import flash, redirect, render_template, request, url_for
 from flask_login import current_user
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -14,11 +14,11 @@ import grader
 from store.models import Assignment, Course, DeadlineExtension, ThresholdsVersion, User
 from workers import specs
 
-from .. import courses, db, exports, thresholds
+from .. import courses, db, thresholds
 from ..errors import UserError
 from ..forms import AssignmentForm, ExtensionForm, SimpleActionForm, ThresholdsForm, VisibilityForm
 from ..leaderboard import standings_changed
-from . import bp
+from . import bp, tasks
 from .nightly import implied_for
 
 
@@ -114,23 +114,12 @@ def adopt_thresholds(name: str):
                       for c in preview["changes"]) or "no threshold moved"
     message = (f"Thresholds version {form.version.data} is in force ({moved}; {preview['runs_changing']} graded "
                f"run{'' if preview['runs_changing'] == 1 else 's'} change tier).")
-    if form.rescore.data:
-        count = thresholds.rescore_all(session, assignment)
-        message += f" Rescored {count} graded runs (no kernel was run again)."
     standings_changed(session, assignment_ids=[assignment.id])
+    if form.rescore.data:                      # a worker rescores; the task's page follows it
+        task = tasks.start(assignment, "rescore")
+        tasks.flash_started(task, message)
+        return redirect(url_for("staff.task_page", task_id=task.id), 303)
     flash(message, "success")
-    return redirect(url_for("staff.assignment", name=name), 303)
-
-
-@bp.route("/assignments/<name>/rescore", methods=["POST"])
-def rescore(name: str):
-    session = db.session()
-    assignment = courses.staff_assignment(session, current_user, name)
-    if not SimpleActionForm().validate_on_submit():
-        raise UserError("The form was incomplete.", "Use the button on the assignment page.")
-    count = thresholds.rescore_all(session, assignment)
-    standings_changed(session, assignment_ids=[assignment.id])
-    flash(f"Rescored {count} graded runs under thresholds {assignment.thresholds_version}.", "success")
     return redirect(url_for("staff.assignment", name=name), 303)
 
 
@@ -174,19 +163,3 @@ def set_visibility(name: str):
     return redirect(url_for("staff.assignment", name=name), 303)
 
 
-@bp.route("/assignments/<name>/grades.csv")
-def grades_csv(name: str):
-    session = db.session()
-    assignment = courses.staff_assignment(session, current_user, name)
-    body = exports.grades_csv(exports.grade_lines(session, assignment), courses.spec_of(assignment).tests)
-    return Response(body, mimetype="text/csv",
-                    headers={"Content-Disposition": f'attachment; filename="{name}-grades.csv"'})
-
-
-@bp.route("/assignments/<name>/gradescope.zip")
-def gradescope_zip(name: str):
-    session = db.session()
-    assignment = courses.staff_assignment(session, current_user, name)
-    body = exports.gradescope_zip(exports.grade_lines(session, assignment))
-    return Response(body, mimetype="application/zip",
-                    headers={"Content-Disposition": f'attachment; filename="{name}-gradescope.zip"'})

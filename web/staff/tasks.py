@@ -1,0 +1,73 @@
+"""Staff tasks on the site: a TA starts a rescore, a regrade or an export of an assignment; a
+worker does it (workers/staff_tasks.py) while the task's page shows the progress, then the
+result: what was done, and an export's file to download."""
+from __future__ import annotations
+
+from flask import Response, flash, jsonify, redirect, render_template, url_for
+from flask_login import current_user
+
+from store.models import STAFF_TASK_KINDS, StaffTask
+from workers import staff_tasks
+
+from .. import courses, db
+from ..errors import UserError
+from ..forms import SimpleActionForm
+from . import bp
+
+
+def start(assignment, kind: str) -> StaffTask:
+    return staff_tasks.start(db.session(), kind, assignment, current_user.id)
+
+
+@bp.route("/assignments/<name>/tasks/<kind>", methods=["POST"])
+def start_task(name: str, kind: str):
+    session = db.session()
+    assignment = courses.staff_assignment(session, current_user, name)
+    if kind not in STAFF_TASK_KINDS:
+        raise UserError(f"There is no staff task {kind!r}.", f"Use one of: {', '.join(STAFF_TASK_KINDS)}.", 404)
+    if not SimpleActionForm().validate_on_submit():
+        raise UserError("The form was incomplete.", "Use the buttons on the assignment page.")
+    task = start(assignment, kind)
+    return redirect(url_for("staff.task_page", task_id=task.id), 303)
+
+
+def _task(task_id: int) -> StaffTask:
+    """The task, if it is about a course the viewer is staff of; any other is as missing."""
+    task = db.session().get(StaffTask, task_id)
+    if task is None or not current_user.is_staff_of(task.assignment.course_id):
+        raise UserError(f"There is no task {task_id} in your courses.", "Start one from an assignment's page.", 404)
+    return task
+
+
+def status_json(task: StaffTask) -> dict:
+    return {"id": task.id, "kind": task.kind, "status": task.status, "done": task.progress_done,
+            "total": task.progress_total, "summary": task.summary, "error": task.error,
+            "download": url_for("staff.task_download", task_id=task.id) if task.result is not None else None}
+
+
+@bp.route("/tasks/<int:task_id>")
+def task_page(task_id: int):
+    task = _task(task_id)
+    return render_template("staff/task.html", task=task, title=staff_tasks.TITLES[task.kind],
+                           status=status_json(task))
+
+
+@bp.route("/tasks/<int:task_id>/status")
+def task_status(task_id: int):
+    return jsonify(status_json(_task(task_id)))
+
+
+@bp.route("/tasks/<int:task_id>/download")
+def task_download(task_id: int):
+    task = _task(task_id)
+    if task.result is None:
+        raise UserError(f"Task {task_id} has no file (it is {task.status}).",
+                        "Wait until it is done; exports have a file, rescores and regrades do not.", 409)
+    name = (task.result_name or "export").replace('"', "")
+    return Response(task.result, mimetype=task.result_type or "application/octet-stream",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+def flash_started(task: StaffTask, message: str = "") -> None:
+    flash((message + " " if message else "") + f"{staff_tasks.TITLES[task.kind]}: started as task {task.id}.",
+          "success")

@@ -1,0 +1,31 @@
+// Follows a staff task (rescore, regrade, export): polls its status until it is done or failed.
+(function () {
+  var box = document.querySelector("[data-task-status]");
+  if (!box) return;
+  var url = box.getAttribute("data-task-status");
+  function field(name) { return box.querySelector("[data-field=" + name + "]"); }
+  function show(s) {
+    field("status").textContent = s.status;
+    field("progress").textContent = s.total ? "(" + s.done + " of " + s.total + ")" : "";
+    var bar = field("bar");
+    bar.max = s.total || 1;
+    bar.value = s.done;
+    field("summary").textContent = s.summary || "";
+    field("error").textContent = s.error || "";
+    var dl = field("download");
+    if (s.download && !dl.querySelector("a")) {
+      var a = document.createElement("a");
+      a.href = s.download;
+      a.textContent = "Download";
+      dl.appendChild(a);
+    }
+    return s.status === "done" || s.status === "failed";
+  }
+  function poll() {
+    fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}})
+      .then(function (r) { return r.json(); })
+      .then(function (s) { if (!show(s)) setTimeout(poll, 1000); })
+      .catch(function () { setTimeout(poll, 3000); });
+  }
+  poll();
+})();

@@ -1,0 +1,155 @@
+"""Staff tasks: the work a TA starts that grows with the course (rescore or regrade every run of
+an assignment, export its grades). A web request only records the task and queues it; a worker
+on the `staff` queue does it, writing its progress to the row, which the task's page polls.
+
+Rescoring replays every stored report's p99s through grader.rescore under the spec in force: no
+kernel runs. Regrading queues each student's latest submission again as a new run."""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Callable
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+import grader
+from store.db import session_scope
+from store.models import Assignment, GradingRun, StaffTask, Submission, TestResultRow
+
+from . import enqueue, exports, specs
+
+log = logging.getLogger(__name__)
+
+QUEUE = "staff"
+BATCH = 200           # runs per transaction: a huge course never holds one long transaction
+TITLES = {"rescore": "Rescore every graded run", "regrade": "Regrade every student's latest submission",
+          "grades_csv": "Grades as CSV", "gradescope_zip": "Gradescope results.json files (zip)"}
+
+Progress = Callable[[int, int], None]
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def start(session: Session, kind: str, assignment: Assignment, requested_by: int | None) -> StaffTask:
+    """Records the task and queues it (commits); the worker picks it up by id."""
+    task = StaffTask(kind=kind, assignment_id=assignment.id, requested_by_id=requested_by)
+    session.add(task)
+    session.commit()
+    from .tasks import staff_task
+    staff_task.apply_async((task.id,), queue=QUEUE)
+    return task
+
+
+def run(task_id: int) -> None:
+    """Does the task once: a second delivery finds it claimed or finished and does nothing."""
+    with session_scope() as s:
+        claimed = s.execute(update(StaffTask).where(StaffTask.id == task_id, StaffTask.status == "queued")
+                            .values(status="running", started_at=now()).returning(StaffTask.kind)).first()
+        s.commit()
+    if claimed is None:
+        return
+
+    def progress(done: int, total: int) -> None:
+        with session_scope() as s:
+            s.execute(update(StaffTask).where(StaffTask.id == task_id)
+                      .values(progress_done=done, progress_total=total))
+            s.commit()
+
+    try:
+        with session_scope() as s:
+            task = s.get(StaffTask, task_id)
+            values = DO[task.kind](s, task.assignment, progress)
+            s.commit()
+        with session_scope() as s:
+            s.execute(update(StaffTask).where(StaffTask.id == task_id)
+                      .values(status="done", finished_at=now(), **values))
+            s.commit()
+    except Exception as err:          # the page says what went wrong; the log has the trace
+        log.exception("staff task %s failed", task_id)
+        with session_scope() as s:
+            s.execute(update(StaffTask).where(StaffTask.id == task_id)
+                      .values(status="failed", finished_at=now(), error=f"{type(err).__name__}: {err}"[:2000]))
+            s.commit()
+
+
+# ----- the kinds ---------------------------------------------------------------------------------
+
+def rescore_all(session: Session, assignment: Assignment, progress: Progress | None = None) -> int:
+    """Re-scores every finished run of the assignment under the spec in force; returns how many."""
+    spec = specs.from_toml(assignment.spec_toml)
+    query = (select(GradingRun).join(Submission)
+             .where(Submission.assignment_id == assignment.id, GradingRun.status == "done",
+                    GradingRun.report.is_not(None)))
+    total = session.scalar(select(func.count()).select_from(query.subquery()))
+    count, last_id = 0, 0
+    while True:
+        chunk = session.scalars(query.where(GradingRun.id > last_id).order_by(GradingRun.id).limit(BATCH)).all()
+        if not chunk:
+            break
+        for graded in chunk:
+            _rescore_run(session, graded, spec)
+        count += len(chunk)
+        last_id = chunk[-1].id
+        session.commit()
+        if progress:
+            progress(count, total)
+    from .runs import mark_standings_changed
+    mark_standings_changed(session, assignment_ids=[assignment.id])
+    session.commit()
+    return count
+
+
+def _rescore_run(session: Session, graded: GradingRun, spec) -> None:
+    old = grader.Report.from_json(graded.report)
+    new = grader.rescore(old, spec)
+    if set(new.flags) - set(old.flags):       # e.g. implausibly fast under the new thresholds: hold for review
+        graded.flagged, graded.flag_reason = True, ", ".join(new.flags)
+    graded.report = new.to_json(include_seed=False)
+    graded.score_total = new.score.total
+    graded.max_total = new.score.max_total
+    graded.thresholds_version = new.thresholds_version
+    by_name = {t.name: t for t in new.tests}
+    for row in session.scalars(select(TestResultRow).where(TestResultRow.run_id == graded.id)):
+        test = by_name.get(row.test_name)
+        if test is not None:
+            row.points, row.max_points, row.status = test.points, test.max_points, test.status
+
+
+def _rescore(session: Session, assignment: Assignment, progress: Progress) -> dict:
+    count = rescore_all(session, assignment, progress)
+    return {"summary": f"Rescored {count} graded run{'' if count == 1 else 's'} under thresholds "
+                       f"{assignment.thresholds_version} (no kernel was run again)."}
+
+
+def _regrade(session: Session, assignment: Assignment, progress: Progress) -> dict:
+    latest = session.scalars(select(Submission).where(Submission.assignment_id == assignment.id)
+                             .distinct(Submission.user_id)
+                             .order_by(Submission.user_id, Submission.uploaded_at.desc(), Submission.id.desc())).all()
+    for done, submission in enumerate(latest, start=1):
+        enqueue.regrade(session, submission, assignment.backend)
+        if done % 20 == 0 or done == len(latest):
+            progress(done, len(latest))
+    return {"summary": f"Queued {len(latest)} submission{'' if len(latest) == 1 else 's'} (each student's "
+                       "latest) for grading again; each shows as a new run."}
+
+
+def _grades_csv(session: Session, assignment: Assignment, progress: Progress) -> dict:
+    lines = exports.grade_lines(session, assignment)
+    progress(len(lines), len(lines))
+    body = exports.grades_csv(lines, specs.from_toml(assignment.spec_toml).tests)
+    return {"result": body.encode(), "result_name": f"{assignment.name}-grades.csv", "result_type": "text/csv",
+            "summary": f"Grades of {len(lines)} student{'' if len(lines) == 1 else 's'}."}
+
+
+def _gradescope_zip(session: Session, assignment: Assignment, progress: Progress) -> dict:
+    lines = exports.grade_lines(session, assignment)
+    progress(len(lines), len(lines))
+    return {"result": exports.gradescope_zip(lines), "result_name": f"{assignment.name}-gradescope.zip",
+            "result_type": "application/zip",
+            "summary": f"results.json of {sum(1 for line in lines if line.best)} graded student(s)."}
+
+
+DO = {"rescore": _rescore, "regrade": _regrade, "grades_csv": _grades_csv, "gradescope_zip": _gradescope_zip}
