@@ -180,7 +180,7 @@ def celery_worker(db_engine, broker):
     shutil.rmtree(logs, ignore_errors=True)
 
 
-BROWSER = Path("/usr/bin/chromium")
+BROWSER = Path(os.environ.get("NKI_TEST_CHROMIUM", "/usr/bin/chromium"))     # tests/test_fresh_machine.py moves it
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -16,7 +16,7 @@ from werkzeug.security import check_password_hash, generate_password_hash
 
 from store.models import ApiToken, Enrollment, LoginToken, User
 
-MIN_PASSWORD_LENGTH = 10
+MIN_PASSWORD_LENGTH = 12          # OWASP ASVS 4 V2.1.1
 # what each course role may do is ranked: staff of a course act on people below them in it
 COURSE_RANK = {"student": 0, "ta": 1, "instructor": 2}
 STAFF_ROLES = ("ta", "instructor")

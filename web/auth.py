@@ -8,6 +8,7 @@ from flask import Blueprint, abort, current_app, flash, redirect, render_templat
 from flask_login import current_user, login_required, login_user, logout_user
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from werkzeug.security import check_password_hash
 
 from store.models import ApiToken, User
 
@@ -132,6 +133,7 @@ def _account_page(tokens, new_token):
     return render_template("auth/account.html", nickname_form=NicknameForm(nickname=current_user.nickname),
                            password_form=PasswordForm(), token_form=ApiTokenForm(), action_form=SimpleActionForm(),
                            tokens=tokens, new_token=new_token,
+                           has_password=bool(db.session().get(User, current_user.id).password_hash),
                            live_sessions=sessions.live(db.session(), current_user.id),
                            this_session=accounts.token_hash(current_user.session_token))
 
@@ -166,7 +168,12 @@ def set_password():
         flash(problem, "error")
         return redirect(url_for("auth.account")), 303
     session = db.session()
-    accounts.set_password(session.get(User, current_user.id), form.password.data)
+    user = session.get(User, current_user.id)
+    if user.password_hash and not check_password_hash(user.password_hash, form.current.data or ""):
+        # a session left open (or stolen) must not be enough to lock the owner out
+        flash("Your current password is not right; the password was not changed.", "error")
+        return redirect(url_for("auth.account")), 303
+    accounts.set_password(user, form.password.data)
     ended = sessions.end_all(session, current_user.id, "password changed", keep=current_user.session_token)
     session.commit()
     flash("Password set." + (f" {ended} other session{'' if ended == 1 else 's'} of yours signed out." if ended else ""),

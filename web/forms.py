@@ -31,6 +31,7 @@ class NicknameForm(FlaskForm):
 
 
 class PasswordForm(FlaskForm):
+    current = PasswordField("Current password", validators=[Optional()])    # asked once a password is set
     password = PasswordField("New password", validators=[DataRequired()])
     confirm = PasswordField("Repeat it", validators=[DataRequired()])
     submit = SubmitField("Set password")

@@ -99,9 +99,13 @@ def test_account_nickname_password_and_api_tokens(client_for, db, course_setup):
     alice.post("/account/nickname", data={"nickname": "kernel queen", "csrf_token": token})
     short = alice.post("/account/password", data={"password": "short", "confirm": "short", "csrf_token": token},
                        follow_redirects=True)
-    assert "at least 10 characters" in short.get_data(as_text=True)
-    alice.post("/account/password", data={"password": "a new long password", "confirm": "a new long password",
-                                          "csrf_token": token})
+    assert "at least 12 characters" in short.get_data(as_text=True)
+    wrong = alice.post("/account/password", data={"current": "not my password", "password": "a new long password",
+                                                  "confirm": "a new long password", "csrf_token": token},
+                       follow_redirects=True)
+    assert "current password is not right" in wrong.get_data(as_text=True)
+    alice.post("/account/password", data={"current": PASSWORD, "password": "a new long password",
+                                          "confirm": "a new long password", "csrf_token": token})
     made = alice.post("/account/tokens", data={"label": "laptop", "csrf_token": token}).get_data(as_text=True)
     shown = re.search(r"data-new-token>([^<]+)<", made).group(1)
     db.expire_all()

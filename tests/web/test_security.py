@@ -128,7 +128,7 @@ def test_a_password_change_ends_every_other_session(app, course_setup):
     laptop, phone = app.test_client(), app.test_client()
     assert login(laptop, "alice@example.edu").status_code == 302
     assert login(phone, "alice@example.edu").status_code == 302
-    response = post_form(laptop, "/account", "/account/password", {"password": "a new long password",
+    response = post_form(laptop, "/account", "/account/password", {"current": PASSWORD, "password": "a new long password",
                                                                   "confirm": "a new long password"})
     assert response.status_code == 303
     assert laptop.get("/account").status_code == 200                    # the session that changed it stays
