@@ -94,28 +94,29 @@ def login_link(token: str):
 @bp.route("/logout", methods=["POST"])
 @login_required
 def logout():
+    _signed_out(lambda session: sessions.end(session, current_user.session_token, "signed out"))
+    flash("Signed out.", "success")
+    return redirect(url_for("auth.login"))
+
+
+def _signed_out(end) -> int:
+    """Ends sessions with `end(db session)` (what it returns is passed on), then this browser's."""
     if not SimpleActionForm().validate_on_submit():
         abort(400)
     session = db.session()
-    sessions.end(session, current_user.session_token, "signed out")
+    ended = end(session)
     session.commit()
     logout_user()
     cookie.clear()
-    flash("Signed out.", "success")
-    return redirect(url_for("auth.login"))
+    return ended
 
 
 @bp.route("/account/sessions/end", methods=["POST"])
 @login_required
 def sign_out_everywhere():
     """Every session of this account ends, this one too (e.g. after using a shared computer)."""
-    if not SimpleActionForm().validate_on_submit():
-        abort(400)
-    session = db.session()
-    ended = sessions.end_all(session, current_user.id, "signed out everywhere by the user")
-    session.commit()
-    logout_user()
-    cookie.clear()
+    ended = _signed_out(lambda session: sessions.end_all(session, current_user.id,
+                                                         "signed out everywhere by the user"))
     flash(f"Signed out everywhere ({ended} session{'' if ended == 1 else 's'} ended). Sign in again here.", "success")
     return redirect(url_for("auth.login"))
 
