@@ -39,7 +39,8 @@ class _Memory:
         self.fill_nan = fill_nan
         self.arrays: dict[int, np.ndarray] = {}
         self.written: dict[int, np.ndarray] = {}    # PSUM only: which elements hold a value
-        self.overwritten = _fully_written_first(program)
+        self.overwritten, self.zero_based = _first_writes(program)
+        self.zero_pending = set(self.zero_based)     # those not yet written
 
     def flat(self, alloc_id: int, dtype_name: str) -> np.ndarray:
         arr = self.arrays.get(alloc_id)
@@ -59,6 +60,8 @@ class _Memory:
         arr = np.empty(math.prod(a.shape), dtype=dtype)
         if a.id in self.overwritten:
             pass                                   # its first instruction writes all of it
+        elif a.id in self.zero_based:              # its first instruction adds to zeros, all of it
+            return arr
         elif self.fill_nan and dtypes.is_float(dtype):
             arr[...] = np.nan
         elif self.fill_nan:
@@ -163,23 +166,31 @@ def _regions(outputs):
             yield from _regions(item)
 
 
-def _fully_written_first(program: Program) -> set[int]:
-    """Allocations whose first access is an unmasked, non-accumulating write of every
-    element: they need no garbage fill (most instruction results)."""
+def _first_writes(program: Program) -> tuple[set[int], set[int]]:
+    """Allocations whose first access is an unmasked write of every element: (those written by
+    a non-accumulating instruction, PSUM ones its accumulating first write adds to zeros).
+    Neither needs a garbage fill, nor the second its written-flags (most instruction results
+    and matmul accumulators)."""
     sizes = {a.id: math.prod(a.shape) for a in program.allocs if a.input_index is None}
+    psum = {a.id for a in program.allocs if a.buffer == "psum"}
     seen: set[int] = set()
     full: set[int] = set()
+    zero_based: set[int] = set()
     for rec in program.records:
         for r in rec.reads:
             seen.add(r.alloc_id)
-        for r in rec.writes + rec.stores:
+        for i, r in enumerate(rec.writes + rec.stores):
             if r.alloc_id in seen:
                 continue
             seen.add(r.alloc_id)
             size = sizes.get(r.alloc_id)
-            if size and rec.mask is None and not rec.accumulate and _covers(r, size):
+            if not size or rec.mask is not None or not _covers(r, size):
+                continue
+            if not rec.accumulate:
                 full.add(r.alloc_id)
-    return full
+            elif i == 0 and rec.writes and r.alloc_id in psum:   # only writes[0] accumulates
+                zero_based.add(r.alloc_id)
+    return full, zero_based
 
 
 # ----- value semantics, one function per kind ------------------------------------------------------
@@ -404,11 +415,20 @@ def _store(mem: _Memory, rec: TraceRecord, r: Region, values, *, accumulate: boo
     if mask is not None:
         keep = np.broadcast_to(mask, r.shape)
     if accumulate:
-        old = _f32(mem.view(r))
-        written = mem.written_mask(r)
-        if written is not None:
-            old = np.where(written, old, np.float32(0))
-        values = old + _f32(values)
+        if r.alloc_id in mem.zero_pending:        # the first write: every element adds to zero
+            mem.zero_pending.discard(r.alloc_id)
+            values = _f32(values) + np.float32(0)
+        else:
+            view = mem.view(r)                    # created here, written-flags and all
+            if (keep is None and r.offsets is None and r.dtype == "float32" and r.alloc_id not in mem.written
+                    and isinstance(values, np.ndarray) and values.dtype == np.float32 and not values.dtype.metadata):
+                np.add(view, values, out=view)    # every element holds a value: add in place
+                return
+            old = _f32(view)
+            written = mem.written_mask(r)
+            if written is not None:
+                old = np.where(written, old, np.float32(0))
+            values = old + _f32(values)
     values = dtypes.cast(values, dtypes.to_dtype(r.dtype))
     if isinstance(values, np.ndarray) and np.may_share_memory(values, mem.flat(r.alloc_id, r.dtype)):
         values = values.copy()     # an in-place instruction reading what it writes
