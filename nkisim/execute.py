@@ -184,11 +184,15 @@ def _first_writes(program: Program) -> tuple[set[int], set[int]]:
                 continue
             seen.add(r.alloc_id)
             size = sizes.get(r.alloc_id)
-            if not size or rec.mask is not None or not _covers(r, size):
+            # as execute() writes them: writes[0] with the record's accumulate and mask, other
+            # writes plainly, stores (a matmul's result tile beside its accumulator) masked
+            first = i == 0 and bool(rec.writes)
+            mask = rec.mask if first or i >= len(rec.writes) else None
+            if not size or mask is not None or not _covers(r, size):
                 continue
-            if not rec.accumulate:
+            if not (first and rec.accumulate):
                 full.add(r.alloc_id)
-            elif i == 0 and rec.writes and r.alloc_id in psum:   # only writes[0] accumulates
+            elif r.alloc_id in psum:
                 zero_based.add(r.alloc_id)
     return full, zero_based
 
