@@ -439,9 +439,22 @@ def _store(mem: _Memory, rec: TraceRecord, r: Region, values, *, accumulate: boo
     mem.write(r, values, keep)
 
 
-def _outputs(mem: _Memory, outputs):
+def _outputs(mem: _Memory, outputs, handed: set | None = None):
+    handed = set() if handed is None else handed
     if isinstance(outputs, Region):
-        return np.array(mem.view(outputs), copy=True)
+        return _output_array(mem, outputs, handed)
     if isinstance(outputs, dict):
-        return {k: _outputs(mem, v) for k, v in outputs.items()}
-    return type(outputs)(_outputs(mem, v) for v in outputs)
+        return {k: _outputs(mem, v, handed) for k, v in outputs.items()}
+    return type(outputs)(_outputs(mem, v, handed) for v in outputs)
+
+
+def _output_array(mem: _Memory, r: Region, handed: set) -> np.ndarray:
+    """An output's values. An output that is all of an allocation the kernel made, in order,
+    is handed over without a copy (a 224x224 batch's output is 200 MB), once: a second output
+    of the same allocation, an input or any other view is copied."""
+    view = mem.view(r)
+    if (r.alloc_id not in handed and r.offsets is None and mem.allocs[r.alloc_id].input_index is None
+            and view.flags.c_contiguous and view.size == mem.arrays[r.alloc_id].size):
+        handed.add(r.alloc_id)
+        return view
+    return np.array(view, copy=True)
