@@ -402,6 +402,8 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
                 _store(mem, rec, r, results[i], accumulate=rec.accumulate and i == 0,
                        mask=rec.mask if i == 0 else None)
             for r in rec.stores:
+                if r.alloc_id in last_uses.get(index, ()):
+                    continue            # nothing reads this result tile again (a matmul's, placed)
                 _store(mem, rec, r, results[0], accumulate=False, mask=rec.mask)
         except ProgramError:
             raise

@@ -81,3 +81,32 @@ def test_a_group_whose_first_writes_cover_halves_adds_each_to_zero():
     (left,), (right,), (whole,) = products(a_t, b, slice(0, 48)), products(a_t, b, slice(48, 96)), products(a_t, b)
     expected = (np.float32(0) + np.concatenate([left, right], axis=1)) + whole
     assert np.array_equal(bits(out), bits(expected))
+
+
+@nki.jit
+def product_kept(a_t, b):
+    """The matmul's own result tile is read again after it was accumulated: it still holds the
+    product (the executor skips filling such a tile only when nothing reads it again)."""
+    m, n = a_t.shape[1], b.shape[1]
+    out = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.hbm)
+    acc = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.psum)
+    a_sb = nl.ndarray((128, m), dtype=a_t.dtype, buffer=nl.sbuf)
+    b_sb = nl.ndarray((128, n), dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a_sb, src=a_t[0:128, :])
+    nisa.dma_copy(dst=b_sb, src=b[0:128, :])
+    acc += nisa.nc_matmul(a_sb, b_sb)
+    product = nisa.nc_matmul(a_sb, b_sb)
+    acc += product
+    total = nisa.tensor_tensor(nisa.tensor_copy(acc), product, op=nl.add)
+    nisa.dma_copy(dst=out, src=total)
+    return out
+
+
+def test_a_matmul_result_read_after_its_accumulation_still_holds_the_product():
+    rng = np.random.default_rng(13)
+    a_t = rng.standard_normal((128, 64), dtype=np.float32)
+    b = rng.standard_normal((128, 96), dtype=np.float32)
+    out = nkisim.run_kernel(product_kept, (a_t, b), {}).outputs
+    (p,) = products(a_t, b)
+    expected = ((np.float32(0) + p) + p) + p
+    assert np.array_equal(bits(out), bits(expected))
