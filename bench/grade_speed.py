@@ -12,13 +12,30 @@ imports, job directories, input and result transfer, the parent timing the trace
 
 (target <= 5%).
 
-    python bench/grade_speed.py [--seed N]
+The floor, measured in the same run: the BLAS time of the same arithmetic, each configuration's
+convolution as one GEMM (np.matmul, filters x im2col columns, in column blocks that fit in
+memory) on every core, in float32 (the simulator's engines and the float16 tests multiply in
+float32; NumPy has no float16 BLAS). Only the matmuls are timed, not building the columns. A
+warm grade has its reference answers made ahead, so its floor is the kernels' arithmetic once;
+a cold grade works the answers out too, the same arithmetic again:
+
+    warm floor = sum of the GEMM times        cold floor = 2 x warm floor
+
+The warm grade is a real sandboxed grade whose reference answers were worked out before it
+started (as a pool of answers made ahead would hold them) and are looked up by their inputs.
+Peak memory: the largest resident set of the grader's process during the first cold grade
+(inputs, reference answers, outputs read back). The children are forked by the warm zygote, not
+by this process, so their peaks are not counted here; each is capped by its memory limit.
+
+    python bench/grade_speed.py [--seed N] [--rounds N]
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -52,6 +69,80 @@ def full_grade(seed: int) -> tuple[float, dict]:
             raise SystemExit(f"grader grade exited with {status}")
         with open(out) as fh:
             return wall, json.load(fh)
+
+
+def ran_configs(spec, report: dict):
+    """(test index, config index, test, config) of every configuration the grade ran."""
+    ran = {t["name"] for t in report["tests"] if t["status"] != "skipped"}
+    return [(i, ci, t, c) for i, t in enumerate(spec.tests) if t.name in ran for ci, c in enumerate(t.configs)]
+
+
+COLUMN_BLOCK_BYTES = 256 * 2**20
+
+
+def blas_floor(spec, report: dict) -> tuple[float, float]:
+    """(seconds, FLOPs) of every convolution the grade ran as float32 GEMMs (see the docstring)."""
+    rng = np.random.default_rng(0)
+    seconds = flops = 0.0
+    for _, _, test, c in ran_configs(spec, report):
+        if test.problem != "conv2d":
+            continue
+        depth = c["c_in"] * c["k"] ** 2
+        columns = c["batch"] * (c["height"] - c["k"] + 1) * (c["width"] - c["k"] + 1)
+        block = max(1, min(columns, COLUMN_BLOCK_BYTES // (4 * depth)))
+        w = rng.random((c["c_out"], depth), dtype=np.float32)
+        cols = rng.random((depth, block), dtype=np.float32)
+        out = np.empty((c["c_out"], block), dtype=np.float32)
+        np.matmul(w, cols, out=out)                      # BLAS threads up, pages touched
+        for start in range(0, columns, block):
+            n = min(block, columns - start)
+            t0 = time.perf_counter()
+            np.matmul(w, cols[:, :n], out=out[:, :n])
+            seconds += time.perf_counter() - t0
+        flops += 2.0 * c["c_out"] * depth * columns
+    return seconds, flops
+
+
+class AnswersAhead:
+    """The reference answers of a grade worked out before it starts, looked up by their inputs
+    while it runs (what a pool of answers made ahead gives a warm grade)."""
+
+    def __init__(self, spec, report: dict, seed: int) -> None:
+        self.answers = {}
+        start = time.perf_counter()
+        with threadpool_limits(limits=1, user_api="blas"):          # as the grader computes them
+            for index, ci, test, config in ran_configs(spec, report):
+                rng = np.random.default_rng(np.random.SeedSequence([seed, index, ci]))
+                args, kwargs = problems.make_inputs(test.problem, config, rng)
+                self.answers[self.key(args, kwargs)] = problems.reference(test.problem, args, kwargs)
+        self.seconds = time.perf_counter() - start
+
+    @staticmethod
+    def key(args, kwargs) -> tuple:
+        # inputs are random draws: their shapes and first values tell configurations apart
+        return tuple((a.shape, a.dtype.str, a.reshape(-1)[:64].tobytes()) for a in args) + tuple(sorted(kwargs.items()))
+
+    def lookup(self, name: str):
+        computed = problems.REGISTRY[name].reference
+
+        def reference(args, kwargs):
+            found = self.answers.get(self.key(args, kwargs))
+            return found if found is not None else computed(args, kwargs)
+        return reference
+
+    def grade(self, seed: int) -> tuple[float, dict]:
+        saved = dict(problems.REGISTRY)
+        try:
+            for name, problem in saved.items():
+                problems.REGISTRY[name] = dataclasses.replace(problem, reference=self.lookup(name))
+            return full_grade(seed)
+        finally:
+            problems.REGISTRY.update(saved)
+
+
+def peak_rss_mb() -> float:
+    """Largest resident set of this process so far, in MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def load_kernel():
@@ -103,9 +194,25 @@ def main() -> None:
 
     print(f"== grader grade conv2d.py (a copy of {KERNEL.relative_to(ROOT)}) --backend sim --seed {args.seed}",
           flush=True)
-    totals, sandboxed, unsandboxed, child = [], {}, {}, {}
+    totals, warms, floors, sandboxed, unsandboxed, child = [], [], [], {}, {}, {}
     for round_ in range(1, args.rounds + 1):
         total, report = full_grade(args.seed)
+        if round_ == 1:
+            print(f"\npeak memory of the cold grade: grader process {peak_rss_mb():.0f} MB", flush=True)
+        floor_s, flops = blas_floor(spec, report)
+        floors.append(floor_s)
+        print(f"\nround {round_}: BLAS floor {floor_s:.2f} s for {flops / 1e9:.0f} GFLOP "
+              f"({flops / floor_s / 1e9:.1f} GFLOP/s, {os.cpu_count()} cores)", flush=True)
+        ahead = AnswersAhead(spec, report, args.seed)
+        warm, warm_report = ahead.grade(args.seed)
+        warms.append(warm)
+        verdicts = lambda r: [(t["name"], t["status"], t["points"], t.get("p99_us")) for t in r["tests"]]  # noqa: E731
+        if verdicts(warm_report) != verdicts(report):
+            raise SystemExit("the warm grade differs from the cold one")
+        answers_s = ahead.seconds
+        del ahead                       # the answers' memory, before the unsandboxed grade
+        print(f"round {round_}: reference answers made ahead in {answers_s:.2f} s (one thread); "
+              f"warm sandboxed grade {warm:.2f} s", flush=True)
         with threadpool_limits(limits=1, user_api="blas"):      # as the grader computes references
             walls = in_process(spec, report, args.seed)
         print(f"\nround {round_}: sandboxed grade {total:.2f} s (score {report['score']['total']:g}/"
@@ -134,6 +241,12 @@ def main() -> None:
     # grader's process truly beside the kernel, not sharing one interpreter's lock with it
     costly = sum(max(0.0, sandboxed[n] - unsandboxed[n]) for n in sandboxed)
     print(f"  counting only the tests the sandbox slows: {costly:.2f} s = {costly / total:.1%}")
+    print()
+    floor, warm = min(floors), min(warms)
+    print(f"BLAS floor, warm           {floor:8.2f} s (the kernels' arithmetic once; best round)")
+    print(f"BLAS floor, cold           {2 * floor:8.2f} s (and the reference answers' again)")
+    print(f"cold grade / cold floor    {total / (2 * floor):8.2f}x (target <= 2)")
+    print(f"warm grade / warm floor    {warm / floor:8.2f}x (target <= 1.5; warm grade {warm:.2f} s)")
 
 
 if __name__ == "__main__":

@@ -18,10 +18,9 @@ class CheckResult:
 def check_output(out, expected: np.ndarray, rtol: float, atol: float) -> CheckResult:
     if type(out) is not np.ndarray:
         return CheckResult(False, f"the kernel returned {type(out).__name__}, expected an array")
-    if out.shape != expected.shape:
-        return CheckResult(False, f"output shape {out.shape} differs from the expected {expected.shape}")
-    if out.dtype != expected.dtype:
-        return CheckResult(False, f"output dtype {out.dtype} differs from the expected {expected.dtype}")
+    wrong = layout_failure(out.shape, out.dtype, expected.shape, expected.dtype)
+    if wrong is not None:
+        return wrong
     # in chunks: float64 copies of a whole 200 MB output would cost more than the comparison
     flat_out, flat_exp = out.reshape(-1), expected.reshape(-1)
     nonfinite = mismatched = 0
@@ -55,6 +54,17 @@ def check_output(out, expected: np.ndarray, rtol: float, atol: float) -> CheckRe
     return CheckResult(False, f"{mismatched} of {out.size} output values differ from the reference beyond "
                               f"rtol={rtol}, atol={atol} (first at index {where}: got {float(out[where]):.6g}, "
                               f"expected {float(expected[where]):.6g})", err, mismatched)
+
+
+def layout_failure(shape: tuple, dtype, expected_shape: tuple, expected_dtype) -> CheckResult | None:
+    """The failure when an output's shape or dtype is not the expected one, else None. Also
+    what a run fails with when the traced program declares such an output (dtypes given by
+    name there), so both say the same."""
+    if tuple(shape) != tuple(expected_shape):
+        return CheckResult(False, f"output shape {tuple(shape)} differs from the expected {tuple(expected_shape)}")
+    if dtype != expected_dtype:
+        return CheckResult(False, f"output dtype {dtype} differs from the expected {expected_dtype}")
+    return None
 
 
 CHUNK = 1 << 20

@@ -8,8 +8,15 @@ still confined and resource-limited like a child (sandbox.enter), since a progra
 any amount of work within its caps.
 
 Writes to the result pipe (GRADER_RESULT_FD) a JSON header (a length-prefixed frame, see
-grader.wire), then each output array in .npy format. Header fields: status ("ok" | "invalid"), error, printed (nl.device_print text),
-opcodes, matmul_flops, instructions, dma_count, latency_us, profile.
+grader.wire), then each output array in .npy format. Header fields: status ("ok" | "invalid" |
+"mismatch"), error, printed (nl.device_print text), opcodes, matmul_flops, instructions,
+dma_count, latency_us, profile; for "mismatch", declared.
+
+What tracing already knows is used before any execution: when job.json gives the output the
+test expects ([shape, dtype]) and the valid program declares outputs that cannot be it (their
+count, shape or dtype), nothing is executed and the header says "mismatch" with the declared
+[shape, dtype] of each output (a 224x224 configuration executes for tens of seconds; this
+verdict takes the time to decode).
 """
 from __future__ import annotations
 
@@ -52,6 +59,10 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
         programs.validate(program, _limits(job.get("platform", "trn2")), inputs)
     except programs.ProgramError as err:
         return {"status": "invalid", "error": str(err)[:4000]}, []
+    declared = declared_outputs(program.outputs)
+    expected = job.get("expected_output")
+    if expected is not None and declared is not None and declared != [expected]:
+        return {"status": "mismatch", "declared": declared}, []
     with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
         try:
             done = execute(program, inputs)
@@ -74,6 +85,19 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
         if profile is not None:
             header["profile"] = profile
     return header, [np.asarray(o) for o in outputs]
+
+
+def declared_outputs(outputs) -> list | None:
+    """[shape, dtype name] of each output as run() returns them (a dict's values, a tuple's or
+    list's items, or the one region), from the program alone; None for a nesting run() would
+    not return as arrays one by one."""
+    from nkisim import dtypes
+    from nkisim.trace import Region
+    items = list(outputs.values()) if isinstance(outputs, dict) else (
+        list(outputs) if isinstance(outputs, (list, tuple)) else [outputs])
+    if not all(isinstance(r, Region) for r in items):
+        return None
+    return [[list(r.shape), dtypes.to_dtype(r.dtype).name] for r in items]
 
 
 class _Stream:

@@ -19,7 +19,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import downgrade, problems, scoring
-from .checks import check_output
+from .checks import check_output, layout_failure
 from .errors import GraderInputError
 from .events import CancelToken, ProgressEvent
 from .precheck import compute_violations
@@ -274,7 +274,7 @@ class _Run:
                         platform=self.spec.platform, job_root=self.base, hide_paths=(self.root,) + tuple(self.opt.hide_paths),
                         neuron_core=self.cores[index % len(self.cores)] if self.backend == "neuron" else None,
                         neuron=self.neuron, input_names=fspec.functions[test.kernel][:len(args)],
-                        thresholds_us=test.thresholds_us)
+                        thresholds_us=test.thresholds_us, expected_output=problems.output(test.problem, config))
         run = run_configuration(job, limits, self.cancel_event)
         label = _config_label(config)
         detail = {"config": label, "wall_s": run.wall_s}
@@ -285,6 +285,16 @@ class _Run:
         if run.status == "invalid":
             self.flags.append(f"program_invalid:{test.name}")
             return dict(base, status="error", message=f"{label}: {run.message}")
+        what = "performance run output is wrong, so this test earns no points" if test.timed else "wrong output"
+        if run.status == "mismatch":      # what tracing knew: the program was not executed
+            detail["stopped_after"] = "tracing"
+            if len(run.declared) != 1:
+                return dict(base, status="failed", message=f"{label}: the kernel returned {len(run.declared)} outputs, expected 1")
+            shape, dtype = problems.output(test.problem, config)
+            layout = layout_failure(*run.declared[0], shape, dtype.name)
+            if layout is not None:
+                return dict(base, status="failed", message=f"{label}: {what}: {layout.message}")
+            return dict(base, status="error", message=f"{label}: the program was not executed, yet its output is the expected one")
         if run.status != "ok":
             return dict(base, status="error", message=f"{label}: {run.message}")
         if len(run.outputs) != 1:
@@ -298,7 +308,6 @@ class _Run:
         check = check_output(actual, expected, tol["rtol"], tol["atol"])
         detail["max_abs_error"] = check.max_abs_error
         if not check.ok:
-            what = "performance run output is wrong, so this test earns no points" if test.timed else "wrong output"
             return dict(base, status="failed", message=f"{label}: {what}: {check.message}")
         downgraded = downgrade.check(test.problem, args, kwargs, run.outputs[0], expected,
                                      np.random.default_rng(seq.spawn(1)[0]))

@@ -9,6 +9,10 @@
 
 Everything read back from either process is parsed defensively (grader.wire): a malformed
 result is a verdict for this run, never a crashed grade.
+
+What tracing already knows is used before any execution: given the output a test expects, the
+simulator's executor refuses to execute a program whose declared outputs cannot be it, and the
+run ends "mismatch" with what the program declared (see grader.executor).
 """
 from __future__ import annotations
 
@@ -47,11 +51,12 @@ class RunnerJob:
     compile_options: dict = field(default_factory=dict)
     max_instructions: int = 2_000_000
     thresholds_us: dict | None = None   # for the profile's picture
+    expected_output: tuple | None = None  # (shape, dtype) the test expects; None: no check before executing
 
 
 @dataclass
 class ConfigRun:
-    status: str                         # ok | error | timeout | crashed | cancelled | invalid
+    status: str                         # ok | error | timeout | crashed | cancelled | invalid | mismatch
     message: str = ""
     outputs: list = field(default_factory=list)
     printed: str = ""
@@ -63,6 +68,7 @@ class ConfigRun:
     dma_count: int = 0
     latency_us: float | None = None
     profile: dict | None = None
+    declared: list | None = None        # mismatch: (shape, dtype name) of each output the program declares
 
 
 def run_configuration(job: RunnerJob, limits: Limits, cancel: threading.Event | None = None) -> ConfigRun:
@@ -160,7 +166,8 @@ def _execute(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel) -> 
         json.dump({"n_inputs": len(job.args), "mode": job.mode, "platform": job.platform,
                    "max_instructions": job.max_instructions, "thresholds_us": job.thresholds_us,
                    "warmup": job.warmup, "iters": job.iters, "neuron_core": job.neuron_core,
-                   "neuron": job.neuron, "input_names": list(job.input_names)}, fh)
+                   "neuron": job.neuron, "input_names": list(job.input_names),
+                   "expected_output": _expected_output(job)}, fh)
     module = "grader.executor" if name == "program.bin" else "grader.neuron"
     done = run_child([sys.executable, "-I", "-m", module], workdir, limits=limits,
                      env=minimal_env(_neuron_env(job, limits)), hide_paths=(job.job_root,) + tuple(job.hide_paths),
@@ -177,8 +184,34 @@ def _execute(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel) -> 
                          wall_s=done.wall_seconds)
 
 
+def _expected_output(job: RunnerJob) -> list | None:
+    """What the executor compares the program's declared outputs with (only the simulator's
+    executor reads a traced program)."""
+    if job.expected_output is None or job.backend != "sim":
+        return None
+    shape, dtype = job.expected_output
+    return [[int(n) for n in shape], np.dtype(dtype).name]
+
+
+def _declared(header: dict) -> list[tuple[tuple[int, ...], str]]:
+    raw = header.get("declared")
+    if not isinstance(raw, list) or not 1 <= len(raw) <= 16:
+        raise wire.BadResult("a mismatch must list 1 to 16 declared outputs")
+    declared = []
+    for item in raw:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], list)
+                and len(item[0]) <= wire.MAX_DIMS and isinstance(item[1], str)):
+            raise wire.BadResult("a declared output must be [shape, dtype name]")
+        shape = tuple(wire.bounded_int(n, 0, 1 << 40, "a declared dimension") for n in item[0])
+        declared.append((shape, wire.bounded_text(item[1], 40)))
+    return declared
+
+
 def _parse_execution(done: ChildResult, limits: Limits) -> ConfigRun:
     header, pos = wire.read_header_line(done.result)
+    if header.get("status") == "mismatch":
+        return ConfigRun("mismatch", "its declared outputs cannot be the expected ones",
+                         wall_s=done.wall_seconds, declared=_declared(header))
     if header.get("status") != "ok":
         message = wire.bounded_text(str(header.get("error", "the program could not run")))
         return ConfigRun("invalid", f"the traced program breaks the hardware's rules: {message}",

@@ -39,7 +39,8 @@ class _Memory:
         self.fill_nan = fill_nan
         self.arrays: dict[int, np.ndarray] = {}
         self.written: dict[int, np.ndarray] = {}    # PSUM only: which elements hold a value
-        self.overwritten = _fully_written_first(program)
+        self.overwritten, self.zero_based = _first_writes(program)
+        self.zero_pending = set(self.zero_based)     # those not yet written
 
     def flat(self, alloc_id: int, dtype_name: str) -> np.ndarray:
         arr = self.arrays.get(alloc_id)
@@ -59,6 +60,8 @@ class _Memory:
         arr = np.empty(math.prod(a.shape), dtype=dtype)
         if a.id in self.overwritten:
             pass                                   # its first instruction writes all of it
+        elif a.id in self.zero_based:              # its first instruction adds to zeros, all of it
+            return arr
         elif self.fill_nan and dtypes.is_float(dtype):
             arr[...] = np.nan
         elif self.fill_nan:
@@ -163,23 +166,35 @@ def _regions(outputs):
             yield from _regions(item)
 
 
-def _fully_written_first(program: Program) -> set[int]:
-    """Allocations whose first access is an unmasked, non-accumulating write of every
-    element: they need no garbage fill (most instruction results)."""
+def _first_writes(program: Program) -> tuple[set[int], set[int]]:
+    """Allocations whose first access is an unmasked write of every element: (those written by
+    a non-accumulating instruction, PSUM ones its accumulating first write adds to zeros).
+    Neither needs a garbage fill, nor the second its written-flags (most instruction results
+    and matmul accumulators)."""
     sizes = {a.id: math.prod(a.shape) for a in program.allocs if a.input_index is None}
+    psum = {a.id for a in program.allocs if a.buffer == "psum"}
     seen: set[int] = set()
     full: set[int] = set()
+    zero_based: set[int] = set()
     for rec in program.records:
         for r in rec.reads:
             seen.add(r.alloc_id)
-        for r in rec.writes + rec.stores:
+        for i, r in enumerate(rec.writes + rec.stores):
             if r.alloc_id in seen:
                 continue
             seen.add(r.alloc_id)
             size = sizes.get(r.alloc_id)
-            if size and rec.mask is None and not rec.accumulate and _covers(r, size):
+            # as execute() writes them: writes[0] with the record's accumulate and mask, other
+            # writes plainly, stores (a matmul's result tile beside its accumulator) masked
+            first = i == 0 and bool(rec.writes)
+            mask = rec.mask if first or i >= len(rec.writes) else None
+            if not size or mask is not None or not _covers(r, size):
+                continue
+            if not (first and rec.accumulate):
                 full.add(r.alloc_id)
-    return full
+            elif r.alloc_id in psum:
+                zero_based.add(r.alloc_id)
+    return full, zero_based
 
 
 # ----- value semantics, one function per kind ------------------------------------------------------
@@ -387,6 +402,8 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
                 _store(mem, rec, r, results[i], accumulate=rec.accumulate and i == 0,
                        mask=rec.mask if i == 0 else None)
             for r in rec.stores:
+                if r.alloc_id in last_uses.get(index, ()):
+                    continue            # nothing reads this result tile again (a matmul's, placed)
                 _store(mem, rec, r, results[0], accumulate=False, mask=rec.mask)
         except ProgramError:
             raise
@@ -404,20 +421,42 @@ def _store(mem: _Memory, rec: TraceRecord, r: Region, values, *, accumulate: boo
     if mask is not None:
         keep = np.broadcast_to(mask, r.shape)
     if accumulate:
-        old = _f32(mem.view(r))
-        written = mem.written_mask(r)
-        if written is not None:
-            old = np.where(written, old, np.float32(0))
-        values = old + _f32(values)
+        if r.alloc_id in mem.zero_pending:        # the first write: every element adds to zero
+            mem.zero_pending.discard(r.alloc_id)
+            values = _f32(values) + np.float32(0)
+        else:
+            view = mem.view(r)                    # created here, written-flags and all
+            if (keep is None and r.offsets is None and r.dtype == "float32" and r.alloc_id not in mem.written
+                    and isinstance(values, np.ndarray) and values.dtype == np.float32 and not values.dtype.metadata):
+                np.add(view, values, out=view)    # every element holds a value: add in place
+                return
+            old = _f32(view)
+            written = mem.written_mask(r)
+            if written is not None:
+                old = np.where(written, old, np.float32(0))
+            values = old + _f32(values)
     values = dtypes.cast(values, dtypes.to_dtype(r.dtype))
     if isinstance(values, np.ndarray) and np.may_share_memory(values, mem.flat(r.alloc_id, r.dtype)):
         values = values.copy()     # an in-place instruction reading what it writes
     mem.write(r, values, keep)
 
 
-def _outputs(mem: _Memory, outputs):
+def _outputs(mem: _Memory, outputs, handed: set | None = None):
+    handed = set() if handed is None else handed
     if isinstance(outputs, Region):
-        return np.array(mem.view(outputs), copy=True)
+        return _output_array(mem, outputs, handed)
     if isinstance(outputs, dict):
-        return {k: _outputs(mem, v) for k, v in outputs.items()}
-    return type(outputs)(_outputs(mem, v) for v in outputs)
+        return {k: _outputs(mem, v, handed) for k, v in outputs.items()}
+    return type(outputs)(_outputs(mem, v, handed) for v in outputs)
+
+
+def _output_array(mem: _Memory, r: Region, handed: set) -> np.ndarray:
+    """An output's values. An output that is all of an allocation the kernel made, in order,
+    is handed over without a copy (a 224x224 batch's output is 200 MB), once: a second output
+    of the same allocation, an input or any other view is copied."""
+    view = mem.view(r)
+    if (r.alloc_id not in handed and r.offsets is None and mem.allocs[r.alloc_id].input_index is None
+            and view.flags.c_contiguous and view.size == mem.arrays[r.alloc_id].size):
+        handed.add(r.alloc_id)
+        return view
+    return np.array(view, copy=True)

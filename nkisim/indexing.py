@@ -185,6 +185,9 @@ def normalize_key(key, shape: tuple[int, ...], name: str) -> tuple[tuple, bool]:
     """Expand `key` to one entry per dimension. Returns (key, is_advanced)."""
     if not isinstance(key, tuple):
         key = (key,)
+    if len(key) <= len(shape) and all(type(k) is slice or type(k) is int for k in key):
+        # the common case (ints and slices only): what every check below would pass
+        return key + (slice(None),) * (len(shape) - len(key)), False
     n_ellipsis = sum(1 for k in key if k is Ellipsis)
     if n_ellipsis > 1:
         raise IndexingError("an index can only have a single ellipsis ('...')")

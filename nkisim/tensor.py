@@ -37,6 +37,8 @@ def _host_read(what: str):
 
 def integral(value, what: str) -> int:
     """Sizes may be integral floats (e.g. from '/'): accept them, reject anything else."""
+    if type(value) is int:          # the common case, before the slower ABC check
+        return value
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, float) and value.is_integer():

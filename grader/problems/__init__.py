@@ -35,6 +35,11 @@ def roofline_us(problem: str, config: dict) -> float:
     return get(problem).roofline_us(config)
 
 
+def output(problem: str, config: dict) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, dtype) of the reference answer for `config`, without computing it."""
+    return get(problem).output(config)
+
+
 def label(problem: str, config: dict) -> str:
     return get(problem).label(config)
 

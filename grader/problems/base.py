@@ -17,6 +17,9 @@ class Problem:
     reference: Callable[[list[np.ndarray], dict], np.ndarray]   # in the grader, never student code
     work: Callable[[dict], tuple[float, float]]  # (Tensor Engine FLOPs, HBM bytes) any correct kernel needs
     label: Callable[[dict], str]                 # a config as the student reads it in a message
+    # (shape, dtype) of the reference answer, known without computing it: a traced program
+    # declaring another output fails before it is executed
+    output: Callable[[dict], tuple[tuple[int, ...], np.dtype]]
     # the only compute instructions a kernel may use (None: any); data movement is always allowed
     allowed_instructions: frozenset[str] | None = None
     # for grader.downgrade: choose a few output slices, slice an output, and the reference on just

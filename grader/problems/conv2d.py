@@ -32,6 +32,13 @@ def work(config: dict) -> tuple[float, float]:
     return flops, moved * item
 
 
+def output(config: dict) -> tuple[tuple[int, ...], np.dtype]:
+    c = config
+    pool = int(c.get("pool", 1))
+    ho, wo = c["height"] - c["k"] + 1, c["width"] - c["k"] + 1
+    return (c["batch"], c["c_out"], ho // pool, wo // pool), np.dtype(c.get("dtype", "float32"))
+
+
 def label(config: dict) -> str:
     c = config
     return (f"B={c['batch']} C_in={c['c_in']} C_out={c['c_out']} {c['height']}x{c['width']} "
@@ -55,5 +62,5 @@ def sampled_reference(args: list[np.ndarray], kwargs: dict, channels: np.ndarray
 
 PROBLEM = Problem(name="conv2d", kernel="fused_conv2d_maxpool",
                   config_keys=("batch", "c_in", "c_out", "height", "width", "k"),
-                  make_inputs=make_inputs, reference=reference, work=work, label=label,
+                  make_inputs=make_inputs, reference=reference, work=work, label=label, output=output,
                   sample=sample, slice_output=slice_output, sampled_reference=sampled_reference)

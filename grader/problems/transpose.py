@@ -21,10 +21,14 @@ def work(config: dict) -> tuple[float, float]:
     return 0.0, 2.0 * config["m"] * config["n"] * item
 
 
+def output(config: dict) -> tuple[tuple[int, ...], np.dtype]:
+    return (config["n"], config["m"]), np.dtype(config.get("dtype", "float32"))
+
+
 def label(config: dict) -> str:
     return f"{config['m']}x{config['n']} {config.get('dtype', 'float32')}"
 
 
 PROBLEM = Problem(name="transpose", kernel="matrix_transpose", config_keys=("m", "n"),
-                  make_inputs=make_inputs, reference=reference, work=work, label=label,
+                  make_inputs=make_inputs, reference=reference, work=work, label=label, output=output,
                   allowed_instructions=frozenset({"nc_transpose"}))

@@ -1,0 +1,112 @@
+"""PSUM accumulation executes bit for bit as its semantics say, whichever way the executor
+takes: a first accumulating write covering a fresh tile adds to zeros (no garbage fill, no
+written-flags), later ones add in place in fp32, and a first write covering part of the tile
+still keeps the elements nothing wrote at zero for the next one."""
+from __future__ import annotations
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+import nkisim
+
+nkisim.install()
+
+import neuronxcc.nki as nki  # noqa: E402
+import neuronxcc.nki.isa as nisa  # noqa: E402
+import neuronxcc.nki.language as nl  # noqa: E402
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+
+
+def products(a_t: np.ndarray, b: np.ndarray, cols=slice(None)) -> list[np.ndarray]:
+    """Each 128-row block's matmul as the executor computes it (fp32, one BLAS thread)."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        return [a_t[k:k + 128].T @ b[k:k + 128, cols] for k in range(0, a_t.shape[0], 128)]
+
+
+@nki.jit
+def whole_tile_group(a_t, b):
+    k, m = a_t.shape
+    n = b.shape[1]
+    out = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.hbm)
+    acc = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.psum)
+    for kt in nl.affine_range(k // 128):
+        a_sb = nl.ndarray((128, m), dtype=a_t.dtype, buffer=nl.sbuf)
+        b_sb = nl.ndarray((128, n), dtype=b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a_sb, src=a_t[kt * 128:(kt + 1) * 128, :])
+        nisa.dma_copy(dst=b_sb, src=b[kt * 128:(kt + 1) * 128, :])
+        acc += nisa.nc_matmul(a_sb, b_sb)
+    nisa.dma_copy(dst=out, src=nisa.tensor_copy(acc))
+    return out
+
+
+@nki.jit
+def halves_first(a_t, b):
+    """The first two matmuls each write half of the tile, the third all of it."""
+    m, n = a_t.shape[1], b.shape[1]
+    half = n // 2
+    out = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.hbm)
+    acc = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.psum)
+    a_sb = nl.ndarray((128, m), dtype=a_t.dtype, buffer=nl.sbuf)
+    b_sb = nl.ndarray((128, n), dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a_sb, src=a_t[0:128, :])
+    nisa.dma_copy(dst=b_sb, src=b[0:128, :])
+    acc[:, 0:half] += nisa.nc_matmul(a_sb, b_sb[:, 0:half])
+    acc[:, half:n] += nisa.nc_matmul(a_sb, b_sb[:, half:n])
+    acc += nisa.nc_matmul(a_sb, b_sb)
+    nisa.dma_copy(dst=out, src=nisa.tensor_copy(acc))
+    return out
+
+
+def test_a_whole_tile_group_is_zero_plus_each_product_in_order():
+    rng = np.random.default_rng(11)
+    a_t = rng.standard_normal((384, 64), dtype=np.float32)
+    b = rng.standard_normal((384, 96), dtype=np.float32)
+    b[:, 5] = -0.0           # products of -0.0: the first add to zero makes them +0.0
+    a_t[:, 7] = np.nan
+    out = nkisim.run_kernel(whole_tile_group, (a_t, b), {}).outputs
+    expected = np.float32(0)
+    for p in products(a_t, b):
+        expected = expected + p
+    assert np.array_equal(bits(out), bits(expected))
+
+
+def test_a_group_whose_first_writes_cover_halves_adds_each_to_zero():
+    rng = np.random.default_rng(12)
+    a_t = rng.standard_normal((128, 64), dtype=np.float32)
+    b = rng.standard_normal((128, 96), dtype=np.float32)
+    out = nkisim.run_kernel(halves_first, (a_t, b), {}).outputs
+    (left,), (right,), (whole,) = products(a_t, b, slice(0, 48)), products(a_t, b, slice(48, 96)), products(a_t, b)
+    expected = (np.float32(0) + np.concatenate([left, right], axis=1)) + whole
+    assert np.array_equal(bits(out), bits(expected))
+
+
+@nki.jit
+def product_kept(a_t, b):
+    """The matmul's own result tile is read again after it was accumulated: it still holds the
+    product (the executor skips filling such a tile only when nothing reads it again)."""
+    m, n = a_t.shape[1], b.shape[1]
+    out = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.hbm)
+    acc = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.psum)
+    a_sb = nl.ndarray((128, m), dtype=a_t.dtype, buffer=nl.sbuf)
+    b_sb = nl.ndarray((128, n), dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a_sb, src=a_t[0:128, :])
+    nisa.dma_copy(dst=b_sb, src=b[0:128, :])
+    acc += nisa.nc_matmul(a_sb, b_sb)
+    product = nisa.nc_matmul(a_sb, b_sb)
+    acc += product
+    total = nisa.tensor_tensor(nisa.tensor_copy(acc), product, op=nl.add)
+    nisa.dma_copy(dst=out, src=total)
+    return out
+
+
+def test_a_matmul_result_read_after_its_accumulation_still_holds_the_product():
+    rng = np.random.default_rng(13)
+    a_t = rng.standard_normal((128, 64), dtype=np.float32)
+    b = rng.standard_normal((128, 96), dtype=np.float32)
+    out = nkisim.run_kernel(product_kept, (a_t, b), {}).outputs
+    (p,) = products(a_t, b)
+    expected = ((np.float32(0) + p) + p) + p
+    assert np.array_equal(bits(out), bits(expected))
