@@ -6,6 +6,7 @@ import numpy as np
 
 from .params import DEFAULT_PARAMS, CostParams
 from .rules import COST_RULES
+from .dependencies import hazards
 from .scheduler import Timeline, schedule
 
 __all__ = ["CostParams", "DEFAULT_PARAMS", "COST_RULES", "Timeline", "schedule", "estimate",
@@ -21,7 +22,29 @@ def estimate(run, params: CostParams = DEFAULT_PARAMS, *, measurement: str = "be
     """Timeline of a KernelRun. `measurement` picks the fixed overhead: "bench" for
     nki.benchmark's NeuronCore latency, "profile" for neuron-profile's total_time."""
     overhead = params.bench_overhead_ns if measurement == "bench" else params.profile_overhead_ns
-    return schedule(run.trace, params, dge=uses_dge(run.compile_options), overhead_ns=overhead)
+    tracked = hazard_tracked(run, params)
+    return schedule(run.trace, params, dge=uses_dge(run.compile_options), overhead_ns=overhead,
+                    hazard_deps=hazards(run.trace, tracked) if tracked else None)
+
+
+def hazard_tracked(run, params: CostParams) -> dict[int, int]:
+    """{allocation id: write granule in elements} of the memory whose reuse stalls: all of HBM
+    (granule: an HBM burst), and on-chip tiles too large for the compiler to rename (fewer than
+    `onchip_rename_copies` copies fit in SBUF or PSUM; granule: one element)."""
+    limits = run.settings.limits
+    tracked = {}
+    allocs = getattr(run.program, "allocs", None) or []
+    for a in allocs:
+        item = np.dtype(a.dtype).itemsize if a.dtype != "bfloat16" else 2
+        if a.buffer in ("hbm", "shared_hbm"):
+            tracked[a.id] = max(1, params.dma_hazard_granule_bytes // item)  # 0: exact
+            continue
+        parts = a.shape[a.par_axis] if a.shape else 1
+        per_partition = int(np.prod(a.shape, dtype=np.int64)) // max(parts, 1) * item
+        capacity = limits.sbuf_partition_bytes if a.buffer == "sbuf" else limits.psum_bank_bytes * limits.psum_banks
+        if per_partition * params.onchip_rename_copies > capacity:
+            tracked[a.id] = 1
+    return tracked
 
 
 def latency_samples_us(timeline: Timeline, iters: int, sigma: float, seed: int) -> np.ndarray:
