@@ -266,9 +266,46 @@ def report_conv(facts: list) -> None:
         print(f"{dtype} {h}x{w} pool{pool:<6} {o:9.1f} {tier(o):>4} {r:7.1f} {tier(r):>4} {opt:8d} {rel:8d}")
 
 
+# the DMA-issue models the facts decide between (trn2-conv-measurements.md C5: "decide with the
+# calibration points, not by assumption"); each is the built model with these constants changed
+DOCUMENTED_DGE = dict(dge_default_queues=("DGE-SP", "DGE-ACT"), dge_issue_ns=600.0, dge_issue_per_row_ns=0.0)
+ALTERNATIVES = {
+    "as built": {},
+    "one DGE, 600 ns flat": dict(dge_issue_ns=600.0, dge_issue_per_row_ns=0.0),
+    "both DGEs, 600 ns": DOCUMENTED_DGE,
+    "both DGEs + 64 B HBM hazards": dict(DOCUMENTED_DGE, dma_hazard_granule_bytes=64),
+}
+ALTERNATIVE_FACTS = ("B1", "B2", "B4", "B5", "B6", "P3", "C2")
+
+
+def report_alternatives() -> None:
+    """The facts the DMA-issue choice moves, under each alternative model."""
+    import dataclasses
+    runs = [(label, nkisim.run_kernel(kernel, inputs, {}, compile_options=options), kind, measured, "latency")
+            for label, kernel, inputs, options, kind, measured in calibration_points()
+            if label.startswith(ALTERNATIVE_FACTS)]
+    large16 = conv_inputs(224, 224, "float16")
+    for label, kernel in (("C5 1,338 DMAs fp16 (<= 1002)", calibration.c5_three_row_dmas),
+                          ("C5 3,112 DMAs fp16 (<= 1002)", calibration.c5_one_row_dmas)):
+        runs.append((label, nkisim.run_kernel(kernel, large16, {}), "bench", 1002, "bound"))
+    names = list(ALTERNATIVES)
+    print("\nDMA issue: the facts under each alternative (error; for a bound, the predicted us)")
+    print(f"{'fact':34}" + "".join(f" {n:>29}" for n in names))
+    for label, run, kind, measured, what in runs:
+        cells = []
+        for name in names:
+            params = dataclasses.replace(cost.DEFAULT_PARAMS, **ALTERNATIVES[name])
+            us = cost.estimate(run, params, measurement=kind).total_us
+            cells.append(f"{us:8.0f} us {'holds' if us <= measured else 'MISSED'}" if what == "bound"
+                         else f"{us / measured - 1:+.1%}")
+        print(f"{label[:34]:34}" + "".join(f" {c:>29}" for c in cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-conv", action="store_true")
+    parser.add_argument("--alternatives", action="store_true",
+                        help="also show the DMA-issue facts under the alternative models the facts rule out")
     parser.add_argument("--save", metavar="JSON", help="write every fact's error here (a baseline for --baseline)")
     parser.add_argument("--baseline", metavar="JSON", help="a --save file of an earlier model: show how far "
                         "each fact moved and flag those more than 3 points worse")
@@ -285,6 +322,8 @@ def main() -> None:
     if not args.skip_conv:
         report_conv(facts)
     worse = report_mechanisms(facts, baseline)
+    if args.alternatives:
+        report_alternatives()
     outside = [f.label for f in facts if abs(f.error) > 0.15]
     print(f"\n{len(facts)} facts; outside 15%: {', '.join(outside) or 'none'}")
     if baseline is not None:

@@ -116,6 +116,9 @@ def build_profile(trace, timeline: Timeline, params: CostParams = DEFAULT_PARAMS
             entry[1] += 1
     engines = {name: EngineStats(busy / 1e3, busy / total_ns if total_ns else 0.0, counts.get(name, 0))
                for name, busy in timeline.busy_ns.items()}
+    if timeline.dma_mode == "dge" and timeline.dma_count:   # both DGEs, so an idle one shows as free
+        for lane in ("DGE-SP", "DGE-ACT"):
+            engines.setdefault(lane, EngineStats(0.0, 0.0, 0))
     useful = hw - tr
     peak = params.pe_peak_flops_per_ns
     compute_ns = (useful - fp32_flops) / peak + fp32_flops / (peak / params.pe_fp32_factor)
@@ -161,8 +164,9 @@ def verdict(profile: Profile) -> str:
         issued = profile.engines[name].instructions
         per = stats.busy_us / max(issued, 1)
         other = {"DGE-SP": "engine=nisa.engine.scalar", "DGE-ACT": "engine=nisa.engine.sync"}.get(name)
+        idle = profile.engines.get("DGE-SP" if name == "DGE-ACT" else "DGE-ACT")
         spread = f"; the other DGE is free: {other} on some dma_copy calls splits the issue" \
-            if other and profile.engines.get("DGE-SP" if name == "DGE-ACT" else "DGE-ACT") is None else ""
+            if other and (idle is None or idle.instructions == 0) else ""
         return (f"DMA issue bound: {issued} DMAs issued one after another on the {LANE_LABELS[name]} queue "
                 f"({per:.2f} us each) fill {stats.utilisation:.0%} of the kernel; fewer, larger DMAs help{spread}; "
                 f"{off_roof}")

@@ -77,6 +77,8 @@ class _Lane:
 
 def _lanes(trace, timeline: Timeline, columns: int, ns_per_px: float) -> list[_Lane]:
     queues = {q for q in timeline.busy_ns if q != "DMA"}
+    if timeline.dma_mode == "dge" and timeline.dma_count:    # both DGE queues, an idle one too
+        queues |= {"DGE-SP", "DGE-ACT"}
     lanes = {q: _Lane(label, LANE_H, columns, ns_per_px) for q, label in ENGINE_LANES if q in queues}
     for q in sorted(queues - set(lanes)):
         lanes[q] = _Lane(q, LANE_H, columns, ns_per_px)

@@ -237,6 +237,7 @@ def test_profile_shows_both_dge_queues_and_hazard_waits():
     svg = profile_summary(run.trace, tl)["svg"]
     xml.dom.minidom.parseString(svg)
     assert ">hazard waits<" in svg and ">hazard wait</text>" in svg and ">DGE from Sync<" in svg
+    assert ">DGE from Scalar<" in svg and prof.engines["DGE-ACT"].instructions == 0   # shown, idle
 
     split = [nisa.engine.scalar if i % 2 else None for i in range(20)]
     run = nkisim.run_kernel(make_row_loads(split), (np.ones((128, 80), np.float32),), {})
