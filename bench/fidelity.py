@@ -94,6 +94,7 @@ FITTED = {"B1": "dge_issue_ns", "B2": "dge_issue_per_row_ns", "P1": "dve_fp32_ra
 MECHANISMS = {
     "fixed overhead": ("B5", "P1", "P2", "P3", "C2"),
     "DGE issue (graded mode)": ("B1", "B2", "B4", "B5", "B6", "C5", "C3 SBUF"),
+    "adjacent DMAs issued as one": ("C5", "T"),
     "DMA hazards (reuse of a buffer)": ("B1", "B2", "B4", "B6"),
     "DMA transfer: bandwidth, descriptors, chunk and element size": ("B2", "B4", "P1", "P2", "P3", "C2", "C3"),
     "DMA latency chains": ("B1", "B5", "C2"),
@@ -268,10 +269,11 @@ def report_conv(facts: list) -> None:
 
 # the DMA-issue models the facts decide between (trn2-conv-measurements.md C5: "decide with the
 # calibration points, not by assumption"); each is the built model with these constants changed
-DOCUMENTED_DGE = dict(dge_default_queues=("DGE-SP", "DGE-ACT"), dge_issue_ns=600.0, dge_issue_per_row_ns=0.0)
+DOCUMENTED_DGE = dict(dge_default_queues=("DGE-SP", "DGE-ACT"), dge_issue_ns=600.0, dge_issue_per_row_ns=0.0,
+                      dma_merge_adjacent=False)
 ALTERNATIVES = {
     "as built": {},
-    "one DGE, 600 ns flat": dict(dge_issue_ns=600.0, dge_issue_per_row_ns=0.0),
+    "no DMA merging": dict(dma_merge_adjacent=False),
     "both DGEs, 600 ns": DOCUMENTED_DGE,
     "both DGEs + 64 B HBM hazards": dict(DOCUMENTED_DGE, dma_hazard_granule_bytes=64),
 }

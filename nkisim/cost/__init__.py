@@ -2,11 +2,14 @@
 and a scheduler that turns a kernel's trace into an engine timeline (scheduler.py)."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .params import DEFAULT_PARAMS, CostParams
 from .rules import COST_RULES
 from .dependencies import hazards
+from .merge import adjacent_dma_groups, merge_trace
 from .scheduler import Timeline, schedule
 
 __all__ = ["CostParams", "DEFAULT_PARAMS", "COST_RULES", "Timeline", "schedule", "estimate",
@@ -23,8 +26,26 @@ def estimate(run, params: CostParams = DEFAULT_PARAMS, *, measurement: str = "be
     nki.benchmark's NeuronCore latency, "profile" for neuron-profile's total_time."""
     overhead = params.bench_overhead_ns if measurement == "bench" else params.profile_overhead_ns
     tracked = hazard_tracked(run, params)
-    return schedule(run.trace, params, dge=uses_dge(run.compile_options), overhead_ns=overhead,
-                    hazard_deps=hazards(run.trace, tracked) if tracked else None)
+    trace, groups = run.trace, adjacent_dma_groups(run.trace) if params.dma_merge_adjacent else []
+    if groups:
+        trace, owner = merge_trace(run.trace, groups)
+    timeline = schedule(trace, params, dge=uses_dge(run.compile_options), overhead_ns=overhead,
+                        hazard_deps=hazards(trace, tracked) if tracked else None)
+    return expand_merged(timeline, owner) if groups else timeline
+
+
+def expand_merged(timeline: Timeline, owner: list[int]) -> Timeline:
+    """A timeline with one slot per record of the original trace: a merged DMA's first record
+    carries it, the others ride along (no issue time or DMA engines of their own)."""
+    slots, seen = [], set()
+    for o in owner:
+        slot = timeline.slots[o]
+        if o in seen:
+            slot = dataclasses.replace(slot, issue_queue="", issue_end=slot.issue_start, dma_queues=(),
+                                       engines=0, hazard_wait=0.0)
+        seen.add(o)
+        slots.append(slot)
+    return dataclasses.replace(timeline, slots=slots)
 
 
 def hazard_tracked(run, params: CostParams) -> dict[int, int]:

@@ -172,8 +172,44 @@ def _granules(region, granule: int):
     return starts // granule, (starts + run - 1) // granule, np
 
 
-def _share_granule(a, b, granule: int) -> bool:
-    ga, gb = _granules(a, granule), _granules(b, granule)
+def _rows(r):
+    """(row stride, row length, rows) in elements of a region of equal contiguous rows, or None."""
+    if r.offsets is not None or r.strides is None:
+        return None
+    item = r.itemsize
+    run = max(r.contiguous_bytes // item, 1)
+    inner, outer = 1, []
+    for n, stride in zip(reversed(r.shape), reversed(r.strides)):
+        if inner < run:
+            inner *= n
+        elif n > 1:
+            outer.append((n, stride // item))
+    if not outer:
+        return (run, run, 1)
+    if len(outer) > 1 or outer[0][1] <= 0:
+        return None
+    return outer[0][1], run, outer[0][0]
+
+
+def _share_granule(a, b, granule: int, cache: dict) -> bool:
+    """Whether two regions of one allocation write a common granule (their footprints, not
+    just their bounding boxes: strided stores of rows overlap as boxes, rarely as elements)."""
+    ra, rb = _rows(a), _rows(b)
+    if ra is not None and ra == rb:      # equal row patterns: a closed form
+        stride, length, rows = ra
+        d = b.start - a.start
+        if granule == 1:
+            reach = length
+        else:                            # rows widen to whole granules
+            reach = length + granule
+        k = round(d / stride) if stride else 0
+        return any(abs(d - m * stride) < reach for m in (k - 1, k, k + 1) if -rows < m < rows) or \
+            (rows == 1 and abs(d) < reach)
+    ga, gb = cache.get(id(a)), cache.get(id(b))
+    if ga is None:
+        ga = cache[id(a)] = _granules(a, granule)
+    if gb is None:
+        gb = cache[id(b)] = _granules(b, granule)
     if ga is None or gb is None:
         return True
     a_lo, a_hi, np = ga
@@ -210,7 +246,15 @@ def hazards(trace: list[TraceRecord], tracked: dict[int, int]) -> list[tuple[int
     """For each record, the earlier records its writes must wait for (WAR and WAW). `tracked`
     maps an allocation id to its write granule in elements (1 = exact); allocations not in it
     are renamed by the compiler and have no hazards."""
+    # only memory written more than once can be overwritten while in use
+    writes_per_alloc: dict[int, int] = {}
+    for rec in trace:
+        for r in rec.writes:
+            if r.alloc_id in tracked:
+                writes_per_alloc[r.alloc_id] = writes_per_alloc.get(r.alloc_id, 0) + 1
+    tracked = {a: g for a, g in tracked.items() if writes_per_alloc.get(a, 0) > 1}
     index: dict[int, _HazardIndex] = {}
+    cache: dict = {}                        # granule footprints of the regions looked at
     out: list[tuple[int, ...]] = []
     limit = 4 * HAZARD_FAN_IN
     for i, rec in enumerate(trace):
@@ -233,7 +277,8 @@ def hazards(trace: list[TraceRecord], tracked: dict[int, int]) -> list[tuple[int
             # WAW: earlier writes sharing a granule (elements, for a granule of one)
             glo, ghi = (lo // granule) * granule, -(-hi // granule) * granule
             for entry in h._overlapping(h.writes, h.longest_write, glo, ghi, limit):
-                if any(_share_granule(r, w, granule) for w in trace[entry[2]].writes if w.alloc_id == r.alloc_id):
+                if any(_share_granule(r, w, granule, cache) for w in trace[entry[2]].writes
+                       if w.alloc_id == r.alloc_id):
                     waits.add(entry[2])
                     if glo <= entry[0] and entry[1] <= ghi:     # later writes order after this one
                         h.writes.remove(entry)

@@ -54,6 +54,8 @@ class CostParams:
     # say (engine=). B1, B2, B4 and B6 each issue one DMA per ~0.5-0.6 us, as one DGE does; with
     # both DGEs they would run 38-45% faster than measured (bench/fidelity.py shows it)
     static_issue_ns: float = 50.0        # assumed: --disable-dge, descriptors prebuilt
+    dma_merge_adjacent: bool = True      # inferred from C5 (merge.py): DMAs from one line, each
+    # continuing the previous one's rows in HBM and on chip, issue as one
 
     # --- DMA transfer (sections 2 and 4) ---
     dma_start_latency_ns: float = 1000.0  # documented ~1.3 us semaphore-to-start, split 1.0 + 0.3
@@ -71,7 +73,7 @@ class CostParams:
     dma_hazard_granule_bytes: int = 0    # 0: writes conflict element by element. 64 (an HBM burst
     # written read-modify-write) would order stores into one granule; it puts B4 at +36% and C2
     # fp16 at +23% (bench/fidelity.py), so the facts say such writes are not serialised
-    dma_hazard_hop_ns: float = 150.0     # assumed, as the semaphore hop plus the queue's wake-up
+    dma_hazard_hop_ns: float = 100.0     # assumed: the semaphore hop (section 5 item 2)
     onchip_rename_copies: int = 2        # a rewritten on-chip tile is renamed if this many copies fit
     # (trn2-cost-model.md section 1: rewriting a tile does not stall while capacity allows)
 

@@ -255,3 +255,52 @@ def test_an_issue_bound_kernel_on_one_dge_is_told_about_the_other():
         nkisim.run_kernel(vector_add.make_vector_add_tiled(128), (a, a), {})))
     assert summary["verdict"].startswith("DMA issue bound: 600 DMAs issued one after another on the DGE from Sync")
     assert "engine=nisa.engine.scalar" in summary["verdict"]
+
+
+# ----- adjacent DMAs issued as one (C5) ------------------------------------------------------
+
+def make_row_dmas(step):
+    """Per output row, three input rows of every channel tile by three DMAs from one line into
+    one tile; `step` 1 takes rows h, h+1, h+2 (each DMA continues the last), 2 skips rows."""
+
+    @nki.jit
+    def row_dmas(x):
+        C, H, W = x.shape
+        out = nl.ndarray((C, 2, 3 * W), dtype=x.dtype, buffer=nl.hbm)
+        for h in range(2):
+            rows = nl.ndarray((C, 3, W), dtype=x.dtype, buffer=nl.sbuf)
+            for r in range(3):
+                nisa.dma_copy(dst=rows[:, r, :], src=x[:, h + step * r, :])
+            nisa.dma_copy(dst=out[:, h, :], src=rows.reshape((C, 3 * W)))
+        return out
+
+    return row_dmas
+
+
+def test_dmas_that_continue_each_other_issue_as_one():
+    from nkisim.cost.merge import adjacent_dma_groups
+    x = np.random.default_rng(2).random((128, 8, 224)).astype(np.float16)
+    run = nkisim.run_kernel(make_row_dmas(1), (x,), {})
+    np.testing.assert_array_equal(run.outputs[:, 1], x[:, 1:4].reshape(128, -1))   # values untouched
+    assert adjacent_dma_groups(run.trace) == [(0, 1, 2), (4, 5, 6)]
+    tl = cost.estimate(run)
+    assert tl.dma_count == 4              # two merged loads, two stores
+    lead, *riders = tl.slots[0:3]
+    # one issue for the three, whose rows are three times as long
+    assert lead.issue_end - lead.issue_start == pytest.approx(P.dge_issue_ns + 128 * P.dge_issue_per_row_ns)
+    assert all(s.issue_end == s.issue_start and s.end == lead.end for s in riders)
+    unmerged = cost.estimate(run, dataclasses.replace(P, dma_merge_adjacent=False))
+    assert unmerged.dma_count == 8 and unmerged.total_ns > tl.total_ns
+    # the profile counts the DGE issues (one per merged group) and their time once
+    prof = build_profile(run.trace, tl)
+    assert prof.engines["DGE-SP"].instructions == 4
+    assert prof.engines["DGE-SP"].busy_us == pytest.approx(tl.busy_ns["DGE-SP"] / 1e3)
+    assert tl.busy_ns["DGE-SP"] == pytest.approx(4 * (P.dge_issue_ns + 128 * P.dge_issue_per_row_ns))
+
+
+def test_dmas_that_skip_rows_stay_separate():
+    from nkisim.cost.merge import adjacent_dma_groups
+    x = np.random.default_rng(2).random((128, 8, 224)).astype(np.float16)
+    run = nkisim.run_kernel(make_row_dmas(2), (x,), {})
+    assert adjacent_dma_groups(run.trace) == []
+    assert cost.estimate(run).dma_count == 8
