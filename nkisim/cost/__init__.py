@@ -12,7 +12,7 @@ from .dependencies import hazards
 from .merge import adjacent_dma_groups, merge_trace
 from .scheduler import Timeline, schedule
 
-__all__ = ["CostParams", "DEFAULT_PARAMS", "COST_RULES", "Timeline", "schedule", "estimate",
+__all__ = ["CostParams", "DEFAULT_PARAMS", "COST_RULES", "Timeline", "schedule", "estimate", "time_trace",
            "uses_dge", "latency_samples_us"]
 
 
@@ -25,12 +25,22 @@ def estimate(run, params: CostParams = DEFAULT_PARAMS, *, measurement: str = "be
     """Timeline of a KernelRun. `measurement` picks the fixed overhead: "bench" for
     nki.benchmark's NeuronCore latency, "profile" for neuron-profile's total_time."""
     overhead = params.bench_overhead_ns if measurement == "bench" else params.profile_overhead_ns
-    tracked = hazard_tracked(run, params)
-    trace, groups = run.trace, adjacent_dma_groups(run.trace) if params.dma_merge_adjacent else []
+    return time_trace(run.trace, getattr(run.program, "allocs", None) or [], dge=uses_dge(run.compile_options),
+                      params=params, overhead_ns=overhead, limits=run.settings.limits)
+
+
+def time_trace(trace, allocs, *, dge: bool, params: CostParams = DEFAULT_PARAMS, overhead_ns: float | None = None,
+               limits=None) -> Timeline:
+    """The timeline of an executed trace whose allocation table is `allocs` (nkisim.trace.
+    AllocInfo): adjacent DMAs merged, hazards found, then scheduled. What nki.benchmark, the
+    grader and `nkisim profile` all time."""
+    tracked = hazard_tracked(allocs, params, limits)
+    groups = adjacent_dma_groups(trace) if params.dma_merge_adjacent else []
+    merged = trace
     if groups:
-        trace, owner = merge_trace(run.trace, groups)
-    timeline = schedule(trace, params, dge=uses_dge(run.compile_options), overhead_ns=overhead,
-                        hazard_deps=hazards(trace, tracked) if tracked else None)
+        merged, owner = merge_trace(trace, groups)
+    timeline = schedule(merged, params, dge=dge, overhead_ns=overhead_ns,
+                        hazard_deps=hazards(merged, tracked) if tracked else None)
     return expand_merged(timeline, owner) if groups else timeline
 
 
@@ -48,15 +58,16 @@ def expand_merged(timeline: Timeline, owner: list[int]) -> Timeline:
     return dataclasses.replace(timeline, slots=slots)
 
 
-def hazard_tracked(run, params: CostParams) -> dict[int, int]:
-    """{allocation id: write granule in elements} of the memory whose reuse stalls: all of HBM
-    (granule: an HBM burst), and on-chip tiles too large for the compiler to rename (fewer than
-    `onchip_rename_copies` copies fit in SBUF or PSUM; granule: one element)."""
-    limits = run.settings.limits
+def hazard_tracked(allocs, params: CostParams, limits=None) -> dict[int, int]:
+    """{allocation id: write granule in elements} of the memory whose reuse stalls: all of HBM,
+    and on-chip tiles too large for the compiler to rename (fewer than `onchip_rename_copies`
+    copies fit in SBUF or PSUM; granule: one element)."""
+    if limits is None:
+        from ..settings import SimSettings
+        limits = SimSettings().limits
     tracked = {}
-    allocs = getattr(run.program, "allocs", None) or []
     for a in allocs:
-        item = np.dtype(a.dtype).itemsize if a.dtype != "bfloat16" else 2
+        item = 2 if a.dtype == "bfloat16" else np.dtype(a.dtype).itemsize
         if a.buffer in ("hbm", "shared_hbm"):
             tracked[a.id] = max(1, params.dma_hazard_granule_bytes // item)  # 0: exact
             continue

@@ -144,7 +144,7 @@ def test_overwriting_hbm_waits_for_its_readers_and_writers():
     run = nkisim.run_kernel(hbm_scratch_reuse, (a,), {})
     np.testing.assert_array_equal(run.outputs, a)
     ops = run.trace
-    tracked = cost.hazard_tracked(run, P)
+    tracked = cost.hazard_tracked(run.program.allocs, P)
     found = hazards(ops, tracked)
     # records: 0 load, 1 write scratch, 2 read scratch, 3 store, 4 load, 5 write scratch again, ...
     assert set(found[5]) == {1, 2}
@@ -214,10 +214,10 @@ def test_granule_hazards_order_stores_into_one_granule_when_enabled():
     a = np.ones((128, 16), np.float32)
     run = nkisim.run_kernel(strided_stores, (a,), {})
     stores = [i for i, r in enumerate(run.trace) if r.writes[0].buffer == "hbm"]
-    exact = hazards(run.trace, cost.hazard_tracked(run, P))
+    exact = hazards(run.trace, cost.hazard_tracked(run.program.allocs, P))
     assert all(not exact[i] for i in stores)           # element-exact: distinct columns, no hazard
     granular = dataclasses.replace(P, dma_hazard_granule_bytes=64)
-    found = hazards(run.trace, cost.hazard_tracked(run, granular))
+    found = hazards(run.trace, cost.hazard_tracked(run.program.allocs, granular))
     # 64-byte granules hold 16 fp32 values: every store shares one with the one before
     assert all(found[b] == (a_,) for a_, b in zip(stores, stores[1:]))
     assert cost.estimate(run, granular).hazard_count == 7
