@@ -304,3 +304,44 @@ def test_dmas_that_skip_rows_stay_separate():
     run = nkisim.run_kernel(make_row_dmas(2), (x,), {})
     assert adjacent_dma_groups(run.trace) == []
     assert cost.estimate(run).dma_count == 8
+
+
+KERNEL_FILE = '''
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def staged(a):
+    """Rows through an HBM scratch that is overwritten while its last reader may still run;
+    every other load triggered from the Scalar engine."""
+    out = nl.ndarray((4, 128, 512), dtype=a.dtype, buffer=nl.hbm)
+    scratch = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.hbm)
+    for k in range(4):
+        t = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a[k], engine=nisa.engine.scalar if k % 2 else nisa.engine.sync)
+        nisa.dma_copy(dst=scratch, src=t)
+        back = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=back, src=scratch)
+        nisa.dma_copy(dst=out[k], src=back)
+    return out
+'''
+
+
+def test_profile_command_shows_both_dges_and_hazard_waits(tmp_path, capsys):
+    import json
+    from nkisim.cli import main
+    kernel = tmp_path / "staged.py"
+    kernel.write_text(KERNEL_FILE)
+    svg, js = tmp_path / "t.svg", tmp_path / "t.json"
+    assert main(["profile", str(kernel), "--kernel", "staged", "--input", "4x128x512:float32",
+                 "--svg", str(svg), "--json", str(js)]) == 0
+    out = capsys.readouterr().out
+    assert "DGE from Sync" in out and "DGE from Scalar" in out
+    assert "hazard waits" in out and "staged.py:" in out.split("hazard waits")[1]
+    data = json.loads(js.read_text())
+    assert data["hazard_waits"] >= 3 and data["engines"]["DGE-ACT"]["instructions"] == 2
+    text = svg.read_text()
+    xml.dom.minidom.parseString(text)
+    assert ">DGE from Sync<" in text and ">DGE from Scalar<" in text and ">hazard waits<" in text
