@@ -6,13 +6,15 @@ Model (trn2-cost-model.md section 5):
   with later independent instructions, up to `lookahead` instructions ahead; an SBUF copy
   whose engine the kernel left open sits in both the DVE and ACT queues and runs on whichever
   reaches it first (the compiler balances them: trn2-conv-measurements.md C4);
-- DMAs are issued one after another on one issue queue (the DGE in the default mode, cheap
-  prebuilt descriptors with --disable-dge), then move their bytes on 16 DMA engines;
+- DMAs are issued on an issue queue (one of the two hardware DGE queues in the default mode,
+  each in program order with the same look-ahead; cheap prebuilt descriptors with
+  --disable-dge), then move their bytes on 16 DMA engines;
 - an instruction waits for the instructions that wrote what it reads (read-after-write on
   overlapping regions, PSUM accumulation in program order; dependencies.py finds them in
-  O(n log n)); a dependency that crosses engines costs a semaphore hop. Rewriting a tile
-  buffer does not wait for its readers (measured on hardware: no write-after-read stall
-  while capacity allows).
+  O(n log n)); a dependency that crosses engines costs a semaphore hop;
+- `hazard_deps` (dependencies.hazards) add write-after-read and write-after-write waits where
+  memory cannot be renamed (HBM, tiles too large to hold twice): a compute instruction waits
+  for them like for its inputs; a DMA is issued anyway and only its transfer waits.
 """
 from __future__ import annotations
 
@@ -263,8 +265,6 @@ class _Scheduler:
         for lane in self.lanes.values():
             self.enter_window(lane)
             self.offer(lane)
-        makespan = 0.0
-        dma_count = dma_bytes = 0
         while self.global_heap:
             _, _, version, name = heapq.heappop(self.global_heap)
             lane = self.lanes[name]
