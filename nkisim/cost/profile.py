@@ -146,6 +146,7 @@ def write_json(profile: Profile, path: str) -> None:
 
 
 _BUSY = 0.6        # an engine busy this share of the kernel is what bounds it
+_HAZARD_SHARE = 0.2   # hazard waits summing to this share of the kernel explain a latency-bound one
 
 
 def verdict(profile: Profile) -> str:
@@ -155,6 +156,11 @@ def verdict(profile: Profile) -> str:
                f"({profile.roofline_us:.0f} us)" if profile.roofline_us else ""
     if busiest is None or busiest[1].utilisation < _BUSY:
         share = busiest[1].utilisation if busiest else 0.0
+        if profile.hazard_wait_us > _HAZARD_SHARE * profile.total_us and profile.hazard_lines:
+            line = profile.hazard_lines[0]
+            return (f"Latency-bound by reuse: {profile.hazard_waits} instructions waited {profile.hazard_wait_us:.0f} us "
+                    f"in all to overwrite memory still being read or written (most at {line['line']}); HBM is "
+                    f"never renamed, so a fresh scratch or output region per iteration lets them overlap; {off_roof}")
         return (f"Latency-bound: no engine is busy more than {share:.0%} of the time, so instructions wait "
                 f"on each other (DMA latency, dependencies across engines); {off_roof}")
     name, stats = busiest

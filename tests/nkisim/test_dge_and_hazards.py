@@ -345,3 +345,28 @@ def test_profile_command_shows_both_dges_and_hazard_waits(tmp_path, capsys):
     text = svg.read_text()
     xml.dom.minidom.parseString(text)
     assert ">DGE from Sync<" in text and ">DGE from Scalar<" in text and ">hazard waits<" in text
+
+
+@nki.jit
+def scratch_ping(a, count):
+    """`count` round trips of one tile through one HBM scratch: each overwrite of the scratch
+    waits for the previous read of it, though its own data is ready from the start."""
+    out = nl.ndarray((count, 128, 64), dtype=a.dtype, buffer=nl.hbm)
+    scratch = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.hbm)
+    t = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    for i in range(count):
+        nisa.dma_copy(dst=scratch, src=t, engine=nisa.engine.sync)
+        back = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=back, src=scratch, engine=nisa.engine.scalar)
+        nisa.dma_copy(dst=out[i], src=back, engine=nisa.engine.scalar)
+    return out
+
+
+def test_a_kernel_bound_by_reuse_is_told_so():
+    a = np.random.default_rng(3).random((128, 64), dtype=np.float32)
+    run = nkisim.run_kernel(scratch_ping, (a, 20), {})
+    np.testing.assert_array_equal(run.outputs, np.broadcast_to(a, (20, 128, 64)))
+    summary = profile_summary(run.trace, cost.estimate(run))
+    assert summary["verdict"].startswith("Latency-bound by reuse: ")
+    assert "test_dge_and_hazards.py" in summary["verdict"] and "fresh scratch" in summary["verdict"]
