@@ -233,8 +233,8 @@ class _HazardIndex:
 
     @staticmethod
     def _overlapping(entries: SortedList, longest: int, lo: int, hi: int, limit: int):
-        found = []
-        for entry in entries.irange((lo - longest,), (hi,), inclusive=(True, False)):
+        found = []      # newest first among equal ranges: past `limit` the oldest are left out
+        for entry in entries.irange((lo - longest,), (hi,), inclusive=(True, False), reverse=True):
             if entry[1] > lo:
                 found.append(entry)
                 if len(found) >= limit:

@@ -370,3 +370,27 @@ def test_a_kernel_bound_by_reuse_is_told_so():
     summary = profile_summary(run.trace, cost.estimate(run))
     assert summary["verdict"].startswith("Latency-bound by reuse: ")
     assert "test_dge_and_hazards.py" in summary["verdict"] and "fresh scratch" in summary["verdict"]
+
+
+@nki.jit
+def poke_and_read(a, count):
+    """`count` one-element writes into one HBM tensor, each followed by a read of all of it:
+    every write must wait for the reads before it (the hazard scan must stay bounded)."""
+    out = nl.ndarray((1, count), dtype=a.dtype, buffer=nl.hbm)
+    t = nl.ndarray((1, count), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    for j in range(count):
+        nisa.dma_copy(dst=out[0:1, j:j + 1], src=t[0:1, j:j + 1])
+        back = nl.ndarray((1, count), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=back, src=out)
+    return out
+
+
+def test_many_overwrites_of_read_memory_wait_for_the_newest_reads_in_bounded_work():
+    count = 3000
+    run = nkisim.run_kernel(poke_and_read, (np.ones((1, count), np.float32), count), {})
+    found = hazards(run.trace, cost.hazard_tracked(run.program.allocs, P))
+    writes = [i for i, r in enumerate(run.trace) if r.writes[0].buffer == "hbm"]
+    assert all(len(found[i]) <= 32 for i in writes)
+    # each write waits for the read of the whole tensor just before it
+    assert all(w - 1 in found[w] for w in writes[1:])
