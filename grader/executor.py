@@ -79,7 +79,7 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
               "instructions": len(done.trace)}
     if job["mode"] == "benchmark":
         dge = cost.uses_dge(program.compile_options)
-        timeline = cost.schedule(done.trace, cost.DEFAULT_PARAMS, dge=dge)
+        timeline = cost.time_trace(done.trace, program.allocs, dge=dge, limits=_limits(job.get("platform", "trn2")))
         header.update(latency_us=timeline.total_us, dma_count=timeline.dma_count)
         profile = _profile(done.trace, timeline, job)
         if profile is not None:

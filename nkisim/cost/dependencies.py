@@ -127,3 +127,177 @@ def dependencies(trace: list[TraceRecord], fan_in: int = FAN_IN) -> DependencyGr
         for r in getattr(rec, "stores", ()):     # further destinations of the same values
             builder.wrote(r, i)
     return DependencyGraph(deps, builder.joins, builder.checks)
+
+
+# ----- write-after-read and write-after-write hazards -----------------------------------------
+#
+# A write must not land before earlier instructions finished reading (WAR) or writing (WAW) the
+# same memory. On chip the compiler renames a rewritten tile into a fresh buffer while capacity
+# allows (trn2-cost-model.md section 1: a conv kernel reloading one SBUF buffer thousands of
+# times stayed Tensor Engine bound), so only allocations too large to hold twice keep their
+# hazards there. HBM is never renamed: an output lives where the caller put it. And a DMA writes
+# HBM in granules: a write smaller than one is a read-modify-write of the whole granule, so two
+# writes into one granule are ordered even when their elements differ.
+
+HAZARD_FAN_IN = FAN_IN          # predecessors a write keeps (the latest ones finish last)
+
+
+def _runs_of(region) -> tuple:
+    """(first element, elements) of each contiguous run of a region, sorted; None if unknown."""
+    import numpy as np
+    if region.offsets is not None:
+        starts = np.unique(np.asarray(region.offsets, dtype=np.int64).ravel())
+        return starts, 1
+    item = region.itemsize
+    run = max(region.contiguous_bytes // item, 1)
+    starts = np.array([region.start], dtype=np.int64)
+    inner = 1
+    for n, stride in zip(reversed(region.shape), reversed(region.strides)):
+        if inner < run:                     # dimensions inside the contiguous run
+            inner *= n
+            continue
+        starts = (starts[None, :] + (np.arange(n, dtype=np.int64) * (stride // item))[:, None]).ravel()
+        if starts.size > 1 << 20:           # too many to list: treat as one span
+            return None
+    return np.sort(starts), run
+
+
+def _granules(region, granule: int):
+    """Sorted (first, last) granule of each run of a region, or None (then: its bounding box)."""
+    import numpy as np
+    found = _runs_of(region)
+    if found is None:
+        return None
+    starts, run = found
+    return starts // granule, (starts + run - 1) // granule, np
+
+
+def _rows(r):
+    """(row stride, row length, rows) in elements of a region of equal contiguous rows, or None."""
+    if r.offsets is not None or r.strides is None:
+        return None
+    item = r.itemsize
+    run = max(r.contiguous_bytes // item, 1)
+    inner, outer = 1, []
+    for n, stride in zip(reversed(r.shape), reversed(r.strides)):
+        if inner < run:
+            inner *= n
+        elif n > 1:
+            outer.append((n, stride // item))
+    if not outer:
+        return (run, run, 1)
+    if len(outer) > 1 or outer[0][1] <= 0:
+        return None
+    return outer[0][1], run, outer[0][0]
+
+
+def _share_granule(a, b, granule: int, cache: dict) -> bool:
+    """Whether two regions of one allocation write a common granule (their footprints, not
+    just their bounding boxes: strided stores of rows overlap as boxes, rarely as elements)."""
+    ra, rb = _rows(a), _rows(b)
+    if ra is not None and ra == rb:      # equal row patterns: a closed form
+        stride, length, rows = ra
+        d = b.start - a.start
+        if granule == 1:
+            reach = length
+        else:                            # rows widen to whole granules
+            reach = length + granule
+        k = round(d / stride) if stride else 0
+        return any(abs(d - m * stride) < reach for m in (k - 1, k, k + 1) if -rows < m < rows) or \
+            (rows == 1 and abs(d) < reach)
+    ga, gb = cache.get(id(a)), cache.get(id(b))
+    if ga is None:
+        ga = cache[id(a)] = _granules(a, granule)
+    if gb is None:
+        gb = cache[id(b)] = _granules(b, granule)
+    if ga is None or gb is None:
+        return True
+    a_lo, a_hi, np = ga
+    b_lo, b_hi, _ = gb
+    b_hi_run = np.maximum.accumulate(b_hi)          # monotone, for the search
+    at = np.searchsorted(b_hi_run, a_lo)
+    ok = at < len(b_lo)
+    return bool(np.any(b_lo[at[ok]] <= a_hi[ok]))
+
+
+class _HazardIndex:
+    """Per allocation: earlier writes (node, region) and reads since, as sorted (lo, hi, node)."""
+
+    __slots__ = ("writes", "reads", "longest_write", "longest_read")
+
+    def __init__(self) -> None:
+        self.writes = SortedList()
+        self.reads = SortedList()
+        self.longest_write = 0
+        self.longest_read = 0
+
+    @staticmethod
+    def _overlapping(entries: SortedList, longest: int, lo: int, hi: int, limit: int):
+        found = []      # newest first among equal ranges: past `limit` the oldest are left out
+        for entry in entries.irange((lo - longest,), (hi,), inclusive=(True, False), reverse=True):
+            if entry[1] > lo:
+                found.append(entry)
+                if len(found) >= limit:
+                    break
+        return found
+
+
+def hazards(trace: list[TraceRecord], tracked: dict[int, int]) -> list[tuple[int, ...]]:
+    """For each record, the earlier records its writes must wait for (WAR and WAW). `tracked`
+    maps an allocation id to its write granule in elements (1 = exact); allocations not in it
+    are renamed by the compiler and have no hazards."""
+    # only memory written more than once can be overwritten while in use
+    writes_per_alloc: dict[int, int] = {}
+    for rec in trace:
+        for r in rec.writes:
+            if r.alloc_id in tracked:
+                writes_per_alloc[r.alloc_id] = writes_per_alloc.get(r.alloc_id, 0) + 1
+    tracked = {a: g for a, g in tracked.items() if writes_per_alloc.get(a, 0) > 1}
+    index: dict[int, _HazardIndex] = {}
+    cache: dict = {}                        # granule footprints of the regions looked at
+    out: list[tuple[int, ...]] = []
+    limit = 4 * HAZARD_FAN_IN
+    for i, rec in enumerate(trace):
+        waits: set[int] = set()
+        for r in rec.writes:
+            granule = tracked.get(r.alloc_id)
+            if granule is None:
+                continue
+            h = index.get(r.alloc_id)
+            if h is None:
+                continue
+            lo, hi = r.lo, r.hi
+            if hi <= lo:
+                continue
+            # WAR: reads of these elements since they were last written
+            for entry in h._overlapping(h.reads, h.longest_read, lo, hi, limit):
+                waits.add(entry[2])
+                if lo <= entry[0] and entry[1] <= hi:     # this write orders every later one after it
+                    h.reads.remove(entry)
+            # WAW: earlier writes sharing a granule (elements, for a granule of one)
+            glo, ghi = (lo // granule) * granule, -(-hi // granule) * granule
+            for entry in h._overlapping(h.writes, h.longest_write, glo, ghi, limit):
+                if any(_share_granule(r, w, granule, cache) for w in trace[entry[2]].writes
+                       if w.alloc_id == r.alloc_id):
+                    waits.add(entry[2])
+                    if glo <= entry[0] and entry[1] <= ghi:     # later writes order after this one
+                        h.writes.remove(entry)
+        if rec.accumulate:                  # an accumulation continues the previous writes in order
+            waits.clear()
+        waits.discard(i)
+        out.append(tuple(sorted(waits)[-HAZARD_FAN_IN:]))
+        for r in rec.reads:
+            if r.alloc_id in tracked and r.hi > r.lo:
+                h = index.get(r.alloc_id) or index.setdefault(r.alloc_id, _HazardIndex())
+                h.reads.add((r.lo, r.hi, i))
+                h.longest_read = max(h.longest_read, r.hi - r.lo)
+        for r in rec.writes:
+            if r.alloc_id in tracked and r.hi > r.lo:
+                h = index.get(r.alloc_id) or index.setdefault(r.alloc_id, _HazardIndex())
+                # keep only the latest writes of a span: an older one is ordered before them
+                for entry in h._overlapping(h.writes, h.longest_write, r.lo, r.hi, limit):
+                    if r.lo <= entry[0] and entry[1] <= r.hi:
+                        h.writes.remove(entry)
+                h.writes.add((r.lo, r.hi, i))
+                h.longest_write = max(h.longest_write, r.hi - r.lo)
+    return out

@@ -44,10 +44,20 @@ class CostParams:
     # --- cross-engine semaphore hop (section 5 item 2: ~0.1 us, assumed) ---
     semaphore_ns: float = 100.0
 
-    # --- DMA (sections 2 and 4) ---
+    # --- DMA issue (section 2 row DGE; nki-dge.rst; trainium2_arch.rst section DGE) ---
+    # Two hardware DGE instances per NeuronCore, triggered from the Sync (SP) or Scalar (ACT)
+    # engine's sequencer; `engine=` of dma_copy picks one. "About 600 ns" per DMA is documented;
+    # the fit below gives 485 ns for a one-row DMA and 613 ns for a 128-row one.
     dge_issue_ns: float = 485.0          # fit: B1, 76,800 one-row DMAs in 37,318 us
     dge_issue_per_row_ns: float = 1.0    # fit: B2, 128-row DMAs cost 0.613 us each
+    dge_default_queues: tuple[str, ...] = ("DGE-SP",)  # fit: where a DMA goes when the kernel does not
+    # say (engine=). B1, B2, B4 and B6 each issue one DMA per ~0.5-0.6 us, as one DGE does; with
+    # both DGEs they would run 38-45% faster than measured (bench/fidelity.py shows it)
     static_issue_ns: float = 50.0        # assumed: --disable-dge, descriptors prebuilt
+    dma_merge_adjacent: bool = True      # inferred from C5 (merge.py): DMAs from one line, each
+    # continuing the previous one's rows in HBM and on chip, issue as one
+
+    # --- DMA transfer (sections 2 and 4) ---
     dma_start_latency_ns: float = 1000.0  # documented ~1.3 us semaphore-to-start, split 1.0 + 0.3
     dma_end_latency_ns: float = 300.0
     dma_engines: int = 16                # per NeuronCore
@@ -58,6 +68,14 @@ class CostParams:
     dma_hbm_partial_write_ns: float = 99.0  # fit: C3 fp16 32x16, element-granular HBM->HBM weight
     # gathers then DMA transposes cost ~6.5 ns per element over 16 DMA engines (4035 us); the
     # element-granular gather into SBUF (no HBM write) is not slow, so the HBM write pays
+
+    # --- write-after-read / write-after-write hazards (dependencies.hazards) ---
+    dma_hazard_granule_bytes: int = 0    # 0: writes conflict element by element. 64 (an HBM burst
+    # written read-modify-write) would order stores into one granule; it puts B4 at +36% and C2
+    # fp16 at +23% (bench/fidelity.py), so the facts say such writes are not serialised
+    dma_hazard_hop_ns: float = 100.0     # assumed: the semaphore hop (section 5 item 2)
+    onchip_rename_copies: int = 2        # a rewritten on-chip tile is renamed if this many copies fit
+    # (trn2-cost-model.md section 1: rewriting a tile does not stall while capacity allows)
 
     # --- fixed per-kernel overhead (section 4 derivations) ---
     bench_overhead_ns: float = 10_000.0    # nki.benchmark NCL: B5 implies ~10 us

@@ -12,9 +12,11 @@ from .params import DEFAULT_PARAMS, CostParams
 from .scheduler import Timeline
 from .timeline_svg import timeline_svg
 
-LANE_ORDER = ("PE", "DVE", "ACT", "POOL", "SP", "DGE", "DMA-issue", "DMA")
+LANE_ORDER = ("PE", "DVE", "ACT", "POOL", "SP", "DGE-SP", "DGE-ACT", "DMA-issue", "DMA")
 LANE_LABELS = {"PE": "Tensor (PE)", "DVE": "Vector (DVE)", "ACT": "Scalar (ACT)", "POOL": "GpSimd (POOL)",
-               "SP": "Sync (SP)", "DGE": "DMA issue (DGE)", "DMA-issue": "DMA issue", "DMA": "DMA engines"}
+               "SP": "Sync (SP)", "DGE-SP": "DGE from Sync", "DGE-ACT": "DGE from Scalar",
+               "DMA-issue": "DMA issue", "DMA": "DMA engines"}
+ISSUE_LANES = ("DGE-SP", "DGE-ACT", "DMA-issue")
 
 
 @dataclass
@@ -40,6 +42,9 @@ class Profile:
     roofline_us: float        # fixed overhead + max(compute at peak, HBM traffic at DMA bandwidth)
     roofline_limit: str       # "compute" or "memory"
     hotspots: list[dict] = field(default_factory=list)   # source lines by engine time
+    hazard_waits: int = 0     # instructions held back by a write-after-read/-write hazard
+    hazard_wait_us: float = 0.0   # their waits, summed
+    hazard_lines: list[dict] = field(default_factory=list)   # source lines whose writes waited most
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -55,6 +60,11 @@ class Profile:
                 e = self.engines[name]
                 lines.append(f"{LANE_LABELS[name]:22} {e.busy_us:10.1f} us busy  {e.utilisation:6.1%}  "
                              f"{e.instructions} instructions")
+        if self.hazard_waits:
+            lines.append(f"hazard waits           {self.hazard_wait_us:10.1f} us  {self.hazard_waits} instructions "
+                         f"waited to overwrite memory still being read or written")
+            for h in self.hazard_lines[:3]:
+                lines.append(f"  {h['line']:40} {h['wait_us']:10.1f} us  {h['instructions']} instr")
         if self.hotspots:
             lines.append("busiest source lines:")
             for h in self.hotspots[:5]:
@@ -96,11 +106,19 @@ def build_profile(trace, timeline: Timeline, params: CostParams = DEFAULT_PARAMS
         entry = lines.setdefault(key, [0.0, 0])
         entry[0] += busy
         entry[1] += 1
-    issue_lane = "DGE" if timeline.dma_mode == "dge" else "DMA-issue"
-    if "DMA" in counts:
-        counts[issue_lane] = counts["DMA"]
+    hazards: dict[str, list] = {}
+    for rec, slot in zip(trace, timeline.slots):
+        if slot.queue == "DMA" and slot.issue_queue:
+            counts[slot.issue_queue] = counts.get(slot.issue_queue, 0) + 1
+        if slot.hazard_wait > 0:
+            entry = hazards.setdefault(rec.site.short if rec.site else "?", [0.0, 0])
+            entry[0] += slot.hazard_wait
+            entry[1] += 1
     engines = {name: EngineStats(busy / 1e3, busy / total_ns if total_ns else 0.0, counts.get(name, 0))
                for name, busy in timeline.busy_ns.items()}
+    if timeline.dma_mode == "dge" and timeline.dma_count:   # both DGEs, so an idle one shows as free
+        for lane in ("DGE-SP", "DGE-ACT"):
+            engines.setdefault(lane, EngineStats(0.0, 0.0, 0))
     useful = hw - tr
     peak = params.pe_peak_flops_per_ns
     compute_ns = (useful - fp32_flops) / peak + fp32_flops / (peak / params.pe_fp32_factor)
@@ -115,7 +133,11 @@ def build_profile(trace, timeline: Timeline, params: CostParams = DEFAULT_PARAMS
         mfu=useful / (peak * total_ns) if total_ns else 0.0,
         roofline_us=(timeline.overhead_ns + max(compute_ns, memory_ns)) / 1e3,
         roofline_limit="compute" if compute_ns >= memory_ns else "memory",
-        hotspots=hotspots[:20])
+        hotspots=hotspots[:20],
+        hazard_waits=sum(v[1] for v in hazards.values()),
+        hazard_wait_us=sum(v[0] for v in hazards.values()) / 1e3,
+        hazard_lines=sorted(({"line": k, "wait_us": v[0] / 1e3, "instructions": v[1]} for k, v in hazards.items()),
+                            key=lambda h: -h["wait_us"])[:10])
 
 
 def write_json(profile: Profile, path: str) -> None:
@@ -124,6 +146,7 @@ def write_json(profile: Profile, path: str) -> None:
 
 
 _BUSY = 0.6        # an engine busy this share of the kernel is what bounds it
+_HAZARD_SHARE = 0.2   # hazard waits summing to this share of the kernel explain a latency-bound one
 
 
 def verdict(profile: Profile) -> str:
@@ -133,15 +156,26 @@ def verdict(profile: Profile) -> str:
                f"({profile.roofline_us:.0f} us)" if profile.roofline_us else ""
     if busiest is None or busiest[1].utilisation < _BUSY:
         share = busiest[1].utilisation if busiest else 0.0
+        if profile.hazard_wait_us > _HAZARD_SHARE * profile.total_us and profile.hazard_lines:
+            line = profile.hazard_lines[0]
+            return (f"Latency-bound by reuse: {profile.hazard_waits} instructions waited {profile.hazard_wait_us:.0f} us "
+                    f"in all to overwrite memory still being read or written (most at {line['line']}); HBM is "
+                    f"never renamed, so a fresh scratch or output region per iteration lets them overlap; {off_roof}")
         return (f"Latency-bound: no engine is busy more than {share:.0%} of the time, so instructions wait "
                 f"on each other (DMA latency, dependencies across engines); {off_roof}")
     name, stats = busiest
     if name == "PE":
         return f"Tensor Engine bound: busy {stats.utilisation:.0%} of the kernel, MFU {profile.mfu:.0%}; {off_roof}"
-    if name in ("DGE", "DMA-issue"):
-        per = stats.busy_us / max(profile.dma_count, 1)
-        return (f"DMA issue bound: {profile.dma_count} DMAs issued one after another ({per:.2f} us each) fill "
-                f"{stats.utilisation:.0%} of the kernel; fewer, larger DMAs help; {off_roof}")
+    if name in ISSUE_LANES:
+        issued = profile.engines[name].instructions
+        per = stats.busy_us / max(issued, 1)
+        other = {"DGE-SP": "engine=nisa.engine.scalar", "DGE-ACT": "engine=nisa.engine.sync"}.get(name)
+        idle = profile.engines.get("DGE-SP" if name == "DGE-ACT" else "DGE-ACT")
+        spread = f"; the other DGE is free: {other} on some dma_copy calls splits the issue" \
+            if other and (idle is None or idle.instructions == 0) else ""
+        return (f"DMA issue bound: {issued} DMAs issued one after another on the {LANE_LABELS[name]} queue "
+                f"({per:.2f} us each) fill {stats.utilisation:.0%} of the kernel; fewer, larger DMAs help{spread}; "
+                f"{off_roof}")
     if name == "DMA":
         return (f"DMA bound: the 16 DMA engines are busy {stats.utilisation:.0%} of the kernel moving "
                 f"{profile.dma_bytes / 1e6:.1f} MB; larger contiguous runs or less traffic help; {off_roof}")

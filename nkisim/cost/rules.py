@@ -147,13 +147,32 @@ def dma_transpose(rec: TraceRecord, p: CostParams) -> Cost:
 
 # ----- placement: which queue issues a DMA, which engines an unplaced copy may use ----------
 
-def dma_issue_queue(rec: TraceRecord, dge: bool) -> str:
-    return "DGE" if dge else "DMA-issue"
+# the two hardware DGE instances of a NeuronCore-v3, each triggered from one engine's sequencer
+# (nki-dge.rst: "Each TRN2 NeuronCore has two DGE instances", triggered by the Scalar Engine or
+# the Sync Engine); `engine=` of dma_copy picks one, else the compiler does
+DGE_QUEUES = {Engine.SYNC: "DGE-SP", Engine.SCALAR: "DGE-ACT"}
+DGE_MODE_NONE, DGE_MODE_SWDGE = 0, 1
+
+
+def dma_issue_queues(rec: TraceRecord, dge: bool, default_queues: tuple[str, ...]) -> tuple[str, ...]:
+    """Where a DMA may be issued. Static descriptors (--disable-dge or dge_mode=none): one cheap
+    issue queue. Software DGE: the GpSimd engine. Hardware DGE: the DGE of the engine `engine=`
+    names, else either, whichever frees first (the compiler picks the engine)."""
+    mode = rec.attrs.get("dge_mode")
+    if not dge or mode == DGE_MODE_NONE:
+        return ("DMA-issue",)
+    if mode == DGE_MODE_SWDGE:
+        return ("POOL",)
+    engine = rec.attrs.get("issue_engine")
+    if engine in DGE_QUEUES:
+        return (DGE_QUEUES[engine],)
+    return default_queues
 
 
 def dma_issue_ns(cost: DmaCost, p: CostParams, dge: bool) -> float:
-    """The DGE builds a DMA's descriptors per partition row (B2), not per element: an
-    element-granular gather into SBUF issues like any 128-row DMA (C3's contrast)."""
+    """A hardware DGE takes about 600 ns a DMA (documented; fitted per partition row on B1 and
+    B2). It builds descriptors per partition row, not per element, so an element-granular
+    gather into SBUF issues like any DMA (C3's contrast)."""
     return (p.dge_issue_ns + p.dge_issue_per_row_ns * cost.rows) if dge else p.static_issue_ns
 
 

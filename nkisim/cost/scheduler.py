@@ -6,13 +6,15 @@ Model (trn2-cost-model.md section 5):
   with later independent instructions, up to `lookahead` instructions ahead; an SBUF copy
   whose engine the kernel left open sits in both the DVE and ACT queues and runs on whichever
   reaches it first (the compiler balances them: trn2-conv-measurements.md C4);
-- DMAs are issued one after another on one issue queue (the DGE in the default mode, cheap
-  prebuilt descriptors with --disable-dge), then move their bytes on 16 DMA engines;
+- DMAs are issued on an issue queue (one of the two hardware DGE queues in the default mode,
+  each in program order with the same look-ahead; cheap prebuilt descriptors with
+  --disable-dge), then move their bytes on 16 DMA engines;
 - an instruction waits for the instructions that wrote what it reads (read-after-write on
   overlapping regions, PSUM accumulation in program order; dependencies.py finds them in
-  O(n log n)); a dependency that crosses engines costs a semaphore hop. Rewriting a tile
-  buffer does not wait for its readers (measured on hardware: no write-after-read stall
-  while capacity allows).
+  O(n log n)); a dependency that crosses engines costs a semaphore hop;
+- `hazard_deps` (dependencies.hazards) add write-after-read and write-after-write waits where
+  memory cannot be renamed (HBM, tiles too large to hold twice): a compute instruction waits
+  for them like for its inputs; a DMA is issued anyway and only its transfer waits.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from ..trace import TraceRecord
 from .dependencies import DependencyGraph, dependencies
 from .params import CostParams
-from .rules import BALANCED_QUEUES, COST_RULES, DmaCost, balanced_copy, copy_ns, dma_issue_ns, dma_issue_queue
+from .rules import BALANCED_QUEUES, COST_RULES, DmaCost, balanced_copy, copy_ns, dma_issue_ns, dma_issue_queues
 
 
 @dataclass(slots=True)
@@ -37,6 +39,8 @@ class Slot:
     issue_end: float = 0.0
     engines: int = 0
     dma_queues: tuple[int, ...] = ()    # which of the 16 DMA engines moved its bytes
+    issue_queue: str = ""               # a DMA: the queue that issued it (DGE-SP, DGE-ACT, DMA-issue)
+    hazard_wait: float = 0.0            # how long a write-after-read/-write hazard held it back
 
 
 @dataclass
@@ -50,6 +54,7 @@ class Timeline:
     dma_bytes: int = 0
     params: CostParams = field(default_factory=CostParams)
     dependency_checks: int = 0         # element ranges the dependency index looked at
+    hazard_count: int = 0              # records that had to wait for a WAR/WAW hazard
 
     @property
     def total_ns(self) -> float:
@@ -92,7 +97,8 @@ def _jobs(trace: list[TraceRecord], p: CostParams, dge: bool) -> list[_Job]:
     for rec in trace:
         cost = COST_RULES[rec.opcode](rec, p)
         if isinstance(cost, DmaCost):
-            jobs.append(_Job(((dma_issue_queue(rec, dge), dma_issue_ns(cost, p, dge)),), cost))
+            queues = dma_issue_queues(rec, dge, p.dge_default_queues)
+            jobs.append(_Job(tuple((q, dma_issue_ns(cost, p, q != "DMA-issue")) for q in queues), cost))
         elif balanced_copy(rec, auto_default):
             jobs.append(_Job(tuple((q, copy_ns(rec, q, p)) for q in BALANCED_QUEUES)))
         else:
@@ -101,15 +107,17 @@ def _jobs(trace: list[TraceRecord], p: CostParams, dge: bool) -> list[_Job]:
 
 
 def schedule(trace: list[TraceRecord], params: CostParams, *, dge: bool = True,
-             overhead_ns: float | None = None, graph: DependencyGraph | None = None) -> Timeline:
+             overhead_ns: float | None = None, graph: DependencyGraph | None = None,
+             hazard_deps: list[tuple[int, ...]] | None = None) -> Timeline:
     """The trace's timeline; `graph` gives dependencies found another way (tests compare the
-    interval index with a plain scan)."""
+    interval index with a plain scan); `hazard_deps` the write-after-read/-write predecessors
+    of each record (dependencies.hazards), none if not given."""
     # the scheduler makes no reference cycles but millions of small tuples: left on, the cyclic
     # collector would rescan the whole trace again and again, making the time superlinear
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _Scheduler(trace, params, dge, graph).run(overhead_ns)
+        return _Scheduler(trace, params, dge, graph, hazard_deps).run(overhead_ns)
     finally:
         if collecting:
             gc.enable()
@@ -120,7 +128,8 @@ class _Scheduler:
     `lookahead` members whose inputs are ready, the one ready first; lanes advance in time
     order through one heap of their next start times."""
 
-    def __init__(self, trace: list[TraceRecord], p: CostParams, dge: bool, graph: DependencyGraph | None) -> None:
+    def __init__(self, trace: list[TraceRecord], p: CostParams, dge: bool, graph: DependencyGraph | None,
+                 hazard_deps: list[tuple[int, ...]] | None = None) -> None:
         self.p, self.dge, self.n = p, dge, len(trace)
         self.jobs = _jobs(trace, p, dge)
         graph = dependencies(trace) if graph is None else graph
@@ -140,6 +149,21 @@ class _Scheduler:
             for j in d:
                 self.successors[j].append(i)
         self.waiting = [len(d) for d in all_deps]
+        # hazards: a compute instruction waits for them like for its inputs (plus a hop); a DMA
+        # is issued regardless and only its transfer waits (the queue's semaphore gates the data)
+        self.hazard_succ: list[list[int]] = [[] for _ in all_deps]
+        self.hazard_pending = [0] * self.n
+        self.hazard_ready = [0.0] * self.n
+        self.raw_ready = [0.0] * self.n
+        self.issued: dict[int, tuple[float, float, str]] = {}     # DMAs issued, transfer held by a hazard
+        self.hazard_count = 0
+        for i, d in enumerate(hazard_deps or ()):
+            for j in d:
+                self.hazard_succ[j].append(i)
+                if self.jobs[i].dma is not None:
+                    self.hazard_pending[i] += 1
+                else:
+                    self.waiting[i] += 1
         self.ready_at = [[0.0] * len(job.options) for job in self.jobs]
         # a join finishes at its last input's end; `hop_end` adds the semaphore hop, which a
         # reader on another queue than all of the join's inputs pays
@@ -186,10 +210,24 @@ class _Scheduler:
     # --- completion -------------------------------------------------------------------------
 
     def finished(self, node: int, end: float, hop_end: float, queue: str | None, touched: set) -> None:
-        """Pass a finished node's end time to its successors; joins pass it on at once."""
+        """Pass a finished node's end time to its successors; joins pass it on at once. A DMA
+        whose transfer only waited for hazards finishes here too, once the last one has."""
         stack = [(node, end, hop_end, queue)]
         while stack:
             node, end, hop_end, queue = stack.pop()
+            if node < self.n:
+                for s in self.hazard_succ[node]:
+                    released = end + self.p.dma_hazard_hop_ns
+                    if self.jobs[s].dma is not None:
+                        self.hazard_ready[s] = max(self.hazard_ready[s], released)
+                        self.hazard_pending[s] -= 1
+                        if self.hazard_pending[s] == 0 and s in self.issued:
+                            slot = self.place_transfer(s, *self.issued.pop(s))
+                            stack.append((s, slot.end, slot.end + self.p.semaphore_ns, "DMA"))
+                        continue
+                    self.hazard_ready[s] = max(self.hazard_ready[s], released)
+                    self.waiting[s] -= 1
+                    self.release(s, released, released, None, touched, hazard=True)
             for s in self.successors[node]:
                 self.waiting[s] -= 1
                 if s >= self.n:
@@ -201,17 +239,24 @@ class _Scheduler:
                     if self.waiting[s] == 0:
                         stack.append((s, self.join_end[j], self.join_hop_end[j], self.join_queue[j]))
                     continue
-                times = self.ready_at[s]
-                for k, (lane_name, _) in enumerate(self.jobs[s].options):
-                    t = end if lane_name == queue else hop_end
-                    if t > times[k]:
-                        times[k] = t
-                if self.waiting[s] == 0:
-                    for k, (lane_name, _) in enumerate(self.jobs[s].options):
-                        lane = self.lanes[lane_name]
-                        if self.position[s][k] < lane.entered:
-                            heapq.heappush(lane.ready_heap, (times[k], s))
-                            touched.add(lane_name)
+                self.release(s, end, hop_end, queue, touched)
+
+    def release(self, s: int, end: float, hop_end: float, queue: str | None, touched: set,
+                hazard: bool = False) -> None:
+        """One predecessor of record `s` finished; queue it where it may run once all have."""
+        if not hazard and hop_end > self.raw_ready[s]:
+            self.raw_ready[s] = hop_end
+        times = self.ready_at[s]
+        for k, (lane_name, _) in enumerate(self.jobs[s].options):
+            t = end if lane_name == queue else hop_end
+            if t > times[k]:
+                times[k] = t
+        if self.waiting[s] == 0:
+            for k, (lane_name, _) in enumerate(self.jobs[s].options):
+                lane = self.lanes[lane_name]
+                if self.position[s][k] < lane.entered:
+                    heapq.heappush(lane.ready_heap, (times[k], s))
+                    touched.add(lane_name)
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -220,8 +265,6 @@ class _Scheduler:
         for lane in self.lanes.values():
             self.enter_window(lane)
             self.offer(lane)
-        makespan = 0.0
-        dma_count = dma_bytes = 0
         while self.global_heap:
             _, _, version, name = heapq.heappop(self.global_heap)
             lane = self.lanes[name]
@@ -230,45 +273,64 @@ class _Scheduler:
             ready, idx = heapq.heappop(lane.ready_heap)
             job = self.jobs[idx]
             duration = job.options[self._option(idx, name)][1] if len(job.options) > 1 else job.options[0][1]
+            free_before = lane.free
             start = ready if ready > lane.free else lane.free
             end = start + duration
             lane.free = end
             lane.busy += duration
-            if job.dma is not None:
-                slot = _transfer(job.dma, start, end, p, self.dma_free)
-                dma_count += 1
-                dma_bytes += job.dma.nbytes
-                done_queue = "DMA"
-            else:
-                slot = Slot(name, start, end)
-                done_queue = name
-            self.slots[idx] = slot
             self.scheduled[idx] = True
-            if slot.end > makespan:
-                makespan = slot.end
             touched = {name}
             for other, _ in job.options:
                 self.advance(self.lanes[other])
                 touched.add(other)
-            self.finished(idx, slot.end, slot.end + p.semaphore_ns, done_queue, touched)
+            if job.dma is not None:
+                if self.hazard_pending[idx]:       # issued; the transfer waits for its hazards
+                    self.issued[idx] = (start, end, name)
+                    self.slots[idx] = Slot("DMA", start, end, start, end, issue_queue=name)
+                else:
+                    slot = self.place_transfer(idx, start, end, name)
+                    self.finished(idx, slot.end, slot.end + p.semaphore_ns, "DMA", touched)
+            else:
+                slot = self.slots[idx] = Slot(name, start, end)
+                held = min(start, self.hazard_ready[idx]) - max(free_before, self.raw_ready[idx])
+                if held > 0:
+                    slot.hazard_wait = held
+                    self.hazard_count += 1
+                self.finished(idx, end, end + p.semaphore_ns, name, touched)
             for lname in touched:
                 self.offer(self.lanes[lname])
+        makespan = max((s.end for s in self.slots if s is not None), default=0.0)
+        dma_count = sum(1 for j in self.jobs if j.dma is not None)
+        dma_bytes = sum(j.dma.nbytes for j in self.jobs if j.dma is not None)
         busy = {name: lane.busy for name, lane in self.lanes.items()}
         if dma_count:   # average busy time of one DMA engine
             busy["DMA"] = sum((s.end - s.start - p.dma_end_latency_ns) * s.engines for s in self.slots
                               if s.queue == "DMA") / p.dma_engines
         return Timeline(self.slots, makespan, p.bench_overhead_ns if overhead_ns is None else overhead_ns,
-                        busy, "dge" if self.dge else "static", dma_count, dma_bytes, p, self.checks)
+                        busy, "dge" if self.dge else "static", dma_count, dma_bytes, p, self.checks,
+                        self.hazard_count)
+
+    def place_transfer(self, idx: int, issue_start: float, issue_end: float, queue: str) -> Slot:
+        """Move an issued DMA's bytes, no earlier than its hazards allow."""
+        held = self.hazard_ready[idx]
+        slot = _transfer(self.jobs[idx].dma, issue_start, issue_end, self.p, self.dma_free, held)
+        slot.issue_queue = queue
+        if held > issue_end:
+            slot.hazard_wait = held - issue_end
+            self.hazard_count += 1
+        self.slots[idx] = slot
+        return slot
 
 
 def _transfer(cost: DmaCost, issue_start: float, issue_end: float, p: CostParams,
-              dma_free: list[float]) -> Slot:
-    """Spread a DMA's descriptors over the least busy of the 16 DMA engines."""
+              dma_free: list[float], hazard_ready: float = 0.0) -> Slot:
+    """Spread a DMA's descriptors over the least busy of the 16 DMA engines. The data moves the
+    semaphore-to-start latency after its issue, or after the last hazard it waited for."""
     k = min(p.dma_engines, cost.descriptors)
     chunk = (cost.nbytes / k / (p.dma_engine_bytes_per_ns * cost.efficiency)
              + cost.descriptors / k * p.dma_descriptor_ns + cost.partial_writes / k * p.dma_hbm_partial_write_ns)
     order = sorted(range(len(dma_free)), key=dma_free.__getitem__)[:k]
-    earliest = issue_end + p.dma_start_latency_ns
+    earliest = max(issue_end, hazard_ready) + p.dma_start_latency_ns
     start = max(earliest, max(dma_free[e] for e in order))
     for e in order:
         dma_free[e] = start + chunk

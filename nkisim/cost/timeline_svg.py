@@ -18,11 +18,12 @@ COLORS = {"nc_matmul": "#2e7d32", "nc_transpose": "#81c784", "tensor_copy": "#15
           "tensor_tensor": "#42a5f5", "tensor_scalar": "#90caf9", "tensor_reduce": "#7e57c2",
           "activation": "#ef6c00", "memset": "#9e9e9e", "dma_copy": "#c62828", "dma_transpose": "#e57373",
           "iota": "#6d4c41", "affine_select": "#8d6e63", "tensor_partition_reduce": "#5d4037",
-          "device_print": "#000000"}
+          "device_print": "#000000", "hazard wait": "#ffb300"}
 OTHER = "#607d8b"
 ENGINE_LANES = (("PE", "Tensor (PE)"), ("DVE", "Vector (DVE)"), ("ACT", "Scalar (ACT)"),
-                ("POOL", "GpSimd (POOL)"), ("SP", "Sync (SP)"), ("DGE", "DMA issue (DGE)"),
-                ("DMA-issue", "DMA issue"))
+                ("POOL", "GpSimd (POOL)"), ("SP", "Sync (SP)"), ("DGE-SP", "DGE from Sync"),
+                ("DGE-ACT", "DGE from Scalar"), ("DMA-issue", "DMA issue"))
+HAZARD_LANE = "hazard waits"
 LANE_H, DMA_LANE_H, LEFT, RIGHT = 26, 11, 130, 45
 
 
@@ -76,22 +77,29 @@ class _Lane:
 
 def _lanes(trace, timeline: Timeline, columns: int, ns_per_px: float) -> list[_Lane]:
     queues = {q for q in timeline.busy_ns if q != "DMA"}
+    if timeline.dma_mode == "dge" and timeline.dma_count:    # both DGE queues, an idle one too
+        queues |= {"DGE-SP", "DGE-ACT"}
     lanes = {q: _Lane(label, LANE_H, columns, ns_per_px) for q, label in ENGINE_LANES if q in queues}
     for q in sorted(queues - set(lanes)):
         lanes[q] = _Lane(q, LANE_H, columns, ns_per_px)
     dma = [_Lane(f"DMA queue {i}", DMA_LANE_H, columns, ns_per_px) for i in range(timeline.params.dma_engines)] \
         if timeline.dma_count else []
-    issue = "DGE" if timeline.dma_mode == "dge" else "DMA-issue"
+    waits = _Lane(HAZARD_LANE, LANE_H, columns, ns_per_px) if timeline.hazard_count else None
     end_latency = timeline.params.dma_end_latency_ns
     for rec, slot in zip(trace, timeline.slots):
         if slot.queue == "DMA":
-            if issue in lanes:
-                lanes[issue].add(rec.opcode, slot.issue_start, slot.issue_end)
+            issue = lanes.get(slot.issue_queue)
+            if issue is not None:
+                issue.add(rec.opcode, slot.issue_start, slot.issue_end)
             for q in slot.dma_queues:       # bytes move until the end latency starts
                 dma[q].add(rec.opcode, slot.start, slot.end - end_latency)
+            if waits is not None and slot.hazard_wait > 0:    # issued, then held until the hazard cleared
+                waits.add("hazard wait", slot.issue_end, slot.issue_end + slot.hazard_wait)
         else:
             lanes[slot.queue].add(rec.opcode, slot.start, slot.end)
-    return list(lanes.values()) + dma
+            if waits is not None and slot.hazard_wait > 0:
+                waits.add("hazard wait", slot.start - slot.hazard_wait, slot.start)
+    return list(lanes.values()) + ([waits] if waits is not None else []) + dma
 
 
 def _fmt_us(ns: float) -> str:

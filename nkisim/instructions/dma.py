@@ -13,8 +13,29 @@ from .common import DMA_ENDPOINTS, operand, out_dtype
 _TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
 
+# engines whose sequencer may trigger a DMA: the hardware DGE is commanded from the Sync or
+# Scalar engine, the software DGE runs on GpSimd (nki-dge.rst)
+_DGE_ENGINES = {2: (Engine.SYNC, Engine.SCALAR), 1: (Engine.GPSIMD,)}
+
+
+def _issue_engine(engine, dge_mode: int) -> int:
+    """The engine `engine=` asks to trigger the DMA (0: the compiler's choice)."""
+    if engine is None or int(engine) == 0:
+        return 0
+    allowed = _DGE_ENGINES.get(dge_mode, (Engine.SYNC, Engine.SCALAR))
+    if dge_mode == 0 or int(engine) not in [int(e) for e in allowed]:
+        names = " or ".join(f"nisa.engine.{e.name.lower()}" for e in allowed)
+        why = "dge_mode=none prebuilds descriptors, so no engine triggers it" if dge_mode == 0 else \
+            f"only {names} can trigger a DMA in this DGE mode"
+        raise UnsupportedOperationError(f"engine={engine!r} cannot issue 'dma_copy': {why}",
+                                        remedy=f"use engine={names}, or leave engine unset for the compiler to choose"
+                                        if dge_mode else "leave engine unset, or pick a DGE mode",
+                                        code="err_instruction_engine_unsupported")
+    return int(engine)
+
+
 @instruction("dma_copy", Engine.DMA, kinds=("copy",))
-def dma_copy(m, *, dst, src, mask=None, dst_rmw_op=None, oob_mode=0, dge_mode=3):
+def dma_copy(m, *, dst, src, mask=None, dst_rmw_op=None, oob_mode=0, dge_mode=3, engine=None, name=None):
     operand(src, "dma_copy", "src", DMA_ENDPOINTS, tile=False, mask=mask)
     operand(dst, "dma_copy", "dst", DMA_ENDPOINTS, tile=False, mask=mask)
     m.check_writable(dst, "dma_copy destination")
@@ -27,8 +48,9 @@ def dma_copy(m, *, dst, src, mask=None, dst_rmw_op=None, oob_mode=0, dge_mode=3)
     if accumulate and dst_rmw_op is not np.add and getattr(dst_rmw_op, "name", None) != "add":
         raise UnsupportedOperationError(f"dst_rmw_op={dst_rmw_op!r} is not supported by 'dma_copy'",
                                         remedy="only np.add (accumulate into dst) is allowed")
+    mode = int(dge_mode if dge_mode is not None else 3)
     m.emit("dma_copy", Engine.DMA, "copy", [src], [dst], mask=mask, accumulate=accumulate,
-           dge_mode=int(dge_mode or 0))
+           dge_mode=mode, issue_engine=_issue_engine(engine, mode))
 
 
 @instruction("dma_transpose", Engine.DMA, kinds=("permute",))

@@ -36,8 +36,8 @@ class Loaded:
         from nkisim import cost
         params = cost.DEFAULT_PARAMS
         overhead = params.profile_overhead_ns if profile else None
-        return cost.schedule(trace, params, dge=cost.uses_dge(self.program.compile_options),
-                             overhead_ns=overhead).total_us
+        return cost.time_trace(trace, self.program.allocs, dge=cost.uses_dge(self.program.compile_options),
+                               params=params, overhead_ns=overhead).total_us
 
 
 def from_bytes_view(loaded: Loaded, name: str, raw: bytes) -> np.ndarray:

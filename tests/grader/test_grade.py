@@ -56,21 +56,20 @@ def test_optimized_reference_scores_full_marks(optimized):
     assert {e.result.name for e in events} == {t.name for t in SPEC.tests}
 
 
-def test_relaxed_reference_lands_in_the_relaxed_tier_where_the_model_says(tmp_path):
+def test_relaxed_reference_tiers_where_the_model_says(tmp_path):
     timed_only = dataclasses.replace(SPEC, tests=tuple(
         dataclasses.replace(t, gated_by=()) for t in SPEC.tests if t.timed and t.file == "conv2d"))
     report, _ = graded("reference_kernels/conv2d_relaxed.py", spec=timed_only)
     by_name = {t.name: t for t in report.tests}
     assert set(by_name) == {t.name for t in timed_only.tests}
-    # fp16 without max-pool is bound by the serial issue of its many DMAs: the 95% tier
-    test = by_name["perf_224_pool1_float16"]
-    assert test.status == "partial" and test.points == pytest.approx(test.max_points * 0.95)
-    assert "relaxed threshold" in test.message
-    # with max-pool it stores half as many output rows, one DMA each: under the optimized
-    # threshold; in fp32 the row-by-row structure runs under it as hardware ran the same
-    # structure (README, cost model refit)
-    for name in ("perf_224_pool2_float16", "perf_224_pool1_float32", "perf_224_pool2_float32"):
+    # the row-by-row structure runs under the optimized threshold, as hardware ran it (C1; C5:
+    # a row-by-row kernel with 1,338 DMAs met it in fp16 in the graded mode). Its three input-row
+    # DMAs per channel tile continue each other and issue as one (docs/cost-model.md), so fp16
+    # without max-pool is no longer bound by the serial issue of 1,780 DMAs (it was: 95% tier)
+    for name in ("perf_224_pool1_float16", "perf_224_pool2_float16", "perf_224_pool1_float32",
+                 "perf_224_pool2_float32"):
         assert by_name[name].status == "passed" and by_name[name].points == by_name[name].max_points, name
+    assert by_name["perf_224_pool1_float16"].p99_us < 900
     # the unoptimized kernel misses every extra-credit threshold
     assert all(by_name[n].status == "failed" and by_name[n].points == 0
                for n in by_name if n.startswith("ec_"))
