@@ -130,7 +130,8 @@ def test_the_nightly_on_a_trn2_worker_records_the_doctor_table(db, assignment, s
     night = NightlyRun(trigger="manual")
     db.add(night)
     db.commit()
-    code = ("import sys; from workers.nightly import grade_reference; "
+    code = ("import logging, sys; logging.basicConfig(level=logging.INFO); "      # a worker's logging
+            "from workers.nightly import grade_reference; "
             "grade_reference(int(sys.argv[1]), open(sys.argv[2]).read(), 'conv2d_optimized', 'neuron')")
     done = subprocess.run([str(sdk.legacy), "-c", code, str(night.id), assignment.spec_name], capture_output=True,
                           text=True, timeout=600, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
