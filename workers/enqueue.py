@@ -153,6 +153,7 @@ def running_now(session: Session) -> list[dict]:
             .join(Assignment, Assignment.id == Submission.assignment_id)
             .where(GradingRun.status == "running").order_by(GradingRun.started_at)):
         doing.append({"what": "student grade", "queue": run.queue, "since": run.started_at.isoformat(),
+                      "assignment": assignment,
                       "detail": f"run {run.id} of {assignment} ({filename}), {run.progress_done}/"
                                 f"{run.progress_total or '?'} tests, worker {run.worker or '?'}"})
     for night in session.scalars(select(NightlyRun).where(NightlyRun.status == "running")

@@ -238,3 +238,15 @@ def test_an_oversized_upload_gets_a_413_page(app, client_for, course_setup):
     response = alice.post("/a/tiny/submit", data=body, content_type=content_type)
     assert response.status_code == 413
     assert "larger than the 16 MiB" in response.get_data(as_text=True)
+
+
+def test_the_console_describes_only_the_visitors_own_courses_grades(app, client_for, db, two_courses, tiny_reports):
+    import datetime as dt
+    from store.models import GradingRun
+    run = store_graded_run(db, two_courses["alice"], two_courses["assignment"], tiny_reports["optimized"],
+                           filename="alice-secret-name.py")
+    db.get(GradingRun, run.id).status = "running"
+    db.get(GradingRun, run.id).started_at = dt.datetime.now(dt.timezone.utc)
+    db.commit()
+    assert "alice-secret-name.py" in client_for("tara").get("/staff/").get_data(as_text=True)
+    assert "alice-secret-name.py" not in client_for("theo").get("/staff/").get_data(as_text=True)
