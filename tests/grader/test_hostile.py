@@ -110,10 +110,13 @@ def descendants(root: int) -> list[int]:
     return found
 
 
+_BEFORE: set[int] = set()      # the session's own services (a Redis another test module started)
+
+
 def leftovers() -> list[int]:
     """Processes of ours still there, but for the fork server, which outlives grades by design
-    (its monitors and jobs, should any remain, are counted)."""
-    return [p for p in descendants(os.getpid()) if p != ZYGOTE.pid]
+    (its monitors and jobs, should any remain, are counted), and what ran before the test."""
+    return [p for p in descendants(os.getpid()) if p != ZYGOTE.pid and p not in _BEFORE]
 
 
 def wait_for_no_leftovers(deadline_s: float = LEFTOVER_DEADLINE) -> list[int]:
@@ -128,10 +131,24 @@ def wait_for_no_leftovers(deadline_s: float = LEFTOVER_DEADLINE) -> list[int]:
         time.sleep(0.05)
 
 
+def described(pids: list[int]) -> list[str]:
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                command = fh.read().replace(b"\0", b" ").decode(errors="replace")
+            out.append(f"{pid}: {command[:200]}")
+        except OSError:
+            out.append(f"{pid}: (gone)")
+    return out
+
+
 @pytest.fixture(autouse=True)
 def nothing_left_running():
+    _BEFORE.clear()
+    _BEFORE.update(p for p in descendants(os.getpid()) if p != ZYGOTE.pid)
     yield
-    assert wait_for_no_leftovers() == []
+    assert described(wait_for_no_leftovers()) == []
 
 
 @pytest.fixture
