@@ -330,11 +330,45 @@ def report_alternatives() -> None:
         print(f"{label[:34]:34}" + "".join(f" {c:>29}" for c in cells))
 
 
+# The issue's candidate for small fp16 kernels (18-27% too fast on hardware): a per-descriptor
+# cost or a minimum efficient transfer size, which hits 32-byte fp16 rows harder than 64-byte ones
+SMALL_DMA_ALTERNATIVES = {"as built": {}, "min 64 B": {"dma_min_efficient_bytes": 64},
+                          "min 512 B": {"dma_min_efficient_bytes": 512},
+                          "min 1 KiB": {"dma_min_efficient_bytes": 1024},
+                          "20 ns/descriptor": {"dma_descriptor_ns": 20.0}}
+SMALL_DMA_FACTS = ("B2", "B4", "P3", "C2", "C3")
+
+
+def report_small_dma_alternatives() -> None:
+    """The facts a small-descriptor cost moves, under each size or cost tried."""
+    import dataclasses
+    runs = [(label, nkisim.run_kernel(kernel, inputs, {}, compile_options=options), kind, measured, "latency")
+            for label, kernel, inputs, options, kind, measured in calibration_points()
+            if label.startswith(SMALL_DMA_FACTS)]
+    runs.insert(0, ("S1 C3 contiguous weights fp16 32x16", nkisim.run_kernel(
+        calibration.c3_contiguous_weights, conv_inputs(32, 16, "float16"), {}, compile_options=STATIC),
+        "profile", 53.0, "latency"))
+    runs.append(("C3 SBUF element gather (<= 1365)", nkisim.run_kernel(
+        calibration.c3_sbuf_gather, conv_inputs(224, 224, "float16"), {}), "bench", 1365, "bound"))
+    names = list(SMALL_DMA_ALTERNATIVES)
+    print("\nsmall DMA descriptors: the facts under each alternative (error; for a bound, the predicted us)")
+    print(f"{'fact':34}" + "".join(f" {n:>17}" for n in names))
+    for label, run, kind, measured, what in runs:
+        cells = []
+        for name in names:
+            params = dataclasses.replace(cost.DEFAULT_PARAMS, **SMALL_DMA_ALTERNATIVES[name])
+            us = cost.estimate(run, params, measurement=kind).total_us
+            cells.append(f"{us:5.0f} {'holds' if us <= measured else 'MISSED'}" if what == "bound"
+                         else f"{us / measured - 1:+.1%}")
+        print(f"{label[:34]:34}" + "".join(f" {c:>17}" for c in cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-conv", action="store_true")
     parser.add_argument("--alternatives", action="store_true",
-                        help="also show the DMA-issue facts under the alternative models the facts rule out")
+                        help="also show the DMA-issue and small-descriptor facts under the alternative "
+                        "models the facts rule out")
     parser.add_argument("--save", metavar="JSON", help="write every fact's error here (a baseline for --baseline)")
     parser.add_argument("--baseline", metavar="JSON", help="a --save file of an earlier model: show how far "
                         "each fact moved and flag those more than 3 points worse")
@@ -354,6 +388,7 @@ def main() -> None:
     worse = report_mechanisms(facts, baseline)
     if args.alternatives:
         report_alternatives()
+        report_small_dma_alternatives()
     outside = [f.label for f in facts if abs(f.error) > 0.15]
     print(f"\n{len(facts)} facts; outside 15%: {', '.join(outside) or 'none'}")
     if baseline is not None:

@@ -348,7 +348,9 @@ def _transfer(cost: DmaCost, issue_start: float, issue_end: float, p: CostParams
     """Spread a DMA's descriptors over the least busy of the 16 DMA engines. The data moves the
     semaphore-to-start latency after its issue, or after the last hazard it waited for."""
     k = min(p.dma_engines, cost.descriptors)
-    chunk = (cost.nbytes / k / (p.dma_engine_bytes_per_ns * cost.efficiency)
+    # a descriptor shorter than the minimum efficient transfer takes as long as one of that size
+    moved = max(cost.nbytes, cost.descriptors * p.dma_min_efficient_bytes)
+    chunk = (moved / k / (p.dma_engine_bytes_per_ns * cost.efficiency)
              + cost.descriptors / k * p.dma_descriptor_ns + cost.partial_writes / k * p.dma_hbm_partial_write_ns)
     order = sorted(range(len(dma_free)), key=dma_free.__getitem__)[:k]
     earliest = max(issue_end, hazard_ready) + p.dma_start_latency_ns

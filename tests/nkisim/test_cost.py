@@ -364,6 +364,31 @@ def test_element_granular_writes_into_hbm_pay_per_element_but_gathers_into_sbuf_
                for s in gathers)
 
 
+@nki.jit
+def rows_loaded(a):
+    """One DMA of 128 partition rows of a's width (a contiguous run each), then a store."""
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_a_minimum_efficient_transfer_makes_short_rows_cost_as_much_as_rows_of_that_size():
+    """The issue's candidate for small fp16 kernels, off in the model (the facts rule it out:
+    bench/fidelity.py --alternatives): with it, 32-byte rows take as long as 64-byte ones."""
+    import dataclasses
+    with_min = dataclasses.replace(P, dma_min_efficient_bytes=64)
+    def load_ns(width, params):
+        run = nkisim.run_kernel(rows_loaded, (np.ones((128, width), np.float16),), {})
+        load = cost.estimate(run, params).slots[0]
+        return load.end - load.start
+    assert load_ns(16, P) < load_ns(32, P)
+    assert load_ns(16, with_min) == pytest.approx(load_ns(32, with_min)) == pytest.approx(load_ns(32, P))
+    # descriptors of 64 bytes and more are untouched
+    assert load_ns(256, with_min) == pytest.approx(load_ns(256, P))
+
+
 def test_unplaced_sbuf_copies_are_balanced_over_vector_and_scalar():
     """C4: the compiler spread ~8,000 unplaced copies ~57/43 over the Vector and Scalar engines."""
     from reference_kernels import calibration
