@@ -81,7 +81,7 @@ def weights_by_sbuf_gather(W):
 
 # ----- C1 and C5: one output row per (co tile, row) pair, moving N = 222 ---------------------
 
-def make_row_by_row(rows_per_dma: int, bias_per_pair: bool):
+def make_row_by_row(rows_per_dma: int, bias_per_pair: bool, copy_windows: bool = False):
     """The row-by-row kernel: for each (co tile, output row) pair, the input rows it needs
     (2 ci tiles x 3 filter rows, `rows_per_dma` rows per DMA), 18 N = W_out matmuls into one
     PSUM tile, a PSUM->SBUF copy, a reduce, the bias (a DMA per pair if `bias_per_pair`, else
@@ -89,7 +89,8 @@ def make_row_by_row(rows_per_dma: int, bias_per_pair: bool):
 
     C1: rows_per_dma=1, bias_per_pair=True (3,556 DMAs at 224x224); C5's first kernel:
     rows_per_dma=3, bias loaded once (1,338 DMAs); C5's second: rows_per_dma=1, bias once
-    (3,112 DMAs)."""
+    (3,112 DMAs). `copy_windows`: each matmul's shifted input window is first copied by a
+    `tensor_copy` without `engine=` (C4's 224x224 fp16 kernel: 444 x 18 = 7,992 such copies)."""
 
     @nki.compiler.skip_middle_end_transformations
     @nki.jit
@@ -117,8 +118,10 @@ def make_row_by_row(rows_per_dma: int, bias_per_pair: bool):
                 for ci in nl.affine_range(n_ci):
                     for kh in nl.affine_range(K):
                         for kw in nl.affine_range(K):
-                            acc += nisa.nc_matmul(w_t[:, ci, kh * K + kw, co * P:(co + 1) * P],
-                                                  x_rows[:, ci, kh, kw:kw + W_out])
+                            moving = x_rows[:, ci, kh, kw:kw + W_out]
+                            if copy_windows:   # C4: each shifted window copied, engine left open
+                                moving = nisa.tensor_copy(moving)
+                            acc += nisa.nc_matmul(w_t[:, ci, kh * K + kw, co * P:(co + 1) * P], moving)
                 row = nisa.tensor_copy(acc)
                 pooled = nisa.tensor_reduce(nl.max, row.reshape((P, W_out, 1)), axis=2)
                 if bias_per_pair:
@@ -136,6 +139,7 @@ def make_row_by_row(rows_per_dma: int, bias_per_pair: bool):
 c1_row_by_row = make_row_by_row(1, True)
 c5_three_row_dmas = make_row_by_row(3, False)
 c5_one_row_dmas = make_row_by_row(1, False)
+c4_window_copies = make_row_by_row(3, False, copy_windows=True)
 
 
 # ----- C2: the 32x16 image with tiny N = 14 matmuls ------------------------------------------

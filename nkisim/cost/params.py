@@ -63,6 +63,9 @@ class CostParams:
     dma_engines: int = 16                # per NeuronCore
     dma_engine_bytes_per_ns: float = 23.0  # 23 B/ns each -> 368 GB/s (DMA bandwidth guide)
     dma_descriptor_ns: float = 5.0       # fit: P3, 128 DMAs of 512-byte rows kept the DMA engines ~28 us busy
+    dma_min_efficient_bytes: int = 0     # a descriptor moving fewer bytes takes as long as one of
+    # this size (the candidate for small fp16 kernels). 0: off. No document gives a size;
+    # the given facts do not fix one (docs/cost-model.md, bench/fidelity.py --alternatives)
     dma_transpose_efficiency: float = 0.5  # assumed: DMA transpose, SBUF->SBUF up to 50%
     dma_hbm_write_granule_bytes: int = 64  # assumed: an HBM burst; smaller writes are read-modify-write
     dma_hbm_partial_write_ns: float = 99.0  # fit: C3 fp16 32x16, element-granular HBM->HBM weight

@@ -364,6 +364,31 @@ def test_element_granular_writes_into_hbm_pay_per_element_but_gathers_into_sbuf_
                for s in gathers)
 
 
+@nki.jit
+def rows_loaded(a):
+    """One DMA of 128 partition rows of a's width (a contiguous run each), then a store."""
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_a_minimum_efficient_transfer_makes_short_rows_cost_as_much_as_rows_of_that_size():
+    """The issue's candidate for small fp16 kernels, off in the model (the facts rule it out:
+    bench/fidelity.py --alternatives): with it, 32-byte rows take as long as 64-byte ones."""
+    import dataclasses
+    with_min = dataclasses.replace(P, dma_min_efficient_bytes=64)
+    def load_ns(width, params):
+        run = nkisim.run_kernel(rows_loaded, (np.ones((128, width), np.float16),), {})
+        load = cost.estimate(run, params).slots[0]
+        return load.end - load.start
+    assert load_ns(16, P) < load_ns(32, P)
+    assert load_ns(16, with_min) == pytest.approx(load_ns(32, with_min)) == pytest.approx(load_ns(32, P))
+    # descriptors of 64 bytes and more are untouched
+    assert load_ns(256, with_min) == pytest.approx(load_ns(256, P))
+
+
 def test_unplaced_sbuf_copies_are_balanced_over_vector_and_scalar():
     """C4: the compiler spread ~8,000 unplaced copies ~57/43 over the Vector and Scalar engines."""
     from reference_kernels import calibration
@@ -371,6 +396,27 @@ def test_unplaced_sbuf_copies_are_balanced_over_vector_and_scalar():
     tl = cost.estimate(run)
     queues = [s.queue for r, s in zip(run.trace, tl.slots) if r.opcode == "tensor_copy"]
     assert 0.5 < queues.count("DVE") / len(queues) < 0.65 and queues.count("ACT") + queues.count("DVE") == 2000
+
+
+def test_an_unplaced_copy_goes_where_it_finishes_first_not_where_it_starts_first():
+    """C4: the compiler balances by load. A 222-element fp16 copy takes 0.13 us on the Vector
+    engine and 0.30 us on the Scalar engine, so most go to DVE (58% in C4's kernel of 7,992
+    window copies); placed where they could start first, ACT took most (63%) and bound the
+    kernel (1,623 us instead of 1,094)."""
+    from reference_kernels import calibration
+    rng = np.random.default_rng(0)
+    X = rng.random((1, 256, 10, 224), dtype=np.float32).astype(np.float16)
+    W = rng.random((256, 256, 3, 3), dtype=np.float32).astype(np.float16)
+    b = rng.random(256, dtype=np.float32).astype(np.float16)
+    run = nkisim.run_kernel(calibration.c4_window_copies, (X, W, b), {})
+    tl = cost.estimate(run)
+    copies = [(r, s) for r, s in zip(run.trace, tl.slots) if r.opcode == "tensor_copy" and
+              all(x.buffer == "sbuf" for x in r.reads)]
+    assert len(copies) == 2 * 8 * 18
+    queues = [s.queue for _, s in copies]
+    # placed by earliest start, the two engines took 144 each and ACT bound the kernel
+    assert queues.count("DVE") >= 0.65 * len(copies) and queues.count("ACT") > 0
+    assert tl.busy_ns["ACT"] < tl.busy_ns["DVE"] * 1.25
 
 
 @nki.jit
