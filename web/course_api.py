@@ -18,7 +18,8 @@ from flask import g, jsonify, request, url_for
 from sqlalchemy import select
 
 import grader
-from store.models import Assignment, Enrollment, GradingRun, Submission, User
+from store import runs as store_runs
+from store.models import FINAL_STATUSES, Assignment, Enrollment, GradingRun, Submission, User
 from workers import enqueue
 from workers.course_tokens import course_for_token
 
@@ -113,7 +114,20 @@ def course_submit(name: str):
 @bp.route("/course/runs/<int:run_id>")
 @course_token_required
 def course_run_status(run_id: int):
-    return jsonify(runs.status_json(db.session(), _course_run(run_id)))
+    session = db.session()
+    run = _course_run(run_id)
+    return jsonify({**runs.status_json(session, run), "counted": _counted(session, run)})
+
+
+def _counted(session, run: GradingRun) -> dict | None:
+    """Once a run is finished: whether it is its student's counted run (store/runs.py), and which
+    run is, so the autograder tells the student what the course's leaderboard shows."""
+    if run.status not in FINAL_STATUSES:
+        return None
+    best = store_runs.best_run(session, run.submission.assignment_id, run.backend, run.submission.user_id)
+    return {"this_run": best is not None and best.run_id == run.id,
+            "run_id": best.run_id if best else None, "total": best.total if best else None,
+            "max_total": best.max_total if best else None}
 
 
 @bp.route("/course/runs/<int:run_id>/report")

@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import defer, joinedload
 
 import grader
+from store import runs as store_runs
 from store.models import GradingRun, Submission, User
 from workers import enqueue
 
@@ -52,7 +53,9 @@ def _render_assignment(assignment, form, error=None, status=200, static=None):
     return render_template(
         "student/assignment.html", assignment=assignment, form=form, error=error, static=static, history=history,
         chart=chart, allowance=courses.allowance(session, current_user.id, assignment),
-        deadline=courses.deadline_for(session, current_user.id, assignment)), status
+        deadline=courses.deadline_for(session, current_user.id, assignment),
+        counted=store_runs.best_run(session, assignment.id, assignment.backend, current_user.id),
+        rule=store_runs.RULE), status
 
 
 @bp.route("/a/<name>")
