@@ -108,7 +108,10 @@ def _doctor(args) -> int:
     return doctor(args)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, commands=()) -> int:
+    """`commands`: functions that each add a subcommand to the parser (service/cli.py gives the
+    service's: serve, worker, submit, ...); alone, this is the grading core's own command, as the
+    Gradescope autograder installs it."""
     parser = argparse.ArgumentParser(prog="grader", description="Grade NKI kernel submissions")
     sub = parser.add_subparsers(dest="command", required=True)
     g = sub.add_parser(
@@ -146,10 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     d.set_defaults(func=_doctor)
     from .gradescope.cli import register as register_gradescope
     register_gradescope(sub)           # `grader gradescope build|run|check`
-    # Service commands (serve, worker, submit, ...) plug in here; grader/ never imports them.
-    import importlib.metadata
-    for entry in importlib.metadata.entry_points(group="nki_grader.commands"):
-        entry.load()(sub)
+    for register in commands:          # the service's, from its composition root; grader/ imports none
+        register(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

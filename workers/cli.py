@@ -1,7 +1,6 @@
-"""Service commands of the `grader` console script, plugged in through the
-`nki_grader.commands` entry-point group (grader/ imports nothing of ours):
+"""The workers' commands of the `grader` console script, composed with the grading core's by
+service/cli.py (grader/ imports nothing of ours; `grader serve` is service/serve.py's):
 
-    grader serve [--port 8000]            embedded PostgreSQL + Redis, a sim worker, beat, the web app
     grader worker --queue sim|trn2        a Celery worker (trn2: one grade per NeuronCore)
     grader beat                           the nightly schedule and the reaper of dead workers' runs
     grader nightly [--now]                the reference regression (now, here; or queued)
@@ -9,7 +8,7 @@
     grader queue                          depth per queue, running, workers alive
     grader migrate                        bring the database to the current schema (Alembic)
 
-`python -m workers.cli ...` runs the same commands without the console script."""
+`python -m workers.cli ...` runs these commands without the console script."""
 from __future__ import annotations
 
 import argparse
@@ -243,20 +242,7 @@ def _submit(args) -> int:
     return submit_command(args)
 
 
-def register_serve(sub) -> None:
-    p = sub.add_parser("serve", help="run the whole service on this machine (Ctrl-C stops it)")
-    p.add_argument("--port", type=int, default=8000,
-                   help="the web site's port on 127.0.0.1 (default 8000; choose another if it is taken)")
-    p.add_argument("--workers", type=int, default=1, help="sim grades at once")
-    p.set_defaults(func=_serve)
-
-
-def _serve(args) -> int:
-    from .serve import serve
-    return serve(args)
-
-
-COMMANDS = (register_serve, register_worker, register_beat, register_nightly, register_submit, register_queue,
+COMMANDS = (register_worker, register_beat, register_nightly, register_submit, register_queue,
             register_migrate)
 
 

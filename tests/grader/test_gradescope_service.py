@@ -215,7 +215,7 @@ def test_a_course_token_reaches_only_its_own_course(db, course, site):
 
 def test_course_token_command(db, course):
     from workers.course_tokens import course_for_token
-    run = [sys.executable, "-m", "grader.cli", "course-token"]
+    run = [sys.executable, "-m", "service.cli", "course-token"]
     env = dict(os.environ)
     created = subprocess.run([*run, "create", "--course", "CS149"], cwd=REPO, env=env, capture_output=True,
                              text=True, timeout=300)
