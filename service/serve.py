@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+from grader.vocabulary import Queue
+
 STOP_GRACE_S = 30.0
 
 
@@ -136,9 +138,9 @@ def serve(args) -> int:
             remember(instance_dir())
         python = sys.executable
         # quiet children (warnings and errors only), so the URL and the admin's link are not buried
-        children.append(Child("worker", [python, "-m", "workers.cli", "worker", "--queue", "sim", "--quiet",
+        children.append(Child("worker", [python, "-m", "workers.cli", "worker", "--queue", Queue.SIM, "--quiet",
                                          "--loglevel", "WARNING", "--concurrency", str(max(1, args.workers))]))
-        children.append(Child("nightly worker", [python, "-m", "workers.cli", "worker", "--queue", "nightly",
+        children.append(Child("nightly worker", [python, "-m", "workers.cli", "worker", "--queue", Queue.NIGHTLY,
                                                  "--quiet", "--loglevel", "WARNING", "--concurrency", "1"]))
         children.append(Child("beat", [python, "-m", "workers.cli", "beat", "--quiet", "--loglevel", "WARNING"]))
         base_url = f"http://127.0.0.1:{args.port}"

@@ -21,6 +21,8 @@ from typing import Iterable
 from sqlalchemy import bindparam, text
 from sqlalchemy.orm import Session
 
+from grader.vocabulary import RunStatus, TestKind
+
 RULE = ("Each student's best graded run counts: the highest total score, ties broken by the lowest sum of "
         "performance-test p99 latencies, then by who got there first. Only runs uploaded by the student's "
         "deadline (with any extension) count; flagged runs (held for staff review) are hidden. Simulated "
@@ -36,13 +38,13 @@ WITH counted AS (
     JOIN submissions s ON s.id = r.submission_id
     JOIN assignments a ON a.id = s.assignment_id
     LEFT JOIN deadline_extensions e ON e.assignment_id = a.id AND e.user_id = s.user_id
-    WHERE s.assignment_id = :assignment_id AND r.backend = :backend AND r.status = 'done'
+    WHERE s.assignment_id = :assignment_id AND r.backend = :backend AND r.status = :graded
       AND NOT r.flagged AND r.score_total IS NOT NULL
       AND (coalesce(e.deadline, a.deadline) IS NULL OR s.uploaded_at <= coalesce(e.deadline, a.deadline))
       {only_users}),
 at_best AS (
     SELECT c.*, (SELECT sum(t.p99_us) FROM test_results t
-                 WHERE t.run_id = c.run_id AND t.kind = 'performance') AS p99_sum
+                 WHERE t.run_id = c.run_id AND t.kind = :timed_kind) AS p99_sum
     FROM counted c WHERE c.score_total = c.best_total)
 SELECT DISTINCT ON (user_id) user_id, run_id, score_total, max_total, finished_at, p99_sum FROM at_best
 ORDER BY user_id, p99_sum ASC NULLS LAST, finished_at ASC, run_id ASC
@@ -70,7 +72,8 @@ class CountedRun:
 def best_runs(session: Session, assignment_id: int, backend: str,
               user_ids: Iterable[int] | None = None) -> dict[int, CountedRun]:
     """user id -> counted run, for everyone with one (or only for `user_ids`)."""
-    params = {"assignment_id": assignment_id, "backend": backend}
+    params = {"assignment_id": assignment_id, "backend": backend, "graded": RunStatus.DONE.value,
+              "timed_kind": TestKind.PERFORMANCE.value}
     if user_ids is None:
         rows = session.execute(_ALL, params)
     else:

@@ -18,6 +18,7 @@ from flask import g, jsonify, request, url_for
 from sqlalchemy import select
 
 import grader
+from grader.vocabulary import RunStatus
 from store import runs as store_runs
 from store.models import FINAL_STATUSES, Assignment, Enrollment, GradingRun, Submission, User
 from workers import enqueue
@@ -134,7 +135,7 @@ def _counted(session, run: GradingRun) -> dict | None:
 @course_token_required
 def course_run_report(run_id: int):
     run = _course_run(run_id, with_report=True)
-    if run.status != "done" or not run.report:
+    if run.status != RunStatus.DONE or not run.report:
         raise UserError(f"Run {run_id} is {run.status}; its report is not ready.",
                         "Poll the status URL until status is 'done'.", 409)
     return jsonify(runs.student_report_json(run))

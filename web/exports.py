@@ -13,10 +13,11 @@ from sqlalchemy.orm import Session
 
 import grader
 from grader import render
+from grader.vocabulary import RunStatus, TestKind, values
 from store import runs as store_runs
 from store.models import Assignment, DeadlineExtension, Enrollment, GradingRun, Submission, User
 
-CSV_COLUMNS = ("email", "name", "nickname", "total", "max_total", "correctness", "performance", "extra_credit",
+CSV_COLUMNS = ("email", "name", "nickname", "total", "max_total", *values(TestKind),
                "run_id", "graded_at", "deadline", "runs", "flagged_runs", "thresholds_version")
 
 
@@ -39,7 +40,7 @@ def grade_lines(session: Session, assignment: Assignment) -> list[GradeLine]:
                                       .where(DeadlineExtension.assignment_id == assignment.id)).all())
     counts = session.execute(select(Submission.user_id, func.count(), func.count().filter(GradingRun.flagged))
                              .join(GradingRun, GradingRun.submission_id == Submission.id)
-                             .where(Submission.assignment_id == assignment.id, GradingRun.status == "done",
+                             .where(Submission.assignment_id == assignment.id, GradingRun.status == RunStatus.DONE,
                                     GradingRun.backend == assignment.backend)
                              .group_by(Submission.user_id)).all()
     counted = store_runs.best_runs(session, assignment.id, assignment.backend, [u.id for u in students])

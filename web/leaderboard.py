@@ -8,6 +8,7 @@ from flask import Blueprint, current_app, render_template, request
 from flask_login import current_user
 from markupsafe import Markup
 
+from grader import vocabulary
 from store.models import BACKENDS
 
 from . import courses, db
@@ -16,8 +17,8 @@ from .extensions import login_manager
 from .standings import RULE, StandingsCache
 
 bp = Blueprint("leaderboard", __name__)
-BACKEND_TITLES = {"sim": "simulated (nkisim)", "neuron": "Trainium2 hardware"}
-KIND_TITLES = {"performance": "Performance", "extra_credit": "Extra credit"}
+BACKEND_TITLES = vocabulary.BACKEND_TITLES
+KIND_TITLES = vocabulary.KIND_TITLES
 
 
 def pseudonym(user_id: int) -> str:

@@ -19,6 +19,7 @@ from typing import Callable
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from grader.vocabulary import TIMED_KINDS, values
 from store import runs
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ SELECT id, nickname FROM users WHERE id = ANY(:user_ids) AND active AND role = '
 
 _TIMED_P99S = text("""
 SELECT run_id, test_name, p99_us FROM test_results
-WHERE run_id = ANY(:run_ids) AND kind IN ('performance', 'extra_credit')
+WHERE run_id = ANY(:run_ids) AND kind = ANY(:timed)
 """)
 
 
@@ -55,7 +56,7 @@ def compute(session: Session, assignment_id: int, backend: str) -> list[Standing
     board = runs.ranked(c for c in counted.values() if c.user_id in people)
     p99s: dict[int, dict[str, float | None]] = {c.run_id: {} for c in board}
     if board:
-        for t in session.execute(_TIMED_P99S, {"run_ids": list(p99s)}):
+        for t in session.execute(_TIMED_P99S, {"run_ids": list(p99s), "timed": list(values(TIMED_KINDS))}):
             p99s[t.run_id][t.test_name] = t.p99_us
     return [Standing(i + 1, c.user_id, people[c.user_id], c.run_id, c.total, c.max_total, c.p99_sum,
                      p99s[c.run_id], c.finished_at) for i, c in enumerate(board)]

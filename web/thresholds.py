@@ -13,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import grader
+from grader.vocabulary import TIERS, RunStatus, Tier
 from store.models import Assignment, GradingRun, Submission, TestResultRow, ThresholdsVersion
 from workers import specs
 
@@ -20,7 +21,7 @@ from . import courses
 from .accounts import now
 from .errors import UserError
 
-LEVELS = ("optimized", "relaxed")
+LEVELS = TIERS
 
 
 def parse_thresholds(text: str, assignment: Assignment) -> dict[str, dict[str, float]]:
@@ -96,7 +97,7 @@ def rescore_all(session: Session, assignment: Assignment, batch: int = 200) -> i
     """Re-score every finished run of the assignment under the spec in force; returns how many."""
     spec = courses.spec_of(assignment)
     query = (select(GradingRun).join(Submission)
-             .where(Submission.assignment_id == assignment.id, GradingRun.status == "done",
+             .where(Submission.assignment_id == assignment.id, GradingRun.status == RunStatus.DONE,
                     GradingRun.report.is_not(None))
              .order_by(GradingRun.id))
     count, last_id = 0, 0
@@ -135,9 +136,9 @@ TIGHTEN_CONFIRM_PERCENT = 10.0      # tightening any threshold by more than this
 def tier_of(p99_us: float | None, levels: dict) -> str:
     if p99_us is None:
         return "none"
-    if p99_us <= levels["optimized"]:
-        return "optimized"
-    return "relaxed" if p99_us <= levels["relaxed"] else "none"
+    if p99_us <= levels[Tier.OPTIMIZED]:
+        return Tier.OPTIMIZED
+    return Tier.RELAXED if p99_us <= levels[Tier.RELAXED] else "none"
 
 
 def change_preview(session: Session, assignment: Assignment, new: dict[str, dict[str, float]]) -> dict:
@@ -159,7 +160,7 @@ def change_preview(session: Session, assignment: Assignment, new: dict[str, dict
         rows = session.execute(
             select(TestResultRow.run_id, TestResultRow.test_name, TestResultRow.p99_us)
             .join(GradingRun, GradingRun.id == TestResultRow.run_id).join(Submission)
-            .where(Submission.assignment_id == assignment.id, GradingRun.status == "done",
+            .where(Submission.assignment_id == assignment.id, GradingRun.status == RunStatus.DONE,
                    TestResultRow.test_name.in_(moved)))
         runs_changing = len({run_id for run_id, test, p99 in rows
                              if tier_of(p99, old[test]) != tier_of(p99, new[test])})

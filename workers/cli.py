@@ -15,6 +15,8 @@ import argparse
 import os
 import sys
 
+from grader.vocabulary import Queue, RunStatus, TestStatus, Tier, values
+
 
 def _fail(message: str) -> int:
     print(f"grader: {message}", file=sys.stderr)
@@ -46,7 +48,7 @@ def _migrate_if_embedded() -> None:
 
 def register_worker(sub) -> None:
     p = sub.add_parser("worker", help="run a grading worker (Celery) on the sim, trn2 or nightly queue")
-    p.add_argument("--queue", choices=("sim", "trn2", "nightly"), default="sim",
+    p.add_argument("--queue", choices=values(Queue), default=Queue.SIM.value,
                    help="sim: student grades on the simulator; trn2: on Trainium; nightly: the reference "
                         "regression, apart so student grades never wait behind it")
     p.add_argument("--concurrency", type=int, help="grades at once (sim: default 1; trn2: one per core)")
@@ -67,7 +69,7 @@ def _worker(args) -> int:
         return _fail("--time-budget must be a positive number of seconds")
     name = (args.name or f"grader-{args.queue}-{os.getpid()}@%h").replace("%h", socket.gethostname())
     concurrency = args.concurrency or 1
-    if args.queue == "trn2":
+    if args.queue == Queue.TRN2:
         from grader.neuron import NeuronUnavailable, detect
         try:
             setup = detect()        # device, SDK line, its tools and interpreter: at start, not per grade
@@ -145,7 +147,7 @@ def _nightly(args) -> int:
     upgrade()
     if not args.now:
         from .tasks import nightly_regression
-        nightly_regression.apply_async(queue="nightly")
+        nightly_regression.apply_async(queue=Queue.NIGHTLY.value)
         print("nightly regression queued for the nightly worker (`grader serve` runs one; elsewhere "
               "`grader worker --queue nightly`); student grades do not wait behind it")
         return 0
@@ -164,11 +166,11 @@ def _nightly(args) -> int:
         for r in rows:
             mark = "DRIFT " if r.drift else ""
             print(f"  {mark}{r.spec_name} {r.reference_kernel} on {r.backend}: "
-                  f"{'passed' if r.passed else 'FAILED'}, score {r.score_total:g}")
+                  f"{TestStatus.PASSED if r.passed else 'FAILED'}, score {r.score_total:g}")
             for test, us in sorted(r.p99_us.items()):
                 force = r.thresholds_in_force.get(test, {})
                 print(f"      {test:32s} p99 {us:9.1f} us  implies {r.implied_thresholds[test]:9.1f} us  "
-                      f"in force opt {force.get('optimized', '-')} / rel {force.get('relaxed', '-')}")
+                      f"in force opt {force.get(Tier.OPTIMIZED, '-')} / rel {force.get(Tier.RELAXED, '-')}")
             if r.drift_reason:
                 print(f"      drift: {r.drift_reason}")
     return 0
@@ -196,7 +198,7 @@ def _queue(args) -> int:
         print(json.dumps({**stats, "instance": str(found.folder) if found.folder else "DATABASE_URL"}, indent=2))
         return 0
     for queue, c in stats["queues"].items():
-        print(f"{queue:5s} queued {c['queued']:5d}  running {c['running']:4d}")
+        print(f"{queue:5s} queued {c[RunStatus.QUEUED]:5d}  running {c[RunStatus.RUNNING]:4d}")
     print(f"workers alive: {stats['workers_alive']}")
     for w in stats["workers"]:
         print(f"  {w['name']}  queues {w['queues']}  pid {w['pid']}  last heartbeat {since(w['seen_at'])}")

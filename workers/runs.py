@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, delete, or_, select, update
 from sqlalchemy.orm import Session
 
+from grader.vocabulary import ReportStatus, RunStatus
 from store.models import GradingRun, TestResultRow
 
 
@@ -23,7 +24,7 @@ class Claim:
     worker: str
 
     def mine(self):
-        return and_(GradingRun.id == self.run_id, GradingRun.status == "running",
+        return and_(GradingRun.id == self.run_id, GradingRun.status == RunStatus.RUNNING,
                     GradingRun.attempts == self.attempt)
 
 
@@ -34,10 +35,10 @@ def claim(session: Session, run_id: int, worker: str, task_id: str | None, stale
     attempt = session.execute(
         update(GradingRun)
         .where(GradingRun.id == run_id,
-               or_(GradingRun.status == "queued",
-                   and_(GradingRun.status == "running", GradingRun.heartbeat_at < stale)),
+               or_(GradingRun.status == RunStatus.QUEUED,
+                   and_(GradingRun.status == RunStatus.RUNNING, GradingRun.heartbeat_at < stale)),
                GradingRun.cancel_requested.is_(False))
-        .values(status="running", worker=worker, attempts=GradingRun.attempts + 1, started_at=now(),
+        .values(status=RunStatus.RUNNING, worker=worker, attempts=GradingRun.attempts + 1, started_at=now(),
                 heartbeat_at=now(), celery_task_id=task_id, progress_done=0, progress_tests=[], error=None)
         .returning(GradingRun.attempts)).scalar()
     session.commit()
@@ -65,7 +66,7 @@ def finish(session: Session, c: Claim, report: dict, seed: int | None) -> bool:
     """Store a finished grade in one transaction. False: the run was no longer ours."""
     score = report.get("score") or {}
     flags = report.get("flags") or []
-    status = "cancelled" if report.get("status") == "cancelled" else "done"
+    status = RunStatus.CANCELLED if report.get("status") == ReportStatus.CANCELLED else RunStatus.DONE
     tests = report.get("tests") or []
     updated = session.execute(
         update(GradingRun).where(c.mine()).values(
@@ -73,8 +74,8 @@ def finish(session: Session, c: Claim, report: dict, seed: int | None) -> bool:
             score_total=score.get("total"), max_total=score.get("max_total"),
             thresholds_version=report.get("thresholds_version"),
             flagged=bool(flags), flag_reason=", ".join(flags) or None,
-            progress_done=len(tests) if status == "done" else GradingRun.progress_done,
-            progress_total=len(tests) if status == "done" else GradingRun.progress_total,
+            progress_done=len(tests) if status == RunStatus.DONE else GradingRun.progress_done,
+            progress_total=len(tests) if status == RunStatus.DONE else GradingRun.progress_total,
         ).returning(GradingRun.id)).first()
     if updated is None:
         session.rollback()
@@ -118,7 +119,7 @@ def fail(session: Session, c: Claim, status: str, error: str) -> bool:
 def release(session: Session, c: Claim, error: str) -> bool:
     """Hand a claimed run back to the queue after an infrastructure fault (not the student's)."""
     row = session.execute(update(GradingRun).where(c.mine())
-                          .values(status="queued", worker=None, heartbeat_at=None, error=error[:4000])
+                          .values(status=RunStatus.QUEUED, worker=None, heartbeat_at=None, error=error[:4000])
                           .returning(GradingRun.id)).first()
     session.commit()
     return row is not None

@@ -11,6 +11,7 @@ from celery import signals
 
 import grader
 from grader import render
+from grader.vocabulary import ReportStatus, RunStatus
 from store.db import forget_engines_after_fork, session_scope
 
 from . import runs, settings, specs
@@ -18,6 +19,9 @@ from .app import app
 from .heartbeats import WorkerAnnouncer
 
 log = logging.getLogger(__name__)
+# what a grade task returns (Celery keeps it) besides a run status: the delivery was a duplicate
+# (another claim holds the run or it is finished), or the claim was lost while grading
+DUPLICATE, LOST = "duplicate", "lost"
 _pool_core: int | None = None          # the NeuronCore this pool process owns (trn2 workers)
 
 
@@ -102,7 +106,7 @@ def grade_submission(self, run_id: int) -> str:
     with session_scope() as s:
         claim = runs.claim(s, run_id, worker, self.request.id, conf.stale_after_s)
         if claim is None:
-            return "skipped"
+            return DUPLICATE
         row = runs.run_row(s, run_id)
         filename, data = row.submission.filename, row.submission.data
         spec_toml, backend = row.submission.assignment.spec_toml, row.backend
@@ -111,8 +115,8 @@ def grade_submission(self, run_id: int) -> str:
         submission = grader.submission_from_bytes(filename, data, spec)
     except grader.GraderInputError as err:
         with session_scope() as s:
-            runs.fail(s, claim, "failed", f"cannot grade this submission: {err}")
-        return "failed"
+            runs.fail(s, claim, RunStatus.FAILED, f"cannot grade this submission: {err}")
+        return RunStatus.FAILED
     token = grader.CancelToken()
     beat = RunHeartbeat(claim, token, conf.heartbeat_s)
     beat.start()
@@ -126,12 +130,12 @@ def grade_submission(self, run_id: int) -> str:
     finally:
         beat.stop()
     if beat.lost:
-        return "lost"                 # reaped while we were stalled: the new claim grades it
-    if report.status == "interrupted":  # our process was told to stop, not the student's doing
+        return LOST                   # reaped while we were stalled: the new claim grades it
+    if report.status == ReportStatus.INTERRUPTED:  # our process was told to stop, not the student's doing
         return _infrastructure_fault(self, claim, conf, RuntimeError("grade interrupted by a signal"))
     with session_scope() as s:
         stored = runs.finish(s, claim, report.to_json(include_seed=False), report.seed)
-    return report.status if stored else "lost"
+    return report.status if stored else LOST
 
 
 def _infrastructure_fault(task, claim: runs.Claim, conf: settings.Settings, err: BaseException) -> str:
@@ -139,8 +143,8 @@ def _infrastructure_fault(task, claim: runs.Claim, conf: settings.Settings, err:
     log.error("run %s attempt %s: infrastructure fault: %s", claim.run_id, claim.attempt, detail)
     with session_scope() as s:
         if claim.attempt >= conf.max_attempts:
-            runs.fail(s, claim, "infra_error", f"gave up after {claim.attempt} attempts: {detail}")
-            return "infra_error"
+            runs.fail(s, claim, RunStatus.INFRA_ERROR, f"gave up after {claim.attempt} attempts: {detail}")
+            return RunStatus.INFRA_ERROR
         released = runs.release(s, claim, detail)
     if released:
         raise task.retry(countdown=min(60, 5 * claim.attempt), exc=None)

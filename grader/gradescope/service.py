@@ -21,11 +21,12 @@ from ..errors import GraderInputError
 from ..events import CancelToken
 from ..report import Report
 from ..submission import submission_from_bytes
+from ..vocabulary import FINAL_RUN_STATUSES, RunStatus
 from . import results, upload
 from .config import Config
 from .layout import Layout
 
-FINAL = ("done", "failed", "infra_error", "cancelled")
+FINAL = FINAL_RUN_STATUSES
 REQUEST_TIMEOUT_S = 60.0
 
 
@@ -121,7 +122,7 @@ def grade(layout: Layout, config: Config, spec, cancel: CancelToken) -> dict:
         extra["run_id"] = created["run_id"]
         print(f"service run {created['run_id']}: {created['status']}", flush=True)
         state = _wait(client, created, service, cancel)
-        if state["status"] != "done":
+        if state["status"] != RunStatus.DONE:
             raise ServiceError(f"the grading service ended run {created['run_id']} as {state['status']}",
                                "Submit again; if it happens again, tell course staff, who can see the run in the "
                                "grading service's console.")
