@@ -6,15 +6,16 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session, object_session
 
-from grader.vocabulary import Queue, RunStatus
+from grader.vocabulary import QUEUE_FOR_BACKEND, Queue, RunStatus
+from store import lifecycle
+from store.lifecycle import now
 from store.models import Assignment, GradingRun, Submission, User, WorkerHeartbeat
 
 from . import settings, specs
-from .publish import QUEUE_FOR_BACKEND, new_task_id, send
-from .runs import now
+from .publish import new_task_id, send
 
 
 def submit(session: Session, user: User, assignment: Assignment, filename: str, data: bytes) -> GradingRun:
@@ -44,11 +45,7 @@ def cancel(run: GradingRun) -> str:
     """A queued run is cancelled at once; a running one is asked to stop (its worker sees the
     request at its next heartbeat and stores the partial report as cancelled). Returns the status."""
     session = object_session(run)
-    session.execute(update(GradingRun).where(GradingRun.id == run.id, GradingRun.status == RunStatus.QUEUED)
-                    .values(status=RunStatus.CANCELLED, finished_at=now(), cancel_requested=True))
-    session.execute(update(GradingRun).where(GradingRun.id == run.id, GradingRun.status == RunStatus.RUNNING)
-                    .values(cancel_requested=True))
-    session.commit()
+    lifecycle.cancel(session, run.id)
     session.refresh(run)
     return run.status
 
@@ -157,8 +154,7 @@ def running_now(session: Session) -> list[dict]:
 
 
 def _new_run(submission: Submission, backend: str) -> GradingRun:
-    return GradingRun(submission=submission, backend=backend, queue=QUEUE_FOR_BACKEND[backend],
-                      status=RunStatus.QUEUED, celery_task_id=new_task_id())
+    return lifecycle.new_run(submission, backend, new_task_id())
 
 
 def run_by_id(session: Session, run_id: int) -> GradingRun | None:

@@ -16,10 +16,10 @@ import grader
 import reference_kernels
 from grader.vocabulary import Backend, Queue, RunStatus, THRESHOLD_FACTOR, TestKind, TestStatus, Tier
 from store.db import session_scope
+from store.lifecycle import now
 from store.models import Assignment, NightlyResult, NightlyRun, ThresholdsVersion, WorkerHeartbeat
 
 from . import settings, specs
-from .runs import now
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import uuid
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from grader.vocabulary import QUEUE_FOR_BACKEND, RunStatus
+from grader.vocabulary import RunStatus
 from store.models import GradingRun
 
 log = logging.getLogger(__name__)

@@ -8,17 +8,18 @@ import json
 import logging
 import threading
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from grader.vocabulary import RunStatus
+from store import lifecycle
 from store.db import session_scope
+from store.lifecycle import now
 from store.models import GradingRun
 
 from . import settings
 from .app import QUEUES, app
 from .broker import client_for
 from .publish import resend
-from .runs import now
 
 log = logging.getLogger(__name__)
 
@@ -52,15 +53,7 @@ def reap_once() -> dict:
         requeue, given_up = [], []
         for run_id, attempts, worker in dead:
             done = attempts >= conf.max_attempts
-            values = ({"status": RunStatus.INFRA_ERROR, "finished_at": now(),
-                       "error": f"worker {worker} stopped answering on attempt {attempts}; gave up after "
-                                f"{attempts} attempts"} if done else
-                      {"status": RunStatus.QUEUED, "worker": None, "heartbeat_at": None,
-                       "error": f"worker {worker} stopped answering; re-queued"})
-            hit = s.execute(update(GradingRun).where(GradingRun.id == run_id, GradingRun.status == RunStatus.RUNNING,
-                                                     GradingRun.attempts == attempts, GradingRun.heartbeat_at < stale)
-                            .values(**values).returning(GradingRun.id)).first()
-            if hit:
+            if lifecycle.reap(s, run_id, attempts, worker, stale, give_up=done):
                 (given_up if done else requeue).append(run_id)
         s.commit()
         lost_before = now() - dt.timedelta(seconds=conf.lost_after_s)

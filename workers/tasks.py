@@ -12,9 +12,10 @@ from celery import signals
 import grader
 from grader import render
 from grader.vocabulary import ReportStatus, RunStatus
+from store import lifecycle
 from store.db import forget_engines_after_fork, session_scope
 
-from . import runs, settings, specs
+from . import settings, specs
 from .app import app
 from .heartbeats import WorkerAnnouncer
 
@@ -59,7 +60,7 @@ class RunHeartbeat(threading.Thread):
     """Touches the claimed row while the grade runs; cancels the grade when a TA asked for it
     or when the row is no longer ours (reaped after a long stall)."""
 
-    def __init__(self, claim: runs.Claim, token: "grader.CancelToken", every_s: float) -> None:
+    def __init__(self, claim: lifecycle.Claim, token: "grader.CancelToken", every_s: float) -> None:
         super().__init__(name=f"heartbeat-run-{claim.run_id}", daemon=True)
         self.claim, self.token, self.every_s = claim, token, every_s
         self.stopped = threading.Event()
@@ -69,7 +70,7 @@ class RunHeartbeat(threading.Thread):
         while not self.stopped.wait(self.every_s):
             try:
                 with session_scope() as s:
-                    ours, cancel = runs.heartbeat(s, self.claim)
+                    ours, cancel = lifecycle.heartbeat(s, self.claim)
             except Exception:                     # database blip: try again next beat
                 log.warning("heartbeat for run %s failed", self.claim.run_id, exc_info=True)
                 continue
@@ -84,14 +85,14 @@ class RunHeartbeat(threading.Thread):
         self.stopped.set()
 
 
-def _progress_writer(claim: runs.Claim):
+def _progress_writer(claim: lifecycle.Claim):
     finished: list[dict] = []          # this claim's finished tests, in order (one grade, one thread)
 
     def on_progress(event) -> None:
         finished.append(render.test_summary(event.result))
         try:
             with session_scope() as s:
-                runs.progress(s, claim, event.done, event.total, finished)
+                lifecycle.progress(s, claim, event.done, event.total, finished)
         except Exception:                          # progress is a courtesy; the grade goes on
             log.warning("progress for run %s not stored", claim.run_id, exc_info=True)
     return on_progress
@@ -104,10 +105,10 @@ def grade_submission(self, run_id: int) -> str:
     if _pool_core is not None:
         worker += f":core{_pool_core}"          # staff (and tests) see which NeuronCore graded it
     with session_scope() as s:
-        claim = runs.claim(s, run_id, worker, self.request.id, conf.stale_after_s)
+        claim = lifecycle.claim(s, run_id, worker, self.request.id, conf.stale_after_s)
         if claim is None:
             return DUPLICATE
-        row = runs.run_row(s, run_id)
+        row = lifecycle.run_row(s, run_id)
         filename, data = row.submission.filename, row.submission.data
         spec_toml, backend = row.submission.assignment.spec_toml, row.backend
     try:
@@ -115,7 +116,7 @@ def grade_submission(self, run_id: int) -> str:
         submission = grader.submission_from_bytes(filename, data, spec)
     except grader.GraderInputError as err:
         with session_scope() as s:
-            runs.fail(s, claim, RunStatus.FAILED, f"cannot grade this submission: {err}")
+            lifecycle.fail(s, claim, RunStatus.FAILED, f"cannot grade this submission: {err}")
         return RunStatus.FAILED
     token = grader.CancelToken()
     beat = RunHeartbeat(claim, token, conf.heartbeat_s)
@@ -134,18 +135,18 @@ def grade_submission(self, run_id: int) -> str:
     if report.status == ReportStatus.INTERRUPTED:  # our process was told to stop, not the student's doing
         return _infrastructure_fault(self, claim, conf, RuntimeError("grade interrupted by a signal"))
     with session_scope() as s:
-        stored = runs.finish(s, claim, report.to_json(include_seed=False), report.seed)
+        stored = lifecycle.finish(s, claim, report.to_json(include_seed=False), report.seed)
     return report.status if stored else LOST
 
 
-def _infrastructure_fault(task, claim: runs.Claim, conf: settings.Settings, err: BaseException) -> str:
+def _infrastructure_fault(task, claim: lifecycle.Claim, conf: settings.Settings, err: BaseException) -> str:
     detail = "".join(traceback.format_exception(err, limit=8)).strip()
     log.error("run %s attempt %s: infrastructure fault: %s", claim.run_id, claim.attempt, detail)
     with session_scope() as s:
         if claim.attempt >= conf.max_attempts:
-            runs.fail(s, claim, RunStatus.INFRA_ERROR, f"gave up after {claim.attempt} attempts: {detail}")
+            lifecycle.fail(s, claim, RunStatus.INFRA_ERROR, f"gave up after {claim.attempt} attempts: {detail}")
             return RunStatus.INFRA_ERROR
-        released = runs.release(s, claim, detail)
+        released = lifecycle.release(s, claim, detail)
     if released:
         raise task.retry(countdown=min(60, 5 * claim.attempt), exc=None)
     return "lost"

@@ -121,7 +121,7 @@ def _views(app, db, course_setup, people, token) -> dict[str, dict[str, int | No
 
 def test_every_view_counts_the_same_run(app, db, course_setup, tiny_reports, client_for):
     from workers.course_tokens import new_token
-    from workers.runs import mark_standings_changed
+    from store.lifecycle import mark_standings_changed
     setup = _history(db, course_setup, tiny_reports["optimized"])
     people, picks = setup["people"], setup["picks"]
     for user in people.values():              # every student has a password for their own page

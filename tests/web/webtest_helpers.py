@@ -28,7 +28,7 @@ def csrf_of(html: str) -> str:
 
 def store_graded_run(db, user, assignment, report, filename="conv2d.py", data=OPTIMIZED, flagged=False,
                      seed=424242, finished_at=None):
-    """A finished run as the worker stores one (workers.runs.finish writes the same columns)."""
+    """A finished run as the worker stores one (store.lifecycle.finish writes the same columns)."""
     import hashlib
     from store.models import GradingRun, Submission, TestResultRow
     submission = Submission(user_id=user.id, assignment_id=assignment.id, filename=filename, data=data,

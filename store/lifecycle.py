@@ -1,6 +1,13 @@
-"""The grading run's life in the database. Every write after the claim is conditional on the
-claim (status running and the attempt number the worker got), so a worker that lost its run
-(reaped, cancelled, or a duplicate delivery) can never overwrite a result."""
+"""The grading run's life in the database: every change of a run's status is written here, and
+only along TRANSITIONS (tests/store/test_lifecycle.py checks that no other module writes one).
+
+    queued -> running -> done | failed | infra_error | cancelled
+       |        |-> queued (released after our fault, or reaped from a silent worker)
+       '-> cancelled
+
+Every write after the claim is conditional on the claim (status running and the attempt number
+the worker got), so a worker that lost its run (reaped, cancelled, or a duplicate delivery) can
+never overwrite a result."""
 from __future__ import annotations
 
 import datetime as dt
@@ -9,8 +16,15 @@ from dataclasses import dataclass
 from sqlalchemy import and_, delete, or_, select, update
 from sqlalchemy.orm import Session
 
-from grader.vocabulary import ReportStatus, RunStatus
-from store.models import GradingRun, TestResultRow
+from grader.vocabulary import QUEUE_FOR_BACKEND, ReportStatus, RunStatus
+from store.models import Assignment, GradingRun, Submission, TestResultRow
+
+TRANSITIONS: dict[RunStatus, tuple[RunStatus, ...]] = {
+    RunStatus.QUEUED: (RunStatus.RUNNING, RunStatus.CANCELLED),
+    RunStatus.RUNNING: (RunStatus.DONE, RunStatus.FAILED, RunStatus.INFRA_ERROR, RunStatus.CANCELLED,
+                        RunStatus.QUEUED),
+    RunStatus.DONE: (), RunStatus.FAILED: (), RunStatus.INFRA_ERROR: (), RunStatus.CANCELLED: (),
+}
 
 
 def now() -> dt.datetime:
@@ -93,7 +107,6 @@ def mark_standings_changed(session: Session, *, assignment_ids=None, run_ids=Non
     """Move the standings stamp of the assignments a write touched (by id, by their runs, or every
     assignment a user has runs in), in the writer's transaction: the next leaderboard view in any
     process sees the stamp moved and recomputes."""
-    from store.models import Assignment, Submission
     if assignment_ids is not None:
         which = Assignment.id.in_(list(assignment_ids))
     elif run_ids is not None:
@@ -123,6 +136,38 @@ def release(session: Session, c: Claim, error: str) -> bool:
                           .returning(GradingRun.id)).first()
     session.commit()
     return row is not None
+
+
+def new_run(submission: Submission, backend: str, task_id: str) -> GradingRun:
+    """A run born queued on its backend's queue (the caller adds, commits, then publishes it)."""
+    return GradingRun(submission=submission, backend=backend, queue=QUEUE_FOR_BACKEND[backend],
+                      status=RunStatus.QUEUED, celery_task_id=task_id)
+
+
+def cancel(session: Session, run_id: int) -> None:
+    """A queued run is cancelled at once; a running one is asked to stop (its worker sees the
+    request at its next heartbeat and stores the partial report as cancelled). Commits."""
+    session.execute(update(GradingRun).where(GradingRun.id == run_id, GradingRun.status == RunStatus.QUEUED)
+                    .values(status=RunStatus.CANCELLED, finished_at=now(), cancel_requested=True))
+    session.execute(update(GradingRun).where(GradingRun.id == run_id, GradingRun.status == RunStatus.RUNNING)
+                    .values(cancel_requested=True))
+    session.commit()
+
+
+def reap(session: Session, run_id: int, attempts: int, worker: str | None, stale: dt.datetime,
+         give_up: bool) -> bool:
+    """A running run whose worker went silent (heartbeat older than `stale`, the attempt the
+    reaper saw): back to the queue, or infra_error once `give_up`. False: it moved meanwhile.
+    The caller commits."""
+    values = ({"status": RunStatus.INFRA_ERROR, "finished_at": now(),
+               "error": f"worker {worker} stopped answering on attempt {attempts}; gave up after "
+                        f"{attempts} attempts"} if give_up else
+              {"status": RunStatus.QUEUED, "worker": None, "heartbeat_at": None,
+               "error": f"worker {worker} stopped answering; re-queued"})
+    hit = session.execute(update(GradingRun).where(GradingRun.id == run_id, GradingRun.status == RunStatus.RUNNING,
+                                                   GradingRun.attempts == attempts, GradingRun.heartbeat_at < stale)
+                          .values(**values).returning(GradingRun.id)).first()
+    return hit is not None
 
 
 def run_row(session: Session, run_id: int) -> GradingRun | None:
