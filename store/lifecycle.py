@@ -76,17 +76,34 @@ def progress(session: Session, c: Claim, done: int, total: int, finished: list[d
     session.commit()
 
 
+def report_columns(report: dict) -> dict:
+    """A run's columns that its stored report (Report.to_json without the seed) decides: the one
+    mapping from a report to a row, for a finished grade, a rescore and test fixtures alike."""
+    score = report.get("score") or {}
+    return {"report": report, "score_total": score.get("total"), "max_total": score.get("max_total"),
+            "thresholds_version": report.get("thresholds_version")}
+
+
+def result_rows(report: dict, run_id: int | None = None) -> list[TestResultRow]:
+    """One row per test of the report (denormalised for the leaderboard and exports)."""
+    return [TestResultRow(run_id=run_id, test_name=t["name"], kind=t["kind"], status=t["status"],
+                          points=t["points"], max_points=t["max_points"], p99_us=t.get("p99_us"))
+            for t in report.get("tests") or []]
+
+
+def replace_results(session: Session, run_id: int, report: dict) -> None:
+    session.execute(delete(TestResultRow).where(TestResultRow.run_id == run_id))
+    session.add_all(result_rows(report, run_id))
+
+
 def finish(session: Session, c: Claim, report: dict, seed: int | None) -> bool:
     """Store a finished grade in one transaction. False: the run was no longer ours."""
-    score = report.get("score") or {}
     flags = report.get("flags") or []
     status = RunStatus.CANCELLED if report.get("status") == ReportStatus.CANCELLED else RunStatus.DONE
     tests = report.get("tests") or []
     updated = session.execute(
         update(GradingRun).where(c.mine()).values(
-            status=status, finished_at=now(), heartbeat_at=now(), report=report, seed=seed,
-            score_total=score.get("total"), max_total=score.get("max_total"),
-            thresholds_version=report.get("thresholds_version"),
+            status=status, finished_at=now(), heartbeat_at=now(), seed=seed, **report_columns(report),
             flagged=bool(flags), flag_reason=", ".join(flags) or None,
             progress_done=len(tests) if status == RunStatus.DONE else GradingRun.progress_done,
             progress_total=len(tests) if status == RunStatus.DONE else GradingRun.progress_total,
@@ -94,10 +111,7 @@ def finish(session: Session, c: Claim, report: dict, seed: int | None) -> bool:
     if updated is None:
         session.rollback()
         return False
-    session.execute(delete(TestResultRow).where(TestResultRow.run_id == c.run_id))
-    session.add_all(TestResultRow(run_id=c.run_id, test_name=t["name"], kind=t["kind"], status=t["status"],
-                                  points=t["points"], max_points=t["max_points"], p99_us=t.get("p99_us"))
-                    for t in tests)
+    replace_results(session, c.run_id, report)
     mark_standings_changed(session, run_ids=[c.run_id])
     session.commit()
     return True

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 import grader
 from grader.vocabulary import TIERS, RunStatus, Tier
+from store import lifecycle
 from store.models import Assignment, GradingRun, Submission, TestResultRow, ThresholdsVersion
 from workers import specs
 
@@ -117,15 +118,10 @@ def _rescore_run(session: Session, run: GradingRun, spec) -> None:
     new = grader.rescore(old, spec)
     if set(new.flags) - set(old.flags):       # e.g. implausibly fast under the new thresholds: hold for review
         run.flagged, run.flag_reason = True, ", ".join(new.flags)
-    run.report = new.to_json(include_seed=False)
-    run.score_total = new.score.total
-    run.max_total = new.score.max_total
-    run.thresholds_version = new.thresholds_version
-    by_name = {t.name: t for t in new.tests}
-    for row in session.scalars(select(TestResultRow).where(TestResultRow.run_id == run.id)):
-        test = by_name.get(row.test_name)
-        if test is not None:
-            row.points, row.max_points, row.status = test.points, test.max_points, test.status
+    stored = new.to_json(include_seed=False)
+    for column, value in lifecycle.report_columns(stored).items():
+        setattr(run, column, value)
+    lifecycle.replace_results(session, run.id, stored)
 
 
 # ----- what a change does, before it is made -----

@@ -30,18 +30,17 @@ def store_graded_run(db, user, assignment, report, filename="conv2d.py", data=OP
                      seed=424242, finished_at=None):
     """A finished run as the worker stores one (store.lifecycle.finish writes the same columns)."""
     import hashlib
-    from store.models import GradingRun, Submission, TestResultRow
+    from store import lifecycle
+    from store.models import GradingRun, Submission
     submission = Submission(user_id=user.id, assignment_id=assignment.id, filename=filename, data=data,
                             sha256=hashlib.sha256(data).hexdigest(), size=len(data))
     stored = report.to_json(include_seed=False)
     run = GradingRun(submission=submission, status="done", backend=report.backend, queue="sim", attempts=1,
-                     seed=seed, report=stored, score_total=report.score.total, max_total=report.score.max_total,
-                     thresholds_version=report.thresholds_version, flagged=flagged,
+                     seed=seed, **lifecycle.report_columns(stored), flagged=flagged,
                      flag_reason="flagged in test" if flagged else None,
                      finished_at=finished_at or dt.datetime.now(dt.timezone.utc),
                      progress_done=len(report.tests), progress_total=len(report.tests))
-    run.test_results = [TestResultRow(test_name=t.name, kind=t.kind, status=t.status, points=t.points,
-                                      max_points=t.max_points, p99_us=t.p99_us) for t in report.tests]
+    run.test_results = lifecycle.result_rows(stored)
     db.add(run)
     db.commit()
     return run
