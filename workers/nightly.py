@@ -5,16 +5,14 @@ a new thresholds version (proposed in thresholds_versions, source "nightly") and
 from __future__ import annotations
 
 import datetime as dt
-import io
 import logging
-import tarfile
-from pathlib import Path
 
 from sqlalchemy import select
 
 import grader
-import reference_kernels
-from grader.vocabulary import Backend, Queue, RunStatus, THRESHOLD_FACTOR, TestKind, TestStatus, Tier
+from grader.references import FILES, TIER_OF_REFERENCE, stands_for
+from grader.references import archive as reference_archive
+from grader.vocabulary import THRESHOLD_FACTOR, Backend, Queue, RunStatus, TestStatus, Tier
 from store.db import session_scope
 from store.lifecycle import now
 from store.models import Assignment, NightlyResult, NightlyRun, ThresholdsVersion, WorkerHeartbeat
@@ -23,36 +21,7 @@ from . import settings, specs
 
 log = logging.getLogger(__name__)
 
-REFERENCE_DIR = Path(reference_kernels.__file__).resolve().parent
-# reference name -> the file standing in for each kernel the spec asks for
-REFERENCES = {
-    "conv2d_optimized": {"fused_conv2d_maxpool": "conv2d_optimized.py", "matrix_transpose": "transpose.py"},
-    "conv2d_relaxed": {"fused_conv2d_maxpool": "conv2d_relaxed.py", "matrix_transpose": "transpose.py"},
-}
 IMPLIED_FACTOR = THRESHOLD_FACTOR     # the course's rule: thresholds are 120% of the reference's p99
-TIER_OF_REFERENCE = {"conv2d_optimized": Tier.OPTIMIZED, "conv2d_relaxed": Tier.RELAXED}
-
-
-def stands_for(reference: str, test) -> bool:
-    """Which tests a reference kernel must pass: the optimized one every test; the relaxed one
-    (a plain kernel, the relaxed tier's yardstick) all but extra credit, which it is not meant
-    to reach. A failure outside these is no regression."""
-    return TIER_OF_REFERENCE.get(reference) == Tier.OPTIMIZED or test.kind != TestKind.EXTRA_CREDIT
-
-
-def reference_archive(spec, reference: str) -> bytes:
-    """A submission archive holding this reference's kernels at the spec's archive paths."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for fs in spec.files.values():
-            source = next((REFERENCES[reference][fn] for fn in fs.functions if fn in REFERENCES[reference]), None)
-            if source is None:
-                continue
-            data = (REFERENCE_DIR / source).read_bytes()
-            info = tarfile.TarInfo(fs.archive_path)
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 def active_specs() -> dict[str, str]:
@@ -87,7 +56,7 @@ def run_nightly(trigger: str = "beat", backends: list[str] | None = None, progre
     backends = backends or available_backends()
     failed = False
     for toml in active_specs().values():
-        for reference in REFERENCES:
+        for reference in FILES:
             for backend in backends:
                 if backend == Backend.NEURON:
                     from .tasks import nightly_reference
