@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 
 from ..references import REFERENCE_OF_TIER, archive
-from ..vocabulary import THRESHOLD_FACTOR
+from ..vocabulary import THRESHOLD_FACTOR, Backend
 
 COURSE_MARGIN = THRESHOLD_FACTOR     # thresholds are 120% of the reference's p99 (grader/vocabulary.py)
 TOLERANCE = 0.10             # a machine further than this from the spec's numbers needs new thresholds
@@ -49,7 +49,7 @@ def check(spec, setup, cores: tuple[int, ...] = (0,)) -> list[Row]:
     for tier, reference in REFERENCE_OF_TIER.items():
         namespace = "nki" if setup.line == "current" else "neuronxcc.nki"   # the standalone wheel's, on the current line
         submission = submission_from_bytes("references.tar.gz", archive(only_timed, reference, namespace), only_timed)
-        report = grade(submission, only_timed, GradeOptions(backend="neuron", seed=0, neuron_cores=cores,
+        report = grade(submission, only_timed, GradeOptions(backend=Backend.NEURON, seed=0, neuron_cores=cores,
                                                             run_precheck=False))
         rows += rows_from_report(only_timed, tier, report)
     return rows
