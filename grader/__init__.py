@@ -1,4 +1,5 @@
-"""The grader's public face: workers/ and web/ import only these names (and grader.render).
+"""The grader's public face: workers/ and web/ import only these names (and grader.render, and
+grader.vocabulary: the words every package shares).
 
     spec = grader.load_spec("asst4-trainium2")          # or a spec file path
     sub = grader.load_submission("asst4.tar.gz", spec)  # or grader.submission_from_bytes(name, data, spec)

@@ -18,6 +18,7 @@ import threading
 from . import render, spec as specs
 from .errors import GraderInputError
 from .events import CancelToken, ProgressEvent
+from .vocabulary import Backend, ReportStatus
 
 EXIT_OK = 0              # grading completed, whatever the score
 EXIT_BAD_INPUT = 2       # bad input: unreadable, not UTF-8, too large, syntax error, wrong signature, bad spec ...
@@ -76,7 +77,7 @@ def _grade(args) -> int:
     def stop(signum, _frame):
         # the grade kills its children and cleans up, then returns; the exit status says why
         caught.append(signum)
-        token.cancel("interrupted")
+        token.cancel(ReportStatus.INTERRUPTED)
 
     # signal handlers can only be set from the main thread (a caller may run main() elsewhere)
     signals = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
@@ -108,7 +109,10 @@ def _doctor(args) -> int:
     return doctor(args)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, commands=()) -> int:
+    """`commands`: functions that each add a subcommand to the parser (service/cli.py gives the
+    service's: serve, worker, submit, ...); alone, this is the grading core's own command, as the
+    Gradescope autograder installs it."""
     parser = argparse.ArgumentParser(prog="grader", description="Grade NKI kernel submissions")
     sub = parser.add_subparsers(dest="command", required=True)
     g = sub.add_parser(
@@ -122,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"a bundled assignment ({', '.join(specs.available())}; default asst4-trainium2) or the "
                         "path of a spec .toml file (a changed spec must bump spec_version, and thresholds_version "
                         "when a threshold changes)")
-    g.add_argument("--backend", default="auto", choices=("auto", "sim", "neuron"),
+    g.add_argument("--backend", default="auto", choices=("auto", Backend.SIM.value, Backend.NEURON.value),
                    help="sim: nkisim and its cost model; neuron: neuronx-cc on a Trn2; auto (default): neuron "
                         "when available, else sim")
     g.add_argument("--json", metavar="OUT", help="write the JSON report here")
@@ -146,10 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     d.set_defaults(func=_doctor)
     from .gradescope.cli import register as register_gradescope
     register_gradescope(sub)           # `grader gradescope build|run|check`
-    # Service commands (serve, worker, submit, ...) plug in here; grader/ never imports them.
-    import importlib.metadata
-    for entry in importlib.metadata.entry_points(group="nki_grader.commands"):
-        entry.load()(sub)
+    for register in commands:          # the service's, from its composition root; grader/ imports none
+        register(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

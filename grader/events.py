@@ -6,6 +6,7 @@ import threading
 from dataclasses import dataclass
 
 from .report import TestResult
+from .vocabulary import ReportStatus
 
 
 @dataclass(frozen=True)
@@ -20,13 +21,13 @@ class CancelToken:
     between configurations, kills running children at once and returns a report whose status
     is the token's reason: "cancelled" (a person asked) or "interrupted" (a signal)."""
 
-    REASONS = ("cancelled", "interrupted")
+    REASONS = (ReportStatus.CANCELLED, ReportStatus.INTERRUPTED)
 
     def __init__(self) -> None:
         self.event = threading.Event()       # handed to the sandbox, which kills children when set
-        self.reason = "cancelled"
+        self.reason = ReportStatus.CANCELLED
 
-    def cancel(self, reason: str = "cancelled") -> None:
+    def cancel(self, reason: str = ReportStatus.CANCELLED) -> None:
         if reason not in self.REASONS:
             raise ValueError(f"reason must be one of {self.REASONS}, got {reason!r}")
         if not self.event.is_set():

@@ -31,6 +31,7 @@ from .static import static_findings
 
 RESULT_PROGRAM_BYTES = 256 * 2**20    # a child's result beyond its outputs: ten times the largest honest program
 from .submission import Submission
+from .vocabulary import Backend, ReportStatus, TestStatus
 from .zygote import ZYGOTE
 
 GRADER_VERSION = "0.1.0"
@@ -67,11 +68,11 @@ class BackendUnavailable(GraderInputError):
 
 
 def choose_backend(requested: str) -> str:
-    if requested not in ("auto", "sim", "neuron"):
+    if requested not in ("auto", Backend.SIM, Backend.NEURON):
         raise BackendUnavailable(f"unknown backend {requested!r}", "Use auto, sim or neuron.")
     if requested == "auto":
-        return "neuron" if neuron_available() else "sim"
-    if requested == "neuron":
+        return Backend.NEURON if neuron_available() else Backend.SIM
+    if requested == Backend.NEURON:
         from .neuron import NeuronUnavailable, detect
         try:
             detect()
@@ -108,7 +109,7 @@ class _Run:
         self.done = 0
         self.cores = list(options.neuron_cores)
         self.neuron = None
-        if self.backend == "neuron":
+        if self.backend == Backend.NEURON:
             from .neuron import detect
             self.neuron = detect().job_fields()
         capabilities()    # probe once, before worker threads start
@@ -187,25 +188,25 @@ class _Run:
     def _not_run(self, test: TestSpec) -> TestResult | None:
         """The result of a test that must not run (and why), or None when it may run."""
         if self.cancel_event.is_set():
-            return self._result(test, "skipped", 0.0, f"not run: grading was {self.cancel.reason}",
+            return self._result(test, TestStatus.SKIPPED, 0.0, f"not run: grading was {self.cancel.reason}",
                                 details={"not_run": self.cancel.reason})
         if test.file not in self.sub.files:     # the header says so once; the test scores 0
-            return self._result(test, "skipped", 0.0, "", details={"not_run": "not_submitted"})
+            return self._result(test, TestStatus.SKIPPED, 0.0, "", details={"not_run": "not_submitted"})
         if test.file in self.rejected:           # the header lists every violation once
-            return self._result(test, "error", 0.0, "", details={"not_run": "rejected"})
-        failed_gates = [g for g in test.gated_by if self.results.get(g) is None or self.results[g].status != "passed"]
+            return self._result(test, TestStatus.ERROR, 0.0, "", details={"not_run": "rejected"})
+        failed_gates = [g for g in test.gated_by if self.results.get(g) is None or self.results[g].status != TestStatus.PASSED]
         if failed_gates:
             titles = {t.name: t.title or t.name for t in self.spec.tests}
-            return self._result(test, "skipped", 0.0, "not run: these tests must pass first: "
+            return self._result(test, TestStatus.SKIPPED, 0.0, "not run: these tests must pass first: "
                                 + "; ".join(titles.get(g, g) for g in failed_gates),
                                 details={"not_run": "gated"})
         timed_out = self.timeouts.get((test.file, test.kernel))
         if timed_out:
-            return self._result(test, "error", 0.0, timed_out, details={"not_run": "timed_out"})
+            return self._result(test, TestStatus.ERROR, 0.0, timed_out, details={"not_run": "timed_out"})
         if self._remaining_s() < 1.0:
             with self.lock:
                 self.budget_cut.append(test.name)
-            return self._result(test, "error", 0.0, f"not run: the submission's time budget of {self.budget_s:g} s "
+            return self._result(test, TestStatus.ERROR, 0.0, f"not run: the submission's time budget of {self.budget_s:g} s "
                                                      f"was used up by the tests before it",
                                 details={"not_run": "budget"})
         return None
@@ -217,7 +218,7 @@ class _Run:
         if test.compute_only is not None:
             bad = compute_violations(self.sub.files[test.file], test.kernel, set(test.compute_only))
             if bad:
-                return self._result(test, "failed", 0.0, f"line {bad[0].line}: {bad[0].message}")
+                return self._result(test, TestStatus.FAILED, 0.0, f"line {bad[0].line}: {bad[0].message}")
         details: dict = {"configs": []}
         outputs_text = []
         p99s = []
@@ -228,7 +229,7 @@ class _Run:
                 return stop
             outcome = self._run_config(test, index, config)
             if self.cancel_event.is_set():      # the child was killed for the cancel, not by its fault
-                return self._result(test, "skipped", 0.0, f"not finished: grading was {self.cancel.reason}",
+                return self._result(test, TestStatus.SKIPPED, 0.0, f"not finished: grading was {self.cancel.reason}",
                                     details={"not_run": self.cancel.reason, **details})
             details["configs"].append(outcome["detail"])
             if outcome.get("output"):
@@ -236,9 +237,9 @@ class _Run:
             if outcome.get("timed_out"):
                 with self.lock:
                     self.timeouts.setdefault((test.file, test.kernel), outcome["message"])
-                return self._result(test, "error", 0.0, self.timeouts[(test.file, test.kernel)], details=details,
+                return self._result(test, TestStatus.ERROR, 0.0, self.timeouts[(test.file, test.kernel)], details=details,
                                     output="\n".join(outputs_text))
-            if outcome["status"] != "passed":
+            if outcome["status"] != TestStatus.PASSED:
                 return self._result(test, outcome["status"], 0.0, outcome["message"], details=details,
                                     output="\n".join(outputs_text))
             self.kernel_ran_ok.add((test.file, test.kernel))
@@ -248,7 +249,7 @@ class _Run:
                 profile = outcome["profile"]
         output = "\n".join(outputs_text)
         if not test.timed:
-            return self._result(test, "passed", test.points, "all configurations match the reference",
+            return self._result(test, TestStatus.PASSED, test.points, "all configurations match the reference",
                                 details=details, output=output)
         if profile is not None:
             details["profile"] = profile
@@ -272,7 +273,7 @@ class _Run:
                         function=test.kernel, args=args, kwargs=kwargs,
                         mode="benchmark" if test.timed else "correctness", warmup=test.warmup, iters=test.iters,
                         platform=self.spec.platform, job_root=self.base, hide_paths=(self.root,) + tuple(self.opt.hide_paths),
-                        neuron_core=self.cores[index % len(self.cores)] if self.backend == "neuron" else None,
+                        neuron_core=self.cores[index % len(self.cores)] if self.backend == Backend.NEURON else None,
                         neuron=self.neuron, input_names=fspec.functions[test.kernel][:len(args)],
                         thresholds_us=test.thresholds_us, expected_output=problems.output(test.problem, config))
         run = run_configuration(job, limits, self.cancel_event)
@@ -281,63 +282,63 @@ class _Run:
         output = "\n".join(part for part in (run.child_output, run.printed) if part)
         base = {"detail": detail, "output": output[-2000:]}
         if run.status == "timeout":
-            return dict(base, status="error", message=self._timeout_message(test, label, limits), timed_out=True)
+            return dict(base, status=TestStatus.ERROR, message=self._timeout_message(test, label, limits), timed_out=True)
         if run.status == "invalid":
             self.flags.append(f"program_invalid:{test.name}")
-            return dict(base, status="error", message=f"{label}: {run.message}")
+            return dict(base, status=TestStatus.ERROR, message=f"{label}: {run.message}")
         what = "performance run output is wrong, so this test earns no points" if test.timed else "wrong output"
         if run.status == "mismatch":      # what tracing knew: the program was not executed
             detail["stopped_after"] = "tracing"
             if len(run.declared) != 1:
-                return dict(base, status="failed", message=f"{label}: the kernel returned {len(run.declared)} outputs, expected 1")
+                return dict(base, status=TestStatus.FAILED, message=f"{label}: the kernel returned {len(run.declared)} outputs, expected 1")
             shape, dtype = problems.output(test.problem, config)
             layout = layout_failure(*run.declared[0], shape, dtype.name)
             if layout is not None:
-                return dict(base, status="failed", message=f"{label}: {what}: {layout.message}")
-            return dict(base, status="error", message=f"{label}: the program was not executed, yet its output is the expected one")
+                return dict(base, status=TestStatus.FAILED, message=f"{label}: {what}: {layout.message}")
+            return dict(base, status=TestStatus.ERROR, message=f"{label}: the program was not executed, yet its output is the expected one")
         if run.status != "ok":
-            return dict(base, status="error", message=f"{label}: {run.message}")
+            return dict(base, status=TestStatus.ERROR, message=f"{label}: {run.message}")
         if len(run.outputs) != 1:
-            return dict(base, status="failed", message=f"{label}: the kernel returned {len(run.outputs)} outputs, expected 1")
+            return dict(base, status=TestStatus.FAILED, message=f"{label}: the kernel returned {len(run.outputs)} outputs, expected 1")
         expected = expected_future.result()
         actual = run.outputs[0]
-        if self.backend == "neuron":
+        if self.backend == Backend.NEURON:
             from .neuron import as_expected       # nrtpy reads some outputs back as raw bytes
             actual = as_expected(actual, expected)
         tol = self.spec.tolerance(expected.dtype)     # timed runs as strictly as correctness runs
         check = check_output(actual, expected, tol["rtol"], tol["atol"])
         detail["max_abs_error"] = check.max_abs_error
         if not check.ok:
-            return dict(base, status="failed", message=f"{label}: {what}: {check.message}")
+            return dict(base, status=TestStatus.FAILED, message=f"{label}: {what}: {check.message}")
         downgraded = downgrade.check(test.problem, args, kwargs, run.outputs[0], expected,
                                      np.random.default_rng(seq.spawn(1)[0]))
         if downgraded:
-            return dict(base, status="failed", message=f"{label}: {downgraded}")
+            return dict(base, status=TestStatus.FAILED, message=f"{label}: {downgraded}")
         if test.compute_only is not None:
             extra = set(run.opcodes) - set(test.compute_only) - ALWAYS_ALLOWED
             if extra:
-                return dict(base, status="failed",
+                return dict(base, status=TestStatus.FAILED,
                             message=f"{label}: only {', '.join(test.compute_only)} may compute here, but the kernel "
                                     f"used {', '.join(sorted(extra))}")
         if not test.timed:
-            return dict(base, status="passed", message="ok")
+            return dict(base, status=TestStatus.PASSED, message="ok")
         return self._timed(test, config, label, run, base)
 
     def _timed(self, test: TestSpec, config: dict, label: str, run: ConfigRun, base: dict) -> dict:
         if run.latency_us is None:
-            return dict(base, status="error", message=f"{label}: no valid latency was measured")
-        if self.backend == "sim":
+            return dict(base, status=TestStatus.ERROR, message=f"{label}: no valid latency was measured")
+        if self.backend == Backend.SIM:
             flops, _ = problems.work(test.problem, config)
             if run.matmul_flops < 0.99 * flops:
                 # a run that skipped the work: its latency proves nothing
                 self.flags.append(f"trace_inconsistent:{test.name}")
-                return dict(base, status="error",
+                return dict(base, status=TestStatus.ERROR,
                             message=f"{label}: the kernel executed {run.matmul_flops:.4g} of the {flops:.4g} "
                                     f"matmul FLOPs the problem needs, so its latency cannot count; course staff "
                                     f"will review this run")
             base["detail"]["instructions"] = run.instructions
             base["detail"]["dma_count"] = run.dma_count
-        return dict(base, status="passed", message="ok", p99_us=run.latency_us, profile=run.profile)
+        return dict(base, status=TestStatus.PASSED, message="ok", p99_us=run.latency_us, profile=run.profile)
 
     # ----- the whole run ----------------------------------------------------------------------
     def grade(self) -> Report:
@@ -345,7 +346,7 @@ class _Run:
         self.deadline = start + self.budget_s
         try:
             self.prechecks()
-            if self.backend == "sim" and self.spec.platform != "trn2":
+            if self.backend == Backend.SIM and self.spec.platform != "trn2":
                 self.flags.append(f"simulated_platform:{self.spec.platform}")
             untimed = [t for t in self.spec.tests if not t.timed]
             timed = [t for t in self.spec.tests if t.timed]
@@ -370,7 +371,7 @@ class _Run:
             seed=self.seed, grader_version=GRADER_VERSION,
             graded_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             duration_s=round(time.monotonic() - start, 3), platform=self.spec.platform,
-            status=self.cancel.reason if self.cancel_event.is_set() else "completed",
+            status=self.cancel.reason if self.cancel_event.is_set() else ReportStatus.COMPLETED,
             time_budget_s=self.budget_s, budget_note=self._budget_note(), missing_files=missing, missing_hints=hints,
             rejections=self.rejections, warnings=self.warnings)
 

@@ -13,8 +13,9 @@ import unicodedata
 from pathlib import Path
 
 from grader.report import KINDS, Report, TestResult
+from grader.vocabulary import KIND_TITLES, TIMED_KINDS, ReportStatus, TestKind, TestStatus, Tier
 
-GROUP_TITLES = {"correctness": "Correctness", "performance": "Performance", "extra_credit": "Extra credit"}
+GROUP_TITLES = KIND_TITLES
 KERNEL_OUTPUT_LIMIT = 2000      # characters of captured kernel output per Gradescope test
 
 # Why a flag was raised, for staff at a terminal and for the student on Gradescope. {subject} is
@@ -47,12 +48,12 @@ FLAG_EXPLANATIONS = {
 UNKNOWN_FLAG = ("no explanation is recorded for this flag; see the full report",
                 "A check flagged this submission for review by course staff.")
 STATUS_SENTENCES = {
-    "cancelled": "Grading was cancelled before it finished: tests not run score 0 and the totals are partial.",
-    "interrupted": "Grading was interrupted before it finished: tests not run score 0 and the totals are partial.",
+    ReportStatus.CANCELLED: "Grading was cancelled before it finished: tests not run score 0 and the totals are partial.",
+    ReportStatus.INTERRUPTED: "Grading was interrupted before it finished: tests not run score 0 and the totals are partial.",
 }
 
-ANSI = {"passed": "\x1b[32m", "partial": "\x1b[33m", "failed": "\x1b[31m", "error": "\x1b[1;31m",
-        "skipped": "\x1b[2m"}
+ANSI = {TestStatus.PASSED: "\x1b[32m", TestStatus.PARTIAL: "\x1b[33m", TestStatus.FAILED: "\x1b[31m", TestStatus.ERROR: "\x1b[1;31m",
+        TestStatus.SKIPPED: "\x1b[2m"}
 ANSI_RESET = "\x1b[0m"
 
 
@@ -115,7 +116,7 @@ def _finite(value) -> bool:
 
 
 def _is_timed(test: TestResult) -> bool:
-    return test.kind in ("performance", "extra_credit")
+    return test.kind in TIMED_KINDS
 
 
 def _title(test: TestResult) -> str:
@@ -128,9 +129,9 @@ def _timing_cell(test: TestResult) -> str:
         return ""
     cell = _format_us(test.p99_us)
     limits = test.thresholds_us or {}
-    if "optimized" in limits or "relaxed" in limits:
-        cell += (f"  (opt {format_points(limits.get('optimized'))}"
-                 f" / rel {format_points(limits.get('relaxed'))})")
+    if Tier.OPTIMIZED in limits or Tier.RELAXED in limits:
+        cell += (f"  (opt {format_points(limits.get(Tier.OPTIMIZED))}"
+                 f" / rel {format_points(limits.get(Tier.RELAXED))})")
     return cell
 
 
@@ -144,13 +145,13 @@ def _grouped(report: Report, keep_empty: bool = False) -> list[tuple[str, list[T
 
 def _maximum(report: Report, kind: str) -> float:
     """The assignment's maximum for a kind, as the Score records it."""
-    return {"correctness": report.score.max_correctness, "performance": report.score.max_performance,
-            "extra_credit": report.score.max_extra_credit}[kind]
+    return {TestKind.CORRECTNESS: report.score.max_correctness, TestKind.PERFORMANCE: report.score.max_performance,
+            TestKind.EXTRA_CREDIT: report.score.max_extra_credit}[kind]
 
 
 def _earned(report: Report, kind: str) -> float:
-    return {"correctness": report.score.correctness, "performance": report.score.performance,
-            "extra_credit": report.score.extra_credit}[kind]
+    return {TestKind.CORRECTNESS: report.score.correctness, TestKind.PERFORMANCE: report.score.performance,
+            TestKind.EXTRA_CREDIT: report.score.extra_credit}[kind]
 
 
 def count_phrase(report: Report, kind: str) -> str:
@@ -159,15 +160,15 @@ def count_phrase(report: Report, kind: str) -> str:
     n = c.get("tests", 0)
     if not n:
         return ""
-    passed, partial, skipped = c.get("passed", 0), c.get("partial", 0), c.get("skipped", 0)
-    if kind == "correctness":
+    passed, partial, skipped = c.get(TestStatus.PASSED, 0), c.get(TestStatus.PARTIAL, 0), c.get(TestStatus.SKIPPED, 0)
+    if kind == TestKind.CORRECTNESS:
         parts = [f"{passed} of {n} tests passed"]
-    elif kind == "extra_credit":
+    elif kind == TestKind.EXTRA_CREDIT:
         parts = [f"{passed + partial} of {n} earned"]
     else:
         parts = [f"{passed} of {n} tests at full credit", f"{partial} at partial credit"]
     unearned = n - passed - partial - skipped
-    if kind != "correctness" and unearned:
+    if kind != TestKind.CORRECTNESS and unearned:
         parts.append(f"{unearned} without credit")
     if skipped:
         parts.append(f"{skipped} not run")
@@ -191,7 +192,7 @@ def file_statements(report: Report) -> list[str]:
     lines = []
     for name in report.missing_files:
         tests = _file_tests(report, name)
-        worth = sum(t.max_points for t in tests if t.kind != "extra_credit")
+        worth = sum(t.max_points for t in tests if t.kind != TestKind.EXTRA_CREDIT)
         hint = report.missing_hints.get(name) if isinstance(report.missing_hints, dict) else None
         maybe = (f" (did you mean {hint.get('found')}? it must be at {hint.get('expected')})"
                  if isinstance(hint, dict) else "")
@@ -266,7 +267,7 @@ def _table_lines(report: Report, color: bool) -> list[str]:
         out.append(escape_control(GROUP_TITLES.get(kind, kind)))
         for test in tests:
             out.append(line(_table_row(test), ANSI.get(test.status, "") if color else ""))
-            if test.status != "passed" and test.message:
+            if test.status != TestStatus.PASSED and test.message:
                 out += ["      " + part for part in _lines(test.message)]
     return out
 
@@ -423,7 +424,7 @@ def write_gradescope(report: Report, path: str | os.PathLike, **options) -> None
 def gradescope_status(test: TestResult) -> str:
     """Gradescope's meaning: a test passes when it earns its full score."""
     full = _finite(test.points) and _finite(test.max_points) and test.max_points > 0 and test.points >= test.max_points
-    return "passed" if test.status == "passed" and full else "failed"
+    return TestStatus.PASSED if test.status == TestStatus.PASSED and full else TestStatus.FAILED
 
 
 def _gradescope_test(report: Report, test: TestResult, number: str) -> dict:
@@ -461,7 +462,7 @@ def _test_output(report: Report, test: TestResult) -> str:
 def _timing_sentence(test: TestResult, thresholds_version: str) -> str:
     p99 = f"p99 {_format_us(test.p99_us)}" if _finite(test.p99_us) else "p99 not measured"
     limits = test.thresholds_us or {}
-    optimized, relaxed = limits.get("optimized"), limits.get("relaxed")
+    optimized, relaxed = limits.get(Tier.OPTIMIZED), limits.get(Tier.RELAXED)
     if optimized is None and relaxed is None:
         return p99
     if optimized == relaxed:
@@ -487,7 +488,7 @@ def _leaderboard(report: Report) -> list[dict]:
     board = [{"name": "Total", "value": report.score.total}]
     return board + [{"name": f"{_title(t)} p99 (us)", "value": t.p99_us, "order": "asc"}
                     for t in report.tests
-                    if _is_timed(t) and t.status in ("passed", "partial") and _finite(t.p99_us)]
+                    if _is_timed(t) and t.status in (TestStatus.PASSED, TestStatus.PARTIAL) and _finite(t.p99_us)]
 
 
 def _student_summary(report: Report) -> str:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-KINDS = ("correctness", "performance", "extra_credit")
-STATUSES = ("passed", "partial", "failed", "error", "skipped")
-REPORT_STATUSES = ("completed", "cancelled", "interrupted")
+from .vocabulary import ReportStatus, TestKind, TestStatus, values
+
+KINDS = values(TestKind)
+STATUSES = values(TestStatus)
+REPORT_STATUSES = values(ReportStatus)
 
 MESSAGE_LIMIT = 4000        # characters of one message (a test's, a rejection's)
 OUTPUT_LIMIT = 8000         # characters of a test's captured kernel output
@@ -102,7 +104,7 @@ class Report:
     graded_at: str = ""             # ISO 8601 UTC
     duration_s: float = 0.0
     platform: str = "trn2"          # hardware the thresholds were set on
-    status: str = "completed"       # completed | cancelled | interrupted
+    status: str = ReportStatus.COMPLETED.value     # a ReportStatus
     spec_hash: str = ""             # sha256 of the spec file that graded this run
     title: str = ""                 # the assignment's title
     time_budget_s: float | None = None   # wall time the grade was allowed

@@ -9,38 +9,42 @@ from . import problems
 from .errors import GraderInputError
 from .report import KINDS, STATUSES, Report, Score, TestResult
 from .spec import AssignmentSpec, TestSpec
+from .vocabulary import THRESHOLD_FACTOR, TestKind, TestStatus, Tier
+
+MEASURED = (TestStatus.PASSED, TestStatus.PARTIAL, TestStatus.FAILED)     # a timed test's statuses with a p99
 
 
 def timed_points(test: TestSpec, p99_us: float, partial_credit: float) -> tuple[float, str]:
     """(points, status) for a p99: full at or under the optimized threshold, partial at or
     under the relaxed one, else nothing."""
     th = test.thresholds_us
-    if p99_us <= th["optimized"]:
-        return test.points, "passed"
-    if p99_us <= th["relaxed"] and partial_credit > 0:
-        return test.points * partial_credit, "partial"
-    return 0.0, "failed"
+    if p99_us <= th[Tier.OPTIMIZED]:
+        return test.points, TestStatus.PASSED
+    if p99_us <= th[Tier.RELAXED] and partial_credit > 0:
+        return test.points * partial_credit, TestStatus.PARTIAL
+    return 0.0, TestStatus.FAILED
 
 
 def timed_verdict(test: TestSpec, p99_us: float, partial_credit: float) -> tuple[float, str, str]:
     """(points, status, message for the student) for a p99 under the test's thresholds."""
     points, status = timed_points(test, p99_us, partial_credit)
     th = test.thresholds_us
-    if status == "passed":
-        message = f"p99 {p99_us:.1f} us is within the optimized threshold ({th['optimized']:g} us)"
-    elif status == "partial":
-        message = (f"p99 {p99_us:.1f} us is within the relaxed threshold ({th['relaxed']:g} us) but not the "
-                   f"optimized one ({th['optimized']:g} us): {partial_credit:.0%} of the points")
+    optimized, relaxed = th[Tier.OPTIMIZED], th[Tier.RELAXED]
+    if status == TestStatus.PASSED:
+        message = f"p99 {p99_us:.1f} us is within the optimized threshold ({optimized:g} us)"
+    elif status == TestStatus.PARTIAL:
+        message = (f"p99 {p99_us:.1f} us is within the relaxed threshold ({relaxed:g} us) but not the "
+                   f"optimized one ({optimized:g} us): {partial_credit:.0%} of the points")
     else:
-        tier = "relaxed threshold" if partial_credit and th["relaxed"] != th["optimized"] else "threshold"
-        message = f"p99 {p99_us:.1f} us is slower than the {tier} ({th['relaxed']:g} us)"
+        tier = "relaxed threshold" if partial_credit and relaxed != optimized else "threshold"
+        message = f"p99 {p99_us:.1f} us is slower than the {tier} ({relaxed:g} us)"
     return points, status, message
 
 
 def implausibly_fast(test: TestSpec, p99_us: float, roofline_us: float, speedup: float) -> bool:
     """Faster than physics allows for the work, or `speedup` times faster than the optimized
     reference (whose latency is the optimized threshold / 1.2)."""
-    reference_us = test.thresholds_us["optimized"] / 1.2
+    reference_us = test.thresholds_us[Tier.OPTIMIZED] / THRESHOLD_FACTOR
     return p99_us < roofline_us or p99_us * speedup < reference_us
 
 
@@ -58,11 +62,12 @@ def tally(results: list[TestResult], maxima: dict[str, float]) -> Score:
     for kind in KINDS:
         of_kind = [r for r in results if r.kind == kind]
         counts[kind] = {"tests": len(of_kind), **{s: sum(r.status == s for r in of_kind) for s in STATUSES}}
-    return Score(correctness=by_kind["correctness"], performance=by_kind["performance"],
-                 extra_credit=by_kind["extra_credit"], total=sum(by_kind.values()),
-                 max_total=maxima["correctness"] + maxima["performance"],
-                 max_correctness=maxima["correctness"], max_performance=maxima["performance"],
-                 max_extra_credit=maxima["extra_credit"], counts=counts)
+    correctness, performance, extra = TestKind.CORRECTNESS, TestKind.PERFORMANCE, TestKind.EXTRA_CREDIT
+    return Score(correctness=by_kind[correctness], performance=by_kind[performance],
+                 extra_credit=by_kind[extra], total=sum(by_kind.values()),
+                 max_total=maxima[correctness] + maxima[performance],
+                 max_correctness=maxima[correctness], max_performance=maxima[performance],
+                 max_extra_credit=maxima[extra], counts=counts)
 
 
 def rescore(report: Report, spec: AssignmentSpec) -> Report:
@@ -86,14 +91,14 @@ def rescore(report: Report, spec: AssignmentSpec) -> Report:
         new = dataclasses.replace(result, max_points=test.points, title=test.title,
                                   thresholds_us=dict(test.thresholds_us) if test.thresholds_us else None,
                                   details=dict(result.details))
-        if test.timed and result.p99_us is not None and result.status in ("passed", "partial", "failed"):
+        if test.timed and result.p99_us is not None and result.status in MEASURED:
             new.points, new.status, new.message = timed_verdict(test, result.p99_us, spec.partial_credit)
             roof = result.details.get("roofline_us")
             if roof is None:
                 roof = max(problems.roofline_us(test.problem, c) for c in test.configs)
-            if new.status != "skipped" and implausibly_fast(test, result.p99_us, roof, spec.implausible_speedup):
+            if new.status != TestStatus.SKIPPED and implausibly_fast(test, result.p99_us, roof, spec.implausible_speedup):
                 flags.append(f"implausibly_fast:{test.name}")
-        elif new.status == "passed":
+        elif new.status == TestStatus.PASSED:
             new.points = test.points
         tests.append(new)
     previous = report.rescored_from or {"spec_version": report.spec_version,

@@ -16,10 +16,11 @@ import numpy as np
 
 from . import problems
 from .errors import GraderInputError
+from .vocabulary import TIERS, TIMED_KINDS, TestKind, Tier, values
 
 SPEC_DIR = Path(__file__).parent / "specs"
 PROBLEMS = tuple(problems.REGISTRY)
-KINDS = ("correctness", "performance", "extra_credit")
+KINDS = values(TestKind)
 DEFAULT_TIME_BUDGET_S = 600.0      # one submission's whole grade
 DEFAULT_CONFIG_TIMEOUT_S = 300.0   # one configuration's run
 
@@ -56,14 +57,14 @@ class TestSpec:
 
     @property
     def timed(self) -> bool:
-        return self.kind in ("performance", "extra_credit")
+        return self.kind in TIMED_KINDS
 
     @property
     def thresholds_from_references(self) -> bool:
         """Whether the course derives this test's thresholds from its reference kernels' p99s
         (performance tests: 120% of the optimized and relaxed references); extra-credit
         thresholds are set by hand and never proposed from a nightly run."""
-        return self.kind == "performance"
+        return self.kind == TestKind.PERFORMANCE
 
     @property
     def kernel(self) -> str:
@@ -210,12 +211,12 @@ def _test(t: dict, at: str, files: dict, tolerances: dict) -> TestSpec:
                     "Name a registered problem (grader/problems/).")
     problem = problems.get(t["problem"])
     thresholds = t.get("thresholds_us")
-    if kind != "correctness":
-        if not thresholds or {"optimized", "relaxed"} - set(thresholds):
+    if kind in TIMED_KINDS:
+        if not thresholds or set(TIERS) - set(thresholds):
             raise _fail(at, "timed tests need thresholds_us = { optimized = ..., relaxed = ... }")
-        for tier in ("optimized", "relaxed"):
+        for tier in TIERS:
             _number(thresholds[tier], at, f"thresholds_us.{tier}")
-        if thresholds["optimized"] > thresholds["relaxed"]:
+        if thresholds[Tier.OPTIMIZED] > thresholds[Tier.RELAXED]:
             raise _fail(at, "the optimized threshold must not exceed the relaxed one")
     configs = tuple(dict(c) for c in _need(t, "configs", at))
     if not configs:

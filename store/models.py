@@ -12,13 +12,15 @@ from sqlalchemy import (BigInteger, Boolean, CheckConstraint, DateTime, Float, F
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from grader.vocabulary import FINAL_RUN_STATUSES, GRADING_QUEUES, Backend, RunStatus, StaffTaskStatus, values
+
 SITE_ROLES = ("user", "admin")                    # users.role: an admin runs the whole site
 COURSE_ROLES = ("student", "ta", "instructor")     # enrollments.role: what a person is in one course
 VISIBILITIES = ("public", "signed_in")
-RUN_STATUSES = ("queued", "running", "done", "failed", "infra_error", "cancelled")
-FINAL_STATUSES = ("done", "failed", "infra_error", "cancelled")
-BACKENDS = ("sim", "neuron")
-QUEUES = ("sim", "trn2")
+RUN_STATUSES = values(RunStatus)
+FINAL_STATUSES = FINAL_RUN_STATUSES
+BACKENDS = values(Backend)
+QUEUES = GRADING_QUEUES
 THRESHOLD_SOURCES = ("spec", "nightly")
 
 # Stable constraint names, so the migration and autogenerate agree.
@@ -149,7 +151,7 @@ class Assignment(Base):
     thresholds_version: Mapped[str] = mapped_column(String(50))
     spec_hash: Mapped[str] = mapped_column(String(64))
     spec_toml: Mapped[str] = mapped_column(Text)
-    backend: Mapped[str] = mapped_column(String(16), default="sim")      # where its runs are graded
+    backend: Mapped[str] = mapped_column(String(16), default=Backend.SIM.value)      # where its runs are graded
     deadline: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     runs_per_hour: Mapped[int] = mapped_column(Integer, default=6)
     active: Mapped[bool] = mapped_column(Boolean, default=True)
@@ -220,9 +222,9 @@ class GradingRun(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"), index=True)
-    status: Mapped[str] = mapped_column(String(16), default="queued")
-    backend: Mapped[str] = mapped_column(String(16), default="sim")
-    queue: Mapped[str] = mapped_column(String(16), default="sim")
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.QUEUED.value)
+    backend: Mapped[str] = mapped_column(String(16), default=Backend.SIM.value)
+    queue: Mapped[str] = mapped_column(String(16), default=Backend.SIM.queue.value)
     worker: Mapped[str | None] = mapped_column(String(200))          # hostname/pid that holds it
     attempts: Mapped[int] = mapped_column(Integer, default=0)        # claims so far (infra retries included)
     heartbeat_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
@@ -273,7 +275,7 @@ class NightlyRun(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     started_at: Mapped[dt.datetime] = _now()
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
-    status: Mapped[str] = mapped_column(String(16), default="running")    # running | done | failed
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.RUNNING.value)    # running | done | failed
     trigger: Mapped[str] = mapped_column(String(16), default="beat")      # beat | manual
 
     results: Mapped[list["NightlyResult"]] = relationship(back_populates="nightly_run", order_by="NightlyResult.id")
@@ -341,7 +343,7 @@ class CourseSubmitToken(Base):
 # ---- staff tasks (revision 0005_staff_tasks) -------------------------------------------------
 
 STAFF_TASK_KINDS = ("rescore", "regrade", "grades_csv", "gradescope_zip")
-STAFF_TASK_STATUSES = ("queued", "running", "done", "failed")
+STAFF_TASK_STATUSES = values(StaffTaskStatus)
 
 
 class StaffTask(Base):
@@ -355,7 +357,7 @@ class StaffTask(Base):
     kind: Mapped[str] = mapped_column(String(20))
     assignment_id: Mapped[int] = mapped_column(ForeignKey("assignments.id", ondelete="CASCADE"), index=True)
     requested_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
-    status: Mapped[str] = mapped_column(String(16), default="queued")
+    status: Mapped[str] = mapped_column(String(16), default=StaffTaskStatus.QUEUED.value)
     progress_done: Mapped[int] = mapped_column(Integer, default=0)
     progress_total: Mapped[int] = mapped_column(Integer, default=0)
     summary: Mapped[str | None] = mapped_column(Text)                 # what it did, in a sentence

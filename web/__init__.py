@@ -7,7 +7,7 @@ from __future__ import annotations
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from grader import render
+from grader import render, vocabulary
 from workers import enqueue
 
 from . import db, errors, headers, settings, throttle
@@ -37,6 +37,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.jinja_env.filters["duration"] = format_duration
     app.jinja_env.filters["since"] = enqueue.since
     app.jinja_env.globals["report_header"] = render.header_lines
+    app.jinja_env.globals.update(vocabulary.TEMPLATE_NAMES)     # pages name statuses, kinds, tiers by type
     _register_blueprints(app)
     return app
 

@@ -8,6 +8,7 @@ from flask import Blueprint, g, jsonify, request, url_for
 from sqlalchemy import select
 
 import grader
+from grader.vocabulary import RunStatus
 from store.models import User
 from workers import enqueue
 
@@ -70,7 +71,7 @@ def run_status(run_id: int):
 @token_required
 def run_report(run_id: int):
     run = runs.visible_run(db.session(), g.api_user, run_id, with_report=True)
-    if run.status != "done" or not run.report:
+    if run.status != RunStatus.DONE or not run.report:
         raise UserError(f"Run {run_id} is {run.status}; its report is not ready.",
                         "Poll the status URL until status is 'done'.", 409)
     return jsonify(runs.student_report_json(run))

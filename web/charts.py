@@ -10,8 +10,10 @@ from datetime import datetime
 
 from markupsafe import Markup, escape
 
+from grader.vocabulary import Tier
+
 FONT = 'font-family="system-ui, sans-serif" font-size="12"'
-COLORS = {"p99": "#1565c0", "optimized": "#2e7d32", "relaxed": "#ef6c00", "implied": "#7e57c2",
+COLORS = {"p99": "#1565c0", Tier.OPTIMIZED: "#2e7d32", Tier.RELAXED: "#ef6c00", "implied": "#7e57c2",
           "drift": "#c62828", "line": "#1565c0", "grid": "#e0e0e0", "text": "#212121"}
 
 
@@ -63,8 +65,8 @@ def p99_chart(rows: list[TimingRow], width: int = 760) -> Markup:
     thresholds as ticks. Each row has its own scale: the tests' times differ by 50x."""
     label_w, row_h, top = 290, 34, 26
     bar_w = width - label_w - 90
-    body = [_legend([("p99", COLORS["p99"]), ("optimized threshold", COLORS["optimized"]),
-                     ("relaxed threshold", COLORS["relaxed"])], x=label_w)]
+    body = [_legend([("p99", COLORS["p99"]), ("optimized threshold", COLORS[Tier.OPTIMIZED]),
+                     ("relaxed threshold", COLORS[Tier.RELAXED])], x=label_w)]
     for i, row in enumerate(rows):
         y = top + i * row_h
         known = [v for v in (row.p99_us, row.optimized_us, row.relaxed_us) if _finite(v)]
@@ -80,7 +82,7 @@ def p99_chart(rows: list[TimingRow], width: int = 760) -> Markup:
             body.append(f'<text x="{label_w + bar_w + 6}" y="{y + 17}">{_num(row.p99_us)} us</text>')
         else:
             body.append(f'<text x="{label_w + 6}" y="{y + 17}" fill="#757575">not timed</text>')
-        for name in ("optimized", "relaxed"):
+        for name in (Tier.OPTIMIZED, Tier.RELAXED):
             value = getattr(row, f"{name}_us")
             if _finite(value):
                 x = label_w + value * scale

@@ -18,7 +18,9 @@ from flask import g, jsonify, request, url_for
 from sqlalchemy import select
 
 import grader
-from store.models import Assignment, Enrollment, GradingRun, Submission, User
+from grader.vocabulary import RunStatus
+from store import runs as store_runs
+from store.models import FINAL_STATUSES, Assignment, Enrollment, GradingRun, Submission, User
 from workers import enqueue
 from workers.course_tokens import course_for_token
 
@@ -115,14 +117,27 @@ def course_submit(name: str):
 @bp.route("/course/runs/<int:run_id>")
 @course_token_required
 def course_run_status(run_id: int):
-    return jsonify(runs.status_json(db.session(), _course_run(run_id)))
+    session = db.session()
+    run = _course_run(run_id)
+    return jsonify({**runs.status_json(session, run), "counted": _counted(session, run)})
+
+
+def _counted(session, run: GradingRun) -> dict | None:
+    """Once a run is finished: whether it is its student's counted run (store/runs.py), and which
+    run is, so the autograder tells the student what the course's leaderboard shows."""
+    if run.status not in FINAL_STATUSES:
+        return None
+    best = store_runs.best_run(session, run.submission.assignment_id, run.backend, run.submission.user_id)
+    return {"this_run": best is not None and best.run_id == run.id,
+            "run_id": best.run_id if best else None, "total": best.total if best else None,
+            "max_total": best.max_total if best else None}
 
 
 @bp.route("/course/runs/<int:run_id>/report")
 @course_token_required
 def course_run_report(run_id: int):
     run = _course_run(run_id, with_report=True)
-    if run.status != "done" or not run.report:
+    if run.status != RunStatus.DONE or not run.report:
         raise UserError(f"Run {run_id} is {run.status}; its report is not ready.",
                         "Poll the status URL until status is 'done'.", 409)
     return jsonify(runs.student_report_json(run))

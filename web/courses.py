@@ -9,14 +9,15 @@ from dataclasses import dataclass
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
+from grader.vocabulary import IN_FLIGHT_RUN_STATUSES, RunStatus
 from store.models import Assignment, DeadlineExtension, Enrollment, GradingRun, Submission
 from workers import specs
 
 from .accounts import Account, now
 from .errors import UserError
 
-IN_FLIGHT = ("queued", "running")
-NOT_COUNTED = ("infra_error", "cancelled")    # our failures, or withdrawn: never against a student
+IN_FLIGHT = IN_FLIGHT_RUN_STATUSES
+NOT_COUNTED = (RunStatus.INFRA_ERROR, RunStatus.CANCELLED)    # our failures, or withdrawn: never against a student
 
 
 def get_assignment(session: Session, name: str) -> Assignment:

@@ -7,6 +7,8 @@ from wtforms import (BooleanField, DateTimeLocalField, EmailField, IntegerField,
                      StringField, SubmitField, TextAreaField)
 from wtforms.validators import AnyOf, DataRequired, Length, NumberRange, Optional, Regexp
 
+from grader.vocabulary import Backend, values
+
 EMAIL = Regexp(r"^[^@\s]+@[^@\s]+\.[^@\s]+$", message="Enter an email address like name@example.edu.")
 
 
@@ -80,7 +82,7 @@ class AssignmentForm(FlaskForm):
     name = StringField("Assignment name (used in URLs)", validators=[
         DataRequired(), Length(max=100), Regexp(r"^[a-z0-9][a-z0-9_.-]*$", message="Lower-case letters, digits, _ . -")])
     spec = StringField("Grader spec", validators=[DataRequired()])     # one of grader.available_specs()
-    backend = StringField("Graded on", validators=[AnyOf(["sim", "neuron"])])
+    backend = StringField("Graded on", validators=[AnyOf(values(Backend))])
     deadline = DateTimeLocalField("Deadline (UTC)", format="%Y-%m-%dT%H:%M", validators=[Optional()])
     runs_per_hour = IntegerField("Graded runs per student per hour", default=6,
                                  validators=[NumberRange(min=1, max=1000)])

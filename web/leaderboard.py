@@ -8,6 +8,8 @@ from flask import Blueprint, current_app, render_template, request
 from flask_login import current_user
 from markupsafe import Markup
 
+from grader import vocabulary
+from store import lifecycle
 from store.models import BACKENDS
 
 from . import courses, db
@@ -16,8 +18,8 @@ from .extensions import login_manager
 from .standings import RULE, StandingsCache
 
 bp = Blueprint("leaderboard", __name__)
-BACKEND_TITLES = {"sim": "simulated (nkisim)", "neuron": "Trainium2 hardware"}
-KIND_TITLES = {"performance": "Performance", "extra_credit": "Extra credit"}
+BACKEND_TITLES = vocabulary.BACKEND_TITLES
+KIND_TITLES = vocabulary.KIND_TITLES
 
 
 def pseudonym(user_id: int) -> str:
@@ -49,8 +51,7 @@ def standings_entry(assignment, backend: str):
 def standings_changed(session, *, assignment_ids=None, user_id=None) -> None:
     """After a write here that can change standings: move the stamp (every process recomputes at
     its next view) and commit."""
-    from workers.runs import mark_standings_changed
-    mark_standings_changed(session, assignment_ids=assignment_ids, user_id=user_id)
+    lifecycle.mark_standings_changed(session, assignment_ids=assignment_ids, user_id=user_id)
     session.commit()
     standings_cache().forget(None if assignment_ids is None or len(assignment_ids) != 1 else assignment_ids[0])
 

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session, defer, joinedload
 
 import grader
 from grader import render
+from grader.vocabulary import TIMED_KINDS, RunStatus, TestKind, TestStatus, Tier
 from store.models import FINAL_STATUSES, GradingRun, Submission
 from workers import enqueue
 
@@ -41,8 +42,8 @@ def status_json(session: Session, run: GradingRun) -> dict:
             "waiting": None if finished else enqueue.waiting_reason(session, run),
             "tests": list(run.progress_tests or []),
             "estimate_s": None if estimate is None else round(estimate),
-            "score": run.score_total if run.status == "done" else None,
-            "max_score": run.max_total if run.status == "done" else None}
+            "score": run.score_total if run.status == RunStatus.DONE else None,
+            "max_score": run.max_total if run.status == RunStatus.DONE else None}
 
 
 def report_of(run: GradingRun) -> grader.Report | None:
@@ -121,9 +122,9 @@ def profile_views(report: grader.Report) -> list[ProfileView]:
 
 
 def timing_chart(report: grader.Report):
-    rows = [TimingRow(t.title or t.name, t.p99_us, (t.thresholds_us or {}).get("optimized"),
-                      (t.thresholds_us or {}).get("relaxed"))
-            for t in report.tests if t.kind in ("performance", "extra_credit")]
+    rows = [TimingRow(t.title or t.name, t.p99_us, (t.thresholds_us or {}).get(Tier.OPTIMIZED),
+                      (t.thresholds_us or {}).get(Tier.RELAXED))
+            for t in report.tests if t.kind in TIMED_KINDS]
     return p99_chart(rows) if rows else None
 
 
@@ -143,9 +144,9 @@ def score_parts(report: grader.Report) -> list[tuple[str, float, float]]:
     """(label, points, maximum) per kind and the total, as the terminal report adds them up."""
     def maximum(kind):
         return sum(t.max_points for t in report.tests
-                   if t.kind == kind and (t.status != "skipped" or t.details.get("counts", True)))
+                   if t.kind == kind and (t.status != TestStatus.SKIPPED or t.details.get("counts", True)))
     s = report.score
-    return [("Correctness", s.correctness, maximum("correctness")),
-            ("Performance", s.performance, maximum("performance")),
-            ("Extra credit", s.extra_credit, maximum("extra_credit")),
+    return [(TestKind.CORRECTNESS.title, s.correctness, maximum(TestKind.CORRECTNESS)),
+            (TestKind.PERFORMANCE.title, s.performance, maximum(TestKind.PERFORMANCE)),
+            (TestKind.EXTRA_CREDIT.title, s.extra_credit, maximum(TestKind.EXTRA_CREDIT)),
             ("Total", s.total, s.max_total)]

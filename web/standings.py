@@ -1,11 +1,7 @@
-"""Leaderboard standings: each student's best graded run, ranked.
+"""Leaderboard standings: each active student's counted run (store/runs.py: the one best-run
+rule, also written on the page), ranked by the same rule; hardware and simulated runs apart.
 
-The rule (also written on the page): only finished, unflagged runs of active students count;
-hardware and simulated runs are ranked apart; a student's best run is the highest total,
-ties broken by the lower sum of performance p99s, then the earlier run; students are ranked
-the same way.
-
-Standings are computed by one SQL query and kept per process, tagged with the assignment's
+Standings are computed by two SQL queries and kept per process, tagged with the assignment's
 standings stamp (`assignments.standings_changed_at`), which every write that can change them
 moves in its own transaction (a finished grade, a flag, a rescore, a nickname). A view whose
 stamp differs from the cached entry's recomputes before answering, so a finished grade is on
@@ -23,39 +19,24 @@ from typing import Callable
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from grader.vocabulary import TIMED_KINDS, values
+from store import runs
+
 log = logging.getLogger(__name__)
 
-RULE = ("Each student's best graded run counts: the highest total score, ties broken by the lowest sum of "
-        "performance-test p99 latencies, then by who got there first. Flagged runs (held for staff "
-        "review) are hidden. Simulated and hardware results are ranked separately.")
+RULE = runs.RULE
 
-# p99 sums are only added up for each student's runs at their best total: ties are rare, so
-# the sum is computed for about one run per student, not for every run.
-_BEST_RUNS = text("""
-WITH counted AS (
-    SELECT s.user_id, r.id AS run_id, r.score_total, r.max_total, r.finished_at,
-           max(r.score_total) OVER (PARTITION BY s.user_id) AS best_total
-    FROM grading_runs r
-    JOIN submissions s ON s.id = r.submission_id
-    JOIN users u ON u.id = s.user_id
-    WHERE s.assignment_id = :assignment_id AND r.backend = :backend AND r.status = 'done'
-      AND NOT r.flagged AND r.score_total IS NOT NULL AND u.active
-      AND EXISTS (SELECT 1 FROM enrollments e JOIN assignments a ON a.course_id = e.course_id
-                  WHERE a.id = s.assignment_id AND e.user_id = s.user_id AND e.role = 'student')),
-at_best AS (
-    SELECT c.*, (SELECT sum(t.p99_us) FROM test_results t
-                 WHERE t.run_id = c.run_id AND t.kind = 'performance') AS p99_sum
-    FROM counted c WHERE c.score_total = c.best_total),
-best AS (
-    SELECT DISTINCT ON (user_id) * FROM at_best
-    ORDER BY user_id, p99_sum ASC NULLS LAST, finished_at ASC, run_id ASC)
-SELECT b.*, u.nickname FROM best b JOIN users u ON u.id = b.user_id
-ORDER BY b.score_total DESC, b.p99_sum ASC NULLS LAST, b.finished_at ASC, b.run_id ASC
+# who is ranked: active students of the assignment's course (its staff's test runs are not)
+_RANKED_PEOPLE = text("""
+SELECT u.id, u.nickname FROM users u
+JOIN enrollments e ON e.user_id = u.id
+JOIN assignments a ON a.course_id = e.course_id
+WHERE u.id = ANY(:user_ids) AND u.active AND a.id = :assignment_id AND e.role = 'student'
 """)
 
 _TIMED_P99S = text("""
 SELECT run_id, test_name, p99_us FROM test_results
-WHERE run_id = ANY(:run_ids) AND kind IN ('performance', 'extra_credit')
+WHERE run_id = ANY(:run_ids) AND kind = ANY(:timed)
 """)
 
 
@@ -73,13 +54,16 @@ class Standing:
 
 
 def compute(session: Session, assignment_id: int, backend: str) -> list[Standing]:
-    rows = session.execute(_BEST_RUNS, {"assignment_id": assignment_id, "backend": backend}).all()
-    p99s: dict[int, dict[str, float | None]] = {r.run_id: {} for r in rows}
-    if rows:
-        for t in session.execute(_TIMED_P99S, {"run_ids": list(p99s)}):
+    counted = runs.best_runs(session, assignment_id, backend)
+    people = dict(session.execute(_RANKED_PEOPLE, {"user_ids": list(counted), "assignment_id": assignment_id}).all()) \
+        if counted else {}
+    board = runs.ranked(c for c in counted.values() if c.user_id in people)
+    p99s: dict[int, dict[str, float | None]] = {c.run_id: {} for c in board}
+    if board:
+        for t in session.execute(_TIMED_P99S, {"run_ids": list(p99s), "timed": list(values(TIMED_KINDS))}):
             p99s[t.run_id][t.test_name] = t.p99_us
-    return [Standing(i + 1, r.user_id, r.nickname, r.run_id, r.score_total, r.max_total, r.p99_sum,
-                     p99s[r.run_id], r.finished_at) for i, r in enumerate(rows)]
+    return [Standing(i + 1, c.user_id, people[c.user_id], c.run_id, c.total, c.max_total, c.p99_sum,
+                     p99s[c.run_id], c.finished_at) for i, c in enumerate(board)]
 
 
 @dataclass

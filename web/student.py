@@ -10,6 +10,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import defer, joinedload
 
 import grader
+from grader.vocabulary import RunStatus
+from store import runs as store_runs
 from store.models import GradingRun, Submission, User
 from workers import enqueue
 
@@ -44,7 +46,7 @@ def _history(session, user_id: int, assignment) -> list[GradingRun]:
 def _render_assignment(assignment, form, error=None, status=200, static=None):
     session = db.session()
     history = _history(session, current_user.id, assignment)
-    graded = [r for r in reversed(history) if r.status == "done" and r.score_total is not None]
+    graded = [r for r in reversed(history) if r.status == RunStatus.DONE and r.score_total is not None]
     max_total = graded[-1].max_total if graded else None
     chart = time_chart([Point(r.finished_at or r.queued_at, r.score_total, r.flagged) for r in graded],
                        title="Your score over time", guides=(Guide("maximum", max_total, "#2e7d32", True),)
@@ -52,7 +54,9 @@ def _render_assignment(assignment, form, error=None, status=200, static=None):
     return render_template(
         "student/assignment.html", assignment=assignment, form=form, error=error, static=static, history=history,
         chart=chart, allowance=courses.allowance(session, current_user.id, assignment),
-        deadline=courses.deadline_for(session, current_user.id, assignment)), status
+        deadline=courses.deadline_for(session, current_user.id, assignment),
+        counted=store_runs.best_run(session, assignment.id, assignment.backend, current_user.id),
+        rule=store_runs.RULE), status
 
 
 @bp.route("/a/<name>")

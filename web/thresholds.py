@@ -13,6 +13,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import grader
+from grader.vocabulary import TIERS, RunStatus, Tier
+from store import lifecycle
 from store.models import Assignment, GradingRun, Submission, TestResultRow, ThresholdsVersion
 from workers import specs
 
@@ -20,7 +22,7 @@ from . import courses
 from .accounts import now
 from .errors import UserError
 
-LEVELS = ("optimized", "relaxed")
+LEVELS = TIERS
 
 
 def parse_thresholds(text: str, assignment: Assignment) -> dict[str, dict[str, float]]:
@@ -100,9 +102,9 @@ TIGHTEN_CONFIRM_PERCENT = 10.0      # tightening any threshold by more than this
 def tier_of(p99_us: float | None, levels: dict) -> str:
     if p99_us is None:
         return "none"
-    if p99_us <= levels["optimized"]:
-        return "optimized"
-    return "relaxed" if p99_us <= levels["relaxed"] else "none"
+    if p99_us <= levels[Tier.OPTIMIZED]:
+        return Tier.OPTIMIZED
+    return Tier.RELAXED if p99_us <= levels[Tier.RELAXED] else "none"
 
 
 def change_preview(session: Session, assignment: Assignment, new: dict[str, dict[str, float]]) -> dict:
@@ -124,7 +126,7 @@ def change_preview(session: Session, assignment: Assignment, new: dict[str, dict
         rows = session.execute(
             select(TestResultRow.run_id, TestResultRow.test_name, TestResultRow.p99_us)
             .join(GradingRun, GradingRun.id == TestResultRow.run_id).join(Submission)
-            .where(Submission.assignment_id == assignment.id, GradingRun.status == "done",
+            .where(Submission.assignment_id == assignment.id, GradingRun.status == RunStatus.DONE,
                    TestResultRow.test_name.in_(moved)))
         runs_changing = len({run_id for run_id, test, p99 in rows
                              if tier_of(p99, old[test]) != tier_of(p99, new[test])})

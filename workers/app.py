@@ -7,10 +7,13 @@ from celery import Celery
 from celery.schedules import crontab
 from kombu import Queue
 
+from grader.vocabulary import Queue as QueueName
+from grader.vocabulary import values
+
 from . import settings
 from .broker import broker_url
 
-QUEUES = ("sim", "trn2", "nightly")    # nightly: the reference regression, never ahead of a student's grade
+QUEUES = values(QueueName)       # nightly: the reference regression, never ahead of a student's grade
 
 app = Celery("nki_grader", include=["workers.tasks"])
 
@@ -34,7 +37,7 @@ def _configure(sender, **_):
         task_time_limit=conf.task_time_limit_s,
         task_ignore_result=True,                 # results live in PostgreSQL
         task_queues=[Queue(q) for q in QUEUES],
-        task_default_queue="sim",
+        task_default_queue=QueueName.SIM.value,
         task_serializer="json", accept_content=["json"],
         worker_hijack_root_logger=False,
         worker_cancel_long_running_tasks_on_connection_loss=False,  # the task is redelivered anyway
@@ -42,6 +45,6 @@ def _configure(sender, **_):
         beat_schedule={
             "nightly-regression": {"task": "workers.nightly_regression",
                                    "schedule": crontab(hour=conf.nightly_hour_utc, minute=0),
-                                   "options": {"queue": "nightly"}},
+                                   "options": {"queue": QueueName.NIGHTLY.value}},
         },
     )

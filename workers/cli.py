@@ -1,7 +1,6 @@
-"""Service commands of the `grader` console script, plugged in through the
-`nki_grader.commands` entry-point group (grader/ imports nothing of ours):
+"""The workers' commands of the `grader` console script, composed with the grading core's by
+service/cli.py (grader/ imports nothing of ours; `grader serve` is service/serve.py's):
 
-    grader serve [--port 8000]            embedded PostgreSQL + Redis, a sim worker, beat, the web app
     grader worker --queue sim|trn2|nightly|staff   a Celery worker (trn2: one grade per NeuronCore)
     grader beat                           the nightly schedule and the reaper of dead workers' runs
     grader nightly [--now]                the reference regression (now, here; or queued)
@@ -9,12 +8,14 @@
     grader queue                          depth per queue, running, workers alive
     grader migrate                        bring the database to the current schema (Alembic)
 
-`python -m workers.cli ...` runs the same commands without the console script."""
+`python -m workers.cli ...` runs these commands without the console script."""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+
+from grader.vocabulary import Queue, RunStatus, TestStatus, Tier, values
 
 
 def _fail(message: str) -> int:
@@ -47,7 +48,7 @@ def _migrate_if_embedded() -> None:
 
 def register_worker(sub) -> None:
     p = sub.add_parser("worker", help="run a grading worker (Celery) on the sim, trn2, nightly or staff queue")
-    p.add_argument("--queue", choices=("sim", "trn2", "nightly", "staff"), default="sim",
+    p.add_argument("--queue", choices=values(Queue), default=Queue.SIM.value,
                    help="sim: student grades on the simulator; trn2: on Trainium; nightly: the reference "
                         "regression, apart so student grades never wait behind it; staff: rescores, "
                         "regrades and exports TAs start")
@@ -69,7 +70,7 @@ def _worker(args) -> int:
         return _fail("--time-budget must be a positive number of seconds")
     name = (args.name or f"grader-{args.queue}-{os.getpid()}@%h").replace("%h", socket.gethostname())
     concurrency = args.concurrency or 1
-    if args.queue == "trn2":
+    if args.queue == Queue.TRN2:
         from grader.neuron import NeuronUnavailable, detect
         try:
             setup = detect()        # device, SDK line, its tools and interpreter: at start, not per grade
@@ -147,7 +148,7 @@ def _nightly(args) -> int:
     upgrade()
     if not args.now:
         from .tasks import nightly_regression
-        nightly_regression.apply_async(queue="nightly")
+        nightly_regression.apply_async(queue=Queue.NIGHTLY.value)
         print("nightly regression queued for the nightly worker (`grader serve` runs one; elsewhere "
               "`grader worker --queue nightly`); student grades do not wait behind it")
         return 0
@@ -166,11 +167,11 @@ def _nightly(args) -> int:
         for r in rows:
             mark = "DRIFT " if r.drift else ""
             print(f"  {mark}{r.spec_name} {r.reference_kernel} on {r.backend}: "
-                  f"{'passed' if r.passed else 'FAILED'}, score {r.score_total:g}")
+                  f"{TestStatus.PASSED if r.passed else 'FAILED'}, score {r.score_total:g}")
             for test, us in sorted(r.p99_us.items()):
                 force = r.thresholds_in_force.get(test, {})
                 print(f"      {test:32s} p99 {us:9.1f} us  implies {r.implied_thresholds[test]:9.1f} us  "
-                      f"in force opt {force.get('optimized', '-')} / rel {force.get('relaxed', '-')}")
+                      f"in force opt {force.get(Tier.OPTIMIZED, '-')} / rel {force.get(Tier.RELAXED, '-')}")
             if r.drift_reason:
                 print(f"      drift: {r.drift_reason}")
     return 0
@@ -198,7 +199,7 @@ def _queue(args) -> int:
         print(json.dumps({**stats, "instance": str(found.folder) if found.folder else "DATABASE_URL"}, indent=2))
         return 0
     for queue, c in stats["queues"].items():
-        print(f"{queue:5s} queued {c['queued']:5d}  running {c['running']:4d}")
+        print(f"{queue:5s} queued {c[RunStatus.QUEUED]:5d}  running {c[RunStatus.RUNNING]:4d}")
     print(f"workers alive: {stats['workers_alive']}")
     for w in stats["workers"]:
         print(f"  {w['name']}  queues {w['queues']}  pid {w['pid']}  last heartbeat {since(w['seen_at'])}")
@@ -244,20 +245,7 @@ def _submit(args) -> int:
     return submit_command(args)
 
 
-def register_serve(sub) -> None:
-    p = sub.add_parser("serve", help="run the whole service on this machine (Ctrl-C stops it)")
-    p.add_argument("--port", type=int, default=8000,
-                   help="the web site's port on 127.0.0.1 (default 8000; choose another if it is taken)")
-    p.add_argument("--workers", type=int, default=1, help="sim grades at once")
-    p.set_defaults(func=_serve)
-
-
-def _serve(args) -> int:
-    from .serve import serve
-    return serve(args)
-
-
-COMMANDS = (register_serve, register_worker, register_beat, register_nightly, register_submit, register_queue,
+COMMANDS = (register_worker, register_beat, register_nightly, register_submit, register_queue,
             register_migrate)
 
 

@@ -6,14 +6,16 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session, object_session
 
+from grader.vocabulary import QUEUE_FOR_BACKEND, Queue, RunStatus
+from store import lifecycle
+from store.lifecycle import now
 from store.models import Assignment, GradingRun, Submission, User, WorkerHeartbeat
 
 from . import settings, specs
-from .publish import QUEUE_FOR_BACKEND, new_task_id, send
-from .runs import now
+from .publish import new_task_id, send
 
 
 def submit(session: Session, user: User, assignment: Assignment, filename: str, data: bytes) -> GradingRun:
@@ -52,21 +54,17 @@ def cancel(run: GradingRun) -> str:
     """A queued run is cancelled at once; a running one is asked to stop (its worker sees the
     request at its next heartbeat and stores the partial report as cancelled). Returns the status."""
     session = object_session(run)
-    session.execute(update(GradingRun).where(GradingRun.id == run.id, GradingRun.status == "queued")
-                    .values(status="cancelled", finished_at=now(), cancel_requested=True))
-    session.execute(update(GradingRun).where(GradingRun.id == run.id, GradingRun.status == "running")
-                    .values(cancel_requested=True))
-    session.commit()
+    lifecycle.cancel(session, run.id)
     session.refresh(run)
     return run.status
 
 
 def queue_position(session: Session, run: GradingRun) -> int | None:
     """1 for the next run to start in its queue; None when the run is not waiting."""
-    if run.status != "queued":
+    if run.status != RunStatus.QUEUED:
         return None
     ahead = session.scalar(select(func.count()).select_from(GradingRun).where(
-        GradingRun.queue == run.queue, GradingRun.status == "queued",
+        GradingRun.queue == run.queue, GradingRun.status == RunStatus.QUEUED,
         or_(GradingRun.queued_at < run.queued_at, and_(GradingRun.queued_at == run.queued_at, GradingRun.id < run.id))))
     return int(ahead) + 1
 
@@ -81,7 +79,7 @@ def typical_grade_s(session: Session, run: GradingRun) -> float | None:
         select(func.extract("epoch", GradingRun.finished_at - GradingRun.started_at))
         .join(Submission, Submission.id == GradingRun.submission_id)
         .where(Submission.assignment_id == run.submission.assignment_id, GradingRun.backend == run.backend,
-               GradingRun.status == "done", GradingRun.started_at.is_not(None),
+               GradingRun.status == RunStatus.DONE, GradingRun.started_at.is_not(None),
                GradingRun.finished_at.is_not(None), GradingRun.id != run.id)
         .order_by(GradingRun.finished_at.desc()).limit(ESTIMATE_SAMPLE)).all()
     durations = sorted(float(d) for d in durations if d is not None and d > 0)
@@ -96,14 +94,14 @@ def estimate_remaining_s(session: Session, run: GradingRun) -> float | None:
     what is left of a typical grade when running; when queued, the grades ahead of it shared by
     the grades running now in its queue (at least one at a time), after those finish, plus its own."""
     typical = typical_grade_s(session, run)
-    if typical is None or run.status not in ("queued", "running"):
+    if typical is None or run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
         return None
-    if run.status == "running":
+    if run.status == RunStatus.RUNNING:
         elapsed = (now() - run.started_at).total_seconds() if run.started_at else 0.0
         return max(0.0, typical - elapsed)
     position = queue_position(session, run) or 1
     running = session.scalar(select(func.count()).select_from(GradingRun).where(
-        GradingRun.queue == run.queue, GradingRun.status == "running")) or 0
+        GradingRun.queue == run.queue, GradingRun.status == RunStatus.RUNNING)) or 0
     slots = max(1, int(running))
     rounds = -(-position // slots)                 # this run's round among those waiting
     return typical * (rounds + (1 if running else 0))   # busy slots first finish what they run
@@ -111,7 +109,7 @@ def estimate_remaining_s(session: Session, run: GradingRun) -> float | None:
 
 def waiting_reason(session: Session, run: GradingRun) -> str | None:
     """Why a queued run has not started, in a student's words; None when it is not waiting."""
-    if run.status != "queued":
+    if run.status != RunStatus.QUEUED:
         return None
     fresh = now() - dt.timedelta(seconds=settings.load().worker_alive_s)
     workers = session.scalar(select(func.count()).select_from(WorkerHeartbeat).where(
@@ -120,7 +118,7 @@ def waiting_reason(session: Session, run: GradingRun) -> str | None:
         return (f"No {run.queue} grading worker is running right now; your run starts as soon as one is "
                 f"(course staff are told on their console).")
     running = session.scalar(select(func.count()).select_from(GradingRun).where(
-        GradingRun.queue == run.queue, GradingRun.status == "running")) or 0
+        GradingRun.queue == run.queue, GradingRun.status == RunStatus.RUNNING)) or 0
     ahead = (queue_position(session, run) or 1) - 1
     parts = [f"{running} grade{'' if running == 1 else 's'} running"] if running else []
     if ahead:
@@ -130,11 +128,11 @@ def waiting_reason(session: Session, run: GradingRun) -> str | None:
 
 def queue_stats(session: Session) -> dict:
     """{"queues": {name: {"queued": n, "running": n}}, "workers": [...], "workers_alive": n}."""
-    counts = {q: {"queued": 0, "running": 0} for q in QUEUE_FOR_BACKEND.values()}
+    counts = {q: {RunStatus.QUEUED: 0, RunStatus.RUNNING: 0} for q in QUEUE_FOR_BACKEND.values()}
     for queue, status, n in session.execute(
             select(GradingRun.queue, GradingRun.status, func.count())
-            .where(GradingRun.status.in_(("queued", "running"))).group_by(GradingRun.queue, GradingRun.status)):
-        counts.setdefault(queue, {"queued": 0, "running": 0})[status] = n
+            .where(GradingRun.status.in_((RunStatus.QUEUED, RunStatus.RUNNING))).group_by(GradingRun.queue, GradingRun.status)):
+        counts.setdefault(queue, {RunStatus.QUEUED: 0, RunStatus.RUNNING: 0})[status] = n
     fresh = now() - dt.timedelta(seconds=settings.load().worker_alive_s)
     workers = [{"name": w.name, "queues": w.queues, "pid": w.pid, "seen_at": w.seen_at.isoformat()}
                for w in session.scalars(select(WorkerHeartbeat).where(WorkerHeartbeat.seen_at >= fresh)
@@ -151,14 +149,14 @@ def running_now(session: Session) -> list[dict]:
             select(GradingRun, Submission.filename, Assignment.name)
             .join(Submission, Submission.id == GradingRun.submission_id)
             .join(Assignment, Assignment.id == Submission.assignment_id)
-            .where(GradingRun.status == "running").order_by(GradingRun.started_at)):
+            .where(GradingRun.status == RunStatus.RUNNING).order_by(GradingRun.started_at)):
         doing.append({"what": "student grade", "queue": run.queue, "since": run.started_at.isoformat(),
                       "assignment": assignment,
                       "detail": f"run {run.id} of {assignment} ({filename}), {run.progress_done}/"
                                 f"{run.progress_total or '?'} tests, worker {run.worker or '?'}"})
-    for night in session.scalars(select(NightlyRun).where(NightlyRun.status == "running")
+    for night in session.scalars(select(NightlyRun).where(NightlyRun.status == RunStatus.RUNNING)
                                  .order_by(NightlyRun.started_at)):
-        doing.append({"what": "nightly regression", "queue": "nightly", "since": night.started_at.isoformat(),
+        doing.append({"what": "nightly regression", "queue": Queue.NIGHTLY, "since": night.started_at.isoformat(),
                       "detail": f"nightly run {night.id} ({night.trigger}), {len(night.results)} reference "
                                 f"grades stored so far"})
     doing.sort(key=lambda d: d["since"])
@@ -166,8 +164,7 @@ def running_now(session: Session) -> list[dict]:
 
 
 def _new_run(submission: Submission, backend: str) -> GradingRun:
-    return GradingRun(submission=submission, backend=backend, queue=QUEUE_FOR_BACKEND[backend],
-                      status="queued", celery_task_id=new_task_id())
+    return lifecycle.new_run(submission, backend, new_task_id())
 
 
 def run_by_id(session: Session, run_id: int) -> GradingRun | None:

@@ -1,5 +1,5 @@
-"""Grades out of the site: one CSV line per enrolled student (the best run graded before their
-deadline), and Gradescope results.json files of those runs."""
+"""Grades out of the site: one CSV line per enrolled student (their counted run, by the one
+best-run rule of store/runs.py), and Gradescope results.json files of those runs."""
 from __future__ import annotations
 
 import csv
@@ -8,52 +8,50 @@ import json
 import zipfile
 from dataclasses import dataclass
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session, defer, undefer
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 import grader
 from grader import render
+from grader.vocabulary import RunStatus, TestKind, values
+from store import runs as store_runs
 from store.models import Assignment, DeadlineExtension, Enrollment, GradingRun, Submission, User
 
-CSV_COLUMNS = ("email", "name", "nickname", "total", "max_total", "correctness", "performance", "extra_credit",
+CSV_COLUMNS = ("email", "name", "nickname", "total", "max_total", *values(TestKind),
                "run_id", "graded_at", "deadline", "runs", "flagged_runs", "thresholds_version")
 
 
 @dataclass
 class GradeLine:
     user: User
-    best: GradingRun | None
-    runs: int
+    best: GradingRun | None        # the counted run (store/runs.py), with its report loaded
+    runs: int                      # graded runs on the assignment's backend
     flagged: int
     deadline: object
 
 
 def grade_lines(session: Session, assignment: Assignment) -> list[GradeLine]:
+    """One line per student enrolled in the assignment's course; the run that counts for each is
+    the leaderboard's (store/runs.py), on the backend the assignment is graded on."""
     students = session.scalars(select(User).join(Enrollment, Enrollment.user_id == User.id)
                                .where(Enrollment.course_id == assignment.course_id, Enrollment.role == "student")
                                .order_by(User.email)).all()
     extensions = dict(session.execute(select(DeadlineExtension.user_id, DeadlineExtension.deadline)
                                       .where(DeadlineExtension.assignment_id == assignment.id)).all())
-    runs = session.execute(select(Submission.user_id, Submission.uploaded_at, GradingRun)
-                           .join(GradingRun, GradingRun.submission_id == Submission.id)
-                           .where(Submission.assignment_id == assignment.id, GradingRun.status == "done")
-                           .options(defer(GradingRun.report))).all()     # reports: only the best, below
+    counts = session.execute(select(Submission.user_id, func.count(), func.count().filter(GradingRun.flagged))
+                             .join(GradingRun, GradingRun.submission_id == Submission.id)
+                             .where(Submission.assignment_id == assignment.id, GradingRun.status == RunStatus.DONE,
+                                    GradingRun.backend == assignment.backend)
+                             .group_by(Submission.user_id)).all()
+    counted = store_runs.best_runs(session, assignment.id, assignment.backend, [u.id for u in students])
+    best = {r.id: r for r in session.scalars(select(GradingRun).where(
+        GradingRun.id.in_([c.run_id for c in counted.values()])))}        # one query loads every report
     lines = {u.id: GradeLine(u, None, 0, 0, extensions.get(u.id, assignment.deadline)) for u in students}
-    for user_id, uploaded_at, run in runs:
-        line = lines.get(user_id)
-        if line is None:
-            continue
-        line.runs += 1
-        if run.flagged:
-            line.flagged += 1
-            continue
-        if line.deadline is not None and uploaded_at > line.deadline:
-            continue
-        if line.best is None or (run.score_total or 0) > (line.best.score_total or 0):
-            line.best = run
-    best_ids = [line.best.id for line in lines.values() if line.best is not None]
-    session.scalars(select(GradingRun).where(GradingRun.id.in_(best_ids))
-                    .options(undefer(GradingRun.report))).all()           # one query loads them all
+    for user_id, runs, flagged in counts:
+        if user_id in lines:
+            lines[user_id].runs, lines[user_id].flagged = runs, flagged
+    for user_id, run in counted.items():
+        lines[user_id].best = best[run.run_id]
     return list(lines.values())
 
 
@@ -103,11 +101,12 @@ def grades_csv(lines: list[GradeLine], tests=()) -> str:
 
 
 def gradescope_zip(lines: list[GradeLine]) -> bytes:
-    """<email>/results.json for every student with a counted run."""
+    """<email>/results.json of every student's counted run (its run id in extra_data)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for line in lines:
             if line.best is not None and line.best.report:
-                results = render.to_gradescope(grader.Report.from_json(line.best.report))
+                results = render.to_gradescope(grader.Report.from_json(line.best.report),
+                                               extra_data={"run_id": line.best.id})
                 archive.writestr(f"{line.user.email}/results.json", json.dumps(results, indent=2))
     return buffer.getvalue()

@@ -10,9 +10,9 @@ from sqlalchemy import delete
 from sqlalchemy.dialects.postgresql import insert
 
 from store.db import session_scope
+from store.lifecycle import now
 from store.models import WorkerHeartbeat
 
-from .runs import now
 
 log = logging.getLogger(__name__)
 

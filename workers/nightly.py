@@ -5,53 +5,23 @@ a new thresholds version (proposed in thresholds_versions, source "nightly") and
 from __future__ import annotations
 
 import datetime as dt
-import io
 import logging
-import tarfile
-from pathlib import Path
 
 from sqlalchemy import select
 
 import grader
-import reference_kernels
+from grader.references import FILES, TIER_OF_REFERENCE, stands_for
+from grader.references import archive as reference_archive
+from grader.vocabulary import THRESHOLD_FACTOR, Backend, Queue, RunStatus, TestStatus, Tier
 from store.db import session_scope
+from store.lifecycle import now
 from store.models import Assignment, NightlyResult, NightlyRun, ThresholdsVersion, WorkerHeartbeat
 
 from . import settings, specs
-from .runs import now
 
 log = logging.getLogger(__name__)
 
-REFERENCE_DIR = Path(reference_kernels.__file__).resolve().parent
-# reference name -> the file standing in for each kernel the spec asks for
-REFERENCES = {
-    "conv2d_optimized": {"fused_conv2d_maxpool": "conv2d_optimized.py", "matrix_transpose": "transpose.py"},
-    "conv2d_relaxed": {"fused_conv2d_maxpool": "conv2d_relaxed.py", "matrix_transpose": "transpose.py"},
-}
-IMPLIED_FACTOR = 1.2          # the course's rule: thresholds are 120% of the reference's p99
-TIER_OF_REFERENCE = {"conv2d_optimized": "optimized", "conv2d_relaxed": "relaxed"}
-
-
-def stands_for(reference: str, test) -> bool:
-    """Which tests a reference kernel must pass: the optimized one every test; the relaxed one
-    (a plain kernel, the relaxed tier's yardstick) all but extra credit, which it is not meant
-    to reach. A failure outside these is no regression."""
-    return TIER_OF_REFERENCE.get(reference) == "optimized" or test.kind != "extra_credit"
-
-
-def reference_archive(spec, reference: str) -> bytes:
-    """A submission archive holding this reference's kernels at the spec's archive paths."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for fs in spec.files.values():
-            source = next((REFERENCES[reference][fn] for fn in fs.functions if fn in REFERENCES[reference]), None)
-            if source is None:
-                continue
-            data = (REFERENCE_DIR / source).read_bytes()
-            info = tarfile.TarInfo(fs.archive_path)
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+IMPLIED_FACTOR = THRESHOLD_FACTOR     # the course's rule: thresholds are 120% of the reference's p99
 
 
 def active_specs() -> dict[str, str]:
@@ -71,8 +41,8 @@ def available_backends() -> list[str]:
     alive = now() - dt.timedelta(seconds=settings.load().worker_alive_s)
     with session_scope() as s:
         trn2 = s.scalar(select(WorkerHeartbeat.id).where(WorkerHeartbeat.seen_at >= alive,
-                                                         WorkerHeartbeat.queues.contains("trn2")).limit(1))
-    return ["sim", "neuron"] if trn2 is not None else ["sim"]
+                                                         WorkerHeartbeat.queues.contains(Queue.TRN2)).limit(1))
+    return [Backend.SIM, Backend.NEURON] if trn2 is not None else [Backend.SIM]
 
 
 def run_nightly(trigger: str = "beat", backends: list[str] | None = None, progress=None) -> int:
@@ -86,11 +56,11 @@ def run_nightly(trigger: str = "beat", backends: list[str] | None = None, progre
     backends = backends or available_backends()
     failed = False
     for toml in active_specs().values():
-        for reference in REFERENCES:
+        for reference in FILES:
             for backend in backends:
-                if backend == "neuron":
+                if backend == Backend.NEURON:
                     from .tasks import nightly_reference
-                    nightly_reference.apply_async(args=[night_id, toml, reference, backend], queue="trn2")
+                    nightly_reference.apply_async(args=[night_id, toml, reference, backend], queue=Queue.TRN2.value)
                     continue
                 try:
                     grade_reference(night_id, toml, reference, backend, progress)
@@ -99,7 +69,7 @@ def run_nightly(trigger: str = "beat", backends: list[str] | None = None, progre
                     log.error("nightly: %s on %s could not be graded", reference, backend, exc_info=True)
     with session_scope() as s:
         night = s.get(NightlyRun, night_id)
-        night.status, night.finished_at = ("failed" if failed else "done"), now()
+        night.status, night.finished_at = (RunStatus.FAILED if failed else RunStatus.DONE), now()
         propose_thresholds(s, night)
     return night_id
 
@@ -113,7 +83,7 @@ def grade_reference(night_id: int, toml: str, reference: str, backend: str, prog
     timed = {t.name: t for t in report.tests if t.p99_us is not None}
     p99 = {name: t.p99_us for name, t in timed.items()}
     checked = {t.name for t in spec.tests if stands_for(reference, t)}
-    bad = [t.name for t in report.tests if t.name in checked and t.status in ("failed", "error")]
+    bad = [t.name for t in report.tests if t.name in checked and t.status in (TestStatus.FAILED, TestStatus.ERROR)]
     with session_scope() as s:
         previous = s.scalar(select(NightlyResult).where(
             NightlyResult.spec_name == spec.assignment, NightlyResult.reference_kernel == reference,
@@ -122,7 +92,7 @@ def grade_reference(night_id: int, toml: str, reference: str, backend: str, prog
         status = {t.name: t.status for t in report.tests}
         reasons = [f"{name} {status[name]}" for name in bad]
         reasons += drift_reasons(previous.p99_us if previous else {}, p99, settings.load().drift_percent)
-        if backend == "neuron":         # on a Trn2: the `grader doctor` table, and its rows that are not well
+        if backend == Backend.NEURON:         # on a Trn2: the `grader doctor` table, and its rows that are not well
             from grader.neuron.doctor import rows_from_report, table
             rows = rows_from_report(spec, TIER_OF_REFERENCE[reference], report)
             log.info("nightly %s on %s:\n%s", reference, backend, table(rows))
@@ -157,10 +127,10 @@ def propose_thresholds(session, night: NightlyRun) -> None:
         mine = [r for r in results if r.backend == assignment.backend and r.passed
                 and r.spec_name == specs.from_toml(assignment.spec_toml).assignment]
         tiers = {TIER_OF_REFERENCE[r.reference_kernel]: r.implied_thresholds for r in mine}
-        if set(tiers) != {"optimized", "relaxed"}:
+        if set(tiers) != {Tier.OPTIMIZED, Tier.RELAXED}:
             continue
-        thresholds = {name: {"optimized": tiers["optimized"][name], "relaxed": max(tiers["relaxed"][name],
-                                                                                   tiers["optimized"][name])}
-                      for name in tiers["optimized"] if name in tiers["relaxed"]}
+        thresholds = {name: {Tier.OPTIMIZED: tiers[Tier.OPTIMIZED][name], Tier.RELAXED: max(tiers[Tier.RELAXED][name],
+                                                                                   tiers[Tier.OPTIMIZED][name])}
+                      for name in tiers[Tier.OPTIMIZED] if name in tiers[Tier.RELAXED]}
         session.add(ThresholdsVersion(assignment_id=assignment.id, source="nightly", thresholds=thresholds,
                                       version=f"nightly-{night.started_at:%Y-%m-%d}-{night.id}"))

@@ -7,11 +7,11 @@ import uuid
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from grader.vocabulary import RunStatus
 from store.models import GradingRun
 
 log = logging.getLogger(__name__)
 
-QUEUE_FOR_BACKEND = {"sim": "sim", "neuron": "trn2"}
 
 
 def new_task_id() -> str:
@@ -36,7 +36,7 @@ def resend(session: Session, run_ids: list[int]) -> int:
     sent = 0
     for run_id in run_ids:
         task_id = new_task_id()
-        queue = session.execute(update(GradingRun).where(GradingRun.id == run_id, GradingRun.status == "queued")
+        queue = session.execute(update(GradingRun).where(GradingRun.id == run_id, GradingRun.status == RunStatus.QUEUED)
                                 .values(celery_task_id=task_id).returning(GradingRun.queue)).scalar()
         session.commit()
         if queue is not None and send(run_id, queue, task_id):

@@ -8,16 +8,18 @@ import json
 import logging
 import threading
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
+from grader.vocabulary import RunStatus
+from store import lifecycle
 from store.db import session_scope
+from store.lifecycle import now
 from store.models import GradingRun
 
 from . import settings
 from .app import QUEUES, app
 from .broker import client_for
 from .publish import resend
-from .runs import now
 
 log = logging.getLogger(__name__)
 
@@ -47,24 +49,16 @@ def reap_once() -> dict:
     stale = now() - dt.timedelta(seconds=conf.stale_after_s)
     with session_scope() as s:
         dead = s.execute(select(GradingRun.id, GradingRun.attempts, GradingRun.worker)
-                         .where(GradingRun.status == "running", GradingRun.heartbeat_at < stale)).all()
+                         .where(GradingRun.status == RunStatus.RUNNING, GradingRun.heartbeat_at < stale)).all()
         requeue, given_up = [], []
         for run_id, attempts, worker in dead:
             done = attempts >= conf.max_attempts
-            values = ({"status": "infra_error", "finished_at": now(),
-                       "error": f"worker {worker} stopped answering on attempt {attempts}; gave up after "
-                                f"{attempts} attempts"} if done else
-                      {"status": "queued", "worker": None, "heartbeat_at": None,
-                       "error": f"worker {worker} stopped answering; re-queued"})
-            hit = s.execute(update(GradingRun).where(GradingRun.id == run_id, GradingRun.status == "running",
-                                                     GradingRun.attempts == attempts, GradingRun.heartbeat_at < stale)
-                            .values(**values).returning(GradingRun.id)).first()
-            if hit:
+            if lifecycle.reap(s, run_id, attempts, worker, stale, give_up=done):
                 (given_up if done else requeue).append(run_id)
         s.commit()
         lost_before = now() - dt.timedelta(seconds=conf.lost_after_s)
         waiting = s.execute(select(GradingRun.id, GradingRun.celery_task_id).where(
-            GradingRun.status == "queued", GradingRun.queued_at < lost_before)).all()
+            GradingRun.status == RunStatus.QUEUED, GradingRun.queued_at < lost_before)).all()
         lost = []
         if waiting:
             held = broker_task_ids()
@@ -73,7 +67,7 @@ def reap_once() -> dict:
     if requeue or lost or given_up:
         log.warning("reaper: re-queued %s (dead worker), re-sent %s (lost message), gave up on %s",
                     requeue, lost, given_up)
-    return {"requeued": requeue, "resent_lost": lost, "infra_error": given_up, "sent": sent}
+    return {"requeued": requeue, "resent_lost": lost, RunStatus.INFRA_ERROR: given_up, "sent": sent}
 
 
 class Reaper(threading.Thread):

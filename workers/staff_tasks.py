@@ -14,14 +14,16 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 import grader
+from grader.vocabulary import Queue, RunStatus, StaffTaskStatus
+from store import lifecycle
 from store.db import session_scope
-from store.models import Assignment, GradingRun, StaffTask, Submission, TestResultRow
+from store.models import Assignment, GradingRun, StaffTask, Submission
 
 from . import enqueue, exports, specs
 
 log = logging.getLogger(__name__)
 
-QUEUE = "staff"
+QUEUE = Queue.STAFF.value
 BATCH = 200           # runs per transaction: a huge course never holds one long transaction
 TITLES = {"rescore": "Rescore every graded run", "regrade": "Regrade every student's latest submission",
           "grades_csv": "Grades as CSV", "gradescope_zip": "Gradescope results.json files (zip)"}
@@ -46,8 +48,8 @@ def start(session: Session, kind: str, assignment: Assignment, requested_by: int
 def run(task_id: int) -> None:
     """Does the task once: a second delivery finds it claimed or finished and does nothing."""
     with session_scope() as s:
-        claimed = s.execute(update(StaffTask).where(StaffTask.id == task_id, StaffTask.status == "queued")
-                            .values(status="running", started_at=now()).returning(StaffTask.kind)).first()
+        claimed = s.execute(update(StaffTask).where(StaffTask.id == task_id, StaffTask.status == StaffTaskStatus.QUEUED)
+                            .values(status=StaffTaskStatus.RUNNING, started_at=now()).returning(StaffTask.kind)).first()
         s.commit()
     if claimed is None:
         return
@@ -65,13 +67,13 @@ def run(task_id: int) -> None:
             s.commit()
         with session_scope() as s:
             s.execute(update(StaffTask).where(StaffTask.id == task_id)
-                      .values(status="done", finished_at=now(), **values))
+                      .values(status=StaffTaskStatus.DONE, finished_at=now(), **values))
             s.commit()
     except Exception as err:          # the page says what went wrong; the log has the trace
         log.exception("staff task %s failed", task_id)
         with session_scope() as s:
             s.execute(update(StaffTask).where(StaffTask.id == task_id)
-                      .values(status="failed", finished_at=now(), error=f"{type(err).__name__}: {err}"[:2000]))
+                      .values(status=StaffTaskStatus.FAILED, finished_at=now(), error=f"{type(err).__name__}: {err}"[:2000]))
             s.commit()
 
 
@@ -81,7 +83,7 @@ def rescore_all(session: Session, assignment: Assignment, progress: Progress | N
     """Re-scores every finished run of the assignment under the spec in force; returns how many."""
     spec = specs.from_toml(assignment.spec_toml)
     query = (select(GradingRun).join(Submission)
-             .where(Submission.assignment_id == assignment.id, GradingRun.status == "done",
+             .where(Submission.assignment_id == assignment.id, GradingRun.status == RunStatus.DONE,
                     GradingRun.report.is_not(None)))
     total = session.scalar(select(func.count()).select_from(query.subquery()))
     count, last_id = 0, 0
@@ -96,8 +98,7 @@ def rescore_all(session: Session, assignment: Assignment, progress: Progress | N
         session.commit()
         if progress:
             progress(count, total)
-    from .runs import mark_standings_changed
-    mark_standings_changed(session, assignment_ids=[assignment.id])
+    lifecycle.mark_standings_changed(session, assignment_ids=[assignment.id])
     session.commit()
     return count
 
@@ -107,15 +108,10 @@ def _rescore_run(session: Session, graded: GradingRun, spec) -> None:
     new = grader.rescore(old, spec)
     if set(new.flags) - set(old.flags):       # e.g. implausibly fast under the new thresholds: hold for review
         graded.flagged, graded.flag_reason = True, ", ".join(new.flags)
-    graded.report = new.to_json(include_seed=False)
-    graded.score_total = new.score.total
-    graded.max_total = new.score.max_total
-    graded.thresholds_version = new.thresholds_version
-    by_name = {t.name: t for t in new.tests}
-    for row in session.scalars(select(TestResultRow).where(TestResultRow.run_id == graded.id)):
-        test = by_name.get(row.test_name)
-        if test is not None:
-            row.points, row.max_points, row.status = test.points, test.max_points, test.status
+    stored = new.to_json(include_seed=False)
+    for column, value in lifecycle.report_columns(stored).items():
+        setattr(graded, column, value)
+    lifecycle.replace_results(session, graded.id, stored)
 
 
 def _rescore(session: Session, assignment: Assignment, progress: Progress) -> dict:

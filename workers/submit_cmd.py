@@ -11,6 +11,7 @@ from pathlib import Path
 
 import grader
 from grader import render
+from grader.vocabulary import Backend, RunStatus
 
 POLL_S = 1.0
 
@@ -30,10 +31,10 @@ def submit_command(args) -> int:
 def _waiting_line(status: str, position, estimate_s) -> str:
     """The one line said while a run waits or starts; per-test lines follow as tests finish."""
     about = f", about {_duration(estimate_s)} left" if estimate_s is not None else ""
-    if status == "queued":
-        return (f"queued (position {position}{about})" if position else f"queued{about}")
-    if status == "running":
-        return f"running{about}"
+    if status == RunStatus.QUEUED:
+        return f"{status} (position {position}{about})" if position else f"{status}{about}"
+    if status == RunStatus.RUNNING:
+        return f"{status}{about}"
     return status
 
 
@@ -51,8 +52,8 @@ class _Follower:
         self.tests_shown = 0
 
     def show(self, status: str, position, estimate_s, total: int, tests: list[dict]) -> None:
-        if status in ("queued", "running") and not tests:
-            line = _waiting_line(status, position, None if status == "running" else estimate_s)
+        if status in (RunStatus.QUEUED, RunStatus.RUNNING) and not tests:
+            line = _waiting_line(status, position, None if status == RunStatus.RUNNING else estimate_s)
             if line != self.last_line:
                 print(line, file=sys.stderr, flush=True)
                 self.last_line = line
@@ -113,7 +114,7 @@ def _via_api(args, filename: str, data: bytes) -> int:
             return _unreachable(base, err, f"Run {created['run_id']} goes on; follow it at {status_url}.")
         follower.show(state["status"], state.get("queue_position"), state.get("estimate_s"),
                       state.get("total") or 0, state.get("tests") or [])
-        if state["status"] not in ("queued", "running"):
+        if state["status"] not in (RunStatus.QUEUED, RunStatus.RUNNING):
             break
         if time.monotonic() > deadline:
             print(f"grader: run {created['run_id']} still {state['status']} after {args.timeout:.0f} s; "
@@ -201,7 +202,7 @@ def _via_database(args, filename: str, data: bytes) -> int:
             follower.show(run.status, enqueue.queue_position(s, run), enqueue.estimate_remaining_s(s, run),
                           run.progress_total, list(run.progress_tests or []))
             status, report = run.status, run.report
-        if status not in ("queued", "running"):
+        if status not in (RunStatus.QUEUED, RunStatus.RUNNING):
             break
         if time.monotonic() > deadline:
             print(f"grader: run {run_id} still {status} after {args.timeout:.0f} s", file=sys.stderr)
@@ -222,7 +223,7 @@ def _local_assignment(session, spec_name: str):
     course = session.scalar(select(Course).where(Course.name == "local")) or Course(name="local")
     assignment = Assignment(course=course, name=spec_name, title=spec.title, spec_name=spec_name,
                             spec_version=spec.spec_version, thresholds_version=spec.thresholds_version,
-                            spec_hash=specs.spec_hash(toml), spec_toml=toml, backend="sim")
+                            spec_hash=specs.spec_hash(toml), spec_toml=toml, backend=Backend.SIM)
     session.add(assignment)
     session.flush()
     return assignment

@@ -11,13 +11,18 @@ from celery import signals
 
 import grader
 from grader import render
+from grader.vocabulary import ReportStatus, RunStatus
+from store import lifecycle
 from store.db import forget_engines_after_fork, session_scope
 
-from . import runs, settings, specs
+from . import settings, specs
 from .app import app
 from .heartbeats import WorkerAnnouncer
 
 log = logging.getLogger(__name__)
+# what a grade task returns (Celery keeps it) besides a run status: the delivery was a duplicate
+# (another claim holds the run or it is finished), or the claim was lost while grading
+DUPLICATE, LOST = "duplicate", "lost"
 _pool_core: int | None = None          # the NeuronCore this pool process owns (trn2 workers)
 
 
@@ -55,7 +60,7 @@ class RunHeartbeat(threading.Thread):
     """Touches the claimed row while the grade runs; cancels the grade when a TA asked for it
     or when the row is no longer ours (reaped after a long stall)."""
 
-    def __init__(self, claim: runs.Claim, token: "grader.CancelToken", every_s: float) -> None:
+    def __init__(self, claim: lifecycle.Claim, token: "grader.CancelToken", every_s: float) -> None:
         super().__init__(name=f"heartbeat-run-{claim.run_id}", daemon=True)
         self.claim, self.token, self.every_s = claim, token, every_s
         self.stopped = threading.Event()
@@ -65,7 +70,7 @@ class RunHeartbeat(threading.Thread):
         while not self.stopped.wait(self.every_s):
             try:
                 with session_scope() as s:
-                    ours, cancel = runs.heartbeat(s, self.claim)
+                    ours, cancel = lifecycle.heartbeat(s, self.claim)
             except Exception:                     # database blip: try again next beat
                 log.warning("heartbeat for run %s failed", self.claim.run_id, exc_info=True)
                 continue
@@ -80,14 +85,14 @@ class RunHeartbeat(threading.Thread):
         self.stopped.set()
 
 
-def _progress_writer(claim: runs.Claim):
+def _progress_writer(claim: lifecycle.Claim):
     finished: list[dict] = []          # this claim's finished tests, in order (one grade, one thread)
 
     def on_progress(event) -> None:
         finished.append(render.test_summary(event.result))
         try:
             with session_scope() as s:
-                runs.progress(s, claim, event.done, event.total, finished)
+                lifecycle.progress(s, claim, event.done, event.total, finished)
         except Exception:                          # progress is a courtesy; the grade goes on
             log.warning("progress for run %s not stored", claim.run_id, exc_info=True)
     return on_progress
@@ -100,10 +105,10 @@ def grade_submission(self, run_id: int) -> str:
     if _pool_core is not None:
         worker += f":core{_pool_core}"          # staff (and tests) see which NeuronCore graded it
     with session_scope() as s:
-        claim = runs.claim(s, run_id, worker, self.request.id, conf.stale_after_s)
+        claim = lifecycle.claim(s, run_id, worker, self.request.id, conf.stale_after_s)
         if claim is None:
-            return "skipped"
-        row = runs.run_row(s, run_id)
+            return DUPLICATE
+        row = lifecycle.run_row(s, run_id)
         filename, data = row.submission.filename, row.submission.data
         spec_toml, backend = row.submission.assignment.spec_toml, row.backend
     try:
@@ -111,8 +116,8 @@ def grade_submission(self, run_id: int) -> str:
         submission = grader.submission_from_bytes(filename, data, spec)
     except grader.GraderInputError as err:
         with session_scope() as s:
-            runs.fail(s, claim, "failed", f"cannot grade this submission: {err}")
-        return "failed"
+            lifecycle.fail(s, claim, RunStatus.FAILED, f"cannot grade this submission: {err}")
+        return RunStatus.FAILED
     token = grader.CancelToken()
     beat = RunHeartbeat(claim, token, conf.heartbeat_s)
     beat.start()
@@ -126,22 +131,22 @@ def grade_submission(self, run_id: int) -> str:
     finally:
         beat.stop()
     if beat.lost:
-        return "lost"                 # reaped while we were stalled: the new claim grades it
-    if report.status == "interrupted":  # our process was told to stop, not the student's doing
+        return LOST                   # reaped while we were stalled: the new claim grades it
+    if report.status == ReportStatus.INTERRUPTED:  # our process was told to stop, not the student's doing
         return _infrastructure_fault(self, claim, conf, RuntimeError("grade interrupted by a signal"))
     with session_scope() as s:
-        stored = runs.finish(s, claim, report.to_json(include_seed=False), report.seed)
-    return report.status if stored else "lost"
+        stored = lifecycle.finish(s, claim, report.to_json(include_seed=False), report.seed)
+    return report.status if stored else LOST
 
 
-def _infrastructure_fault(task, claim: runs.Claim, conf: settings.Settings, err: BaseException) -> str:
+def _infrastructure_fault(task, claim: lifecycle.Claim, conf: settings.Settings, err: BaseException) -> str:
     detail = "".join(traceback.format_exception(err, limit=8)).strip()
     log.error("run %s attempt %s: infrastructure fault: %s", claim.run_id, claim.attempt, detail)
     with session_scope() as s:
         if claim.attempt >= conf.max_attempts:
-            runs.fail(s, claim, "infra_error", f"gave up after {claim.attempt} attempts: {detail}")
-            return "infra_error"
-        released = runs.release(s, claim, detail)
+            lifecycle.fail(s, claim, RunStatus.INFRA_ERROR, f"gave up after {claim.attempt} attempts: {detail}")
+            return RunStatus.INFRA_ERROR
+        released = lifecycle.release(s, claim, detail)
     if released:
         raise task.retry(countdown=min(60, 5 * claim.attempt), exc=None)
     return "lost"

@@ -15,6 +15,7 @@ from .. import render
 from ..errors import GraderInputError
 from ..events import CancelToken, ProgressEvent
 from ..sandbox import Limits
+from ..vocabulary import Backend
 from . import isolation, results, upload
 from .config import Config
 from .layout import Layout
@@ -54,7 +55,7 @@ def grade(layout: Layout, config: Config, spec, cancel: CancelToken) -> dict:
     limits = Limits()
     if config.child_memory_mb:
         limits = dataclasses.replace(limits, memory_bytes=config.child_memory_mb * 2**20)
-    options = GradeOptions(backend="sim", seed=config.seed, jobs=config.jobs, cancel=cancel,
+    options = GradeOptions(backend=Backend.SIM, seed=config.seed, jobs=config.jobs, cancel=cancel,
                            time_budget_s=config.time_budget_s, config_timeout_s=config.config_timeout_s,
                            limits=limits, hide_paths=(str(layout.source), str(layout.results_dir)),
                            on_progress=_progress)

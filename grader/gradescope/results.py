@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from .. import render
+from ..vocabulary import TestKind
 
 FORMATS = ["text", "html", "simple_format", "md", "ansi"]
 VISIBILITIES = list(render.GRADESCOPE_VISIBILITIES)
@@ -94,7 +95,7 @@ def unreadable_submission(spec, message: str, remedy: str, *, extra: dict | None
     tests = [{"name": t.title or t.name, "number": f"{i}", "score": 0.0, "max_score": t.points,
               "status": "failed", "output": "Not run: the submission could not be read (see the top of this page).",
               "tags": [t.kind, "not_run"]} for i, t in enumerate(spec.tests, start=1)]
-    maximum = spec.max_points("correctness") + spec.max_points("performance")
+    maximum = spec.max_points(TestKind.CORRECTNESS) + spec.max_points(TestKind.PERFORMANCE)
     text = (f"**Your submission could not be graded: {_md(message)}**\n\n**How to fix it:** {_md(remedy)}\n\n"
             f"**Total: 0 / {render.format_points(maximum)}**")
     return {"score": 0.0, "output": text, "output_format": "md", "stdout_visibility": "hidden",

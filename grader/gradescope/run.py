@@ -15,6 +15,7 @@ import traceback
 
 from ..errors import GraderInputError
 from ..events import CancelToken
+from ..vocabulary import ReportStatus
 from . import config as configs
 from . import results
 from .layout import Layout
@@ -40,7 +41,7 @@ class _Once:
 
 def _watchdog(writer: _Once, cancel: CancelToken, budget_s: float) -> None:
     def fire():
-        cancel.cancel("interrupted")
+        cancel.cancel(ReportStatus.INTERRUPTED)
         time.sleep(GRACE_S)
         from .. import sandbox
         sandbox.kill_all_children()

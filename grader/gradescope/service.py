@@ -21,11 +21,12 @@ from ..errors import GraderInputError
 from ..events import CancelToken
 from ..report import Report
 from ..submission import submission_from_bytes
+from ..vocabulary import FINAL_RUN_STATUSES, RunStatus
 from . import results, upload
 from .config import Config
 from .layout import Layout
 
-FINAL = ("done", "failed", "infra_error", "cancelled")
+FINAL = FINAL_RUN_STATUSES
 REQUEST_TIMEOUT_S = 60.0
 
 
@@ -121,7 +122,7 @@ def grade(layout: Layout, config: Config, spec, cancel: CancelToken) -> dict:
         extra["run_id"] = created["run_id"]
         print(f"service run {created['run_id']}: {created['status']}", flush=True)
         state = _wait(client, created, service, cancel)
-        if state["status"] != "done":
+        if state["status"] != RunStatus.DONE:
             raise ServiceError(f"the grading service ended run {created['run_id']} as {state['status']}",
                                "Submit again; if it happens again, tell course staff, who can see the run in the "
                                "grading service's console.")
@@ -132,9 +133,24 @@ def grade(layout: Layout, config: Config, spec, cancel: CancelToken) -> dict:
                                         err.what_to_do or "Submit again; if it persists, tell course staff.",
                                         extra=extra)
     notes = (f"Graded by the course's grading service (run {created['run_id']}, backend {report.backend}); "
-             "the run also counts on the course's own leaderboard.",)
+             + counted_note(created["run_id"], state.get("counted")),)
     return render.to_gradescope(report, visibility=dataclasses.asdict(config.visibility), notes=notes,
                                 extra_data=extra)
+
+
+def counted_note(run_id: int, counted: dict | None) -> str:
+    """What the course's own leaderboard makes of this run, as the service's best-run rule said."""
+    if not isinstance(counted, dict):
+        return "the course's leaderboard counts each student's best run."
+    if counted.get("this_run"):
+        return "it is your counted run on the course's own leaderboard (your best so far)."
+    if counted.get("run_id") is not None:
+        total, most = counted.get("total"), counted.get("max_total")
+        score = f" ({total:g}/{most:g})" if isinstance(total, (int, float)) and isinstance(most, (int, float)) else ""
+        return (f"your counted run on the course's own leaderboard stays run {counted['run_id']}{score}, "
+                f"which is better than run {run_id} or as good and earlier.")
+    return ("it does not count on the course's own leaderboard (held for staff review, or uploaded after "
+            "the course's deadline there).")
 
 
 def _submit(client: Client, assignment: str, who: dict, filename: str, data: bytes, spec, extra: dict):

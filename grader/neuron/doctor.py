@@ -12,21 +12,15 @@ Exit status: 0 all is well; 1 a reference failed, missed its threshold or is >10
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import io
 import json
 import sys
-import tarfile
 from dataclasses import dataclass
-from pathlib import Path
 
-COURSE_MARGIN = 1.2          # thresholds are 120% of the reference's p99 (workers/nightly.py)
+from ..references import REFERENCE_OF_TIER, archive
+from ..vocabulary import THRESHOLD_FACTOR, Backend
+
+COURSE_MARGIN = THRESHOLD_FACTOR     # thresholds are 120% of the reference's p99 (grader/vocabulary.py)
 TOLERANCE = 0.10             # a machine further than this from the spec's numbers needs new thresholds
-# tier -> the reference kernel file standing in for each kernel the spec asks for
-REFERENCES = {
-    "optimized": {"fused_conv2d_maxpool": "conv2d_optimized.py", "matrix_transpose": "transpose.py"},
-    "relaxed": {"fused_conv2d_maxpool": "conv2d_relaxed.py", "matrix_transpose": "transpose.py"},
-}
 TIMING = {"legacy": "neuron-profile total_time (device side, one execution per capture)",
           "current": "nrtpy benchmark(mode=\"device\").durations_ms"}
 
@@ -45,29 +39,6 @@ class Row:
         return None if self.p99_us is None else self.p99_us / self.reference_us - 1.0
 
 
-def _reference_dir() -> Path:
-    spec = importlib.util.find_spec("reference_kernels")
-    return Path(list(spec.submodule_search_locations)[0])
-
-
-def _archive(spec, tier: str, line: str) -> bytes:
-    """A submission holding this tier's reference kernels at the spec's archive paths; on the
-    current line their `neuronxcc.nki` imports become `nki` (the standalone wheel's namespace)."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for fs in spec.files.values():
-            name = next((REFERENCES[tier][fn] for fn in fs.functions if fn in REFERENCES[tier]), None)
-            if name is None:
-                continue
-            data = (_reference_dir() / name).read_bytes()
-            if line == "current":
-                data = data.replace(b"neuronxcc.nki", b"nki")
-            info = tarfile.TarInfo(fs.archive_path)
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def check(spec, setup, cores: tuple[int, ...] = (0,)) -> list[Row]:
     """Grade each tier's references on the spec's timed tests alone (ungated) and compare."""
     from ..grade import GradeOptions, grade
@@ -75,9 +46,10 @@ def check(spec, setup, cores: tuple[int, ...] = (0,)) -> list[Row]:
     timed = tuple(dataclasses.replace(t, gated_by=()) for t in spec.tests if t.timed and t.thresholds_us)
     only_timed = dataclasses.replace(spec, tests=timed, precheck=False)
     rows = []
-    for tier in REFERENCES:
-        submission = submission_from_bytes("references.tar.gz", _archive(only_timed, tier, setup.line), only_timed)
-        report = grade(submission, only_timed, GradeOptions(backend="neuron", seed=0, neuron_cores=cores,
+    for tier, reference in REFERENCE_OF_TIER.items():
+        namespace = "nki" if setup.line == "current" else "neuronxcc.nki"   # the standalone wheel's, on the current line
+        submission = submission_from_bytes("references.tar.gz", archive(only_timed, reference, namespace), only_timed)
+        report = grade(submission, only_timed, GradeOptions(backend=Backend.NEURON, seed=0, neuron_cores=cores,
                                                             run_precheck=False))
         rows += rows_from_report(only_timed, tier, report)
     return rows

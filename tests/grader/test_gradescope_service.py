@@ -141,6 +141,15 @@ def test_service_mode_grades_on_the_service(db, course, site, installed, celery_
     # a second submission of the same student: no hourly limit or in-flight rule (Gradescope regrades)
     again, _ = installed.run({"conv2d.py": OPTIMIZED}, meta=metadata("new.student@example.edu"))
     assert again["score"] == 7.5 and again["extra_data"]["run_id"] != run_id
+    # each says what the course's leaderboard counts, by the service's one best-run rule
+    from store import runs as store_runs
+    assert "it is your counted run on the course's own leaderboard" in results["output"]
+    db.expire_all()
+    counted = store_runs.best_run(db, course["assignment"].id, "sim", user.id)
+    if counted.run_id == again["extra_data"]["run_id"]:
+        assert "it is your counted run" in again["output"]
+    else:
+        assert counted.run_id == run_id and f"stays run {run_id} (7.5/7.5)" in again["output"]
 
     # the student's own mistake is said as such, without an autograder error
     broken, _ = installed.run({"asst4.tar.gz": b"not an archive"})
@@ -206,7 +215,7 @@ def test_a_course_token_reaches_only_its_own_course(db, course, site):
 
 def test_course_token_command(db, course):
     from workers.course_tokens import course_for_token
-    run = [sys.executable, "-m", "grader.cli", "course-token"]
+    run = [sys.executable, "-m", "service.cli", "course-token"]
     env = dict(os.environ)
     created = subprocess.run([*run, "create", "--course", "CS149"], cwd=REPO, env=env, capture_output=True,
                              text=True, timeout=300)

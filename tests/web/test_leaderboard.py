@@ -50,10 +50,10 @@ def test_visibility_follows_the_course_setting(app, client_for, db, course_setup
 
 def test_a_finished_grade_and_a_nickname_show_at_the_next_request(app, client_for, db, course_setup, tiny_reports):
     """With a long cache (as in production), the board is never staler than the last write: a grade
-    finished by a worker (workers.runs.finish) and a nickname change move the assignment's stamp,
+    finished by a worker (store.lifecycle.finish) and a nickname change move the assignment's stamp,
     and the next view recomputes. Students without a nickname get distinct pseudonyms."""
     from webtest_helpers import csrf_of
-    from workers import runs
+    from store import lifecycle as runs
     import web
     app.config["LEADERBOARD_CACHE_SECONDS"] = 3600.0
     other_process = web.create_app({**app.config})        # another server process: a cache of its own

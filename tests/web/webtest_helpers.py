@@ -28,20 +28,19 @@ def csrf_of(html: str) -> str:
 
 def store_graded_run(db, user, assignment, report, filename="conv2d.py", data=OPTIMIZED, flagged=False,
                      seed=424242, finished_at=None):
-    """A finished run as the worker stores one (workers.runs.finish writes the same columns)."""
+    """A finished run as the worker stores one (store.lifecycle.finish writes the same columns)."""
     import hashlib
-    from store.models import GradingRun, Submission, TestResultRow
+    from store import lifecycle
+    from store.models import GradingRun, Submission
     submission = Submission(user_id=user.id, assignment_id=assignment.id, filename=filename, data=data,
                             sha256=hashlib.sha256(data).hexdigest(), size=len(data))
     stored = report.to_json(include_seed=False)
     run = GradingRun(submission=submission, status="done", backend=report.backend, queue="sim", attempts=1,
-                     seed=seed, report=stored, score_total=report.score.total, max_total=report.score.max_total,
-                     thresholds_version=report.thresholds_version, flagged=flagged,
+                     seed=seed, **lifecycle.report_columns(stored), flagged=flagged,
                      flag_reason="flagged in test" if flagged else None,
                      finished_at=finished_at or dt.datetime.now(dt.timezone.utc),
                      progress_done=len(report.tests), progress_total=len(report.tests))
-    run.test_results = [TestResultRow(test_name=t.name, kind=t.kind, status=t.status, points=t.points,
-                                      max_points=t.max_points, p99_us=t.p99_us) for t in report.tests]
+    run.test_results = lifecycle.result_rows(stored)
     db.add(run)
     db.commit()
     return run
@@ -93,4 +92,18 @@ def export(client, name: str, kind: str) -> bytes:
     page = f"/staff/assignments/{name}"
     token = csrf_of(client.get(page).get_data(as_text=True))
     status = finish_task(client, client.post(f"{page}/tasks/{kind}", data={"csrf_token": token}))
+    return client.get(status["download"]).data
+
+
+def export_in_process(client, name: str, kind: str) -> bytes:
+    """As export(), with the staff task done here by the worker's own code instead of a Celery
+    worker process (tests of what an export holds; test_staff.py runs them through a worker)."""
+    from workers import staff_tasks
+    page = f"/staff/assignments/{name}"
+    token = csrf_of(client.get(page).get_data(as_text=True))
+    started = client.post(f"{page}/tasks/{kind}", data={"csrf_token": token})
+    assert started.status_code == 303, started.get_data(as_text=True)
+    staff_tasks.run(int(started.headers["Location"].rsplit("/", 1)[1]))
+    status = client.get(started.headers["Location"] + "/status").get_json()
+    assert status["status"] == "done", status
     return client.get(status["download"]).data

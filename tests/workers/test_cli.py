@@ -26,7 +26,7 @@ from worker_helpers import OPTIMIZED, ROOT
 
 
 def _grader(*args, env=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "grader.cli", *args], cwd=ROOT, env=env or dict(os.environ),
+    return subprocess.run([sys.executable, "-m", "service.cli", *args], cwd=ROOT, env=env or dict(os.environ),
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -74,7 +74,7 @@ def test_serve_starts_everything_embedded_and_ctrl_c_stops_it():
     port = _free_port()
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
-        serve = subprocess.Popen([sys.executable, "-m", "workers.cli", "serve", "--port", str(port)], cwd=ROOT,
+        serve = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port)], cwd=ROOT,
                                  env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                  preexec_fn=die_with_parent(signal.SIGINT))
     try:
@@ -127,7 +127,7 @@ def test_serve_on_a_taken_port_says_so_before_anything_else(tmp_path):
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        out = subprocess.run([sys.executable, "-m", "workers.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
+        out = subprocess.run([sys.executable, "-m", "service.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert f"port {port} on 127.0.0.1 is in use by another program" in out.stderr and "--port" in out.stderr

@@ -69,12 +69,13 @@ def test_trn2_worker_gets_neuron_devices_tools_and_one_core_each():
 
 
 def _grader_parser() -> argparse.ArgumentParser:
-    """The `grader` parser as grader.cli builds it: its own `grade` plus every plugged-in command."""
+    """The `grader` parser as service/cli.py composes it: grader's own `grade` plus every service command."""
+    from service.cli import COMMANDS
     parser = argparse.ArgumentParser(prog="grader", exit_on_error=False)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("grade")
-    for entry in importlib.metadata.entry_points(group="nki_grader.commands"):
-        entry.load()(sub)
+    for register in COMMANDS:
+        register(sub)
     return parser
 
 
@@ -85,7 +86,7 @@ def test_command_resolves_to_our_entry_points(service):
     scripts = {e.name: e.value for e in importlib.metadata.entry_points(group="console_scripts")}
     assert program in scripts, f"{service}: {program!r} is not a console script installed with the project"
     if program == "grader":
-        assert scripts["grader"] == "grader.cli:main"
+        assert scripts["grader"] == "service.cli:main"
         args = _grader_parser().parse_args(command[1:])         # unknown commands or flags raise
         assert callable(args.func)
     elif program == "gunicorn":

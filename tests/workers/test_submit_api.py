@@ -39,7 +39,7 @@ def test_submit_through_the_json_api(db, assignment, student, celery_worker, sit
     celery_worker("sim")
     path = tmp_path / "conv2d.py"
     path.write_bytes(OPTIMIZED)
-    out = subprocess.run([sys.executable, "-m", "grader.cli", "submit", str(path), "--server", site,
+    out = subprocess.run([sys.executable, "-m", "service.cli", "submit", str(path), "--server", site,
                           "--token", token, "--assignment", assignment.name, "--json", str(tmp_path / "r.json")],
                          cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
@@ -57,13 +57,13 @@ def test_submit_through_the_json_api(db, assignment, student, celery_worker, sit
     bad = tmp_path / "bad" / "conv2d.py"
     bad.parent.mkdir()
     bad.write_bytes(b"def fused_conv2d_maxpool(X, W, bias, pool_size:\n")
-    refused = subprocess.run([sys.executable, "-m", "grader.cli", "submit", str(bad), "--server", site,
+    refused = subprocess.run([sys.executable, "-m", "service.cli", "submit", str(bad), "--server", site,
                               "--token", token, "--assignment", assignment.name],
                              cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=600)
     assert refused.returncode == 2 and "syntax" in refused.stderr.lower()
     said = refused.stderr.strip().splitlines()[-1]
     assert said.count("conv2d.py has a syntax error") == 1 and said.count("py_compile") == 1, said
-    wrong_token = subprocess.run([sys.executable, "-m", "grader.cli", "submit", str(path), "--server", site,
+    wrong_token = subprocess.run([sys.executable, "-m", "service.cli", "submit", str(path), "--server", site,
                                   "--token", "nope", "--assignment", assignment.name],
                                  cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=600)
     assert wrong_token.returncode == 2 and "token" in wrong_token.stderr.lower()
@@ -74,7 +74,7 @@ def test_submit_through_the_json_api(db, assignment, student, celery_worker, sit
     with socket.socket() as closed:                   # a port nothing listens on
         closed.bind(("127.0.0.1", 0))
         nowhere = f"http://127.0.0.1:{closed.getsockname()[1]}"
-    unreachable = subprocess.run([sys.executable, "-m", "grader.cli", "submit", str(path), "--server", nowhere,
+    unreachable = subprocess.run([sys.executable, "-m", "service.cli", "submit", str(path), "--server", nowhere,
                                   "--token", token, "--assignment", assignment.name],
                                  cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=600)
     said = unreachable.stderr.strip().splitlines()[-1]

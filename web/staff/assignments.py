@@ -140,7 +140,7 @@ def grant_extension(name: str):
         row = DeadlineExtension(user_id=user.id, assignment_id=assignment.id)
         session.add(row)
     row.deadline, row.granted_by_id = _utc(form.deadline.data), current_user.id
-    session.commit()
+    standings_changed(session, assignment_ids=[assignment.id])   # commits; late runs may count now
     flash(f"{user.email} may submit {name} until {row.deadline:%Y-%m-%d %H:%M} UTC.", "success")
     return redirect(url_for("staff.assignment", name=name), 303)
 

@@ -4,7 +4,6 @@ under gunicorn on 127.0.0.1:PORT. Prints the URL and a first admin's one-time lo
 Ctrl-C (or SIGTERM) stops every part, children first, then Redis and PostgreSQL."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -13,7 +12,17 @@ import threading
 import time
 from pathlib import Path
 
+from grader.vocabulary import Queue
+
 STOP_GRACE_S = 30.0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("serve", help="run the whole service on this machine (Ctrl-C stops it)")
+    p.add_argument("--port", type=int, default=8000,
+                   help="the web site's port on 127.0.0.1 (default 8000; choose another if it is taken)")
+    p.add_argument("--workers", type=int, default=1, help="sim grades at once")
+    p.set_defaults(func=serve)
 
 
 class Child:
@@ -41,13 +50,6 @@ class Child:
         except ProcessLookupError:
             pass
         self.process.wait()
-
-
-def _web_available() -> bool:
-    try:
-        return importlib.util.find_spec("web.bootstrap") is not None and hasattr(__import__("web"), "create_app")
-    except ImportError:
-        return False
 
 
 def _wait_http(url: str, child: Child, timeout: float = 120.0) -> bool:
@@ -105,7 +107,8 @@ def serve(args) -> int:
     from store import session_scope, upgrade
     from store.db import instance_dir, start_embedded
     from store.instance import remember
-    from .broker import EmbeddedRedis
+    from web.bootstrap import first_admin_login_link
+    from workers.broker import EmbeddedRedis
 
     if not 0 < args.port < 65536:
         print(f"grader: --port {args.port} is not a TCP port (1-65535)", file=sys.stderr)
@@ -135,31 +138,26 @@ def serve(args) -> int:
             remember(instance_dir())
         python = sys.executable
         # quiet children (warnings and errors only), so the URL and the admin's link are not buried
-        children.append(Child("worker", [python, "-m", "workers.cli", "worker", "--queue", "sim", "--quiet",
+        children.append(Child("worker", [python, "-m", "workers.cli", "worker", "--queue", Queue.SIM, "--quiet",
                                          "--loglevel", "WARNING", "--concurrency", str(max(1, args.workers))]))
-        children.append(Child("nightly worker", [python, "-m", "workers.cli", "worker", "--queue", "nightly",
+        children.append(Child("nightly worker", [python, "-m", "workers.cli", "worker", "--queue", Queue.NIGHTLY,
                                                  "--quiet", "--loglevel", "WARNING", "--concurrency", "1"]))
-        children.append(Child("staff worker", [python, "-m", "workers.cli", "worker", "--queue", "staff",
+        children.append(Child("staff worker", [python, "-m", "workers.cli", "worker", "--queue", Queue.STAFF,
                                                "--quiet", "--loglevel", "WARNING", "--concurrency", "1"]))
         children.append(Child("beat", [python, "-m", "workers.cli", "beat", "--quiet", "--loglevel", "WARNING"]))
         base_url = f"http://127.0.0.1:{args.port}"
-        if _web_available():
-            web = Child("web", [python, "-m", "gunicorn", "--bind", f"127.0.0.1:{args.port}", "--workers", "2",
-                                "--threads", "4", "--log-level", "warning", "--control-socket",
-                                _control_socket(), "web:create_app()"])
-            children.append(web)
-            if _wait_http(base_url + "/", web):
-                from web.bootstrap import first_admin_login_link
-                with session_scope() as s:
-                    link = first_admin_login_link(s, base_url)
-                print(f"\nnki-grader is serving at {base_url}\nFirst admin sign-in (one-time link): {link}\n"
-                      f"{_instance_note(pg)}Ctrl-C stops everything.", flush=True)
-            else:
-                print("grader serve: the web app did not come up; see its output above", file=sys.stderr)
-                stop.set()
+        web = Child("web", [python, "-m", "gunicorn", "--bind", f"127.0.0.1:{args.port}", "--workers", "2",
+                            "--threads", "4", "--log-level", "warning", "--control-socket",
+                            _control_socket(), "web:create_app()"])
+        children.append(web)
+        if _wait_http(base_url + "/", web):
+            with session_scope() as s:
+                link = first_admin_login_link(s, base_url)
+            print(f"\nnki-grader is serving at {base_url}\nFirst admin sign-in (one-time link): {link}\n"
+                  f"{_instance_note(pg)}Ctrl-C stops everything.", flush=True)
         else:
-            print("\nThe web site is not installed (web.create_app missing): serving the queue only "
-                  "(grader submit, grader queue). Ctrl-C stops everything.", flush=True)
+            print("grader serve: the web app did not come up; see its output above", file=sys.stderr)
+            stop.set()
         while not stop.wait(0.5):
             dead = [c for c in children if not c.alive()]
             if dead:

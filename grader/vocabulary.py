@@ -1,0 +1,128 @@
+"""The words the grader, the store, the workers and the web share, as types: a run's status, a
+test's kind (and which kinds are timed), a test's status, a report's status, the backend a
+kernel runs on, the queue a grade waits in, and the threshold tiers.
+
+Each is a StrEnum: a member is its string (`RunStatus.DONE == "done"`, JSON and the database
+store the plain value), so rows and reports written before these types existed read the same.
+Code names a word through its type, never as a string literal (tests/test_vocabulary.py);
+the CHECK constraints of store/models.py are built from these tuples."""
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    """A grading run's life: queued -> running -> done | failed | infra_error | cancelled."""
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"                  # graded: it has a report and a score
+    FAILED = "failed"              # the submission could not be graded (the student's to fix)
+    INFRA_ERROR = "infra_error"    # ours: retried, then given up
+    CANCELLED = "cancelled"
+
+    @property
+    def final(self) -> bool:
+        return self in FINAL_RUN_STATUSES
+
+
+FINAL_RUN_STATUSES = (RunStatus.DONE, RunStatus.FAILED, RunStatus.INFRA_ERROR, RunStatus.CANCELLED)
+IN_FLIGHT_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+
+class StaffTaskStatus(StrEnum):
+    """A staff task's life (a rescore, regrade or export a TA started): queued -> running -> done | failed."""
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+    @property
+    def final(self) -> bool:
+        return self in (StaffTaskStatus.DONE, StaffTaskStatus.FAILED)
+
+
+class TestKind(StrEnum):
+    __test__ = False               # not a pytest test class
+    CORRECTNESS = "correctness"
+    PERFORMANCE = "performance"
+    EXTRA_CREDIT = "extra_credit"
+
+    @property
+    def timed(self) -> bool:
+        """Timed kinds have thresholds, a p99 and a tier; correctness tests only compare values."""
+        return self in TIMED_KINDS
+
+    @property
+    def title(self) -> str:
+        return KIND_TITLES[self]
+
+
+TIMED_KINDS = (TestKind.PERFORMANCE, TestKind.EXTRA_CREDIT)
+KIND_TITLES = {TestKind.CORRECTNESS: "Correctness", TestKind.PERFORMANCE: "Performance",
+               TestKind.EXTRA_CREDIT: "Extra credit"}
+
+
+class TestStatus(StrEnum):
+    __test__ = False
+    PASSED = "passed"
+    PARTIAL = "partial"            # a timed test in the relaxed tier
+    FAILED = "failed"
+    ERROR = "error"                # the kernel raised or broke a rule
+    SKIPPED = "skipped"            # not run: gated, rejected file, time budget spent
+
+
+class ReportStatus(StrEnum):
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+
+
+class Backend(StrEnum):
+    SIM = "sim"                    # nkisim and its cost model
+    NEURON = "neuron"              # neuronx-cc and a NeuronCore of a Trn2
+
+    @property
+    def title(self) -> str:
+        return BACKEND_TITLES[self]
+
+    @property
+    def queue(self) -> "Queue":
+        return QUEUE_FOR_BACKEND[self]
+
+
+BACKEND_TITLES = {Backend.SIM: "simulated (nkisim)", Backend.NEURON: "Trainium2 hardware"}
+
+
+class Queue(StrEnum):
+    SIM = "sim"
+    TRN2 = "trn2"
+    NIGHTLY = "nightly"            # the reference regression, never ahead of a student's grade
+    STAFF = "staff"                # rescores, regrades and exports TAs start (workers/staff_tasks.py)
+
+
+QUEUE_FOR_BACKEND = {Backend.SIM: Queue.SIM, Backend.NEURON: Queue.TRN2}
+GRADING_QUEUES = tuple(QUEUE_FOR_BACKEND.values())     # where students' runs wait
+
+
+class Tier(StrEnum):
+    """A timed test's threshold levels: at or under optimized, full points; under relaxed, partial."""
+    OPTIMIZED = "optimized"
+    RELAXED = "relaxed"
+
+
+TIERS = tuple(Tier)
+# the optimized threshold is this times the optimized reference kernel's p99 (the relaxed one,
+# the relaxed reference's): nightly proposes thresholds with it, scoring infers the reference
+THRESHOLD_FACTOR = 1.2
+
+
+def values(words) -> tuple[str, ...]:
+    """The plain strings of a vocabulary type or tuple of its members, in order (for CHECK
+    constraints, SQL parameters and forms)."""
+    return tuple(member.value for member in words)
+
+
+# what web templates may name (web/__init__.py puts these in every page's globals)
+TEMPLATE_NAMES = {"RunStatus": RunStatus, "TestKind": TestKind, "TestStatus": TestStatus, "Backend": Backend,
+                  "Tier": Tier, "FINAL_RUN_STATUSES": FINAL_RUN_STATUSES,
+                  "IN_FLIGHT_RUN_STATUSES": IN_FLIGHT_RUN_STATUSES, "TIMED_KINDS": TIMED_KINDS}
