@@ -210,8 +210,13 @@ def test_extra_trailing_parameters_with_defaults_are_fine(signature, spec):
 
 
 def test_the_last_definition_counts(spec):
+    """Python keeps the second definition, so the signature check reads that one: the first, with
+    too few parameters, is not what runs and must not refuse the file."""
     source = b"def fused_conv2d_maxpool(X):\n    pass\n\ndef fused_conv2d_maxpool(X, W, bias, pool_size=1):\n    pass\n"
-    submission_from_bytes("conv2d.py", source, spec)
+    assert submission_from_bytes("conv2d.py", source, spec).files["conv2d"] == source.decode()
+    reversed_order = b"def fused_conv2d_maxpool(X, W, bias, pool_size=1):\n    pass\n\ndef fused_conv2d_maxpool(X):\n    pass\n"
+    with pytest.raises(SubmissionError):
+        submission_from_bytes("conv2d.py", reversed_order, spec)
 
 
 # ----------------------------------------------------------------------------- file names and types
