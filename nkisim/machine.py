@@ -78,7 +78,7 @@ class Machine:
         alloc = Allocation(buffer, tuple(shape), dtype, par_axis, site, name, is_input=is_input,
                            transient=transient, written=is_input, input_index=input_index)
         self.memory.admit(alloc)
-        self.allocations[alloc.id] = AllocInfo(alloc.id, buffer.value, alloc.shape, dtypes.name_of(dtype), par_axis,
+        self.allocations[alloc.id] = AllocInfo(alloc.id, buffer.text, alloc.shape, dtypes.name_of(dtype), par_axis,
                                                name, input_index)
         return DeviceTensor(alloc, alloc.shape, par_axis=par_axis, name=name)
 
