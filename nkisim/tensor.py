@@ -168,8 +168,8 @@ class DeviceTensor:
             start, strides = affine
         else:
             start, strides = self._start, self._strides
-        return Region(alloc.id, alloc.buffer.text, start, self.shape, tuple(s * item for s in strides), item,
-                      name, parts)
+        byte_strides = (strides[0] * item, strides[1] * item) if len(strides) == 2 else tuple(s * item for s in strides)
+        return Region(alloc.id, alloc.buffer.text, start, self.shape, byte_strides, item, name, parts)
 
     def _view(self, shape, *, start=None, strides=None, offsets=None, par_axis=None, invalid=None,
               oob="") -> "DeviceTensor":
