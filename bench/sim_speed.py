@@ -8,7 +8,7 @@
    read of the whole tile, at n and 4n records (target: time ratio near 4, i.e. linear).
 4. Peak RSS of this process (target <= 3 GiB).
 
-    python bench/sim_speed.py [--quick]
+    python bench/sim_speed.py [--quick] [--instructions-only]
 """
 from __future__ import annotations
 
@@ -119,7 +119,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="batch 1 instead of the course's batch 4")
     parser.add_argument("--instructions", type=int, default=100_000)
     parser.add_argument("--writes", type=int, default=5_000, help="one-element writes of the scaling run (n)")
+    parser.add_argument("--instructions-only", action="store_true",
+                        help="only the per-instruction overhead (2.), best of 3 runs by tracing CPU")
     args = parser.parse_args()
+    if args.instructions_only:
+        runs = [per_instruction_overhead(args.instructions) for _ in range(3)]
+        overhead, cpu, trace_cpu, exec_cpu = min(runs, key=lambda r: r[2])
+        print(f"== per-instruction overhead, best of 3: {overhead * 1e6:.1f} us over {args.instructions} "
+              f"tensor_tensor instructions; CPU {cpu * 1e6:.1f} us (again, apart: tracing {trace_cpu * 1e6:.1f} us "
+              f"+ executing {exec_cpu * 1e6:.1f} us)")
+        return
     batch = 1 if args.quick else 4
     print(f"== conv2d correctness tests, optimized reference, batch {batch}")
     sim, ref, cost_s = time_conv_tests(batch)

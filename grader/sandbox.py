@@ -259,6 +259,7 @@ class ChildResult:
     wall_seconds: float
     killed_by: str = ""                  # "timeout", "cancelled", "memory limit", "signal N", ""
     cancelled: bool = False
+    cpu_seconds: float | None = None     # the child's CPU time (user + system); None when not known
 
     @property
     def output(self) -> str:
@@ -655,7 +656,7 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
               f"signal {-rc}" if rc is not None and rc < 0 else
               f"signal {rc - 128}" if rc is not None and rc > 128 else "")
     return ChildResult(rc, timed_out, _text(outs), _text(errs), results[0] if results else b"", bool(cut),
-                       wall, killed, cancelled=job.cancelled)
+                       wall, killed, cancelled=job.cancelled, cpu_seconds=getattr(proc, "cpu_seconds", None))
 
 
 def _wait(job: _Job, deadline: float, cancel: threading.Event | None) -> bool:

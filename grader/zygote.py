@@ -8,7 +8,8 @@ requests, each a JSON message {module, cwd, env} with four descriptors: a reply 
 the write ends of the job's stdout, stderr and result pipes.
 
 For every request it forks a monitor, which forks the job process and reports on the reply
-socket the job's pid, then its exit code (as `subprocess` gives it: negative for a signal).
+socket the job's pid, then its exit code (as `subprocess` gives it: negative for a signal) and
+the CPU seconds it used (user + system, with every process it waited for).
 The job process starts a session of its own, takes the pipes as fds 1, 2 and 3, closes every
 other descriptor, replaces its environment with the job's and runs the module as __main__,
 exactly as `python -I -m MODULE` would; grader.child confines itself first thing as always.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -74,6 +76,7 @@ class _ZygoteChild:
     def __init__(self, pid: int, reply: socket.socket, pending: bytes) -> None:
         self.pid, self._reply, self._buffer = pid, reply, pending
         self.returncode: int | None = None
+        self.cpu_seconds: float | None = None      # user + system, once it has ended
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is not None:
@@ -84,7 +87,9 @@ class _ZygoteChild:
         except socket.timeout:
             raise subprocess.TimeoutExpired("job", timeout) from None
         # a monitor gone without a word: count the job killed
-        self.returncode = -signal.SIGKILL if line is None else int(line)
+        code, _, cpu = (line or b"").partition(b" ")
+        self.returncode = -signal.SIGKILL if line is None else int(code)
+        self.cpu_seconds = float(cpu) if cpu else None
         self._reply.close()
         return self.returncode
 
@@ -93,7 +98,11 @@ class Zygote:
     """The grader's end of grader.zygote: started on first use in each process (a prefork
     worker gets its own), restarted if it died; None from spawn means use a fresh process."""
 
-    PRELOAD = ("numpy", "ml_dtypes", "nkisim", "nkisim.nki", "nkisim.execute", "nkisim.cost", "grader.child")
+    # everything either child imports before its work: an import left to the job costs every
+    # configuration again (grader.sandbox alone ~25 ms, ctypes.util asking ldconfig for libc)
+    PRELOAD = ("numpy", "ml_dtypes", "threadpoolctl", "nkisim", "nkisim.nki", "nkisim.execute", "nkisim.program",
+               "nkisim.platforms", "nkisim.runtime", "nkisim.cost", "nkisim.cost.profile", "grader.sandbox",
+               "grader.jobs", "grader.wire", "grader.child", "grader.executor")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -223,8 +232,8 @@ def _monitor(job: dict, fds: list[int]) -> None:
         for fd in (out, err, result):
             os.close(fd)
         os.write(reply, f"{pid}\n".encode())
-        _, status = os.waitpid(pid, 0)
-        os.write(reply, f"{os.waitstatus_to_exitcode(status)}\n".encode())
+        _, status, usage = os.wait4(pid, 0)     # the job's CPU time, its namespace's processes included
+        os.write(reply, f"{os.waitstatus_to_exitcode(status)} {usage.ru_utime + usage.ru_stime:.6f}\n".encode())
     finally:
         os._exit(0)
 
@@ -279,6 +288,7 @@ def main() -> None:
             importlib.import_module(name)
         except Exception:       # noqa: BLE001 - a job that needs it will import it and fail there
             pass
+    gc.freeze()         # the preloaded objects stay out of every collection: forks share their pages
     serve(control, parent)
 
 

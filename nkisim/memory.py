@@ -31,6 +31,7 @@ class Buffer(enum.Enum):
         # plain attributes: enum properties are slow on the per-instruction path
         self.on_chip = value in ("sbuf", "psum")
         self.is_hbm = not self.on_chip
+        self.text = value       # .value, as a plain attribute (an enum's .value is a descriptor call)
 
     @property
     def nki_name(self) -> str:

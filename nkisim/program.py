@@ -124,11 +124,17 @@ def encode(program: Program) -> bytes:
     dtype_codes: dict[str, int] = {}
     regions = _Table(lambda r: _enc_region(r, arrays, dtype_codes))
 
+    region_index, region_rows = regions.index, regions.rows
+
     def region(r: Region) -> int:
         # by value: every instruction makes its own Region objects, most of them equal (a loop
         # over one tile), and a row per object made a million-instruction program 400 MiB
         key = id(r) if r.offsets is not None else (r.alloc_id, r.start, r.shape, r.strides, r.dtype, r.partitions)
-        return regions(key, r)
+        found = region_index.get(key)          # _Table's lookup inlined: called for every operand
+        if found is None:
+            found = region_index[key] = len(region_rows)
+            region_rows.append(_enc_region(r, arrays, dtype_codes))
+        return found
     sites = _Table(lambda site: [site.filename, site.lineno])
     # what an instruction is, apart from its operands: most of a program repeats a few of these
     heads = _Table(lambda rec: [rec.opcode, int(rec.engine), rec.kind, rec.accumulate, rec.params, rec.attrs])
@@ -141,7 +147,7 @@ def encode(program: Program) -> bytes:
         key = (rec.opcode, rec.engine, rec.kind, rec.accumulate, repr(rec.params), repr(rec.attrs))
         records.append([heads(key if "array" not in key[4] else id(rec), rec),
                         [region(r) for r in rec.reads], [region(r) for r in rec.writes],
-                        [region(r) for r in rec.stores if r.alloc_id in used],
+                        [region(r) for r in rec.stores if r.alloc_id in used] if rec.stores else [],
                         arrays.add(rec.mask) if rec.mask is not None else None,
                         sites(rec.site, rec.site) if rec.site else None])
     outputs = _enc_outputs(program.outputs, regions)
@@ -304,18 +310,31 @@ def decode(data, limits: ProgramLimits | None = None) -> Program:
         _fail("heads must be a list")
     heads = [_head(i, raw, reader) for i, raw in enumerate(heads_raw)]
     records = []
+    n_heads, n_regions, n_sites = len(heads), len(regions_table), len(sites_table)
     for i, raw in enumerate(records_raw):
         if type(raw) is not list or len(raw) != 6:
             _fail(f"instruction {i} is malformed")
         head, reads, writes, stores, mask, site = raw
-        opcode, engine, kind, accumulate, params, attrs = _pick(heads, head, "instruction head")
+        # each index is a plain int inside its table (type() is int rules out bools); the
+        # checks _pick makes, inlined: this loop runs once per instruction
+        if type(head) is not int or not 0 <= head < n_heads:
+            _fail("a instruction head index points nowhere")
+        opcode, engine, kind, accumulate, params, attrs = heads[head]
         regions = []
         for group in (reads, writes, stores):
             if type(group) is not list or len(group) > 8:
                 _fail(f"instruction {i}: bad operand list")
-            regions.append([_pick(regions_table, r, "region") for r in group])
+            for r in group:
+                if type(r) is not int or not 0 <= r < n_regions:
+                    _fail("a region index points nowhere")
+            regions.append([regions_table[r] for r in group])
         mask_arr = reader.array(mask, "mask", "bool") if mask is not None else None
-        site_obj = _pick(sites_table, site, "source site") if site is not None else None
+        if site is None:
+            site_obj = None
+        elif type(site) is int and 0 <= site < n_sites:
+            site_obj = sites_table[site]
+        else:
+            _fail("a source site index points nowhere")
         records.append(TraceRecord(i, opcode, engine, regions[0], regions[1], site_obj, accumulate, dict(attrs),
                                    kind, params, mask_arr, regions[2]))
     outputs = _outputs(h.get("outputs"), regions_table, reader, 0)

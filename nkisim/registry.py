@@ -70,6 +70,15 @@ def kernel_facing(fn: Callable, label: str, signature: inspect.Signature | None 
     return facing
 
 
+def _current_machine():
+    """nkisim.machine.current_machine, imported on the first instruction (machine imports this
+    module) and bound here: an import statement per instruction cost ~1 us."""
+    global _current_machine
+    from .machine import current_machine
+    _current_machine = current_machine
+    return current_machine()
+
+
 def instruction(name: str, *engines: Engine, kinds: tuple[str, ...]):
     """Register `fn(machine, *args, **kwargs)` as instruction `name`, computing one of `kinds`
     (its value semantics); the returned function has the public NKI signature and finds the
@@ -84,8 +93,7 @@ def instruction(name: str, *engines: Engine, kinds: tuple[str, ...]):
 
         @functools.wraps(fn)
         def call(*args, **kwargs):
-            from .machine import current_machine
-            machine = current_machine()
+            machine = _current_machine()
             try:
                 return fn(machine, *args, **kwargs)
             except _PASS_THROUGH:

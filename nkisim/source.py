@@ -42,7 +42,18 @@ def user_frame(skip: int = 1):
     return None
 
 
+_sites: dict[tuple[str, int], SourceSite] = {}
+
+
 def user_site(skip: int = 1) -> SourceSite | None:
     """The line of the kernel that called us (the innermost frame outside nkisim)."""
     frame = user_frame(skip + 1)
-    return None if frame is None else SourceSite(frame.f_code.co_filename, frame.f_lineno)
+    if frame is None:
+        return None
+    key = (frame.f_code.co_filename, frame.f_lineno)
+    site = _sites.get(key)
+    if site is None:        # one object per line (equal by value, so sharing it changes nothing)
+        site = SourceSite(*key)
+        if len(_sites) < 1 << 16:
+            _sites[key] = site
+    return site

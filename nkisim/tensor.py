@@ -56,6 +56,8 @@ def as_shape(shape) -> tuple[int, ...]:
 
 
 def contiguous_strides(shape: tuple) -> tuple[int, ...]:
+    if len(shape) == 2:             # a tile: the common case, kept fast
+        return (max(shape[1], 1), 1)
     strides, step = [], 1
     for n in reversed(shape):
         strides.append(step)
@@ -161,13 +163,13 @@ class DeviceTensor:
             if affine is None:
                 offs = self._offsets
                 bounds = (int(offs.min()), int(offs.max()) + 1, item) if offs.size else (0, 0, 0)
-                return Region(alloc.id, alloc.buffer.value, bounds[0], self.shape, None, item, name, parts,
+                return Region(alloc.id, alloc.buffer.text, bounds[0], self.shape, None, item, name, parts,
                               bounds, offsets=offs)
             start, strides = affine
         else:
             start, strides = self._start, self._strides
-        return Region(alloc.id, alloc.buffer.value, start, self.shape, tuple(s * item for s in strides), item,
-                      name, parts)
+        byte_strides = (strides[0] * item, strides[1] * item) if len(strides) == 2 else tuple(s * item for s in strides)
+        return Region(alloc.id, alloc.buffer.text, start, self.shape, byte_strides, item, name, parts)
 
     def _view(self, shape, *, start=None, strides=None, offsets=None, par_axis=None, invalid=None,
               oob="") -> "DeviceTensor":

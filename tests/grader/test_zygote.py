@@ -69,6 +69,19 @@ def test_a_child_from_the_zygote_sees_only_its_job(tmp_path):
     assert header["status"] == "ok", header
 
 
+def test_a_job_finds_what_either_child_imports_loaded_and_its_cpu_time_comes_back(tmp_path):
+    # the kernel's process never imports the executor's modules itself: found loaded, they were
+    # preloaded by the zygote (an import per job cost each configuration again); it then works
+    # 0.3 s of its own CPU time, which the monitor reports (a count, not a clock race)
+    body = ("import time; print('preloaded', all(m in sys.modules for m in ('grader.executor', "
+            "'grader.wire', 'nkisim.cost.profile', 'nkisim.platforms')))\n"
+            "    while time.process_time() < 0.3: pass")
+    result = run(job_dir(tmp_path, "import sys; " + body))
+    assert result.returncode == 0, result.output
+    assert "preloaded True" in result.stdout
+    assert result.cpu_seconds is not None and result.cpu_seconds >= 0.3
+
+
 def test_exit_codes_signals_and_timeouts_come_back_as_from_a_process(tmp_path):
     exited = run(job_dir(tmp_path, "import os; os._exit(7)"))
     assert exited.returncode == 7 and exited.killed_by == "" and exited.result == b""
