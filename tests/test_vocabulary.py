@@ -29,15 +29,9 @@ NOT_THE_WORD = {
     ("web/staff/tasks.py", "done"): "a field of a staff task's status JSON: runs done so far",
     ("web/staff/console.py", "running"): "a field of the queue stats: the grades running now",
     ("web/staff/__init__.py", "staff"): "the staff blueprint's name",
-}
-# Not converted yet: the staff routes are being reworked for issue 18 (web security); converting
-# them then empties this list. A new literal anywhere else fails the test.
-PENDING = {
-    ("web/staff/assignments.py", "nightly"), ("web/staff/assignments.py", "neuron"),
-    ("web/staff/assignments.py", "trn2"), ("web/staff/assignments.py", "optimized"),
-    ("web/staff/assignments.py", "relaxed"), ("web/staff/console.py", "trn2"),
-    ("web/staff/nightly.py", "optimized"), ("web/staff/nightly.py", "relaxed"),
-    ("web/staff/submissions.py", "running"),
+    ("web/staff/assignments.py", "trn2"): "a spec's platform (Trainium2), not the queue",
+    ("web/staff/assignments.py", "nightly"): "a thresholds version's source, not the queue",
+    ("web/staff/console.py", "trn2"): "a spec's platform (Trainium2), not the queue",
 }
 
 
@@ -55,13 +49,8 @@ def literals() -> set[tuple[str, str]]:
 
 
 def test_no_vocabulary_word_is_spelled_out_in_the_service():
-    unexplained = sorted(literals() - set(NOT_THE_WORD) - PENDING)
+    unexplained = sorted(literals() - set(NOT_THE_WORD))
     assert unexplained == [], "name these through grader.vocabulary's types"
-
-
-def test_the_pending_list_only_shrinks():
-    """When a pending file is converted, its entries must leave PENDING (so it cannot regress)."""
-    assert sorted(PENDING - literals()) == []
 
 
 def test_templates_name_words_through_the_vocabulary():

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 import grader
+from grader.vocabulary import Backend, Tier
 from store.models import Assignment, Course, DeadlineExtension, ThresholdsVersion, User
 from workers import specs
 
@@ -46,7 +47,7 @@ def create_assignment():
     if not form.validate_on_submit():
         raise UserError(f"The assignment was not created: {_form_problems(form)}.", "Correct the form and try again.")
     toml_text, spec = specs.read_spec_file(form.spec.data)
-    if form.backend.data == "neuron" and spec.platform != "trn2":
+    if form.backend.data == Backend.NEURON and spec.platform != "trn2":
         raise UserError(f"The spec {form.spec.data} holds thresholds measured on {spec.platform}, not Trainium2: "
                         "grading it on Trainium2 hardware would hold students to the wrong numbers.",
                         "Choose the simulator, or a spec written for Trainium2.")
@@ -83,8 +84,7 @@ def assignment(name: str):
     derived = {t.name for t in courses.timed_tests(assignment) if t.thresholds_from_references}
     implied = {name: levels for name, levels in implied_for(session, assignment).items() if name in derived}
     # only the tests whose thresholds come from the reference kernels are proposed from the nightly
-    proposal = {name: {"optimized": round(implied.get(name, {}).get("optimized", levels["optimized"]), 1),
-                       "relaxed": round(implied.get(name, {}).get("relaxed", levels["relaxed"]), 1)}
+    proposal = {name: {tier.value: round(implied.get(name, {}).get(tier, levels[tier]), 1) for tier in Tier}
                 for name, levels in in_force.items()}
     form = ThresholdsForm(thresholds=json.dumps(proposal, indent=2),
                           version=f"{dt.date.today().isoformat()}-nightly" if implied else "")

@@ -8,6 +8,8 @@ from flask import render_template
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from grader.references import TIER_OF_REFERENCE
+from grader.vocabulary import Tier
 from store.models import Assignment, NightlyResult
 from workers import enqueue
 
@@ -18,7 +20,7 @@ from . import bp
 NIGHTS_SHOWN = 60
 # which threshold each reference kernel stands for: the course sets the optimized threshold
 # from its optimized kernel and the relaxed one from its plain kernel
-LEVEL_OF_KERNEL = {"conv2d_optimized": "optimized", "conv2d_relaxed": "relaxed"}
+LEVEL_OF_KERNEL = TIER_OF_REFERENCE
 
 
 def implied_for(session: Session, assignment: Assignment) -> dict[str, dict[str, float]]:
@@ -48,7 +50,7 @@ def nightly():
     for (spec_name, kernel, backend), rows in sorted(series.items()):
         rows.reverse()                             # oldest first
         latest = rows[-1]
-        level = LEVEL_OF_KERNEL.get(kernel, "optimized")
+        level = LEVEL_OF_KERNEL.get(kernel, Tier.OPTIMIZED)
         tests = sorted({t for r in rows for t in (r.p99_us or {})})
         charts, table = [], []
         for test in tests:

@@ -9,6 +9,7 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import defer, joinedload
 
 from grader import render
+from grader.vocabulary import RunStatus
 from store.models import BACKENDS, RUN_STATUSES, Assignment, GradingRun, Submission, User
 from workers import enqueue
 
@@ -118,7 +119,7 @@ def rerun(run_id: int):
 @bp.route("/runs/<int:run_id>/cancel", methods=["POST"])
 def cancel(run_id: int):
     status = enqueue.cancel(_action_run(run_id))
-    flash(f"Run {run_id} is {status}" + (" (its worker stops at its next heartbeat)." if status == "running" else "."),
+    flash(f"Run {run_id} is {status}" + (" (its worker stops at its next heartbeat)." if status == RunStatus.RUNNING else "."),
           "success")
     return redirect(url_for("staff.run_detail", run_id=run_id), 303)
 
