@@ -10,7 +10,7 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from grader.vocabulary import IN_FLIGHT_RUN_STATUSES, RunStatus
-from store.models import Assignment, DeadlineExtension, Enrollment, GradingRun, Submission
+from store.models import Assignment, DeadlineExtension, GradingRun, Submission
 from workers import specs
 
 from .accounts import Account, now
@@ -48,10 +48,6 @@ def visible_assignments(session: Session, user: Account) -> list[Assignment]:
         query = query.where(or_(Assignment.course_id.in_(user.staff_course_ids),
                                 and_(Assignment.active, Assignment.course_id.in_(list(user.course_roles)))))
     return list(session.scalars(query))
-
-
-def course_ids_of(session: Session, user_id: int) -> set[int]:
-    return set(session.scalars(select(Enrollment.course_id).where(Enrollment.user_id == user_id)))
 
 
 def staff_assignment(session: Session, user: Account, name: str) -> Assignment:

@@ -87,23 +87,23 @@ def finish_task(client, response, timeout: float = 300) -> dict:
     return status
 
 
-def export(client, name: str, kind: str) -> bytes:
-    """An assignment's export as a TA gets it: start the task, wait for the worker, download."""
+def start_task(client, name: str, kind: str):
+    """A TA presses a staff task's button on the assignment page; the response redirects to it."""
     page = f"/staff/assignments/{name}"
     token = csrf_of(client.get(page).get_data(as_text=True))
-    status = finish_task(client, client.post(f"{page}/tasks/{kind}", data={"csrf_token": token}))
-    return client.get(status["download"]).data
+    return client.post(f"{page}/tasks/{kind}", data={"csrf_token": token})
+
+
+def export(client, name: str, kind: str) -> bytes:
+    """An assignment's export as a TA gets it: start the task, wait for the worker, download."""
+    return client.get(finish_task(client, start_task(client, name, kind))["download"]).data
 
 
 def export_in_process(client, name: str, kind: str) -> bytes:
     """As export(), with the staff task done here by the worker's own code instead of a Celery
     worker process (tests of what an export holds; test_staff.py runs them through a worker)."""
     from workers import staff_tasks
-    page = f"/staff/assignments/{name}"
-    token = csrf_of(client.get(page).get_data(as_text=True))
-    started = client.post(f"{page}/tasks/{kind}", data={"csrf_token": token})
+    started = start_task(client, name, kind)
     assert started.status_code == 303, started.get_data(as_text=True)
     staff_tasks.run(int(started.headers["Location"].rsplit("/", 1)[1]))
-    status = client.get(started.headers["Location"] + "/status").get_json()
-    assert status["status"] == "done", status
-    return client.get(status["download"]).data
+    return client.get(finish_task(client, started, timeout=0)["download"]).data

@@ -15,7 +15,7 @@ from grader.vocabulary import Backend, Tier
 from store.models import Assignment, Course, DeadlineExtension, ThresholdsVersion, User
 from workers import specs
 
-from .. import courses, db, thresholds
+from .. import accounts, courses, db, thresholds
 from ..errors import UserError
 from ..forms import AssignmentForm, ExtensionForm, SimpleActionForm, ThresholdsForm, VisibilityForm
 from ..leaderboard import standings_changed
@@ -131,7 +131,7 @@ def grant_extension(name: str):
     if not form.validate_on_submit():
         raise UserError(f"The extension was not granted: {_form_problems(form)}.", "Correct the form and try again.")
     user = session.scalar(select(User).where(User.email == form.email.data.strip().lower()))
-    if user is None or assignment.course_id not in courses.course_ids_of(session, user.id):
+    if user is None or assignment.course_id not in accounts.course_roles(session, user.id):
         raise UserError(f"No one in {assignment.course.name} has the email {form.email.data!r}.",
                         "Import them with the course's roster first.", 404)
     row = session.scalar(select(DeadlineExtension).where(DeadlineExtension.user_id == user.id,
