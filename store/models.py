@@ -367,6 +367,7 @@ class StaffTask(Base):
     result_type: Mapped[str | None] = mapped_column(String(100))
     created_at: Mapped[dt.datetime] = _now()
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))   # its worker is alive
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
 
     assignment: Mapped[Assignment] = relationship()

@@ -16,7 +16,7 @@ from store.db import session_scope
 from store.lifecycle import now
 from store.models import GradingRun
 
-from . import settings
+from . import settings, staff_tasks
 from .app import QUEUES, app
 from .broker import client_for
 from .publish import resend
@@ -64,10 +64,14 @@ def reap_once() -> dict:
             held = broker_task_ids()
             lost = [run_id for run_id, task_id in waiting if task_id not in held]
         sent = resend(s, requeue + lost)
-    if requeue or lost or given_up:
-        log.warning("reaper: re-queued %s (dead worker), re-sent %s (lost message), gave up on %s",
-                    requeue, lost, given_up)
-    return {"requeued": requeue, "resent_lost": lost, RunStatus.INFRA_ERROR: given_up, "sent": sent}
+        tasks_requeued, tasks_failed = staff_tasks.reap_stalled(s, stale)
+        s.commit()
+    staff_tasks.resend(tasks_requeued)
+    if requeue or lost or given_up or tasks_requeued or tasks_failed:
+        log.warning("reaper: re-queued %s (dead worker), re-sent %s (lost message), gave up on %s; staff tasks "
+                    "re-queued %s, failed %s", requeue, lost, given_up, tasks_requeued, tasks_failed)
+    return {"requeued": requeue, "resent_lost": lost, RunStatus.INFRA_ERROR: given_up, "sent": sent,
+            "staff_tasks_requeued": tasks_requeued, "staff_tasks_failed": tasks_failed}
 
 
 class Reaper(threading.Thread):

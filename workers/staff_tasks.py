@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 from typing import Callable
 
 from sqlalchemy import func, select, update
@@ -19,7 +20,7 @@ from store import lifecycle
 from store.db import session_scope
 from store.models import Assignment, GradingRun, StaffTask, Submission
 
-from . import enqueue, exports, specs
+from . import enqueue, exports, settings, specs
 
 log = logging.getLogger(__name__)
 
@@ -40,20 +41,51 @@ def start(session: Session, kind: str, assignment: Assignment, requested_by: int
     task = StaffTask(kind=kind, assignment_id=assignment.id, requested_by_id=requested_by)
     session.add(task)
     session.commit()
-    from .tasks import staff_task
-    staff_task.apply_async((task.id,), queue=QUEUE)
+    resend([task.id])
     return task
 
 
 def run(task_id: int) -> None:
-    """Does the task once: a second delivery finds it claimed or finished and does nothing."""
+    """Does the task once: a second delivery finds it claimed or finished and does nothing. While
+    it runs, its row's heartbeat is touched; a task whose worker died is the reaper's
+    (reap_stalled)."""
     with session_scope() as s:
         claimed = s.execute(update(StaffTask).where(StaffTask.id == task_id, StaffTask.status == StaffTaskStatus.QUEUED)
-                            .values(status=StaffTaskStatus.RUNNING, started_at=now()).returning(StaffTask.kind)).first()
+                            .values(status=StaffTaskStatus.RUNNING, started_at=now(), heartbeat_at=now())
+                            .returning(StaffTask.kind)).first()
         s.commit()
     if claimed is None:
         return
+    beating = _Heartbeat(task_id, settings.load().heartbeat_s)
+    beating.start()
+    try:
+        _do(task_id)
+    finally:
+        beating.stop()
 
+
+class _Heartbeat(threading.Thread):
+    def __init__(self, task_id: int, every_s: float) -> None:
+        super().__init__(name=f"heartbeat-staff-task-{task_id}", daemon=True)
+        self.task_id, self.every_s, self.stopped = task_id, every_s, threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.every_s):
+            try:
+                with session_scope() as s:
+                    s.execute(update(StaffTask).where(StaffTask.id == self.task_id,
+                                                      StaffTask.status == StaffTaskStatus.RUNNING)
+                              .values(heartbeat_at=now()))
+                    s.commit()
+            except Exception:                 # database blip: next beat
+                log.warning("heartbeat for staff task %s failed", self.task_id, exc_info=True)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join()
+
+
+def _do(task_id: int) -> None:
     def progress(done: int, total: int) -> None:
         with session_scope() as s:
             s.execute(update(StaffTask).where(StaffTask.id == task_id)
@@ -66,7 +98,7 @@ def run(task_id: int) -> None:
             values = DO[task.kind](s, task.assignment, progress)
             s.commit()
         with session_scope() as s:
-            s.execute(update(StaffTask).where(StaffTask.id == task_id)
+            s.execute(update(StaffTask).where(StaffTask.id == task_id, StaffTask.status == StaffTaskStatus.RUNNING)
                       .values(status=StaffTaskStatus.DONE, finished_at=now(), **values))
             s.commit()
     except Exception as err:          # the page says what went wrong; the log has the trace
@@ -75,6 +107,38 @@ def run(task_id: int) -> None:
             s.execute(update(StaffTask).where(StaffTask.id == task_id)
                       .values(status=StaffTaskStatus.FAILED, finished_at=now(), error=f"{type(err).__name__}: {err}"[:2000]))
             s.commit()
+
+
+# Doing these again from the start gives the same result; a regrade done twice queues runs twice.
+REPEATABLE = ("rescore", "grades_csv", "gradescope_zip")
+
+
+def reap_stalled(session: Session, stale: dt.datetime) -> tuple[list[int], list[int]]:
+    """Tasks whose worker stopped heart-beating (killed halfway): a repeatable one goes back to
+    the queue for another worker; a regrade fails, saying so, since doing it again would queue
+    some students' runs twice. Returns (requeued, failed) task ids; the caller commits."""
+    stalled = session.execute(select(StaffTask.id, StaffTask.kind, StaffTask.heartbeat_at).where(
+        StaffTask.status == StaffTaskStatus.RUNNING, StaffTask.heartbeat_at < stale)).all()
+    requeued, failed = [], []
+    for task_id, kind, last in stalled:
+        still = (StaffTask.id == task_id, StaffTask.status == StaffTaskStatus.RUNNING, StaffTask.heartbeat_at == last)
+        if kind in REPEATABLE:
+            if session.execute(update(StaffTask).where(*still).values(status=StaffTaskStatus.QUEUED, started_at=None,
+                                                                      progress_done=0)).rowcount:
+                requeued.append(task_id)
+        elif session.execute(update(StaffTask).where(*still).values(
+                status=StaffTaskStatus.FAILED, finished_at=now(),
+                error=f"The worker doing this task stopped (last seen {last:%Y-%m-%d %H:%M:%S} UTC) after "
+                      f"queuing some of the runs. See the submissions list for what was queued, then start "
+                      f"the regrade again if students are missing.")).rowcount:
+            failed.append(task_id)
+    return requeued, failed
+
+
+def resend(task_ids: list[int]) -> None:
+    from .tasks import staff_task
+    for task_id in task_ids:
+        staff_task.apply_async((task_id,), queue=QUEUE)
 
 
 # ----- the kinds ---------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ def upgrade() -> None:
     sa.Column('result_type', sa.String(length=100), nullable=True),
     sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
     sa.Column('started_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('heartbeat_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
     sa.CheckConstraint("kind IN ('rescore', 'regrade', 'grades_csv', 'gradescope_zip')", name=op.f('ck_staff_tasks_kind_valid')),
     sa.CheckConstraint("status IN ('queued', 'running', 'done', 'failed')", name=op.f('ck_staff_tasks_status_valid')),
