@@ -77,19 +77,18 @@ def account_for(session: Session, user: User, session_token: str | None = None) 
     return Account(user, course_roles(session, user.id), session_token)
 
 
-def may_act_for(session: Session, actor: Account, target: User) -> bool:
+def may_act_for(session: Session, actor: Account, target: User, theirs: dict[int, str] | None = None) -> bool:
     """May `actor` get a sign-in link for `target` (which is acting as them)? Admins may for
     anyone. Anyone else only for a non-admin enrolled somewhere, who in every course they are
-    in holds a lower role than the actor holds there: a TA of one course must not become,
-    through a student who is a TA elsewhere, staff of another course."""
+    in holds a role the actor could give there: a TA of one course must not become, through a
+    student who is a TA elsewhere, staff of another course. `theirs`: the target's course roles,
+    when the caller has them already."""
     if actor.is_admin:
         return True
     if target.role == "admin" or target.id == actor.id:
         return False
-    theirs = course_roles(session, target.id)
-    return bool(theirs) and all(actor.course_roles.get(course) in STAFF_ROLES and
-                                COURSE_RANK[role] < COURSE_RANK[actor.course_roles[course]]
-                                for course, role in theirs.items())
+    theirs = course_roles(session, target.id) if theirs is None else theirs
+    return bool(theirs) and all(actor.may_give(course, role) for course, role in theirs.items())
 
 
 def now() -> dt.datetime:

@@ -28,15 +28,18 @@ def _people(session):
     if not current_user.is_admin:
         courses = courses.where(Course.id.in_(current_user.staff_course_ids))
     courses = session.scalars(courses).all()
-    roles: dict[int, dict[str, str]] = defaultdict(dict)
-    for user_id, name, role in session.execute(select(Enrollment.user_id, Course.name, Enrollment.role)
-                                               .join(Course, Course.id == Enrollment.course_id)):
+    roles: dict[int, dict[str, str]] = defaultdict(dict)          # user -> {course name: role}, shown
+    by_id: dict[int, dict[int, str]] = defaultdict(dict)          # user -> {course id: role}, for may_act_for
+    for user_id, course_id, name, role in session.execute(
+            select(Enrollment.user_id, Course.id, Course.name, Enrollment.role).join(Course, Course.id == Enrollment.course_id)):
         roles[user_id][name] = role
+        by_id[user_id][course_id] = role
     users = select(User).order_by(User.email)
     if not current_user.is_admin:
         users = users.where(User.id.in_(select(Enrollment.user_id).where(
             Enrollment.course_id.in_(current_user.staff_course_ids))))
-    people = [(u, roles.get(u.id, {}), may_act_for(session, current_user, u)) for u in session.scalars(users)]
+    people = [(u, roles.get(u.id, {}), may_act_for(session, current_user, u, by_id.get(u.id, {})))
+              for u in session.scalars(users)]
     return people, [c.name for c in courses]
 
 
