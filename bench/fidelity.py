@@ -309,7 +309,6 @@ ALTERNATIVE_FACTS = ("B1", "B2", "B4", "B5", "B6", "P3", "C2")
 
 def report_alternatives() -> None:
     """The facts the DMA-issue choice moves, under each alternative model."""
-    import dataclasses
     runs = [(label, nkisim.run_kernel(kernel, inputs, {}, compile_options=options), kind, measured, "latency")
             for label, kernel, inputs, options, kind, measured in calibration_points()
             if label.startswith(ALTERNATIVE_FACTS)]
@@ -317,17 +316,23 @@ def report_alternatives() -> None:
     for label, kernel in (("C5 1,338 DMAs fp16 (<= 1002)", calibration.c5_three_row_dmas),
                           ("C5 3,112 DMAs fp16 (<= 1002)", calibration.c5_one_row_dmas)):
         runs.append((label, nkisim.run_kernel(kernel, large16, {}), "bench", 1002, "bound"))
-    names = list(ALTERNATIVES)
-    print("\nDMA issue: the facts under each alternative (error; for a bound, the predicted us)")
-    print(f"{'fact':34}" + "".join(f" {n:>29}" for n in names))
+    _alternatives_table("DMA issue", runs, ALTERNATIVES, 29, "{us:8.0f} us {verdict}")
+
+
+def _alternatives_table(title: str, runs: list, alternatives: dict, width: int, bound_cell: str) -> None:
+    """One row per fact, one column per alternative: its error, or for a bound the predicted us."""
+    import dataclasses
+    names = list(alternatives)
+    print(f"\n{title}: the facts under each alternative (error; for a bound, the predicted us)")
+    print(f"{'fact':34}" + "".join(f" {n:>{width}}" for n in names))
     for label, run, kind, measured, what in runs:
         cells = []
         for name in names:
-            params = dataclasses.replace(cost.DEFAULT_PARAMS, **ALTERNATIVES[name])
+            params = dataclasses.replace(cost.DEFAULT_PARAMS, **alternatives[name])
             us = cost.estimate(run, params, measurement=kind).total_us
-            cells.append(f"{us:8.0f} us {'holds' if us <= measured else 'MISSED'}" if what == "bound"
+            cells.append(bound_cell.format(us=us, verdict="holds" if us <= measured else "MISSED") if what == "bound"
                          else f"{us / measured - 1:+.1%}")
-        print(f"{label[:34]:34}" + "".join(f" {c:>29}" for c in cells))
+        print(f"{label[:34]:34}" + "".join(f" {c:>{width}}" for c in cells))
 
 
 # The issue's candidate for small fp16 kernels (18-27% too fast on hardware): a per-descriptor
@@ -341,7 +346,6 @@ SMALL_DMA_FACTS = ("B2", "B4", "P3", "C2", "C3")
 
 def report_small_dma_alternatives() -> None:
     """The facts a small-descriptor cost moves, under each size or cost tried."""
-    import dataclasses
     runs = [(label, nkisim.run_kernel(kernel, inputs, {}, compile_options=options), kind, measured, "latency")
             for label, kernel, inputs, options, kind, measured in calibration_points()
             if label.startswith(SMALL_DMA_FACTS)]
@@ -350,17 +354,7 @@ def report_small_dma_alternatives() -> None:
         "profile", 53.0, "latency"))
     runs.append(("C3 SBUF element gather (<= 1365)", nkisim.run_kernel(
         calibration.c3_sbuf_gather, conv_inputs(224, 224, "float16"), {}), "bench", 1365, "bound"))
-    names = list(SMALL_DMA_ALTERNATIVES)
-    print("\nsmall DMA descriptors: the facts under each alternative (error; for a bound, the predicted us)")
-    print(f"{'fact':34}" + "".join(f" {n:>17}" for n in names))
-    for label, run, kind, measured, what in runs:
-        cells = []
-        for name in names:
-            params = dataclasses.replace(cost.DEFAULT_PARAMS, **SMALL_DMA_ALTERNATIVES[name])
-            us = cost.estimate(run, params, measurement=kind).total_us
-            cells.append(f"{us:5.0f} {'holds' if us <= measured else 'MISSED'}" if what == "bound"
-                         else f"{us / measured - 1:+.1%}")
-        print(f"{label[:34]:34}" + "".join(f" {c:>17}" for c in cells))
+    _alternatives_table("small DMA descriptors", runs, SMALL_DMA_ALTERNATIVES, 17, "{us:5.0f} {verdict}")
 
 
 def main() -> None:
