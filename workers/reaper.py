@@ -59,19 +59,20 @@ def reap_once() -> dict:
         lost_before = now() - dt.timedelta(seconds=conf.lost_after_s)
         waiting = s.execute(select(GradingRun.id, GradingRun.celery_task_id).where(
             GradingRun.status == RunStatus.QUEUED, GradingRun.queued_at < lost_before)).all()
-        lost = []
-        if waiting:
-            held = broker_task_ids()
-            lost = [run_id for run_id, task_id in waiting if task_id not in held]
+        held = broker_task_ids()
+        lost = [run_id for run_id, task_id in waiting if task_id not in held]
         sent = resend(s, requeue + lost)
         tasks_requeued, tasks_failed = staff_tasks.reap_stalled(s, stale)
+        tasks_lost = staff_tasks.lost(s, held, lost_before)
         s.commit()
-    staff_tasks.resend(tasks_requeued)
-    if requeue or lost or given_up or tasks_requeued or tasks_failed:
+    staff_tasks.resend(tasks_requeued + tasks_lost)
+    if requeue or lost or given_up or tasks_requeued or tasks_failed or tasks_lost:
         log.warning("reaper: re-queued %s (dead worker), re-sent %s (lost message), gave up on %s; staff tasks "
-                    "re-queued %s, failed %s", requeue, lost, given_up, tasks_requeued, tasks_failed)
+                    "re-queued %s, failed %s, re-sent %s (lost message)", requeue, lost, given_up, tasks_requeued,
+                    tasks_failed, tasks_lost)
     return {"requeued": requeue, "resent_lost": lost, RunStatus.INFRA_ERROR: given_up, "sent": sent,
-            "staff_tasks_requeued": tasks_requeued, "staff_tasks_failed": tasks_failed}
+            "staff_tasks_requeued": tasks_requeued, "staff_tasks_failed": tasks_failed,
+            "staff_tasks_resent": tasks_lost}
 
 
 class Reaper(threading.Thread):

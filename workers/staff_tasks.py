@@ -135,10 +135,23 @@ def reap_stalled(session: Session, stale: dt.datetime) -> tuple[list[int], list[
     return requeued, failed
 
 
+def message_id(task_id: int) -> str:
+    """The broker message of a task carries an id derived from the task's row, so the reaper can
+    tell whether the broker still holds it (a second message of the same task does nothing)."""
+    return f"staff-task-{task_id}"
+
+
+def lost(session: Session, held: set[str], queued_before: dt.datetime) -> list[int]:
+    """Queued tasks, older than `queued_before`, whose message the broker no longer holds."""
+    waiting = session.execute(select(StaffTask.id).where(StaffTask.status == StaffTaskStatus.QUEUED,
+                                                         StaffTask.created_at < queued_before)).scalars()
+    return [task_id for task_id in waiting if message_id(task_id) not in held]
+
+
 def resend(task_ids: list[int]) -> None:
     from .tasks import staff_task
     for task_id in task_ids:
-        staff_task.apply_async((task_id,), queue=QUEUE)
+        staff_task.apply_async((task_id,), queue=QUEUE, task_id=message_id(task_id))
 
 
 # ----- the kinds ---------------------------------------------------------------------------------

@@ -58,3 +58,22 @@ def test_a_live_task_is_left_alone(db, assignment):
     assert task.id not in reaped["staff_tasks_requeued"] + reaped["staff_tasks_failed"]
     db.expire_all()
     assert db.get(StaffTask, task.id).status == "running"
+
+
+def test_a_task_whose_message_the_broker_lost_is_sent_again(db, assignment, broker, celery_worker, monkeypatch):
+    from workers import staff_tasks
+    from workers.broker import client_for
+    from workers.reaper import reap_once
+    task = staff_tasks.start(db, "rescore", assignment, None)
+    client_for(broker.url).flushall()             # the broker forgot it (say, Redis lost its disk)
+    monkeypatch.setenv("NKI_LOST_AFTER_S", "0")
+    assert reap_once()["staff_tasks_resent"] == [task.id]
+    assert reap_once()["staff_tasks_resent"] == []            # the broker holds it now: not sent twice
+    celery_worker("staff")
+
+    def finished():
+        db.expire_all()
+        row = db.get(StaffTask, task.id)
+        return row if row.status in ("done", "failed") else None
+    row = wait_for(finished, 300, "the staff worker to do the re-sent rescore")
+    assert row.status == "done", row.error
