@@ -9,6 +9,7 @@ import datetime as dt
 import hashlib
 import secrets
 
+from flask import g, request
 from flask_login import UserMixin
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -162,6 +163,16 @@ def new_api_token(session: Session, user: User, label: str) -> str:
     token = "nkig_" + secrets.token_urlsafe(32)
     session.add(ApiToken(user_id=user.id, token_hash=token_hash(token), label=label[:100]))
     return token
+
+
+def bearer_user(session: Session) -> User | None:
+    """The user of the request's `Authorization: Bearer` token, looked up once per request (the
+    upload limit keys on it before the view authenticates with it); None without a valid one."""
+    if "bearer_user" not in g:
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        found = scheme.lower() == "bearer" and token.strip()
+        g.bearer_user = user_for_api_token(session, token.strip()) if found else None
+    return g.bearer_user
 
 
 def user_for_api_token(session: Session, token: str) -> User | None:

@@ -28,7 +28,7 @@ def token_required(view):
             raise UserError("This API needs an API token.", "Send 'Authorization: Bearer <token>'; create a "
                             "token on your account page.", 401)
         session = db.session()
-        user = accounts.user_for_api_token(session, token.strip())
+        user = accounts.bearer_user(session)
         if user is None:
             raise UserError("The API token is unknown or revoked.", "Create a new token on your account page.", 401)
         session.commit()

@@ -34,7 +34,7 @@ def _uploader_key() -> str:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         from . import accounts, db
-        user = accounts.user_for_api_token(db.session(), token.strip())
+        user = accounts.bearer_user(db.session())
         if user is not None:
             return f"user:{user.id}"
     elif current_user.is_authenticated:
