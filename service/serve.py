@@ -21,7 +21,7 @@ def register(sub) -> None:
     p = sub.add_parser("serve", help="run the whole service on this machine (Ctrl-C stops it)")
     p.add_argument("--port", type=int, default=8000,
                    help="the web site's port on 127.0.0.1 (default 8000; choose another if it is taken)")
-    p.add_argument("--workers", type=int, default=1, help="sim grades at once")
+    p.add_argument("--workers", type=int, help="simulator grades at once (default: one per CPU core, as memory allows)")
     p.set_defaults(func=serve)
 
 
@@ -109,7 +109,11 @@ def serve(args) -> int:
     from store.instance import remember
     from web.bootstrap import first_admin_login_link
     from workers.broker import EmbeddedRedis
+    from workers.capacity import sim_grades_at_once
 
+    if args.workers is not None and args.workers < 1:
+        print(f"grader: --workers {args.workers}: give at least 1 (or leave it out: one per CPU core)", file=sys.stderr)
+        return 2
     if not 0 < args.port < 65536:
         print(f"grader: --port {args.port} is not a TCP port (1-65535)", file=sys.stderr)
         return 2
@@ -139,7 +143,7 @@ def serve(args) -> int:
         python = sys.executable
         # quiet children (warnings and errors only), so the URL and the admin's link are not buried
         children.append(Child("worker", [python, "-m", "workers.cli", "worker", "--queue", Queue.SIM, "--quiet",
-                                         "--loglevel", "WARNING", "--concurrency", str(max(1, args.workers))]))
+                                         "--loglevel", "WARNING", "--concurrency", str(args.workers or sim_grades_at_once())]))
         children.append(Child("nightly worker", [python, "-m", "workers.cli", "worker", "--queue", Queue.NIGHTLY,
                                                  "--quiet", "--loglevel", "WARNING", "--concurrency", "1"]))
         children.append(Child("staff worker", [python, "-m", "workers.cli", "worker", "--queue", Queue.STAFF,

@@ -52,7 +52,7 @@ def register_worker(sub) -> None:
                    help="sim: student grades on the simulator; trn2: on Trainium; nightly: the reference "
                         "regression, apart so student grades never wait behind it; staff: rescores, "
                         "regrades and exports TAs start")
-    p.add_argument("--concurrency", type=int, help="grades at once (sim: default 1; trn2: one per core)")
+    p.add_argument("--concurrency", type=int, help="grades at once (sim: default one per CPU core, as memory allows; trn2: one per NeuronCore)")
     p.add_argument("--cores", help="trn2: NeuronCores to use, e.g. 0,1,2,3 (default $NKI_NEURON_CORES, else "
                                    "every NeuronCore of the instance)")
     p.add_argument("--name", help="worker name; %%h is the host name (default grader-<queue>-<pid>@%%h)")
@@ -69,7 +69,8 @@ def _worker(args) -> int:
     if args.time_budget is not None and args.time_budget <= 0:
         return _fail("--time-budget must be a positive number of seconds")
     name = (args.name or f"grader-{args.queue}-{os.getpid()}@%h").replace("%h", socket.gethostname())
-    concurrency = args.concurrency or 1
+    from .capacity import sim_grades_at_once
+    concurrency = args.concurrency or (sim_grades_at_once() if args.queue == Queue.SIM else 1)
     if args.queue == Queue.TRN2:
         from grader.neuron import NeuronUnavailable, detect
         try:
