@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from capability_marker import (pytest_configure, pytest_runtest_call, pytest_runtest_setup,  # noqa: F401 (hooks)
+                               pytest_terminal_summary)
 from service_processes import die_with_parent
 from service_waits import wait_for
 

@@ -29,14 +29,13 @@ import pytest
 from grader import render
 from grader.grade import GradeOptions, _job_root, grade
 from grader.report import MESSAGE_LIMIT, OUTPUT_LIMIT
-from grader.sandbox import Limits, capabilities
+from grader.sandbox import Limits
 from grader.spec import parse
 from grader.submission import Submission
 from grader.zygote import ZYGOTE
 
 ROOT = Path(__file__).resolve().parents[2]
 HONEST = (ROOT / "reference_kernels" / "conv2d_relaxed.py").read_text()
-CAPS = capabilities()
 
 CONFIG = dict(batch=1, c_in=128, c_out=128, height=10, width=10, k=3, bias=True, pool=1, dtype="float32")
 SPEC = parse({
@@ -671,8 +670,7 @@ def test_an_infinite_loop_times_out():
     assert_nothing_earned(graded(INFINITE_LOOP, wall_seconds=SHORT_WALL), "3 s")
 
 
-needs_pids_cgroup = pytest.mark.skipif(not CAPS.pids_cgroup and os.geteuid() == 0,
-                                       reason="running as root without a pids cgroup: RLIMIT_NPROC does not bind root")
+needs_pids_cgroup = pytest.mark.needs("process_cap")
 
 
 @needs_pids_cgroup
@@ -695,7 +693,7 @@ def test_a_memory_bomb_hits_the_address_space_limit():
     assert "MemoryError" in result.message or "died" in result.message, result.message
 
 
-@pytest.mark.skipif(not CAPS.memory_cgroup, reason="no memory cgroup on this machine")
+@pytest.mark.needs("memory_cgroup")
 def test_memory_held_outside_the_address_space_stops_at_the_memory_cgroup(grader_stays_healthy):
     """memfd files grown with fallocate count against no rlimit; the job's memory cgroup (here
     256 MiB, no swap) stops them: the kernel kills the hoarder, and the report says why."""
@@ -706,8 +704,7 @@ def test_memory_held_outside_the_address_space_stops_at_the_memory_cgroup(grader
 
 # ----------------------------------------------------------------------------- attacking processes
 
-needs_pid_namespace = pytest.mark.skipif(
-    not CAPS.pid, reason="no PID namespace: the child could signal the grader itself")
+needs_pid_namespace = pytest.mark.needs("pid_namespace")     # or the child could signal the grader
 
 
 @needs_pid_namespace
@@ -735,7 +732,7 @@ def test_killing_every_visible_process_reaches_nothing_outside(grader_stays_heal
     assert_nothing_earned(graded(KILL_EVERYONE), "kill(-1): No such process; killed 0 processes by number")
 
 
-@pytest.mark.skipif(not CAPS.private_proc, reason="no private /proc on this machine")
+@pytest.mark.needs("private_proc")
 def test_the_child_sees_no_host_process_and_not_the_graders_command_line():
     result = assert_nothing_earned(graded(proc_snoop(os.getpid())), "wrong output")
     line = next(x for x in result.output.splitlines() if x.startswith("PROC "))
@@ -747,7 +744,7 @@ def test_the_child_sees_no_host_process_and_not_the_graders_command_line():
 
 # ----------------------------------------------------------------------------- the network and the file system
 
-@pytest.mark.skipif(not CAPS.net, reason="no network namespace on this machine")
+@pytest.mark.needs("net_namespace")
 def test_the_network_is_unreachable_even_on_loopback():
     with socket.socket() as listener:          # a service on the grader's loopback, like a task broker
         listener.bind(("127.0.0.1", 0))
@@ -762,7 +759,7 @@ def test_the_network_is_unreachable_even_on_loopback():
     assert "connected" not in result.message
 
 
-@pytest.mark.skipif(not CAPS.package_view, reason="no package-only view on this machine")
+@pytest.mark.needs("package_view")
 def test_the_child_sees_its_job_and_packages_only_and_cannot_change_anything():
     leftover = Path(_job_root()) / "run-crashed" / "conv-0"      # what a crashed grade leaves behind
     leftover.mkdir(parents=True, exist_ok=True)
@@ -796,7 +793,7 @@ def test_the_child_sees_its_job_and_packages_only_and_cannot_change_anything():
     assert not Path("/etc/_hostile_probe").exists()
 
 
-@pytest.mark.skipif(not CAPS.unprivileged, reason="the child cannot drop to a uid of its own on this machine")
+@pytest.mark.needs("own_uid")
 def test_the_child_runs_as_nobody_and_cannot_read_private_files():
     secret = Path.home() / "_hostile_secret"          # a root-only file in root's 0700 home
     secret.write_text("api-key-123")
