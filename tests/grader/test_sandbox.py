@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 
 from grader import sandbox
-from grader.sandbox import Limits, capabilities, kill_all_children, minimal_env, run_child
+from grader.sandbox import Capabilities, Limits, capabilities, kill_all_children, minimal_env, run_child
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPS = capabilities()
 DEADLINE = 60.0
 
-needs_view = pytest.mark.skipif(not CAPS.package_view, reason="no package-only view on this machine")
+needs_view = pytest.mark.needs("package_view")
 
 
 def wait_until(condition, deadline_s: float = DEADLINE, what: str = "condition"):
@@ -177,7 +177,7 @@ def test_a_private_tmp_even_when_the_code_lives_under_tmp(tmp_path):
     assert "wire.py" in found["code"]
 
 
-@pytest.mark.skipif(not CAPS.private_proc, reason="no private /proc on this machine")
+@pytest.mark.needs("private_proc")
 def test_the_child_has_its_own_proc(tmp_path):
     result = run(f"""
         import json, os
@@ -194,7 +194,7 @@ def test_the_child_has_its_own_proc(tmp_path):
 
 # ----------------------------------------------------------------------------- memory
 
-@pytest.mark.skipif(not CAPS.memory_cgroup, reason="no memory cgroup on this machine")
+@pytest.mark.needs("memory_cgroup")
 def test_the_memory_cgroup_stops_memfd_memory_beyond_its_limit(tmp_path):
     """Memory RLIMIT_AS does not count (memfd files grown with fallocate, each under the file
     size limit): the job's memory cgroup, 256 MiB here, does, and the kernel kills the child."""
@@ -296,13 +296,22 @@ def test_a_child_never_outlives_its_grader(tmp_path, via, sig):
 
 # ----------------------------------------------------------------------------- reporting
 
-def test_capabilities_report_every_protection():
+def test_capabilities_describe_names_exactly_the_protections_present():
+    """What the Gradescope isolation report prints: each protection the machine has, by name,
+    and none it lacks (pid against pids_cgroup: whole names, not substrings)."""
+    assert Capabilities().describe() == "confinement: none (rlimits and timeouts only)"
+    some = Capabilities(net=True, pids_cgroup="/sys/fs/cgroup/pids", parent_death=True)
+    assert some.describe() == "confinement: net, pids_cgroup, parent_death"
+    named = capabilities().describe().removeprefix("confinement: ").split(", ")
+    assert named == [n for n in Capabilities.FLAGS if getattr(capabilities(), n)]
+
+
+@pytest.mark.needs("package_view")
+def test_the_package_view_comes_with_every_protection_it_is_built_on():
+    """The package-only view is built in a PID and mount namespace with a read-only root and a
+    private /tmp and /proc: detecting it without them would be a detection bug."""
     caps = capabilities()
-    text = caps.describe()
-    for name in caps.FLAGS:
-        assert (name in text) == bool(getattr(caps, name)), name
-    if caps.package_view:
-        assert caps.mount and caps.readonly and caps.pid and caps.private_tmp and caps.private_proc
+    assert (caps.mount, caps.readonly, caps.pid, caps.private_tmp, caps.private_proc) == (True,) * 5
 
 
 @needs_view

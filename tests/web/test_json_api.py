@@ -56,7 +56,10 @@ def test_bad_upload_through_the_api_stores_nothing(app, db, course_setup):
     wrong = client.post("/api/v1/assignments/tiny/submissions", headers=alice,
                         data={"file": (io.BytesIO(b"x = (\n"), "conv2d.py")})
     assert wrong.status_code == 400
-    assert wrong.get_json()["error"] and wrong.get_json()["remedy"]
+    said = wrong.get_json()
+    assert set(said) == {"error", "remedy"}
+    assert said["error"].startswith("conv2d.py has a syntax error on line 1:"), said
+    assert "python -m py_compile conv2d.py" in said["remedy"]
     no_file = client.post("/api/v1/assignments/tiny/submissions", headers=alice, data={})
     assert no_file.status_code == 400 and "multipart field 'file'" in no_file.get_json()["remedy"]
     unknown = client.post("/api/v1/assignments/nope/submissions", headers=alice,
