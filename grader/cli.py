@@ -113,6 +113,12 @@ def main(argv: list[str] | None = None, commands=()) -> int:
     """`commands`: functions that each add a subcommand to the parser (service/cli.py gives the
     service's: serve, worker, submit, ...); alone, this is the grading core's own command, as the
     Gradescope autograder installs it."""
+    args = build_parser(commands).parse_args(argv)
+    return args.func(args)
+
+
+def build_parser(commands=()) -> argparse.ArgumentParser:
+    """The whole `grader` command line (main's; tests walk it for options without help)."""
     parser = argparse.ArgumentParser(prog="grader", description="Grade NKI kernel submissions")
     sub = parser.add_subparsers(dest="command", required=True)
     g = sub.add_parser(
@@ -152,8 +158,7 @@ def main(argv: list[str] | None = None, commands=()) -> int:
     register_gradescope(sub)           # `grader gradescope build|run|check`
     for register in commands:          # the service's, from its composition root; grader/ imports none
         register(sub)
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return parser
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """`grader serve`: the whole service on one machine. Embedded PostgreSQL and Redis (unless
 DATABASE_URL / REDIS_URL), migrations, a sim worker, beat (nightly + reaper) and the web app
-under gunicorn on 127.0.0.1:PORT. Prints the URL and a first admin's one-time login link;
-Ctrl-C (or SIGTERM) stops every part, children first, then Redis and PostgreSQL."""
+under gunicorn on 127.0.0.1:PORT. The parts write to <instance>/logs/, so the terminal shows
+only a short summary (URL, the first admin's one-time sign-in link, the instance and logs
+folders, how to stop); Ctrl-C (or SIGTERM) stops every part, children first, then Redis and
+PostgreSQL."""
 from __future__ import annotations
 
 import os
@@ -26,9 +28,20 @@ def register(sub) -> None:
 
 
 class Child:
-    def __init__(self, name: str, argv: list[str]) -> None:
-        self.name = name
-        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
+    """One part of the service in its own process group, its output appended to its log file."""
+
+    def __init__(self, name: str, argv: list[str], log: Path) -> None:
+        self.name, self.log = name, log
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+
+    def last_lines(self, n: int = 20) -> str:
+        try:
+            lines = self.log.read_text(errors="replace").splitlines()[-n:]
+        except OSError:
+            return ""
+        return "\n".join("    " + line for line in lines)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -64,13 +77,21 @@ def _wait_http(url: str, child: Child, timeout: float = 120.0) -> bool:
     return False
 
 
-def _instance_note(pg) -> str:
-    """Where other terminals' `grader queue` / `submit` / `nightly` find this service."""
-    if pg is None:
-        return ""
+def _summary(base_url: str, link: str, pg, logs: Path, children: list[Child]) -> str:
+    """The one block a person needs: where the site is, the admin's way in, where things live, how to stop."""
     from store.db import instance_dir
-    return (f"Instance: {instance_dir()} (other terminals find it; to be explicit: "
-            f"export NKI_GRADER_HOME={instance_dir()})\n")
+    if pg is not None:
+        where = (f"  Instance folder: {instance_dir()}\n"
+                 f"                   (other terminals' `grader queue`, `submit`, `nightly` find it; "
+                 f"to be explicit: export NKI_GRADER_HOME={instance_dir()})\n")
+    else:
+        where = "  Database:        DATABASE_URL\n"
+    names = ", ".join(c.log.name for c in children)
+    return (f"\nnki-grader is serving at {base_url}\n"
+            f"  First admin sign-in (one-time link): {link}\n"
+            f"{where}"
+            f"  Logs folder:     {logs}  ({names})\n"
+            f"  To stop:         press Ctrl-C here; Ctrl-C stops everything (site, workers, Redis, PostgreSQL).\n")
 
 
 def _control_socket() -> str:
@@ -141,32 +162,37 @@ def serve(args) -> int:
         if pg is not None:
             remember(instance_dir())
         python = sys.executable
-        # quiet children (warnings and errors only), so the URL and the admin's link are not buried
-        children.append(Child("worker", [python, "-m", "workers.cli", "worker", "--queue", Queue.SIM, "--quiet",
-                                         "--loglevel", "WARNING", "--concurrency", str(args.workers or sim_grades_at_once())]))
-        children.append(Child("nightly worker", [python, "-m", "workers.cli", "worker", "--queue", Queue.NIGHTLY,
-                                                 "--quiet", "--loglevel", "WARNING", "--concurrency", "1"]))
-        children.append(Child("staff worker", [python, "-m", "workers.cli", "worker", "--queue", Queue.STAFF,
-                                               "--quiet", "--loglevel", "WARNING", "--concurrency", "1"]))
-        children.append(Child("beat", [python, "-m", "workers.cli", "beat", "--quiet", "--loglevel", "WARNING"]))
+        logs = instance_dir() / "logs"
+        logs.mkdir(exist_ok=True)
+        from workers.cli import root_note
+        if os.geteuid() == 0:
+            print(f"grader serve: {root_note()}")
+        print(f"grader serve: starting the workers, beat and the web site; their output goes to {logs}/", flush=True)
+        quiet = ["--quiet", "--loglevel", "WARNING"]           # warnings and errors only, in the logs
+        grades_at_once = {Queue.SIM: args.workers or sim_grades_at_once(), Queue.NIGHTLY: 1, Queue.STAFF: 1}
+        for queue, concurrency in grades_at_once.items():
+            children.append(Child(f"{queue.value} worker", [python, "-m", "workers.cli", "worker", "--queue", queue,
+                                                            *quiet, "--concurrency", str(concurrency)],
+                                  logs / f"worker-{queue.value}.log"))
+        children.append(Child("beat", [python, "-m", "workers.cli", "beat", *quiet], logs / "beat.log"))
         base_url = f"http://127.0.0.1:{args.port}"
         web = Child("web", [python, "-m", "gunicorn", "--bind", f"127.0.0.1:{args.port}", "--workers", "2",
                             "--threads", "4", "--log-level", "warning", "--control-socket",
-                            _control_socket(), "web:create_app()"])
+                            _control_socket(), "web:create_app()"], logs / "web.log")
         children.append(web)
         if _wait_http(base_url + "/", web):
             with session_scope() as s:
                 link = first_admin_login_link(s, base_url)
-            print(f"\nnki-grader is serving at {base_url}\nFirst admin sign-in (one-time link): {link}\n"
-                  f"{_instance_note(pg)}Ctrl-C stops everything.", flush=True)
+            print(_summary(base_url, link, pg, logs, children), flush=True)
         else:
-            print("grader serve: the web app did not come up; see its output above", file=sys.stderr)
+            print(f"grader serve: the web site did not come up; the end of {web.log}:\n{web.last_lines()}",
+                  file=sys.stderr)
             stop.set()
         while not stop.wait(0.5):
             dead = [c for c in children if not c.alive()]
             if dead:
-                print(f"grader serve: {dead[0].name} exited with status {dead[0].process.returncode}; "
-                      f"stopping everything", file=sys.stderr)
+                print(f"grader serve: the {dead[0].name} exited with status {dead[0].process.returncode}; "
+                      f"stopping everything. The end of {dead[0].log}:\n{dead[0].last_lines()}", file=sys.stderr)
                 return 1
         return 0
     finally:

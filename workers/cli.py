@@ -44,6 +44,27 @@ def _migrate_if_embedded() -> None:
         upgrade()
 
 
+def root_note() -> str:
+    """Why a worker may run as root, in our words (Celery's own warning says only "not recommended")."""
+    from grader.sandbox import capabilities
+    if capabilities().unprivileged:
+        kernels = "and each student kernel runs as a uid of its own, never as root"
+    else:
+        kernels = ("but this machine cannot give kernels a uid of their own, so they run as root inside "
+                   "the sandbox (docs/security.md)")
+    return ("running as root: that lets the sandbox confine each graded kernel (namespaces, cgroups), "
+            f"{kernels}. To run as an ordinary user instead, start it as that user; the sandbox then "
+            "has only what user namespaces allow.")
+
+
+def _drop_celerys_root_warning() -> None:
+    """Celery warns about root on every start of every worker; root_note() says it once instead."""
+    import warnings
+    from celery.exceptions import SecurityWarning
+    warnings.filterwarnings("ignore", message="You're running the worker with superuser privileges",
+                            category=SecurityWarning)
+
+
 # --------------------------------------------------------------------------- worker
 
 def register_worker(sub) -> None:
@@ -57,7 +78,7 @@ def register_worker(sub) -> None:
                                    "every NeuronCore of the instance)")
     p.add_argument("--name", help="worker name; %%h is the host name (default grader-<queue>-<pid>@%%h)")
     p.add_argument("--time-budget", type=float, help="wall seconds for one grade (default: the spec's)")
-    p.add_argument("--loglevel", default="INFO")
+    p.add_argument("--loglevel", default="INFO", help="Celery's log level: DEBUG, INFO, WARNING or ERROR (default INFO)")
     p.add_argument("--quiet", action="store_true", help="no start-up banner (grader serve's own workers)")
     p.set_defaults(func=_worker)
 
@@ -100,6 +121,9 @@ def _worker(args) -> int:
         os.environ["NKI_GRADE_BUDGET_S"] = str(args.time_budget)
     from .app import app
     import workers.tasks  # noqa: F401  (registers tasks and signal handlers)
+    _drop_celerys_root_warning()
+    if os.geteuid() == 0 and not args.quiet:
+        print(f"grader: {root_note()}", file=sys.stderr)
     app.worker_main((["--quiet"] if args.quiet else []) + ["worker", "--queues", args.queue, "--hostname", name, "--concurrency", str(concurrency),
                      "--pool", "prefork", "--loglevel", args.loglevel, "--without-gossip", "--without-mingle"])
     return 0
@@ -110,7 +134,7 @@ def _worker(args) -> int:
 def register_beat(sub) -> None:
     p = sub.add_parser("beat", help="run the scheduler: nightly regression and the reaper of stalled runs")
     p.add_argument("--schedule", help="beat's schedule file (default <instance>/celerybeat-schedule)")
-    p.add_argument("--loglevel", default="INFO")
+    p.add_argument("--loglevel", default="INFO", help="Celery's log level: DEBUG, INFO, WARNING or ERROR (default INFO)")
     p.add_argument("--quiet", action="store_true", help="no start-up banner (grader serve's own beat)")
     p.set_defaults(func=_beat)
 
@@ -182,7 +206,7 @@ def _nightly(args) -> int:
 
 def register_queue(sub) -> None:
     p = sub.add_parser("queue", help="queue depth, running grades and workers alive")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the numbers as JSON (for scripts)")
     p.set_defaults(func=_queue)
 
 
@@ -228,7 +252,7 @@ def _migrate(args) -> int:
 
 def register_submit(sub) -> None:
     p = sub.add_parser("submit", help="submit for grading by the service, follow it, print the report")
-    p.add_argument("path")
+    p.add_argument("path", help="the submission: conv2d.py, kernels.py or an archive")
     p.add_argument("--assignment", default="asst4-trainium2", help="assignment name on the server")
     p.add_argument("--server", help="the site's URL (uses its JSON API); without it: this machine's service")
     p.add_argument("--token", default=os.environ.get("NKI_GRADER_TOKEN"),

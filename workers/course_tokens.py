@@ -47,10 +47,10 @@ def register(sub) -> None:
     c.add_argument("--label", default="gradescope", help="what it is for (default: gradescope)")
     c.set_defaults(func=_create)
     ls = commands.add_parser("list", help="a course's tokens (never the tokens themselves)")
-    ls.add_argument("--course", required=True)
+    ls.add_argument("--course", required=True, help="the course's name")
     ls.set_defaults(func=_list)
     r = commands.add_parser("revoke", help="revoke a token by its id (from list)")
-    r.add_argument("id", type=int)
+    r.add_argument("id", type=int, help="the token's id, as `grader course-token list` shows it")
     r.set_defaults(func=_revoke)
 
 

@@ -20,7 +20,9 @@ def register(sub) -> None:
                                         "each submission to the course's grading service. Prints the Gradescope "
                                         "settings the assignment needs.")
     b.add_argument("--assignment", default="asst4-trainium2", help="a bundled assignment or a spec .toml file")
-    b.add_argument("--mode", required=True, choices=("local", "service"))
+    b.add_argument("--mode", required=True, choices=("local", "service"),
+                   help="local: grade inside Gradescope's container on the simulator; service: forward each "
+                        "submission to this course's grading service")
     b.add_argument("-o", "--output", required=True, metavar="ZIP", help="where to write the zip")
     b.add_argument("--time-budget", type=float, metavar="SECONDS", help="local: the whole grade's wall time "
                    "(default: the spec's time_budget_s)")
@@ -48,7 +50,7 @@ def register(sub) -> None:
     r = commands.add_parser("run", help="grade the submission at $NKI_GRADESCOPE_ROOT (what run_autograder does)")
     r.set_defaults(func=_run)
     c = commands.add_parser("check", help="check a results.json against Gradescope's documented format")
-    c.add_argument("path")
+    c.add_argument("path", help="the results.json to check")
     c.set_defaults(func=_check)
 
 

@@ -88,7 +88,16 @@ def test_serve_starts_everything_embedded_and_ctrl_c_stops_it():
             assert f"http://127.0.0.1:{port}" in text and "login" in text.lower()
             assert requests.get(f"http://127.0.0.1:{port}/", timeout=30).status_code < 500
         home = str(Path(env["NKI_GRADER_HOME"]).resolve())
-        assert f"Instance: {home}" in text
+        # the summary comes last, nothing buries it: the parts' output is in <instance>/logs/
+        summary = text[text.index("nki-grader is serving at"):]
+        assert f"Instance folder: {home}" in summary and f"Logs folder:     {home}/logs" in summary
+        assert "First admin sign-in (one-time link): http" in summary
+        assert summary.rstrip().endswith("Ctrl-C stops everything (site, workers, Redis, PostgreSQL).")
+        logs = Path(home) / "logs"
+        assert {p.name for p in logs.iterdir()} == {"worker-sim.log", "worker-nightly.log", "worker-staff.log",
+                                                   "beat.log", "web.log"}
+        if os.geteuid() == 0:       # Celery's root warning is replaced by one line of ours
+            assert text.count("running as root:") == 1
         assert (Path(home) / "gunicorn.ctl").exists() or "is serving at" not in text   # its own, not ~/.gunicorn
         # another terminal, another folder, no NKI_GRADER_HOME: `grader queue` finds this instance
         elsewhere = tmp_path / "elsewhere"
@@ -109,6 +118,9 @@ def test_serve_starts_everything_embedded_and_ctrl_c_stops_it():
         assert "grader serve: stopped" in log.read_text()
         whole = log.read_text(errors="replace")
         assert "[tasks]" not in whole and "celery beat v" not in whole and " GET / " not in whole   # no banners
+        everything = whole + "".join(p.read_text(errors="replace") for p in logs.iterdir())
+        assert "SecurityWarning" not in everything and "superuser privileges" not in everything
+        assert "Warm shutdown" in (logs / "worker-sim.log").read_text()         # the parts did write there
         gone, alive = psutil.wait_procs(family, timeout=60)
         assert not alive, f"left running: {alive}"
     finally:
