@@ -1,4 +1,4 @@
-"""Service knobs, read from the environment (documented in the README's deployment section)."""
+"""Service knobs, read from the environment (documented in docs/operators.md, Settings)."""
 from __future__ import annotations
 
 import os
