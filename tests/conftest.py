@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from capability_marker import (pytest_configure, pytest_runtest_call, pytest_runtest_setup,  # noqa: F401 (hooks)
-                               pytest_terminal_summary)
+import capability_marker
+import fast_subset
+from capability_marker import pytest_runtest_call, pytest_runtest_setup, pytest_terminal_summary  # noqa: F401 (hooks)
 from service_processes import die_with_parent
 from service_waits import wait_for
 
@@ -185,6 +186,14 @@ def celery_worker(db_engine, broker):
 BROWSER = Path(os.environ.get("NKI_TEST_CHROMIUM", "/usr/bin/chromium"))     # tests/test_fresh_machine.py moves it
 
 
+def pytest_configure(config):
+    capability_marker.pytest_configure(config)
+    config.addinivalue_line("markers", "slow: tens of seconds or more; `-m \"not slow\"` is the fast subset "
+                                       "(tests/fast_subset.py)")
+    config.pluginmanager.register(fast_subset, "nki_fast_subset")
+
+
+@pytest.hookimpl(trylast=True)          # after `-m` deselected: `-m "not slow"` needs no chromium
 def pytest_collection_modifyitems(session, config, items):
     """The browser tests drive Debian's chromium (Playwright's own download is blocked): on a
     machine without it, say so before anything runs, with how to get it, instead of failing

@@ -53,3 +53,13 @@ def test_each_audience_has_its_page_linked_from_the_front_page():
     for page in ("students", "staff", "operators", "contributors"):
         assert f"(docs/{page}.md)" in text and (ROOT / "docs" / f"{page}.md").exists()
     assert len(text.splitlines()) < 60          # a front page, not the manual
+
+
+def test_each_slow_prefix_still_names_a_test():
+    """A renamed module must not drop silently out of the slow list and into the fast subset."""
+    from fast_subset import SLOW
+    for prefix in SLOW:
+        path = ROOT / prefix.split("::")[0]
+        assert path.exists(), prefix
+        if "::" in prefix:
+            assert f"def {prefix.split('::')[1].split('[')[0]}" in path.read_text(), prefix
