@@ -122,6 +122,18 @@ def matmul(rec: TraceRecord, p: CostParams) -> Cost:
     return ComputeCost("PE", (_pe_cycles(columns, fp32, p, rows) + p.pe_overhead_cycles) / p.pe_ghz)
 
 
+def short_row_ns(rec: TraceRecord, p: CostParams) -> float:
+    """Tensor Engine time a matmul spends because its moving rows are shorter than one access
+    request (0 when the column rate or the minimum already covers them): what a profile shows."""
+    if rec.opcode != "nc_matmul" or len(rec.reads) < 2:
+        return 0.0
+    a = rec.attrs
+    columns = max(min(p.pe_stationary_min, a["m"]), a["n"])
+    fp32 = _is_fp32(a["dtype"]) or _is_fp32(a["moving_dtype"])
+    rows = access_rows(rec.reads[1])
+    return (_pe_cycles(columns, fp32, p, rows) - _pe_cycles(columns, fp32, p)) / p.pe_ghz
+
+
 @cost_rule("nc_transpose")
 def transpose(rec: TraceRecord, p: CostParams) -> Cost:
     if rec.engine is Engine.VECTOR:

@@ -350,6 +350,26 @@ def test_a_moving_row_costs_at_least_one_access_request(dtype, rows, cols, cycle
     assert slot.end - slot.start == pytest.approx((cycles + P.pe_overhead_cycles) / P.pe_ghz)
 
 
+def test_profile_names_the_tensor_engine_time_lost_to_short_moving_rows(tmp_path, capsys):
+    """The 32x16 fp16 optimized reference multiplies 30x14 windows: 36 matmuls, each 30 rows of
+    14 columns, pay 30 access requests of 60 cycles instead of 420 columns."""
+    from nkisim.cli import main
+    js = tmp_path / "t.json"
+    assert main(["profile", "reference_kernels/conv2d_optimized.py", "--preset", "conv2d-32x16-float16-pool1",
+                 "--json", str(js)]) == 0
+    out = capsys.readouterr().out
+    lost = 36 * (30 * P.pe_moving_row_min_cycles - 420) / P.pe_ghz / 1e3
+    data = json.loads(js.read_text())
+    assert data["short_row_matmuls"] == 36 and data["short_row_us"] == pytest.approx(lost)
+    assert f"short moving rows      {lost:10.1f} us  36 matmuls" in out
+    assert "streams short moving rows (36 matmuls" in out        # the verdict names it
+    # the same kernel in fp32 streams its columns slower than the requests: nothing to report
+    assert main(["profile", "reference_kernels/conv2d_optimized.py", "--preset", "conv2d-32x16-float32-pool1",
+                 "--json", str(js)]) == 0
+    assert "short moving rows" not in capsys.readouterr().out
+    assert json.loads(js.read_text())["short_row_matmuls"] == 0
+
+
 def test_fp32_pe_transposes_cost_half_an_fp32_matmul():
     """P3's 64 fp32 transposes kept the Tensor Engine ~16.2 us busy (held out)."""
     from reference_kernels import calibration
