@@ -99,12 +99,15 @@ def _pe_cycles(columns: int, fp32: bool, p: CostParams, rows: int = 1) -> float:
 def access_rows(r: Region) -> int:
     """Rows of an on-chip access pattern: its elements per partition over its innermost row,
     where a row runs on through outer dimensions that continue it at the same stride."""
-    shape, strides = r.shape[1:], (r.strides or ())[1:]
-    if not shape or len(strides) != len(shape):
+    if not r.strides or len(r.strides) != len(r.shape):
         return 1
+    dims = [(n, st) for n, st in zip(r.shape[1:], r.strides[1:]) if n != 1]   # unit dims change nothing
+    if not dims:
+        return 1
+    shape, strides = tuple(n for n, _ in dims), tuple(st for _, st in dims)
     row, step = shape[-1], strides[-1]
     for n, stride in zip(reversed(shape[:-1]), reversed(strides[:-1])):
-        if n != 1 and stride != step * row:
+        if stride != step * row:
             break
         row *= n
     total = 1
