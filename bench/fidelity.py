@@ -98,7 +98,7 @@ MECHANISMS = {
     "DMA hazards (reuse of a buffer)": ("B1", "B2", "B4", "B6"),
     "DMA transfer: bandwidth, descriptors, chunk and element size": ("B2", "B4", "P1", "P2", "P3", "C2", "C3"),
     "DMA latency chains": ("B1", "B5", "C2"),
-    "Tensor Engine": ("P3 PE", "C1", "C2", "T"),
+    "Tensor Engine": ("P3 PE", "C1", "C2", "T", "S1"),
     "Vector / Scalar engines and placement": ("P1", "P2", "P3", "C4"),
     "element-granular HBM writes": ("C3",),
     "small fp16 kernels (held out)": ("S1", "C2"),

@@ -29,6 +29,11 @@ class CostParams:
     pe_transpose_fp32_factor: int = 2    # NC-v3 transpose mode: fp32 2x faster than fp32 matmul
     # (held out: P3's 64 fp32 transposes kept the PE ~16.2 us busy, 0.25 us each)
     pe_stationary_min: int = 64          # max(min(64, N_stationary), N_moving)
+    pe_moving_row_min_cycles: int = 60   # doc: "each SBUF/PSUM access request has ~60 cycles
+    # overhead" (Trn/Inf2 arch guide, perf guide). The moving operand streams one access-pattern
+    # row per request, so a row shorter than this still costs it: a 30x14 fp16 window is 30 x 60
+    # cycles, not 420. fp32 rows cost 5.07 cycles a column and hide it from 12 columns on
+    # (held out: S1, the small fp16 kernels; the fp32 ones were already within 6%)
 
     # --- Vector Engine (section 5 item 6; section 3 note on NC-v3 fp32 throughput) ---
     dve_min_ii: int = 64                 # MIN_II: minimum initiation interval

@@ -85,13 +85,35 @@ def device_print(rec: TraceRecord, p: CostParams) -> Cost:
 
 # ----- Tensor Engine --------------------------------------------------------------------------
 
-def _pe_cycles(columns: int, fp32: bool, p: CostParams) -> float:
-    """Tensor Engine cycles of a matmul streaming `columns` moving columns. 16-bit: one column
-    a cycle; fp32: `pe_fp32_cycles_per_column` a column (C1, not the peak ratio's 4). Either
-    way no matmul takes less than a fixed minimum (C2: tiny matmuls are not cheap)."""
+def _pe_cycles(columns: int, fp32: bool, p: CostParams, rows: int = 1) -> float:
+    """Tensor Engine cycles of a matmul streaming `columns` moving columns in `rows` access-
+    pattern rows. 16-bit: one column a cycle; fp32: `pe_fp32_cycles_per_column` a column (C1,
+    not the peak ratio's 4). No row streams faster than one SBUF access request, and no matmul
+    takes less than a fixed minimum (C2: tiny matmuls are not cheap)."""
+    floor = rows * p.pe_moving_row_min_cycles
     if fp32:
-        return max(p.pe_fp32_matmul_min_cycles, p.pe_fp32_cycles_per_column * columns)
-    return max(p.pe_matmul_min_cycles, columns)
+        return max(p.pe_fp32_matmul_min_cycles, p.pe_fp32_cycles_per_column * columns, floor)
+    return max(p.pe_matmul_min_cycles, columns, floor)
+
+
+def access_rows(r: Region) -> int:
+    """Rows of an on-chip access pattern: its elements per partition over its innermost row,
+    where a row runs on through outer dimensions that continue it at the same stride."""
+    if not r.strides or len(r.strides) != len(r.shape):
+        return 1
+    dims = [(n, st) for n, st in zip(r.shape[1:], r.strides[1:]) if n != 1]   # unit dims change nothing
+    if not dims:
+        return 1
+    shape, strides = tuple(n for n, _ in dims), tuple(st for _, st in dims)
+    row, step = shape[-1], strides[-1]
+    for n, stride in zip(reversed(shape[:-1]), reversed(strides[:-1])):
+        if stride != step * row:
+            break
+        row *= n
+    total = 1
+    for n in shape:
+        total *= n
+    return max(1, total // max(row, 1))
 
 
 @cost_rule("nc_matmul")
@@ -99,7 +121,20 @@ def matmul(rec: TraceRecord, p: CostParams) -> Cost:
     a = rec.attrs
     columns = max(min(p.pe_stationary_min, a["m"]), a["n"])
     fp32 = _is_fp32(a["dtype"]) or _is_fp32(a["moving_dtype"])
-    return ComputeCost("PE", (_pe_cycles(columns, fp32, p) + p.pe_overhead_cycles) / p.pe_ghz)
+    rows = access_rows(rec.reads[1]) if len(rec.reads) > 1 else 1
+    return ComputeCost("PE", (_pe_cycles(columns, fp32, p, rows) + p.pe_overhead_cycles) / p.pe_ghz)
+
+
+def short_row_ns(rec: TraceRecord, p: CostParams) -> float:
+    """Tensor Engine time a matmul spends because its moving rows are shorter than one access
+    request (0 when the column rate or the minimum already covers them): what a profile shows."""
+    if rec.opcode != "nc_matmul" or len(rec.reads) < 2:
+        return 0.0
+    a = rec.attrs
+    columns = max(min(p.pe_stationary_min, a["m"]), a["n"])
+    fp32 = _is_fp32(a["dtype"]) or _is_fp32(a["moving_dtype"])
+    rows = access_rows(rec.reads[1])
+    return (_pe_cycles(columns, fp32, p, rows) - _pe_cycles(columns, fp32, p)) / p.pe_ghz
 
 
 @cost_rule("nc_transpose")

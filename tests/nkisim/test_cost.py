@@ -322,6 +322,54 @@ def test_matmul_cost_has_a_floor_and_a_per_column_rate(dtype, n, cycles):
     assert slot.end - slot.start == pytest.approx((cycles + P.pe_overhead_cycles) / P.pe_ghz)
 
 
+@nki.jit
+def window_matmul(w, x, rows, cols):
+    """One matmul whose moving operand is a rows x cols window of a (128, 32, 16) tile."""
+    out = nl.ndarray((128, rows, cols), dtype=nl.float32, buffer=nl.hbm)
+    w_sb = nl.ndarray(w.shape, dtype=w.dtype, buffer=nl.sbuf)
+    x_sb = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=w_sb, src=w)
+    nisa.dma_copy(dst=x_sb, src=x)
+    nisa.dma_copy(dst=out, src=nisa.tensor_copy(nisa.nc_matmul(w_sb, x_sb[:, 0:rows, 0:cols])))
+    return out
+
+
+@pytest.mark.parametrize("dtype, rows, cols, cycles", [
+    # S1: a 30x14 fp16 window streams 30 rows, each at least one SBUF access request
+    (np.float16, 30, 14, 30 * P.pe_moving_row_min_cycles),
+    # whole rows of the tile continue one another: one row of 480 columns, the column rate
+    (np.float16, 30, 16, 480),
+    # fp32 columns cost more than the request a row: the fp32 rate as before
+    (np.float32, 30, 14, P.pe_fp32_cycles_per_column * 420),
+    # one short row: C2's floor, as before
+    (np.float16, 1, 14, P.pe_matmul_min_cycles)])
+def test_a_moving_row_costs_at_least_one_access_request(dtype, rows, cols, cycles):
+    run = nkisim.run_kernel(window_matmul, (np.ones((128, 128), dtype), np.ones((128, 32, 16), dtype)),
+                            {"rows": rows, "cols": cols})
+    slot = cost.estimate(run).slots[[r.opcode for r in run.trace].index("nc_matmul")]
+    assert slot.end - slot.start == pytest.approx((cycles + P.pe_overhead_cycles) / P.pe_ghz)
+
+
+def test_profile_names_the_tensor_engine_time_lost_to_short_moving_rows(tmp_path, capsys):
+    """The 32x16 fp16 optimized reference multiplies 30x14 windows: 36 matmuls, each 30 rows of
+    14 columns, pay 30 access requests of 60 cycles instead of 420 columns."""
+    from nkisim.cli import main
+    js = tmp_path / "t.json"
+    assert main(["profile", "reference_kernels/conv2d_optimized.py", "--preset", "conv2d-32x16-float16-pool1",
+                 "--json", str(js)]) == 0
+    out = capsys.readouterr().out
+    lost = 36 * (30 * P.pe_moving_row_min_cycles - 420) / P.pe_ghz / 1e3
+    data = json.loads(js.read_text())
+    assert data["short_row_matmuls"] == 36 and data["short_row_us"] == pytest.approx(lost)
+    assert f"short moving rows      {lost:10.1f} us  36 matmuls" in out
+    assert "streams short moving rows (36 matmuls" in out        # the verdict names it
+    # the same kernel in fp32 streams its columns slower than the requests: nothing to report
+    assert main(["profile", "reference_kernels/conv2d_optimized.py", "--preset", "conv2d-32x16-float32-pool1",
+                 "--json", str(js)]) == 0
+    assert "short moving rows" not in capsys.readouterr().out
+    assert json.loads(js.read_text())["short_row_matmuls"] == 0
+
+
 def test_fp32_pe_transposes_cost_half_an_fp32_matmul():
     """P3's 64 fp32 transposes kept the Tensor Engine ~16.2 us busy (held out)."""
     from reference_kernels import calibration
