@@ -80,23 +80,25 @@ class _Memory:
             return flat[r.offsets]
         if math.prod(r.shape) == 0:
             return np.empty(r.shape, dtype=flat.dtype)
-        # NumPy checks the geometry stays inside the allocation
-        return np.ndarray(r.shape, flat.dtype, buffer=flat, offset=r.start * r.itemsize, strides=r.strides)
+        # NumPy checks the geometry stays inside the allocation; positional arguments: with
+        # keywords the constructor takes 2-3 us, a quarter of an instruction's budget
+        return np.ndarray(r.shape, flat.dtype, flat, r.start * r.itemsize, r.strides)
 
     def release(self, alloc_id: int) -> None:
         """The allocation's last instruction has run: its memory goes, as its tile's would."""
         self.arrays.pop(alloc_id, None)
         self.written.pop(alloc_id, None)
 
-    def write(self, r: Region, values: np.ndarray, keep: np.ndarray | None) -> None:
-        flat = self.flat(r.alloc_id, r.dtype)
+    def write(self, r: Region, values: np.ndarray, keep: np.ndarray | None, flat: np.ndarray) -> None:
+        """Write `values` into `r`, whose allocation's flat array (self.flat) is `flat`."""
         if r.offsets is not None:
             if keep is None:
                 flat[r.offsets] = values
             else:
                 flat[r.offsets[keep]] = values[keep]
         else:
-            v = self.view(r)
+            v = (np.ndarray(r.shape, flat.dtype, flat, r.start * r.itemsize, r.strides) if math.prod(r.shape)
+                 else np.empty(r.shape, dtype=flat.dtype))      # self.view(r), flat at hand
             if keep is None:
                 v[...] = values
             else:
@@ -134,12 +136,34 @@ class _Memory:
 
 def _covers(r: Region, size: int) -> bool:
     """Does a strided region write every element of an allocation of `size` elements?"""
-    if r.offsets is not None or r.start != 0 or math.prod(r.shape) != size or r.hi != size:
+    if r.offsets is not None or r.start != 0 or math.prod(r.shape) != size:
+        return False
+    if r.strides == _contiguous(r.shape, r.itemsize):
+        return True                 # row-major over all of it (most writes): hi == size below
+    if r.hi != size:
         return False
     for n, stride in zip(r.shape, r.strides):
         if n > 1 and stride <= 0:
             return False
     return True
+
+
+_CONTIGUOUS: dict = {}
+
+
+def _contiguous(shape: tuple, itemsize: int) -> tuple:
+    """Row-major byte strides of `shape` (as tracing gives a whole tile), cached."""
+    key = (shape, itemsize)
+    found = _CONTIGUOUS.get(key)
+    if found is None:
+        strides, step = [], itemsize
+        for n in reversed(shape):
+            strides.append(step)
+            step *= max(n, 1)
+        found = tuple(reversed(strides))
+        if len(_CONTIGUOUS) < 4096:
+            _CONTIGUOUS[key] = found
+    return found
 
 
 def _last_uses(program: Program) -> dict[int, list[int]]:
@@ -148,7 +172,11 @@ def _last_uses(program: Program) -> dict[int, list[int]]:
     tile it ever allocated."""
     last: dict[int, int] = {}
     for index, rec in enumerate(program.records):
-        for r in rec.reads + rec.writes + rec.stores:
+        for r in rec.reads:
+            last[r.alloc_id] = index
+        for r in rec.writes:
+            last[r.alloc_id] = index
+        for r in rec.stores:
             last[r.alloc_id] = index
     for r in _regions(program.outputs):
         last.pop(r.alloc_id, None)
@@ -179,7 +207,7 @@ def _first_writes(program: Program) -> tuple[set[int], set[int]]:
     for rec in program.records:
         for r in rec.reads:
             seen.add(r.alloc_id)
-        for i, r in enumerate(rec.writes + rec.stores):
+        for i, r in enumerate(rec.writes + rec.stores if rec.stores else rec.writes):
             if r.alloc_id in seen:
                 continue
             seen.add(r.alloc_id)
@@ -219,37 +247,55 @@ def _operand(spec: dict, values: list[np.ndarray]):
     return values[spec["read"]]
 
 
-def _copy(rec, v, shapes):
+def _copy(rec, v):
     return [v[0]]
 
 
-def _broadcast(rec, v, shapes):
-    return [np.broadcast_to(v[0], shapes[0])]
+def _broadcast(rec, v):
+    return [np.broadcast_to(v[0], rec.writes[0].shape)]
 
 
-def _transpose(rec, v, shapes):
+def _transpose(rec, v):
     src = v[0]
     p = src.shape[0] if src.ndim else 1
     return [src.reshape(p, -1).T]
 
 
-def _permute(rec, v, shapes):
+def _permute(rec, v):
     return [np.transpose(v[0], rec.params["perm"])]
 
 
-def _binary(rec, v, shapes):
-    op = alu.binary_op(rec.params["op"])
+_BINARY: dict = {}
+
+
+def _binary_op(name) -> alu.NkiOp:
+    """alu.binary_op, remembered by name (a lookup per instruction otherwise)."""
+    try:
+        return _BINARY[name]
+    except (KeyError, TypeError):
+        op = alu.binary_op(name)
+        if type(name) is str:
+            _BINARY[name] = op
+        return op
+
+
+def _binary(rec, v):
+    op = _binary_op(rec.params["op"])
     a, b = v
-    shape = shapes[0]
-    exact_ints = a.dtype.kind in "iu" and b.dtype.kind in "iu" and op.name != "divide"
+    shape = rec.writes[0].shape
+    if not op.bitvec:
+        if a.dtype.kind in "iu" and b.dtype.kind in "iu" and op.name != "divide":    # exact integers
+            a, b = a.astype(np.int64), b.astype(np.int64)
+        else:
+            a, b = _f32(a), _f32(b)
+    if a.shape != shape:
+        a = align_to(a, a.shape, shape, "tensor_tensor", "", "")
+    if b.shape != shape:
+        b = align_to(b, b.shape, shape, "tensor_tensor", "", "")
+    return [op.fn(a, b)]
 
-    def prep(x):
-        x = x if op.bitvec else (x.astype(np.int64) if exact_ints else _f32(x))
-        return align_to(x, x.shape, shape, "tensor_tensor", "", "")
-    return [op.fn(prep(a), prep(b))]
 
-
-def _scalar(rec, v, shapes):
+def _scalar(rec, v):
     p = rec.params
     data = v[0]
     op0 = alu.binary_op(p["op0"])
@@ -275,7 +321,7 @@ def _scalar(rec, v, shapes):
     return [out]
 
 
-def _unary(rec, v, shapes):
+def _unary(rec, v):
     op = alu.OPS[rec.params["op"]]
     if op.kind != "unary":
         raise ProgramError(f"{rec.params['op']} is not a unary op")
@@ -283,7 +329,7 @@ def _unary(rec, v, shapes):
     return [op.fn(x)]
 
 
-def _reduce(rec, v, shapes):
+def _reduce(rec, v):
     p = rec.params
     axes = tuple(int(a) for a in p["axes"])
     keepdims = bool(p.get("keepdims"))
@@ -297,11 +343,11 @@ def _reduce(rec, v, shapes):
     return [-out if p.get("negate") else out]
 
 
-def _fill(rec, v, shapes):
-    return [np.full(shapes[0], rec.params["value"])]
+def _fill(rec, v):
+    return [np.full(rec.writes[0].shape, rec.params["value"])]
 
 
-def _activation(rec, v, shapes):
+def _activation(rec, v):
     p = rec.params
     fn = alu.activation_op(p["op"])
     data = _f32(v[0])
@@ -325,7 +371,7 @@ def _activation(rec, v, shapes):
     return results
 
 
-def _matmul(rec, v, shapes):
+def _matmul(rec, v):
     # the PE array multiplies its operands in their own dtype: a tf32 view of fp32 data has its
     # mantissa rounded to 10 bits (narrower floats already hold only what their dtype can)
     s, mv = (_f32(dtypes.cast(x, dtypes.to_dtype(r.dtype))) for x, r in zip(v, rec.reads))
@@ -333,23 +379,23 @@ def _matmul(rec, v, shapes):
     return [s.reshape(k, -1).T @ mv.reshape(k, -1)]
 
 
-def _iota(rec, v, shapes):
+def _iota(rec, v):
     return [rec.params["values"].astype(np.int32)]
 
 
-def _affine_select(rec, v, shapes):
+def _affine_select(rec, v):
     keep = np.broadcast_to(rec.params["pred"], v[0].shape)
     return [np.where(keep, _f32(v[0]), np.float32(rec.params["on_false"]))]
 
 
-def _partition_reduce(rec, v, shapes):
+def _partition_reduce(rec, v):
     op = alu.reduce_op(rec.params["op"], "tensor_partition_reduce")
     x = v[0] if op.bitvec else _f32(v[0])
     return [op.reduce_ufunc.reduce(x, axis=0, keepdims=True)]
 
 
-def _select(rec, v, shapes):
-    shape = shapes[0]
+def _select(rec, v):
+    shape = rec.writes[0].shape
 
     def value_of(spec):
         x = _operand(spec, v)
@@ -385,10 +431,13 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
     printed: list[str] = []
     timed: list[TraceRecord] = []
     last_uses = _last_uses(program)
+    view, release, kinds, nothing = mem.view, mem.release, _KINDS, ()
     for index, rec in enumerate(program.records):
-        for alloc_id in last_uses.get(index - 1, ()):
-            mem.release(alloc_id)
-        values = [mem.view(r) for r in rec.reads]
+        freed = last_uses.get(index - 1)
+        if freed is not None:
+            for alloc_id in freed:
+                release(alloc_id)
+        values = [view(r) for r in rec.reads]
         if rec.kind == "print":
             text = _print_text(rec, values)
             printed.append(text)
@@ -397,14 +446,17 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
             continue
         timed.append(rec)
         try:
-            results = _KINDS[rec.kind](rec, values, [r.shape for r in rec.writes])
+            results = kinds[rec.kind](rec, values)
+            mask = rec.mask
+            first = True
             for i, r in enumerate(rec.writes):
-                _store(mem, rec, r, results[i], accumulate=rec.accumulate and i == 0,
-                       mask=rec.mask if i == 0 else None)
-            for r in rec.stores:
-                if r.alloc_id in last_uses.get(index, ()):
-                    continue            # nothing reads this result tile again (a matmul's, placed)
-                _store(mem, rec, r, results[0], accumulate=False, mask=rec.mask)
+                _store(mem, r, results[i], rec.accumulate if first else False, mask if first else None)
+                first = False
+            if rec.stores:
+                for r in rec.stores:
+                    if r.alloc_id in last_uses.get(index, nothing):
+                        continue            # nothing reads this result tile again (a matmul's, placed)
+                    _store(mem, r, results[0], False, mask)
         except ProgramError:
             raise
         except Exception as err:   # a forged program's nonsense; a traced one never gets here
@@ -415,7 +467,7 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
     return Execution(outputs, timed, printed)
 
 
-def _store(mem: _Memory, rec: TraceRecord, r: Region, values, *, accumulate: bool, mask) -> None:
+def _store(mem: _Memory, r: Region, values, accumulate: bool, mask) -> None:
     values = _fit(values, r.shape)
     keep = None
     if mask is not None:
@@ -436,9 +488,11 @@ def _store(mem: _Memory, rec: TraceRecord, r: Region, values, *, accumulate: boo
                 old = np.where(written, old, np.float32(0))
             values = old + _f32(values)
     values = dtypes.cast(values, dtypes.to_dtype(r.dtype))
-    if isinstance(values, np.ndarray) and np.may_share_memory(values, mem.flat(r.alloc_id, r.dtype)):
+    flat = mem.flat(r.alloc_id, r.dtype)
+    # an array owning its memory (base None: computed, never one of mem's arrays) cannot overlap
+    if isinstance(values, np.ndarray) and values.base is not None and np.may_share_memory(values, flat):
         values = values.copy()     # an in-place instruction reading what it writes
-    mem.write(r, values, keep)
+    mem.write(r, values, keep, flat)
 
 
 def _outputs(mem: _Memory, outputs, handed: set | None = None):

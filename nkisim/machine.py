@@ -59,7 +59,8 @@ class Machine:
     @property
     def allocations(self) -> dict[int, AllocInfo]:
         """Every allocation made so far, by id, in the order they were made."""
-        return {row[0]: AllocInfo(*row) for row in self._alloc_rows}
+        make = AllocInfo._make
+        return {row[0]: make(row) for row in self._alloc_rows}
 
     @contextlib.contextmanager
     def activate(self):
@@ -102,8 +103,17 @@ class Machine:
                 code="err_num_partition_exceed_arch_limit", site=site)
 
     def new_tile(self, shape, dtype, buffer: Buffer = Buffer.SBUF) -> DeviceTensor:
-        """An instruction's result tile: counted for capacity only if the kernel keeps it."""
-        return self.allocate(shape, dtype, buffer, transient=True)
+        """An instruction's result tile: counted for capacity only if the kernel keeps it.
+        allocate(shape, dtype, buffer, transient=True), spelled out: one per instruction."""
+        if not isinstance(dtype, np.dtype):
+            dtype = dtypes.to_dtype(dtype)
+        shape = tuple(shape)
+        if buffer.on_chip and shape and shape[0] > self.limits.pmax:
+            self._check_tile_shape(shape, 0, "", None)
+        alloc = Allocation(buffer, shape, dtype, 0, None, "", False, True, False)
+        self.memory.admit(alloc)
+        self._alloc_rows.append((alloc.id, buffer.text, shape, dtypes.name_of(dtype), 0, "", None))
+        return DeviceTensor(alloc, shape)
 
     # ----- the program ---------------------------------------------------------------------------
     def emit(self, opcode: str, engine: Engine, kind: str, reads, writes, *, params: dict | None = None,
@@ -116,7 +126,7 @@ class Machine:
             raise RuntimeError(f"nkisim bug: {opcode} ({kind}) on the {engine.label} engine is not in the "
                                "instruction table")
         site = user_site(2)
-        mask_values = _mask_values(mask, writes[0].shape if writes else None)
+        mask_values = None if mask is None else _mask_values(mask, writes[0].shape if writes else None)
         for t in reads:
             t._alloc.read = True
             if t._invalid is not None:
@@ -125,8 +135,9 @@ class Machine:
             if t._invalid is not None:
                 self.check_access(t, mask_values, site)
             t._alloc.written = True
-        rec = TraceRecord(len(self.trace), opcode, engine, [t.region() for t in reads],
-                          [t.region() for t in writes], site, accumulate, attrs, kind, params or {},
+        # t._region: the region a tensor has made already (region() makes it the first time)
+        rec = TraceRecord(len(self.trace), opcode, engine, [t._region or t.region() for t in reads],
+                          [t._region or t.region() for t in writes], site, accumulate, attrs, kind, params or {},
                           mask_values)
         self.trace.append(rec)
         for t in writes:

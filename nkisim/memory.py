@@ -12,7 +12,6 @@ import enum
 import itertools
 import math
 import weakref
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,28 +43,40 @@ class Buffer(enum.Enum):
 _ids = itertools.count(1)
 
 
-@dataclass(eq=False)
 class Allocation:
     """One tensor's storage, described, not held: values exist only when the traced
-    program runs (nkisim.execute)."""
+    program runs (nkisim.execute).
 
-    buffer: Buffer
-    shape: tuple
-    dtype: np.dtype
-    par_axis: int
-    site: SourceSite | None
-    name: str = ""
-    is_input: bool = False
-    transient: bool = False          # an instruction's own result, not yet placed
-    written: bool = False
-    parent: "Allocation | None" = None   # set on a .view(dtype) reinterpretation
-    read: bool = False                   # an instruction has read it (see Machine.assign)
-    producer: object = None              # TraceRecord of the instruction whose result this is
-    input_index: int | None = None       # which kernel argument (inputs only)
-    id: int = field(default_factory=lambda: next(_ids))
-    tracker: "MemoryTracker | None" = field(default=None, repr=False)
-    cost: int = 0                        # bytes per partition (SBUF) or banks (PSUM) accounted
-    __weakref__: object = field(default=None, init=False, repr=False, compare=False)
+    A plain class with slots, not a dataclass: one is made per instruction result, and a
+    16-field dataclass took ~2 us of an instruction's tracing budget. Identity is equality."""
+
+    __slots__ = ("buffer", "shape", "dtype", "par_axis", "site", "name", "is_input", "transient", "written",
+                 "parent", "read", "producer", "input_index", "id", "tracker", "cost", "__weakref__")
+
+    def __init__(self, buffer: Buffer, shape: tuple, dtype: np.dtype, par_axis: int, site: SourceSite | None,
+                 name: str = "", is_input: bool = False, transient: bool = False, written: bool = False,
+                 parent: "Allocation | None" = None, read: bool = False, producer: object = None,
+                 input_index: int | None = None, id: int | None = None,
+                 tracker: "MemoryTracker | None" = None, cost: int = 0) -> None:
+        self.buffer = buffer
+        self.shape = shape
+        self.dtype = dtype
+        self.par_axis = par_axis
+        self.site = site
+        self.name = name
+        self.is_input = is_input
+        self.transient = transient          # an instruction's own result, not yet placed
+        self.written = written
+        self.parent = parent                # set on a .view(dtype) reinterpretation
+        self.read = read                    # an instruction has read it (see Machine.assign)
+        self.producer = producer            # TraceRecord of the instruction whose result this is
+        self.input_index = input_index      # which kernel argument (inputs only)
+        self.id = next(_ids) if id is None else id
+        self.tracker = tracker
+        self.cost = cost                    # bytes per partition (SBUF) or banks (PSUM) accounted
+
+    def __repr__(self) -> str:
+        return f"Allocation(#{self.id} {self.buffer.value} {self.dtype}{list(self.shape)})"
 
     def __del__(self) -> None:
         if self.tracker is not None:
@@ -81,9 +92,10 @@ class Allocation:
 
     @property
     def bytes_per_partition(self) -> int:
-        if not self.shape:
+        shape = self.shape
+        if not shape:
             return self.dtype.itemsize
-        return (self.size // max(self.partitions, 1)) * self.dtype.itemsize
+        return (math.prod(shape) // max(shape[self.par_axis], 1)) * self.dtype.itemsize
 
     def describe(self) -> str:
         label = f"'{self.name}' " if self.name else ""
@@ -99,6 +111,8 @@ class MemoryTracker:
         self.limits = limits
         # weak references, so a live list never keeps a tile alive
         self.live: dict[Buffer, dict[int, weakref.ref]] = {Buffer.SBUF: {}, Buffer.PSUM: {}}
+        # the same two dicts, picked by identity below: hashing an Enum member runs Python code
+        self._live_sbuf, self._live_psum = self.live[Buffer.SBUF], self.live[Buffer.PSUM]
         self.sbuf_bytes = 0
         self.psum_banks = 0
         self.peak_sbuf_bytes = 0
@@ -115,21 +129,24 @@ class MemoryTracker:
             self._check_psum_tile(alloc)
             alloc.cost = self.psum_banks_of(alloc)
             self.psum_banks += alloc.cost
+            live = self._live_psum
         elif alloc.buffer is Buffer.SBUF:
             alloc.cost = alloc.bytes_per_partition
             self.sbuf_bytes += alloc.cost
+            live = self._live_sbuf
         else:
             return
-        self.live[alloc.buffer][alloc.id] = weakref.ref(alloc)
+        live[alloc.id] = weakref.ref(alloc)
         alloc.tracker = self
 
     def release(self, alloc: Allocation) -> None:
         """Called when an allocation is garbage: its live range has ended."""
         if alloc.buffer is Buffer.PSUM:
             self.psum_banks -= alloc.cost
+            self._live_psum.pop(alloc.id, None)
         else:
             self.sbuf_bytes -= alloc.cost
-        self.live[alloc.buffer].pop(alloc.id, None)
+            (self._live_sbuf if alloc.buffer is Buffer.SBUF else self.live[alloc.buffer]).pop(alloc.id, None)
 
     def _check_psum_tile(self, alloc: Allocation) -> None:
         bank = self.limits.psum_bank_bytes

@@ -186,41 +186,60 @@ class DeviceTensor:
         on_chip_par = self.par_axis if self._alloc.buffer.on_chip else None
         dims = []          # per kept dimension: (first, length, step); ints as (index, None, 0)
         overhang = False
-        for dim, (k, size) in enumerate(zip(key, self.shape)):
-            if isinstance(k, slice):
-                step = 1 if k.step is None else integral(k.step, "a slice step")
-                if step <= 0:
-                    raise IndexingError(f"slice step {step} on dimension {dim} of {label} must be positive")
-                if step != 1 and dim == on_chip_par:
-                    raise IndexingError(
-                        f"strided access along the partition dimension of {label} (step {step})",
-                        remedy="the hardware cannot stride across partitions; slice partitions "
-                               "contiguously and stride along a free dimension instead",
-                        code="err_partition_dim_stride_not_supported")
-                lo = 0 if k.start is None else integral(k.start, "a slice start")
-                hi = size if k.stop is None else integral(k.stop, "a slice stop")
-                lo = lo + size if lo < 0 else lo
-                hi = hi + size if hi < 0 else hi
-                length = max(0, -(-(hi - lo) // step))
-                if length and (lo < 0 or lo + (length - 1) * step >= size):
+        # the view's geometry is worked out in the same pass (used unless a gather is needed):
+        # one loop per subscript, plain int checks before the general ones
+        self_strides = self._strides
+        start = self._start
+        shape, strides = [], []
+        dropped = 0
+        for dim, k in enumerate(key):
+            size = self.shape[dim]
+            if type(k) is slice:
+                step = k.step
+                if step is None:
+                    step = 1
+                else:
+                    step = step if type(step) is int else integral(step, "a slice step")
+                    if step <= 0:
+                        raise IndexingError(f"slice step {step} on dimension {dim} of {label} must be positive")
+                    if step != 1 and dim == on_chip_par:
+                        raise IndexingError(
+                            f"strided access along the partition dimension of {label} (step {step})",
+                            remedy="the hardware cannot stride across partitions; slice partitions "
+                                   "contiguously and stride along a free dimension instead",
+                            code="err_partition_dim_stride_not_supported")
+                lo, hi = k.start, k.stop
+                lo = 0 if lo is None else (lo if type(lo) is int else integral(lo, "a slice start"))
+                hi = size if hi is None else (hi if type(hi) is int else integral(hi, "a slice stop"))
+                if lo < 0:
+                    lo += size
+                if hi < 0:
+                    hi += size
+                length = -(-(hi - lo) // step)
+                if length <= 0:
+                    length = 0
+                elif lo < 0 or lo + (length - 1) * step >= size:
                     overhang = True
                 dims.append((lo, length, step))
+                shape.append(length)
+                if self_strides is not None:
+                    start += lo * self_strides[dim]
+                    strides.append(self_strides[dim] * step)
             else:
-                index = int(k) + size if int(k) < 0 else int(k)
+                index = int(k)
+                if index < 0:
+                    index += size
                 if not 0 <= index < size:
                     overhang = True
                 dims.append((index, None, 0))
-        dropped = sum(1 for d in dims[:self.par_axis] if d[1] is None)
+                if dim < self.par_axis:
+                    dropped += 1
+                if self_strides is not None:
+                    start += index * self_strides[dim]
         par_axis = max(self.par_axis - dropped, 0)
-        shape = tuple(d[1] for d in dims if d[1] is not None)
+        shape = tuple(shape)
         if overhang or self._offsets is not None:
             return self._gather_basic(dims, shape, par_axis, label)
-        start = self._start
-        strides = []
-        for (first, length, step), stride in zip(dims, self._strides):
-            start += first * stride
-            if length is not None:
-                strides.append(stride * step)
         return self._view(shape, start=start, strides=tuple(strides), par_axis=par_axis)
 
     def _gather_basic(self, dims, shape, par_axis, label) -> "DeviceTensor":

@@ -27,7 +27,8 @@ def operand(t, instr: str, param: str, buffers=ON_CHIP, *, tile: bool = True, ma
         raise ShapeError(f"operand '{param}' of '{instr}' must be a tensor, got {type(t).__name__}",
                          remedy="pass a tile (an SBUF/PSUM tensor or a slice of one)",
                          code="err_operand_must_be_tensor")
-    if t.buffer not in buffers:
+    buffer = t._alloc.buffer
+    if buffer not in buffers:
         wanted = _SPACE_NAMES.get(buffers, "|".join(b.value for b in buffers))
         remedy = {
             Buffer.PSUM: "copy the PSUM tile to SBUF first with nisa.tensor_copy",
@@ -38,7 +39,7 @@ def operand(t, instr: str, param: str, buffers=ON_CHIP, *, tile: bool = True, ma
         raise MemorySpaceError(
             f"Expected operand '{param}' of '{instr}' to be in address space '{wanted}', but got a "
             f"tile in '{t.buffer.value}' instead.", remedy=remedy)
-    if tile and t.buffer.on_chip and t.par_axis != 0:
+    if tile and buffer.on_chip and t.par_axis != 0:
         raise ShapeError(
             f"operand '{param}' of '{instr}' is {t._label()} whose partition dimension is not the "
             "first: a tile is needed", remedy="index the leading block dimensions away, e.g. t[i]",

@@ -1,0 +1,130 @@
+"""Bit-for-bit guard for simulator speed work: one SHA-256 per (kernel, configuration).
+
+Each digest covers what a grade is made of, taken along the graded path (grader.executor):
+the traced program's encoding (nkisim.program.encode), the program decoded and validated
+again, the outputs of executing it (shape, dtype and bytes), and for every configuration the
+cost model's latency, DMA count and profile summary. Inputs come from fixed seeds;
+allocation ids restart at 1 for every trace, so a digest does not depend on what ran first.
+
+    python bench/sim_digest.py [--full] [--only NAME] > digests.txt
+    python bench/sim_digest.py [--full] --check bench/sim_digests.txt
+
+bench/sim_digests.txt holds the digests of the code before the speed work of issue 24.
+
+--full adds the batch-4 224x224 correctness configurations (minutes); the default set has the
+small ones, the batch-1 224x224 performance ones and every transpose and vector-add case.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import nkisim  # noqa: E402
+
+nkisim.install()
+
+from grader import problems, spec as specs  # noqa: E402
+from nkisim import cost, memory, program as programs  # noqa: E402
+from nkisim.cost.profile import profile_summary  # noqa: E402
+from nkisim.execute import execute  # noqa: E402
+from nkisim.platforms import PLATFORMS  # noqa: E402
+from nkisim.runtime import ArgSpec, trace_kernel  # noqa: E402
+from reference_kernels import conv2d_optimized, conv2d_relaxed, transpose, vector_add  # noqa: E402
+
+BIG = 224 * 224 * 4     # a batch-4 224x224 image: only with --full
+
+
+def cases(full: bool):
+    """(name, kernel, args, kwargs) of every digest."""
+    spec = specs.load("asst4-trainium2")
+    conv = {"optimized": conv2d_optimized.fused_conv2d_maxpool, "relaxed": conv2d_relaxed.fused_conv2d_maxpool}
+    for test in spec.tests:
+        for i, config in enumerate(test.configs):
+            if test.problem == "conv2d":
+                if not full and config["batch"] * config["height"] * config["width"] >= BIG:
+                    continue
+                kernels = conv.items()
+            else:
+                kernels = [("transpose", transpose.matrix_transpose)]
+            for label, kernel in kernels:
+                args, kwargs = problems.make_inputs(test.problem, config, np.random.default_rng(i))
+                yield f"{label}/{test.name}/{i}", kernel, args, kwargs
+    rng = np.random.default_rng(3)
+    a, b = rng.random(25600, dtype=np.float32), rng.random(25600, dtype=np.float32)
+    yield "vector_add/naive", vector_add.vector_add_naive, [a[:128], b[:128]], {}
+    for name, kernel in (("tiled", vector_add.vector_add_tiled), ("stream", vector_add.vector_add_stream),
+                         ("tiled64", vector_add.make_vector_add_tiled(64)),
+                         ("stream2", vector_add.make_vector_add_stream(2))):
+        yield f"vector_add/{name}", kernel, [a, b], {}
+
+
+def digest(kernel, args, kwargs, platform: str = "trn2") -> str:
+    """The graded path of grader.executor.run, hashed as it goes."""
+    memory._ids = itertools.count(1)
+    limits = PLATFORMS[platform].hardware_limits()
+    h = hashlib.sha256()
+    program, _ = trace_kernel(kernel, [ArgSpec(a.shape, a.dtype) for a in args], kwargs,
+                              nkisim.SimSettings(platform=platform), {})
+    data = programs.encode(program)
+    h.update(data.replace(str(ROOT).encode(), b"<root>"))     # the same digests in any checkout
+    decoded = programs.decode(data)
+    programs.validate(decoded, limits, args)
+    with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
+        done = execute(decoded, args)
+    outputs = done.outputs if isinstance(done.outputs, (list, tuple)) else [done.outputs]
+    for out in outputs:
+        out = np.ascontiguousarray(out)
+        h.update(repr((out.shape, out.dtype.str)).encode())
+        h.update(out.tobytes())
+    timeline = cost.time_trace(done.trace, decoded.allocs, dge=cost.uses_dge(decoded.compile_options), limits=limits)
+    summary = {"latency_us": repr(timeline.total_us), "dma_count": timeline.dma_count,
+               "instructions": len(done.trace), "printed": done.printed,
+               "matmul_flops": sum(2 * r.attrs["k"] * r.attrs["m"] * r.attrs["n"]
+                                   for r in done.trace if r.kind == "matmul"),
+               "profile": profile_summary(done.trace, timeline, thresholds_us=None)}
+    h.update(json.dumps(summary, sort_keys=True, default=repr).encode())
+    return h.hexdigest()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true", help="also the batch-4 224x224 configurations")
+    parser.add_argument("--only", help="only cases whose name contains this")
+    parser.add_argument("--check", type=Path, help="compare with a file this script printed; exit 1 on a difference")
+    args = parser.parse_args()
+    expected = {}
+    if args.check:
+        expected = dict(line.split()[::-1] for line in args.check.read_text().splitlines() if line.strip())
+    differ = 0
+    for name, kernel, kargs, kwargs in cases(args.full):
+        if args.only and args.only not in name:
+            continue
+        start = time.perf_counter()
+        value = digest(kernel, kargs, kwargs)
+        took = time.perf_counter() - start
+        if args.check:
+            want = expected.get(name)
+            verdict = "same" if value == want else ("NEW" if want is None else "DIFFERENT")
+            differ += verdict == "DIFFERENT"
+            print(f"{verdict:9} {name:48} {took:7.2f} s", flush=True)
+        else:
+            print(f"{value} {name}", flush=True)
+            print(f"{name}: {took:.2f} s", file=sys.stderr, flush=True)
+    if args.check:
+        print("all digests equal" if not differ else f"{differ} digests differ")
+        sys.exit(1 if differ else 0)
+
+
+if __name__ == "__main__":
+    main()
