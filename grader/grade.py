@@ -19,9 +19,11 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import downgrade, problems, scoring
+from .answer_pool import AnswerSet
 from .checks import check_output, layout_failure
 from .errors import GraderInputError
 from .events import CancelToken, ProgressEvent
+from .inputs import config_inputs, config_seed
 from .precheck import compute_violations
 from .report import Report, TestResult
 from .runner import ConfigRun, RunnerJob, run_configuration
@@ -51,6 +53,7 @@ class GradeOptions:
     run_precheck: bool | None = None      # None: as the spec says
     limits: Limits = field(default_factory=Limits)   # per configuration; wall_seconds is also cut to the budget
     hide_paths: tuple[str, ...] = ()      # directories the child must not see (uploads, ...)
+    answers: AnswerSet | None = None      # answers made ahead (grader.answer_pool): the run takes its seed
 
 
 def neuron_available() -> bool:
@@ -87,7 +90,17 @@ class _Run:
     def __init__(self, submission: Submission, spec: AssignmentSpec, options: GradeOptions) -> None:
         self.sub, self.spec, self.opt = submission, spec, options
         self.backend = choose_backend(options.backend)
-        self.seed = options.seed if options.seed is not None else secrets.randbits(63)
+        self.answers = options.answers
+        if self.answers is not None and options.seed is not None:
+            raise GraderInputError("a grade takes a seed or a set of answers made ahead, not both",
+                                   "Drop the seed: the answer set's own seed grades the run.")
+        if self.answers is not None and self.answers.spec_hash != spec.spec_hash:
+            raise GraderInputError("the answer set was made for another version of this spec",
+                                   "Draw a set from the pool for this spec's content hash.")
+        self.seed = (self.answers.seed if self.answers is not None else
+                     options.seed if options.seed is not None else secrets.randbits(63))
+        # where the answer set lives: hidden from every child like the job root
+        self.hidden = tuple(self.opt.hide_paths) + ((self.answers.directory,) if self.answers is not None else ())
         self.cancel = options.cancel or CancelToken()
         self.cancel_event = self.cancel.event          # handed to the sandbox: set, it kills children
         self.budget_s = float(options.time_budget_s if options.time_budget_s is not None else spec.time_budget_s)
@@ -159,10 +172,14 @@ class _Run:
                 f"({label}); every later test that runs it fails with this message. Look for a loop "
                 f"that never ends, or work far beyond what the problem needs.")
 
-    def _reference_answer(self, test: TestSpec, args: list[np.ndarray], kwargs: dict):
-        """A future of the reference answer. Worked out beside the child once this kernel has
-        produced an output in this grade; before that only when asked for, so a kernel that
-        fails at once costs no reference work (a 224x224 answer takes seconds of CPU)."""
+    def _reference_answer(self, test: TestSpec, index: int, args: list[np.ndarray], kwargs: dict):
+        """A future of the reference answer. Made ahead when the run drew an answer set; else
+        worked out beside the child once this kernel has produced an output in this grade, and
+        before that only when asked for, so a kernel that fails at once costs no reference work
+        (a 224x224 answer takes seconds of CPU)."""
+        made = self.answers.answer(self.spec.tests.index(test), index) if self.answers is not None else None
+        if made is not None:
+            return _Ready(made)
         compute = lambda: problems.reference(test.problem, args, kwargs)   # noqa: E731
         if (test.file, test.kernel) in self.kernel_ran_ok:
             return _Background(compute)
@@ -263,16 +280,16 @@ class _Run:
 
     # ----- one configuration: traced in a sandboxed child, executed by a trusted process -----------
     def _run_config(self, test: TestSpec, index: int, config: dict) -> dict:
-        seq = np.random.SeedSequence([self.seed, self.spec.tests.index(test), index])
-        args, kwargs = problems.make_inputs(test.problem, config, np.random.default_rng(seq))
+        seq = config_seed(self.seed, self.spec.tests.index(test), index)
+        args, kwargs = config_inputs(test.problem, config, seq)
         # the answer is worked out here, in the grader's process (beside the run once the kernel has run)
-        expected_future = self._reference_answer(test, args, kwargs)
+        expected_future = self._reference_answer(test, index, args, kwargs)
         limits = self._config_limits(sum(a.nbytes for a in args))
         fspec = self.spec.files[test.file]
         job = RunnerJob(backend=self.backend, filename=fspec.filename, source=self.sub.files[test.file],
                         function=test.kernel, args=args, kwargs=kwargs,
                         mode="benchmark" if test.timed else "correctness", warmup=test.warmup, iters=test.iters,
-                        platform=self.spec.platform, job_root=self.base, hide_paths=(self.root,) + tuple(self.opt.hide_paths),
+                        platform=self.spec.platform, job_root=self.base, hide_paths=(self.root,) + self.hidden,
                         neuron_core=self.cores[index % len(self.cores)] if self.backend == Backend.NEURON else None,
                         neuron=self.neuron, input_names=fspec.functions[test.kernel][:len(args)],
                         thresholds_us=test.thresholds_us, expected_output=problems.output(test.problem, config))
@@ -368,7 +385,8 @@ class _Run:
             thresholds_version=self.spec.thresholds_version, spec_hash=self.spec.spec_hash, backend=self.backend,
             submission_sha256=self.sub.sha256, score=scoring.total(self.spec, ordered), flags=self.flags,
             tests=ordered, seed_kind="public" if self.opt.seed is not None else "secret",
-            seed=self.seed, grader_version=GRADER_VERSION,
+            seed=self.seed, answer_set=self.answers.set_id if self.answers is not None else None,
+            grader_version=GRADER_VERSION,
             graded_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             duration_s=round(time.monotonic() - start, 3), platform=self.spec.platform,
             status=self.cancel.reason if self.cancel_event.is_set() else ReportStatus.COMPLETED,
@@ -396,6 +414,16 @@ class _Deferred:
 
     def result(self) -> np.ndarray:
         return self.compute()
+
+
+class _Ready:
+    """A result there already (an answer made ahead)."""
+
+    def __init__(self, value: np.ndarray) -> None:
+        self.value = value
+
+    def result(self) -> np.ndarray:
+        return self.value
 
 
 class _Background:

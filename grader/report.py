@@ -100,6 +100,7 @@ class Report:
     tests: list[TestResult]
     seed_kind: str = "secret"       # "public" when the caller gave the seed (local runs), else fresh and secret
     seed: int | None = None         # the seed used; keep a secret one private (to_json leaves it out)
+    answer_set: str | None = None   # the id of the answer set made ahead that graded it (its seed is `seed`)
     grader_version: str = ""
     graded_at: str = ""             # ISO 8601 UTC
     duration_s: float = 0.0

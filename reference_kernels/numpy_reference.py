@@ -7,6 +7,7 @@ input channel at once) instead of a loop over pixels or offsets.
 """
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 
 def vector_add_reference(a, b):
@@ -47,41 +48,46 @@ def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float6
     if h_out < 1 or w_out < 1:
         raise ValueError("filter is larger than the image")
 
-    # One GEMM per block of output rows, over every input channel and filter offset at once:
-    # the block's windows are laid out as columns (im2col, rows (c_in, kh, kw)), so the whole
-    # C_in*K*K sum runs inside BLAS. Blocks keep the columns near COLUMNS_BYTES (one image's
-    # would be ~1 GB at 224x224 in float64); rows are a multiple of pool_size, so a pooling
-    # window never straddles two blocks. Both buffers are reused: fresh 50 MB temporaries per
-    # block would cost page faults on the order of the copies themselves.
+    # The whole C_in*K*K sum of every output pixel runs inside one BLAS GEMM: filters (C_out,
+    # C_in*K*K) times the windows laid out as columns (im2col, rows (c_in, kh, kw)). A whole
+    # configuration's columns can be gigabytes (224x224 images in float64: ~0.9 GB each), so
+    # the GEMM is cut into blocks of about COLUMNS_BYTES of columns: several whole images when
+    # they fit (a small configuration is one GEMM), else rows of one image, a multiple of
+    # pool_size so no pooling window straddles two blocks. Both buffers are reused: fresh 50 MB
+    # temporaries per block would cost page faults on the order of the copies themselves.
     hp, wp = h_out // pool_size, w_out // pool_size
     used_rows = hp * pool_size if pool_size > 1 else h_out
     depth = c_in * k_h * k_w
     itemsize = np.dtype(accumulate_dtype).itemsize
-    block = max(pool_size, COLUMNS_BYTES // (depth * w_out * itemsize) // pool_size * pool_size)
-    block = min(block, max(used_rows, pool_size))
+    image_bytes = depth * used_rows * w_out * itemsize
+    if image_bytes <= COLUMNS_BYTES:
+        images, rows = max(1, min(batch, COLUMNS_BYTES // image_bytes)), used_rows
+    else:
+        images = 1
+        rows = max(pool_size, COLUMNS_BYTES // (depth * w_out * itemsize) // pool_size * pool_size)
+    windows = sliding_window_view(X, (k_h, k_w), axis=(2, 3))    # (B, C_in, H_out, W_out, K, K), no copy
     w_mat = W.reshape(c_out, depth).astype(accumulate_dtype)
-    bias_acc = bias.astype(accumulate_dtype)[:, None]
-    columns = np.empty(depth * block * w_out, dtype=accumulate_dtype)
-    products = np.empty(c_out * block * w_out, dtype=accumulate_dtype)
+    bias_acc = bias.astype(accumulate_dtype)[:, None, None, None]
+    columns = np.empty(depth * images * rows * w_out, dtype=accumulate_dtype)
+    products = np.empty(c_out * images * rows * w_out, dtype=accumulate_dtype)
     result = np.empty((batch, c_out, hp, wp), dtype=X.dtype)
-    for b in range(batch):
-        for r0 in range(0, used_rows, block):
-            n = min(block, used_rows - r0)
-            cols = columns[:depth * n * w_out].reshape(c_in, k_h, k_w, n, w_out)
-            for kh in range(k_h):
-                for kw in range(k_w):
-                    cols[:, kh, kw] = X[b, :, r0 + kh:r0 + kh + n, kw:kw + w_out]
-            conv = products[:c_out * n * w_out].reshape(c_out, n * w_out)
-            np.matmul(w_mat, cols.reshape(depth, n * w_out), out=conv)
+    for b0 in range(0, batch, images):
+        nb = min(images, batch - b0)
+        for r0 in range(0, used_rows, rows):
+            n = min(rows, used_rows - r0)
+            cols = columns[:depth * nb * n * w_out].reshape(c_in, k_h, k_w, nb, n, w_out)
+            # (nb, c_in, n, w_out, kh, kw) -> (c_in, kh, kw, nb, n, w_out): one strided copy
+            np.copyto(cols, windows[b0:b0 + nb, :, r0:r0 + n].transpose(1, 4, 5, 0, 2, 3))
+            conv = products[:c_out * nb * n * w_out].reshape(c_out, nb * n * w_out)
+            np.matmul(w_mat, cols.reshape(depth, nb * n * w_out), out=conv)
+            conv = conv.reshape(c_out, nb, n, w_out)
             conv += bias_acc
-            conv = conv.reshape(c_out, n, w_out)
             if pool_size > 1:
                 # the max over each pool_size x pool_size window; columns that do not fill one
                 # are dropped
-                conv = conv[:, :, :wp * pool_size].reshape(c_out, n // pool_size, pool_size, wp, pool_size)
-                conv = conv.max(axis=(2, 4))
-            result[b, :, r0 // pool_size:(r0 + n) // pool_size] = conv
+                conv = conv[..., :wp * pool_size].reshape(c_out, nb, n // pool_size, pool_size, wp, pool_size)
+                conv = conv.max(axis=(3, 5))
+            result[b0:b0 + nb, :, r0 // pool_size:(r0 + n) // pool_size] = conv.transpose(1, 0, 2, 3)
     return result
-
 
 COLUMNS_BYTES = 48 * 2**20

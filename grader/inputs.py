@@ -1,0 +1,16 @@
+"""A run's inputs: a function of (seed, test index in the spec, configuration index) alone, so
+answers worked out ahead for a seed (grader.answer_pool) are the answers of a grade run with it."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import problems
+
+
+def config_seed(seed: int, test_index: int, config_index: int) -> np.random.SeedSequence:
+    """The seed sequence of one configuration: its inputs, then (spawned) its sampled checks."""
+    return np.random.SeedSequence([seed, test_index, config_index])
+
+
+def config_inputs(problem: str, config: dict, seq: np.random.SeedSequence) -> tuple[list[np.ndarray], dict]:
+    return problems.make_inputs(problem, config, np.random.default_rng(seq))
