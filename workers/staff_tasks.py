@@ -16,11 +16,11 @@ from sqlalchemy.orm import Session
 
 import grader
 from grader.vocabulary import Queue, RunStatus, StaffTaskStatus
-from store import lifecycle
+from store import lifecycle, specs
 from store.db import session_scope
 from store.models import Assignment, GradingRun, StaffTask, Submission
 
-from . import enqueue, exports, settings, specs
+from . import enqueue, exports, settings
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ def resend(task_ids: list[int]) -> None:
 
 def rescore_all(session: Session, assignment: Assignment, progress: Progress | None = None) -> int:
     """Re-scores every finished run of the assignment under the spec in force; returns how many."""
-    spec = specs.from_toml(assignment.spec_toml)
+    spec = specs.spec_of(assignment)
     query = (select(GradingRun).join(Submission)
              .where(Submission.assignment_id == assignment.id, GradingRun.status == RunStatus.DONE,
                     GradingRun.report.is_not(None)))
@@ -212,7 +212,7 @@ def _regrade(session: Session, assignment: Assignment, progress: Progress) -> di
 def _grades_csv(session: Session, assignment: Assignment, progress: Progress) -> dict:
     lines = exports.grade_lines(session, assignment)
     progress(len(lines), len(lines))
-    body = exports.grades_csv(lines, specs.from_toml(assignment.spec_toml).tests)
+    body = exports.grades_csv(lines, specs.spec_of(assignment).tests)
     return {"result": body.encode(), "result_name": f"{assignment.name}-grades.csv", "result_type": "text/csv",
             "summary": f"Grades of {len(lines)} student{'' if len(lines) == 1 else 's'}."}
 

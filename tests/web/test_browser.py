@@ -128,15 +128,12 @@ class Visitor:
 
 def seed_tiny_assignment(db):
     """The small assignment the leaderboard story grades on (about a second per run)."""
-    from store.models import Assignment, Course
+    from store import specs
+    from store.models import Course
     from sqlalchemy import select
-    from workers import specs
-    toml, spec = specs.read_spec_file(str(TINY_SPEC))
     course = db.scalar(select(Course).where(Course.name == "CS149"))
-    db.add(Assignment(course=course, name="tiny", title=spec.title, spec_name=str(TINY_SPEC),
-                      spec_version=spec.spec_version, thresholds_version=spec.thresholds_version,
-                      spec_hash=specs.spec_hash(toml), spec_toml=toml, backend="sim", runs_per_hour=10,
-                      deadline=dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=3)))
+    specs.new_assignment(db, str(TINY_SPEC), course=course, name="tiny", backend="sim", runs_per_hour=10,
+                         deadline=dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=3))
     db.commit()
 
 

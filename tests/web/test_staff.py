@@ -11,7 +11,9 @@ import zipfile
 
 from sqlalchemy import func, select
 
-from store.models import (Assignment, GradingRun, LoginToken, NightlyResult, NightlyRun, TestResultRow, User)
+import grader
+from store.models import (Assignment, GradingRun, LoginToken, NightlyResult, NightlyRun, StoredSpec, TestResultRow,
+                          User)
 
 from webtest_helpers import csrf_of, export, finish_task, measured, multipart, store_graded_run
 
@@ -78,7 +80,9 @@ def test_adopt_thresholds_and_rescore_without_running_kernels(client_for, db, co
     db.expire_all()
     assignment = db.get(Assignment, assignment.id)
     run = db.get(GradingRun, run.id)
-    assert assignment.thresholds_version == "t2" and "optimized = 55" in assignment.spec_toml
+    assert assignment.thresholds_version == "t2" and "optimized = 55" in assignment.spec_row.toml
+    before = db.get(StoredSpec, assignment.spec_row.derived_from)          # a new spec row; the old one is kept
+    assert before.thresholds_version == "t1" and "optimized = 55" not in before.toml
     assert run.score_total == 7.5 and run.thresholds_version == "t2"
     assert run.report["tests"][1]["thresholds_us"] == {"optimized": 55, "relaxed": 80}
     assert db.scalar(select(TestResultRow.points).where(TestResultRow.run_id == run.id,
@@ -122,17 +126,11 @@ def test_tightening_a_threshold_by_more_than_10_percent_shows_what_it_does_and_a
 
 def test_nightly_proposal_prefills_only_tests_derived_from_reference_kernels(client_for, db, course_setup):
     """An extra-credit threshold is set by hand: the nightly's implied value is never proposed for it."""
-    from store.models import Course, ThresholdsVersion
-    from web.courses import spec_thresholds
-    from workers import specs
-    toml, spec = specs.read_spec_file("asst4-trainium2")
-    assignment = Assignment(course=db.get(Course, course_setup["course"].id), name="asst4", title=spec.title,
-                            spec_name="asst4-trainium2", spec_version=spec.spec_version,
-                            thresholds_version=spec.thresholds_version, spec_hash=specs.spec_hash(toml),
-                            spec_toml=toml, backend="sim")
-    db.add(assignment)
-    db.add(ThresholdsVersion(assignment=assignment, version=spec.thresholds_version, source="spec",
-                             thresholds=spec_thresholds(toml), adopted_at=dt.datetime.now(dt.timezone.utc)))
+    from store import specs
+    from store.models import Course
+    assignment = specs.new_assignment(db, "asst4-trainium2", course=db.get(Course, course_setup["course"].id),
+                                      name="asst4", backend="sim")
+    spec = specs.spec_of(assignment)
     night = NightlyRun(trigger="manual")
     db.add(night)
     db.flush()
@@ -147,7 +145,7 @@ def test_nightly_proposal_prefills_only_tests_derived_from_reference_kernels(cli
     page = client_for("tara").get("/staff/assignments/asst4").get_data(as_text=True)
     textarea = html.unescape(page.split('name="thresholds"', 1)[1].split(">", 1)[1].split("</textarea>", 1)[0])
     proposal = json.loads(textarea)
-    in_force = spec_thresholds(toml)
+    in_force = spec.thresholds()
     for t in timed:
         if t.kind == "performance":
             assert proposal[t.name] == {"optimized": 12.0, "relaxed": 12.0}, t.name
@@ -256,7 +254,8 @@ def test_admin_creates_an_assignment_and_tas_cannot(client_for, db, course_setup
     db.expire_all()
     assignment = db.scalar(select(Assignment).where(Assignment.name == "asst4"))
     assert assignment.spec_version and assignment.runs_per_hour == 4 and assignment.course.leaderboard_visibility == "public"
-    assert "perf_224_pool1_float16" in assignment.spec_toml
+    assert assignment.spec_hash == grader.load_spec("asst4-trainium2").spec_hash
+    assert "perf_224_pool1_float16" in assignment.spec_row.toml
     duplicate = post_form(client_for("ada"), "/staff/", "/staff/assignments", data)
     assert duplicate.status_code == 409
 

@@ -12,8 +12,8 @@ from sqlalchemy.exc import IntegrityError
 
 import grader
 from grader.vocabulary import Backend, Tier
-from store.models import Assignment, Course, DeadlineExtension, ThresholdsVersion, User
-from workers import specs
+from store import specs
+from store.models import Course, DeadlineExtension, ThresholdsVersion, User
 
 from .. import accounts, courses, db, thresholds
 from ..errors import UserError
@@ -46,7 +46,7 @@ def create_assignment():
                         f"Choose one of: {', '.join(grader.available_specs())}.")
     if not form.validate_on_submit():
         raise UserError(f"The assignment was not created: {_form_problems(form)}.", "Correct the form and try again.")
-    toml_text, spec = specs.read_spec_file(form.spec.data)
+    spec = grader.load_spec(form.spec.data)
     if form.backend.data == Backend.NEURON and spec.platform != "trn2":
         raise UserError(f"The spec {form.spec.data} holds thresholds measured on {spec.platform}, not Trainium2: "
                         "grading it on Trainium2 hardware would hold students to the wrong numbers.",
@@ -55,13 +55,9 @@ def create_assignment():
         course = Course(name=form.course.data.strip())
         session.add(course)
     course.leaderboard_visibility = form.visibility.data
-    assignment = Assignment(course=course, name=form.name.data, title=spec.title, spec_name=form.spec.data,
-                            spec_version=spec.spec_version, thresholds_version=spec.thresholds_version,
-                            spec_hash=spec.spec_hash, spec_toml=toml_text, backend=form.backend.data,
-                            deadline=_utc(form.deadline.data), runs_per_hour=form.runs_per_hour.data, active=True)
-    session.add(assignment)
-    session.add(ThresholdsVersion(assignment=assignment, version=spec.thresholds_version, source="spec",
-                                  thresholds=courses.spec_thresholds(toml_text), adopted_at=dt.datetime.now(dt.timezone.utc)))
+    assignment = specs.new_assignment(session, spec, spec_name=form.spec.data, course=course, name=form.name.data,
+                                      backend=form.backend.data, deadline=_utc(form.deadline.data),
+                                      runs_per_hour=form.runs_per_hour.data, active=True)
     try:
         session.commit()
     except IntegrityError:
@@ -80,7 +76,7 @@ def assignment(name: str):
     extensions = session.execute(select(DeadlineExtension, User).join(User, DeadlineExtension.user_id == User.id)
                                  .where(DeadlineExtension.assignment_id == assignment.id)
                                  .order_by(User.email)).all()
-    in_force = courses.spec_thresholds(assignment.spec_toml)
+    in_force = courses.spec_of(assignment).thresholds()
     derived = {t.name for t in courses.timed_tests(assignment) if t.thresholds_from_references}
     implied = {name: levels for name, levels in implied_for(session, assignment).items() if name in derived}
     # only the tests whose thresholds come from the reference kernels are proposed from the nightly
