@@ -102,7 +102,7 @@ def grade_reference(night_id: int, spec_hash: str, reference: str, backend: str,
             thresholds_version=spec.thresholds_version, reference_kernel=reference, backend=backend,
             p99_us=p99, passed=not bad, drift=bool(reasons), drift_reason="; ".join(reasons) or None,
             implied_thresholds={name: round(IMPLIED_FACTOR * us, 1) for name, us in p99.items()},
-            thresholds_in_force={t.name: dict(t.thresholds_us) for t in spec.tests if t.thresholds_us},
+            thresholds_in_force=spec.thresholds(),
             score_total=report.score.total, report=report.to_json(include_seed=False))
         s.add(result)
     return result

@@ -176,11 +176,15 @@ def test_the_whole_site_in_a_browser(served, browser, db):
     admin = Visitor(browser, "admin")
     admin.sign_in_with_link(link)
     admin.go(f"{base}/staff/", "console")
+    admin.page.click("summary:has-text('Create a course')")            # a course is made on purpose, once
+    admin.page.fill("#course_name", "CS149")
+    admin.page.click("input[type=submit][value='Create course']")
+    admin.page.wait_for_selector("text=Course CS149 created")
     admin.page.click("summary:has-text('Create an assignment')")
-    admin.page.fill("#course", "CS149")
+    admin.page.select_option("#course", "CS149")
     admin.page.fill("#name", "asst4")
     admin.page.select_option("select[name=spec]", "asst4-trainium2")
-    admin.page.fill("#deadline", (dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=5)).strftime("%Y-%m-%dT%H:%M"))
+    admin.page.fill("#deadline", (dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=5)).strftime("%Y-%m-%d %H:%M"))
     admin.page.click("input[type=submit][value='Create assignment']")
     admin.page.wait_for_url(re.compile(r"/staff/assignments/asst4$"))
     admin.shot("assignment-created")
@@ -189,7 +193,7 @@ def test_the_whole_site_in_a_browser(served, browser, db):
     roster = "email,name,role\nada@example.edu,Ada L,student\ngrace@example.edu,Grace H,student\n" \
              "linus@example.edu,Linus T,student\ntim@example.edu,Tim TA,ta\n"
     admin.go(f"{base}/staff/roster", "roster")
-    admin.page.fill("#course", "CS149")
+    admin.page.select_option("#course", "CS149")
     admin.page.set_input_files("#csv_file", files=[{"name": "roster.csv", "mimeType": "text/csv",
                                                      "buffer": roster.encode()}])
     admin.page.click("input[type=submit][value='Import roster']")

@@ -245,6 +245,8 @@ def test_nightly_history_marks_drift_and_shows_implied_thresholds(client_for, db
 
 
 def test_admin_creates_an_assignment_and_tas_cannot(client_for, db, course_setup):
+    made = post_form(client_for("ada"), "/staff/", "/staff/courses", {"course_name": "CS149 Fall"})
+    assert made.status_code == 303
     data = {"course": "CS149 Fall", "name": "asst4", "spec": "asst4-trainium2", "backend": "sim",
             "runs_per_hour": "4", "visibility": "public", "deadline": "2026-12-12T23:59"}
     denied = post_form(client_for("tara"), "/staff/", "/staff/assignments", data)
@@ -289,6 +291,18 @@ def test_an_admin_sets_who_sees_the_leaderboard_and_a_ta_cannot(app, client_for,
     assert app.test_client().get("/leaderboard/tiny").status_code == 302
 
 
+def test_a_rescore_records_its_progress_as_it_goes_not_only_at_the_end(db, course_setup, tiny_reports):
+    """The task's page follows progress_done: a rescore writes it every few runs, from 0 of N."""
+    from workers import staff_tasks
+    for i in range(23):
+        store_graded_run(db, course_setup["alice"], course_setup["assignment"],
+                         measured(tiny_reports["optimized"], 30.0 + i))
+    seen = []
+    assert staff_tasks.rescore_all(db, course_setup["assignment"], lambda done, total: seen.append((done, total))) == 23
+    assert seen == [(0, 23), (10, 23), (20, 23), (23, 23)]
+    assert staff_tasks.progress_text("rescore", 10, 23) == "10 of 23 runs rescored"
+
+
 def test_regrade_queues_each_students_latest_submission_again(client_for, db, course_setup, tiny_reports,
                                                               celery_worker):
     """A staff task: a worker on the staff queue queues the runs; the web request only starts it."""
@@ -301,7 +315,82 @@ def test_regrade_queues_each_students_latest_submission_again(client_for, db, co
     started = post_form(ta, "/staff/assignments/tiny", "/staff/assignments/tiny/tasks/regrade", {})
     status = finish_task(ta, started)
     assert status["summary"].startswith("Queued 2 submissions") and (status["done"], status["total"]) == (2, 2)
+    assert status["progress"] == "2 of 2 submissions queued again"
+    assert "(2 of 2 submissions queued again)" in ta.get(started.headers["Location"]).get_data(as_text=True)
     db.expire_all()
     queued = db.scalars(select(GradingRun).where(GradingRun.status == "queued")).all()
     assert sorted(r.submission_id for r in queued) == sorted([latest.submission_id, bob.submission_id])
     assert old.submission_id not in {r.submission_id for r in queued}
+
+
+def test_a_typo_in_the_course_makes_no_new_course(client_for, db, course_setup):
+    """The course is chosen from the existing ones; a name that is not one is refused, never
+    made on the fly (a new course is the site admin's own action)."""
+    from store.models import Course
+    admin = client_for("ada")
+    console = admin.get("/staff/").get_data(as_text=True)
+    assert '<select id="course" name="course"' in console and '<option value="CS149">CS149</option>' in console
+    data = {"course": "CS194", "name": "asst4", "spec": "asst4-trainium2", "backend": "sim", "runs_per_hour": "4",
+            "visibility": "public", "deadline": ""}
+    refused = post_form(admin, "/staff/", "/staff/assignments", data)
+    assert refused.status_code == 400 and "no course called 'CS194'" in html.unescape(refused.get_data(as_text=True))
+    roster = post_form(admin, "/staff/roster", "/staff/roster", {"course": "CS194", "csv_file": (io.BytesIO(
+        b"email\nnew@uni.edu\n"), "r.csv")}, content_type="multipart/form-data")
+    assert roster.status_code == 400
+    assert db.scalar(select(func.count()).select_from(Course)) == 1 and db.scalar(select(Assignment.id).where(
+        Assignment.name == "asst4")) is None
+    assert post_form(client_for("tara"), "/staff/", "/staff/courses", {"course_name": "CS194"}).status_code == 403
+    assert post_form(admin, "/staff/", "/staff/courses", {"course_name": "CS149"}).status_code == 409
+
+
+def test_one_late_student_is_added_to_the_course_without_a_csv(client_for, db, course_setup):
+    ta = client_for("tara")
+    page = ta.get("/staff/roster").get_data(as_text=True)
+    assert "data-add-person" in page and '<select id="person-course" name="person-course"' in page
+    added = post_form(ta, "/staff/roster", "/staff/roster/person", {"person-course": "CS149", "person-email": "Late@Uni.edu",
+                                                                   "person-name": "Late Comer", "person-role": "student"})
+    body = added.get_data(as_text=True)
+    assert added.status_code == 200 and "late@uni.edu" in body and body.count("/login/link/") == 1
+    late = db.scalar(select(User).where(User.email == "late@uni.edu"))
+    assert late is not None and late.name == "Late Comer"
+    # the roster's rules hold: a TA gives no staff role, and adds no one to a course that is not theirs
+    as_ta = post_form(ta, "/staff/roster", "/staff/roster/person", {"person-course": "CS149", "person-email": "x@uni.edu",
+                                                                   "person-role": "ta"})
+    assert as_ta.status_code == 403
+    elsewhere = post_form(ta, "/staff/roster", "/staff/roster/person", {"person-course": "CS999",
+                                                                       "person-email": "y@uni.edu"})
+    assert elsewhere.status_code == 403
+    assert db.scalar(select(User).where(User.email.in_(["x@uni.edu", "y@uni.edu"]))) is None
+    no_csrf = ta.post("/staff/roster/person", data={"person-course": "CS149", "person-email": "z@uni.edu"})
+    assert no_csrf.status_code == 400 and db.scalar(select(User).where(User.email == "z@uni.edu")) is None
+
+
+def test_deadlines_are_typed_and_shown_in_utc_not_with_a_local_picker(client_for, db, course_setup):
+    """A datetime-local picker shows the viewer's local format and reads as local time whatever
+    its label says: the deadline is written YYYY-MM-DD HH:MM and read as UTC."""
+    admin = client_for("ada")
+    for page in ("/staff/", "/staff/assignments/tiny"):
+        text = admin.get(page).get_data(as_text=True)
+        assert 'type="datetime-local"' not in text and 'placeholder="YYYY-MM-DD HH:MM"' in text
+        assert "UTC, written YYYY-MM-DD HH:MM" in text
+    post_form(admin, "/staff/", "/staff/courses", {"course_name": "CS150"})
+    data = {"course": "CS150", "name": "asst5", "spec": "asst4-trainium2", "backend": "sim", "runs_per_hour": "4",
+            "visibility": "public", "deadline": "2026-12-12 23:59"}
+    assert post_form(admin, "/staff/", "/staff/assignments", data).status_code == 303
+    db.expire_all()
+    deadline = db.scalar(select(Assignment.deadline).where(Assignment.name == "asst5"))
+    assert deadline == dt.datetime(2026, 12, 12, 23, 59, tzinfo=dt.timezone.utc)
+    assert "deadline 2026-12-12 23:59 UTC" in admin.get("/staff/assignments/asst5").get_data(as_text=True)
+    local = post_form(admin, "/staff/", "/staff/assignments", {**data, "name": "asst6", "deadline": "12/12/2026 11:59 PM"})
+    assert local.status_code == 400
+    assert "'12/12/2026 11:59 PM' is not a date and time written YYYY-MM-DD HH:MM, in UTC" in html.unescape(
+        local.get_data(as_text=True))
+    granted = post_form(admin, "/staff/assignments/tiny", "/staff/assignments/tiny/extensions",
+                        {"email": "bob@example.edu", "deadline": "2030-01-02 03:04 UTC"}, follow_redirects=True)
+    assert "bob@example.edu may submit tiny until 2030-01-02 03:04 UTC" in granted.get_data(as_text=True)
+
+
+def test_the_threshold_table_names_tests_by_their_titles(client_for, db, course_setup):
+    page = client_for("tara").get("/staff/assignments/tiny").get_data(as_text=True)
+    table = page.split("<table data-thresholds>", 1)[1].split("</table>", 1)[0]
+    assert "<td>Performance: one small image, float16 <code" in table and ">perf_tiny</code>" in table
