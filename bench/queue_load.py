@@ -110,22 +110,20 @@ def fresh_assignment():
     assignment id, spec)."""
     from sqlalchemy import text
     from store.db import session_scope
-    from store.models import Assignment, Course, User
-    from workers import specs
+    from store import specs
+    from store.models import Course, User
     from workers.broker import client_for
 
     with session_scope() as s:
         s.execute(text("TRUNCATE grading_runs, submissions, test_results, worker_heartbeats, assignments, "
-                       "courses, users RESTART IDENTITY CASCADE"))
+                       "courses, users, specs RESTART IDENTITY CASCADE"))
     client_for(os.environ["REDIS_URL"]).flushall()
-    toml, spec = specs.read_spec_file(str(TINY_SPEC))
     with session_scope() as s:
         user = User(email="load@example.edu")
-        assignment = Assignment(course=Course(name="load"), name="tiny", spec_name="tiny", spec_version="1",
-                                thresholds_version="t1", spec_hash=specs.spec_hash(toml), spec_toml=toml)
-        s.add_all([user, assignment])
+        assignment = specs.new_assignment(s, str(TINY_SPEC), course=Course(name="load"), name="tiny")
+        s.add(user)
         s.commit()
-        return user.id, assignment.id, spec
+        return user.id, assignment.id, specs.spec_of(assignment)
 
 
 def finished_count() -> int:

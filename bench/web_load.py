@@ -58,23 +58,23 @@ def variant_reports(count: int):
 
 def seed(engine, students: int, runs: int) -> dict:
     from sqlalchemy import insert, text
-    from store.models import (ApiToken, Assignment, Course, Enrollment, GradingRun, Submission, TestResultRow,
+    from store.models import (ApiToken, Course, Enrollment, GradingRun, Submission, TestResultRow,
                               User)
     from web.accounts import token_hash
     from werkzeug.security import generate_password_hash
-    from workers import specs
+    from store import specs
+    from store.db import session_factory
 
-    toml, spec = specs.read_spec_file(SPEC)
     reports = variant_reports(60)
     now = dt.datetime.now(dt.timezone.utc)
     password_hash = generate_password_hash(PASSWORD)
+    with session_factory(engine)() as session:
+        course = Course(name="CS149", leaderboard_visibility="public")
+        assignment = specs.new_assignment(session, SPEC, course=course, name="asst4", backend="sim",
+                                          runs_per_hour=6, active=True)
+        session.commit()
+        course_id, assignment_id, spec = course.id, assignment.id, specs.spec_of(assignment)
     with engine.begin() as conn:
-        course_id = conn.execute(insert(Course).values(name="CS149", leaderboard_visibility="public")
-                                 .returning(Course.id)).scalar()
-        assignment_id = conn.execute(insert(Assignment).values(
-            course_id=course_id, name="asst4", title=spec.title, spec_name=SPEC, spec_version=spec.spec_version,
-            thresholds_version=spec.thresholds_version, spec_hash=specs.spec_hash(toml), spec_toml=toml,
-            backend="sim", runs_per_hour=6, active=True).returning(Assignment.id)).scalar()
         conn.execute(insert(User), [{"id": i, "email": f"s{i}@example.edu", "name": f"Student {i}", "role": "student",
                                      "nickname": f"kernel_{i}", "active": True, "password_hash": password_hash}
                                     for i in range(1, students + 1)])

@@ -15,6 +15,8 @@ import importlib
 _EXPORTS = {
     "available_specs": ("grader.spec", "available"),
     "load_spec": ("grader.spec", "load"),
+    "spec_from_toml": ("grader.spec", "from_toml"),
+    "spec_with_thresholds": ("grader.spec", "with_thresholds"),
     "AssignmentSpec": ("grader.spec", "AssignmentSpec"),
     "TestSpec": ("grader.spec", "TestSpec"),
     "FileSpec": ("grader.spec", "FileSpec"),

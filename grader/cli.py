@@ -17,7 +17,7 @@ import threading
 
 from . import render, spec as specs
 from .errors import GraderInputError
-from .events import CancelToken, ProgressEvent
+from .events import CancelToken, ConfigEvent, ProgressEvent
 from .vocabulary import Backend, ReportStatus
 
 EXIT_OK = 0              # grading completed, whatever the score
@@ -44,6 +44,21 @@ def format_progress(event: ProgressEvent) -> str:
     return render.format_test_line(event.done, event.total, render.test_summary(event.result))
 
 
+def format_config(event: ConfigEvent) -> str | None:
+    """A line per finished configuration of a test that has several (a test of one configuration
+    has only its test line), so a long test shows it is moving."""
+    if event.count < 2:
+        return None
+    return render.escape_control(f"      {event.test}: configuration {event.index}/{event.count} ({event.label}) "
+                                 f"{event.status} ({event.seconds:.1f} s)")
+
+
+def _print_config(event: ConfigEvent) -> None:
+    line = format_config(event)
+    if line:
+        print(line, file=sys.stderr, flush=True)
+
+
 def _prepare(args):
     """Everything that can be wrong with the input, checked before any grading starts."""
     from .grade import GradeOptions, choose_backend
@@ -66,7 +81,8 @@ def _prepare(args):
     choose_backend(args.backend)
     options = GradeOptions(backend=args.backend, seed=args.seed, jobs=args.jobs, time_budget_s=args.time_budget,
                            run_precheck=False if args.no_precheck else None,
-                           on_progress=lambda event: print(format_progress(event), file=sys.stderr, flush=True))
+                           on_progress=lambda event: print(format_progress(event), file=sys.stderr, flush=True),
+                           on_config=_print_config)
     return spec, submission, options
 
 

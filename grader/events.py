@@ -16,6 +16,18 @@ class ProgressEvent:
     result: TestResult     # the test that just finished
 
 
+@dataclass(frozen=True)
+class ConfigEvent:
+    """One configuration of a test has finished (a long test has several): for a terminal that
+    should not sit silent through a test's minutes."""
+    test: str              # the test's title
+    index: int             # this configuration, from 1
+    count: int             # configurations in the test
+    label: str             # the configuration as a student reads it
+    status: str            # its TestStatus
+    seconds: float         # its wall time
+
+
 class CancelToken:
     """Set from any thread (a signal handler, a Celery revoke, a TA's button). The grade stops
     between configurations, kills running children at once and returns a report whose status

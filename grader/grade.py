@@ -22,7 +22,7 @@ from . import downgrade, problems, scoring
 from .answer_pool import AnswerSet
 from .checks import check_output, layout_failure
 from .errors import GraderInputError
-from .events import CancelToken, ProgressEvent
+from .events import CancelToken, ConfigEvent, ProgressEvent
 from .inputs import config_inputs, config_seed
 from .precheck import compute_violations
 from .report import Report, TestResult
@@ -46,6 +46,7 @@ class GradeOptions:
     seed: int | None = None               # public seed for local runs; None: fresh and secret
     jobs: int = 1                         # tests run in parallel
     on_progress: Callable[[ProgressEvent], None] | None = None   # called as each test finishes
+    on_config: Callable[[ConfigEvent], None] | None = None       # called as each configuration finishes
     cancel: CancelToken | None = None     # set it to stop the grade (between configurations)
     time_budget_s: float | None = None    # wall time for the whole grade; None: the spec's
     config_timeout_s: float | None = None  # wall time for one configuration; None: the spec's
@@ -244,7 +245,11 @@ class _Run:
             if index and (stop := self._not_run(test)) is not None:    # between configurations
                 stop.details["configs"] = details["configs"]
                 return stop
+            started = time.monotonic()
             outcome = self._run_config(test, index, config)
+            if self.opt.on_config and not self.cancel_event.is_set():
+                self.opt.on_config(ConfigEvent(test.title, index + 1, len(test.configs), _config_label(config),
+                                               outcome["status"], round(time.monotonic() - started, 1)))
             if self.cancel_event.is_set():      # the child was killed for the cancel, not by its fault
                 return self._result(test, TestStatus.SKIPPED, 0.0, f"not finished: grading was {self.cancel.reason}",
                                     details={"not_run": self.cancel.reason, **details})

@@ -3,7 +3,11 @@ frozen dataclasses and checked, so a typo in a spec fails loudly before anything
 
 A changed spec must bump `spec_version` (any change) and also `thresholds_version` (when a
 threshold changes); every report records both and the spec's content hash (`spec_hash`,
-sha256 of the TOML bytes), and a test pins each bundled spec's hash to its versions."""
+sha256 of the TOML bytes), and a test pins each bundled spec's hash to its versions.
+
+`from_toml` is the one place a spec is built from TOML text: files, the database's spec rows
+(store/specs.py) and a threshold adoption (`with_thresholds`) all go through it, and the spec
+keeps its text (`toml`) so it can be stored byte for byte."""
 from __future__ import annotations
 
 import hashlib
@@ -87,6 +91,8 @@ class AssignmentSpec:
     time_budget_s: float = DEFAULT_TIME_BUDGET_S   # wall time one submission's grade may take
     config_timeout_s: float = DEFAULT_CONFIG_TIMEOUT_S   # wall time one configuration's run may take
     spec_hash: str = ""               # sha256 of the spec's TOML bytes
+    toml: str = field(default="", repr=False, compare=False)    # the TOML text it was built from
+    gradescope: dict = field(default_factory=dict, repr=False, compare=False)   # its [gradescope] table
 
     def test(self, name: str) -> TestSpec:
         for t in self.tests:
@@ -119,6 +125,39 @@ class AssignmentSpec:
         """The assignment's maximum for one kind of test, whatever files a submission holds."""
         return sum(t.points for t in self.tests if t.kind == kind)
 
+    def thresholds(self) -> dict[str, dict[str, float]]:
+        """{test name: {"optimized": us, "relaxed": us}} of every timed test."""
+        return {t.name: dict(t.thresholds_us) for t in self.tests if t.thresholds_us}
+
+    def titles(self) -> dict[str, str]:
+        """{test name: the title people read}."""
+        return {t.name: t.title or t.name for t in self.tests}
+
+
+def with_thresholds(spec: AssignmentSpec, thresholds: dict[str, dict[str, float]], version: str) -> AssignmentSpec:
+    """A new spec: `spec` with these tests' thresholds and thresholds_version `version` (its TOML
+    rewritten with comments and layout kept, so it has a new hash). Checked like any spec."""
+    import tomlkit          # here, not above: the Gradescope wheel never adopts thresholds and ships without it
+    unknown = sorted(set(thresholds) - {t.name for t in spec.tests if t.timed})
+    if unknown:
+        raise SpecError(f"{', '.join(unknown)} {'is not a timed test' if len(unknown) == 1 else 'are not timed tests'} "
+                        f"of {spec.assignment}", "Give thresholds only for the spec's timed tests.")
+    partial = sorted(name for name, levels in thresholds.items() if set(TIERS) - set(levels))
+    if partial:
+        raise SpecError(f"{', '.join(partial)}: give both the optimized and the relaxed threshold",
+                        'For example {"optimized": 1002, "relaxed": 1365} (microseconds).')
+    if not spec.toml:
+        raise SpecError(f"{spec.assignment} was built in code, not from TOML: it has no text to rewrite",
+                        "Load the spec with grader.load_spec or grader.spec.from_toml.")
+    doc = tomlkit.parse(spec.toml)
+    doc["thresholds_version"] = version
+    for test in doc.get("tests", []):
+        if test.get("name") in thresholds:
+            table = tomlkit.inline_table()
+            table.update({tier: thresholds[test["name"]][tier] for tier in TIERS})
+            test["thresholds_us"] = table
+    return from_toml(tomlkit.dumps(doc), spec.assignment)
+
 
 def available() -> list[str]:
     return sorted(p.stem for p in SPEC_DIR.glob("*.toml"))
@@ -139,13 +178,21 @@ def load(name_or_path: str | Path) -> AssignmentSpec:
         raise SpecError(f"cannot read the spec file {text}: {err.strerror or err}",
                         f"Check the path, or name a bundled assignment ({', '.join(available())}).") from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise SpecError(f"{path.name} is not UTF-8 text ({err.reason} at byte {err.start})",
                         "Save the spec as UTF-8 TOML.") from None
+    return from_toml(text, path.name)
+
+
+def from_toml(text: str, where: str = "spec") -> AssignmentSpec:
+    """The checked spec of this TOML text; its spec_hash is the sha256 of the text's UTF-8 bytes
+    (the file's bytes, for a file)."""
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise SpecError(f"{path.name} is not valid TOML: {err}", "Fix the TOML syntax at that line.") from None
-    return parse(data, path.name, raw)
+        raise SpecError(f"{where} is not valid TOML: {err}", "Fix the TOML syntax at that line.") from None
+    return parse(data, where, text.encode("utf-8"), text)
 
 
 def content_hash(raw: bytes) -> str:
@@ -168,9 +215,9 @@ def _number(value, where: str, what: str, positive: bool = True) -> float:
     return float(value)
 
 
-def parse(data: dict, where: str = "spec", raw: bytes | None = None) -> AssignmentSpec:
+def parse(data: dict, where: str = "spec", raw: bytes | None = None, text: str = "") -> AssignmentSpec:
     """Check and load a spec's parsed TOML. `raw` is the file's bytes (for spec_hash); a spec
-    built in code is hashed from its canonical JSON instead."""
+    built in code is hashed from its canonical JSON instead (and has no TOML text)."""
     files = {}
     for key, f in _need(data, "files", where).items():
         functions = {fn: tuple(params) for fn, params in _need(f, "functions", f"{where} files.{key}").items()}
@@ -196,7 +243,8 @@ def parse(data: dict, where: str = "spec", raw: bytes | None = None) -> Assignme
         platform=data.get("platform", "trn2"), partial_credit=float(data.get("partial_credit", 0.95)),
         precheck=bool(data.get("precheck", True)), implausible_speedup=float(data.get("implausible_speedup", 3.0)),
         files=files, tolerances=tolerances, tests=tuple(tests), time_budget_s=budget,
-        config_timeout_s=config_timeout, spec_hash=content_hash(raw))
+        config_timeout_s=config_timeout, spec_hash=content_hash(raw), toml=text,
+        gradescope=dict(data.get("gradescope", {})))
 
 
 def _test(t: dict, at: str, files: dict, tolerances: dict) -> TestSpec:

@@ -136,9 +136,25 @@ class Enrollment(Base):
     course: Mapped[Course] = relationship()
 
 
+class StoredSpec(Base):
+    """One assignment spec's TOML text, kept once and named by its content hash (the sha256 of
+    the text, the spec_hash every report records). Rows are never changed: adopting thresholds
+    adds a new row (derived_from the old) and points the assignment at it. Load one as the
+    grader's typed spec with store.specs.spec_of (revision 0006_specs)."""
+    __tablename__ = "specs"
+
+    hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    spec_version: Mapped[str] = mapped_column(String(50))
+    thresholds_version: Mapped[str] = mapped_column(String(50))
+    toml: Mapped[str] = mapped_column(Text, deferred=True)      # read only when the spec is not cached
+    derived_from: Mapped[str | None] = mapped_column(ForeignKey("specs.hash"))
+    created_at: Mapped[dt.datetime] = _now()
+
+
 class Assignment(Base):
-    """A course's use of one grader spec. The spec TOML in force is kept here, so a grade can be
-    reproduced after the bundled spec file changed; `name` is what URLs and the API use."""
+    """A course's use of one grader spec. The spec in force is the `specs` row named by
+    spec_hash, so a grade can be reproduced after the bundled spec file changed; `name` is what
+    URLs and the API use; `spec_name` is the bundled spec (or file) it was created from."""
     __tablename__ = "assignments"
     __table_args__ = (_one_of("backend", BACKENDS),)
 
@@ -147,10 +163,7 @@ class Assignment(Base):
     name: Mapped[str] = mapped_column(String(100), unique=True)
     title: Mapped[str] = mapped_column(String(200), default="")
     spec_name: Mapped[str] = mapped_column(String(200))
-    spec_version: Mapped[str] = mapped_column(String(50))
-    thresholds_version: Mapped[str] = mapped_column(String(50))
-    spec_hash: Mapped[str] = mapped_column(String(64))
-    spec_toml: Mapped[str] = mapped_column(Text)
+    spec_hash: Mapped[str] = mapped_column(ForeignKey("specs.hash"), index=True)
     backend: Mapped[str] = mapped_column(String(16), default=Backend.SIM.value)      # where its runs are graded
     deadline: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     runs_per_hour: Mapped[int] = mapped_column(Integer, default=6)
@@ -161,7 +174,16 @@ class Assignment(Base):
     standings_changed_at: Mapped[dt.datetime] = _now()
 
     course: Mapped[Course] = relationship(back_populates="assignments")
+    spec_row: Mapped[StoredSpec] = relationship(lazy="joined")
     thresholds_versions: Mapped[list["ThresholdsVersion"]] = relationship(back_populates="assignment")
+
+    @property
+    def spec_version(self) -> str:
+        return self.spec_row.spec_version
+
+    @property
+    def thresholds_version(self) -> str:
+        return self.spec_row.thresholds_version
 
 
 class ThresholdsVersion(Base):

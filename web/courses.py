@@ -3,15 +3,14 @@ deadline, and how many graded runs the student has left this hour."""
 from __future__ import annotations
 
 import datetime as dt
-import tomllib
 from dataclasses import dataclass
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from grader.vocabulary import IN_FLIGHT_RUN_STATUSES, RunStatus
+from store import specs
 from store.models import Assignment, DeadlineExtension, GradingRun, Submission
-from workers import specs
 
 from .accounts import Account, now
 from .errors import UserError
@@ -62,18 +61,12 @@ def staff_assignment(session: Session, user: Account, name: str) -> Assignment:
 # ----- the spec in force -----
 
 def spec_of(assignment: Assignment):
-    """The spec in force: the TOML kept on the assignment, not today's bundled file."""
-    return specs.from_toml(assignment.spec_toml)
+    """The spec in force: the assignment's stored spec row, not today's bundled file."""
+    return specs.spec_of(assignment)
 
 
 def timed_tests(assignment: Assignment) -> list:
     return [t for t in spec_of(assignment).tests if t.timed]
-
-
-def spec_thresholds(toml_text: str) -> dict[str, dict]:
-    """{test name: {"optimized": us, "relaxed": us}} of every timed test in a spec's TOML."""
-    data = tomllib.loads(toml_text)
-    return {t["name"]: dict(t["thresholds_us"]) for t in data.get("tests", []) if "thresholds_us" in t}
 
 
 # ----- deadlines and the rate limit -----

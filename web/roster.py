@@ -75,15 +75,16 @@ def import_roster(session: Session, actor: Account, course_name: str, lines: lis
     """Creates missing users and enrolls everyone with the line's course role (the caller
     commits). The importer gives only roles below their own in the course (a site admin: any)
     and changes no one whose present role there is not below theirs; only a site admin starts
-    a new course. A one-time link is made for each new person and for each existing one the
+    a course (a site admin creates one apart, on the staff console). A one-time link is made for each new person and for each existing one the
     importer may act for (web/accounts.py may_act_for); others sign in as they do already."""
     course = session.scalar(select(Course).where(Course.name == course_name))
-    if course is None and not actor.is_admin:
+    if course is None:            # never made on the fly: a typo would start a course of its own
         raise UserError(f"There is no course called {course_name!r}.",
-                        "Pick one of your courses; only a site admin starts a new course.", 403)
-    course_id = course.id if course is not None else None
+                        "Pick one of your courses; a site admin creates new courses on the staff console.",
+                        400 if actor.is_admin else 403)
+    course_id = course.id
     present = dict(session.execute(select(User.email, Enrollment.role).join(Enrollment, Enrollment.user_id == User.id)
-                                   .where(Enrollment.course_id == course_id)).all()) if course_id else {}
+                                   .where(Enrollment.course_id == course_id)).all())
     refused = [f"{line.email} as {line.role}" for line in lines if not actor.may_give(course_id, line.role)]
     refused += [f"{line.email} (now {present[line.email]})" for line in lines
                 if line.email in present and not actor.may_give(course_id, present[line.email])]
@@ -91,10 +92,6 @@ def import_roster(session: Session, actor: Account, course_name: str, lines: lis
         raise UserError("The roster was not imported: you may not enroll or change " + "; ".join(refused[:20]) + ".",
                         "A TA enrolls students, an instructor students and TAs; ask a site admin for the rest. "
                         "Nothing was changed.", 403)
-    if course is None:
-        course = Course(name=course_name, leaderboard_visibility="signed_in")
-        session.add(course)
-        session.flush()
     done = []
     for line in lines:
         user = session.scalar(select(User).where(User.email == line.email))

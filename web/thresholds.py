@@ -1,22 +1,20 @@
 """Adopting a new thresholds version for an assignment, and what a change would do first.
 
-Adopting rewrites the thresholds in the spec TOML kept on the assignment (tomlkit keeps its
-comments and layout), bumps thresholds_version and records the version. Rescoring the graded
+Adopting stores a new spec (the one in force with these thresholds and thresholds_version, its
+TOML rewritten by grader.spec.with_thresholds) and puts it in force (store/specs.py); the old
+spec row stays for the runs graded under it. Rescoring the graded
 runs afterwards is a staff task a worker runs (workers/staff_tasks.py)."""
 from __future__ import annotations
 
 import json
 import math
 
-import tomlkit
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-import grader
 from grader.vocabulary import TIERS, RunStatus, Tier
-from store import lifecycle
+from store import lifecycle, specs
 from store.models import Assignment, GradingRun, Submission, TestResultRow, ThresholdsVersion
-from workers import specs
 
 from . import courses
 from .accounts import now
@@ -37,7 +35,7 @@ def parse_thresholds(text: str, assignment: Assignment) -> dict[str, dict[str, f
         raise UserError("The thresholds must be a JSON object with at least one test.",
                         'Write them as {"test name": {"optimized": us, "relaxed": us}}.')
     timed = {t.name for t in courses.timed_tests(assignment)}
-    current = courses.spec_thresholds(assignment.spec_toml)
+    current = courses.spec_of(assignment).thresholds()
     merged = {name: dict(levels) for name, levels in current.items()}
     for name, levels in data.items():
         if name not in timed:
@@ -57,17 +55,6 @@ def parse_thresholds(text: str, assignment: Assignment) -> dict[str, dict[str, f
     return merged
 
 
-def rewrite_spec(toml_text: str, thresholds: dict[str, dict[str, float]], version: str) -> str:
-    doc = tomlkit.parse(toml_text)
-    doc["thresholds_version"] = version
-    for test in doc.get("tests", []):
-        if test.get("name") in thresholds:
-            table = tomlkit.inline_table()
-            table.update({level: thresholds[test["name"]][level] for level in LEVELS})
-            test["thresholds_us"] = table
-    return tomlkit.dumps(doc)
-
-
 def check_new_version(session: Session, assignment: Assignment, version: str) -> ThresholdsVersion | None:
     """Refuses a version name already in force or adopted before; returns its proposed row, if any."""
     if version == assignment.thresholds_version:
@@ -82,16 +69,12 @@ def check_new_version(session: Session, assignment: Assignment, version: str) ->
 def adopt(session: Session, assignment: Assignment, version: str, thresholds: dict, source: str = "spec") -> None:
     """Put thresholds in force as `version` (the caller commits, then may rescore)."""
     row = check_new_version(session, assignment, version)
-    new_toml = rewrite_spec(assignment.spec_toml, thresholds, version)
-    spec = specs.from_toml(new_toml)         # checks the new TOML before anything changes
+    specs.adopt_thresholds(session, assignment, thresholds, version)    # checked before anything else changes
     if row is None:
         row = ThresholdsVersion(assignment_id=assignment.id, version=version, source=source)
         session.add(row)
     row.thresholds = thresholds
     row.adopted_at = now()
-    assignment.spec_toml = new_toml
-    assignment.spec_hash = spec.spec_hash
-    assignment.thresholds_version = spec.thresholds_version
 
 
 # ----- what a change does, before it is made -----
@@ -110,8 +93,8 @@ def tier_of(p99_us: float | None, levels: dict) -> str:
 def change_preview(session: Session, assignment: Assignment, new: dict[str, dict[str, float]]) -> dict:
     """Each threshold that moves (old, new, percent), how many graded runs would change tier in a
     test, and whether any threshold tightens by more than TIGHTEN_CONFIRM_PERCENT."""
-    old = courses.spec_thresholds(assignment.spec_toml)
-    titles = {t.name: t.title or t.name for t in courses.timed_tests(assignment)}
+    spec = courses.spec_of(assignment)
+    old, titles = spec.thresholds(), spec.titles()
     changes = []
     for name, levels in new.items():
         for level in LEVELS:

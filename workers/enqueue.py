@@ -10,17 +10,17 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session, object_session
 
 from grader.vocabulary import QUEUE_FOR_BACKEND, Queue, RunStatus
-from store import lifecycle
+from store import lifecycle, specs
 from store.lifecycle import now
 from store.models import Assignment, GradingRun, Submission, User, WorkerHeartbeat
 
-from . import settings, specs
+from . import settings
 from .publish import new_task_id, send
 
 
 def submit(session: Session, user: User, assignment: Assignment, filename: str, data: bytes) -> GradingRun:
     import grader
-    spec = specs.from_toml(assignment.spec_toml)
+    spec = specs.spec_of(assignment)
     grader.submission_from_bytes(filename, data, spec)          # raises GraderInputError: nothing stored
     submission = Submission(user=user, assignment=assignment, filename=filename, data=data,
                             sha256=hashlib.sha256(data).hexdigest(), size=len(data))

@@ -13,26 +13,24 @@ import grader
 from grader.references import FILES, TIER_OF_REFERENCE, stands_for
 from grader.references import archive as reference_archive
 from grader.vocabulary import THRESHOLD_FACTOR, Backend, Queue, RunStatus, TestStatus, Tier
+from store import specs
 from store.db import session_scope
 from store.lifecycle import now
 from store.models import Assignment, NightlyResult, NightlyRun, ThresholdsVersion, WorkerHeartbeat
 
-from . import settings, specs
+from . import settings
 
 log = logging.getLogger(__name__)
 
 IMPLIED_FACTOR = THRESHOLD_FACTOR     # the course's rule: thresholds are 120% of the reference's p99
 
 
-def active_specs() -> dict[str, str]:
-    """{spec hash: TOML text} of every active assignment; the bundled specs when there are none."""
+def active_specs() -> list[str]:
+    """The spec hashes of every active assignment; the bundled specs (stored now) when there are none."""
     with session_scope() as s:
-        rows = s.execute(select(Assignment.spec_hash, Assignment.spec_toml).where(Assignment.active.is_(True))).all()
-    found = {specs.spec_hash(toml): toml for _, toml in rows}
-    if not found:
-        for name in grader.available_specs():
-            toml, _ = specs.read_spec_file(name)
-            found[specs.spec_hash(toml)] = toml
+        found = sorted(set(s.scalars(select(Assignment.spec_hash).where(Assignment.active.is_(True)))))
+        if not found:
+            found = [specs.stored(s, grader.load_spec(name)).hash for name in grader.available_specs()]
     return found
 
 
@@ -55,15 +53,15 @@ def run_nightly(trigger: str = "beat", backends: list[str] | None = None, progre
         night_id = night.id
     backends = backends or available_backends()
     failed = False
-    for toml in active_specs().values():
+    for spec_hash in active_specs():
         for reference in FILES:
             for backend in backends:
                 if backend == Backend.NEURON:
                     from .tasks import nightly_reference
-                    nightly_reference.apply_async(args=[night_id, toml, reference, backend], queue=Queue.TRN2.value)
+                    nightly_reference.apply_async(args=[night_id, spec_hash, reference, backend], queue=Queue.TRN2.value)
                     continue
                 try:
-                    grade_reference(night_id, toml, reference, backend, progress)
+                    grade_reference(night_id, spec_hash, reference, backend, progress)
                 except Exception:
                     failed = True
                     log.error("nightly: %s on %s could not be graded", reference, backend, exc_info=True)
@@ -74,9 +72,11 @@ def run_nightly(trigger: str = "beat", backends: list[str] | None = None, progre
     return night_id
 
 
-def grade_reference(night_id: int, toml: str, reference: str, backend: str, progress=None) -> NightlyResult:
-    """`progress(reference, event)`, if given, hears each finished test (`grader nightly --now`)."""
-    spec = specs.from_toml(toml)
+def grade_reference(night_id: int, spec_hash: str, reference: str, backend: str, progress=None) -> NightlyResult:
+    """Grade one reference under the stored spec `spec_hash`. `progress(reference, event)`, if
+    given, hears each finished test (`grader nightly --now`)."""
+    with session_scope() as s:
+        spec = specs.spec_by_hash(s, spec_hash)
     submission = grader.submission_from_bytes("asst4.tar.gz", reference_archive(spec, reference), spec)
     on_progress = (lambda event: progress(reference, event)) if progress else None
     report = grader.grade(submission, spec, grader.GradeOptions(backend=backend, on_progress=on_progress))
@@ -102,7 +102,7 @@ def grade_reference(night_id: int, toml: str, reference: str, backend: str, prog
             thresholds_version=spec.thresholds_version, reference_kernel=reference, backend=backend,
             p99_us=p99, passed=not bad, drift=bool(reasons), drift_reason="; ".join(reasons) or None,
             implied_thresholds={name: round(IMPLIED_FACTOR * us, 1) for name, us in p99.items()},
-            thresholds_in_force={t.name: dict(t.thresholds_us) for t in spec.tests if t.thresholds_us},
+            thresholds_in_force=spec.thresholds(),
             score_total=report.score.total, report=report.to_json(include_seed=False))
         s.add(result)
     return result
@@ -125,7 +125,7 @@ def propose_thresholds(session, night: NightlyRun) -> None:
     results = session.scalars(select(NightlyResult).where(NightlyResult.nightly_run_id == night.id)).all()
     for assignment in session.scalars(select(Assignment).where(Assignment.active.is_(True))):
         mine = [r for r in results if r.backend == assignment.backend and r.passed
-                and r.spec_name == specs.from_toml(assignment.spec_toml).assignment]
+                and r.spec_name == specs.spec_of(assignment).assignment]
         tiers = {TIER_OF_REFERENCE[r.reference_kernel]: r.implied_thresholds for r in mine}
         if set(tiers) != {Tier.OPTIMIZED, Tier.RELAXED}:
             continue

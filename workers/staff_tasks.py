@@ -16,18 +16,26 @@ from sqlalchemy.orm import Session
 
 import grader
 from grader.vocabulary import Queue, RunStatus, StaffTaskStatus
-from store import lifecycle
+from store import lifecycle, specs
 from store.db import session_scope
 from store.models import Assignment, GradingRun, StaffTask, Submission
 
-from . import enqueue, exports, settings, specs
+from . import enqueue, exports, settings
 
 log = logging.getLogger(__name__)
 
 QUEUE = Queue.STAFF.value
 BATCH = 200           # runs per transaction: a huge course never holds one long transaction
+PROGRESS_EVERY = 10   # runs (or submissions) between two progress writes
 TITLES = {"rescore": "Rescore every graded run", "regrade": "Regrade every student's latest submission",
           "grades_csv": "Grades as CSV", "gradescope_zip": "Gradescope results.json files (zip)"}
+# what a task's progress counts, for its page: "12 of 40 runs rescored"
+COUNTED = {"rescore": "runs rescored", "regrade": "submissions queued again", "grades_csv": "students exported",
+           "gradescope_zip": "students exported"}
+
+
+def progress_text(kind: str, done: int, total: int) -> str:
+    return f"{done} of {total} {COUNTED[kind]}" if total else ""
 
 Progress = Callable[[int, int], None]
 
@@ -158,11 +166,13 @@ def resend(task_ids: list[int]) -> None:
 
 def rescore_all(session: Session, assignment: Assignment, progress: Progress | None = None) -> int:
     """Re-scores every finished run of the assignment under the spec in force; returns how many."""
-    spec = specs.from_toml(assignment.spec_toml)
+    spec = specs.spec_of(assignment)
     query = (select(GradingRun).join(Submission)
              .where(Submission.assignment_id == assignment.id, GradingRun.status == RunStatus.DONE,
                     GradingRun.report.is_not(None)))
     total = session.scalar(select(func.count()).select_from(query.subquery()))
+    progress = progress or (lambda done, total: None)
+    progress(0, total)
     count, last_id = 0, 0
     while True:
         chunk = session.scalars(query.where(GradingRun.id > last_id).order_by(GradingRun.id).limit(BATCH)).all()
@@ -170,11 +180,12 @@ def rescore_all(session: Session, assignment: Assignment, progress: Progress | N
             break
         for graded in chunk:
             _rescore_run(session, graded, spec)
-        count += len(chunk)
+            count += 1
+            if count % PROGRESS_EVERY == 0:
+                progress(count, total)
         last_id = chunk[-1].id
         session.commit()
-        if progress:
-            progress(count, total)
+        progress(count, total)
     lifecycle.mark_standings_changed(session, assignment_ids=[assignment.id])
     session.commit()
     return count
@@ -201,9 +212,10 @@ def _regrade(session: Session, assignment: Assignment, progress: Progress) -> di
     latest = session.scalars(select(Submission).where(Submission.assignment_id == assignment.id)
                              .distinct(Submission.user_id)
                              .order_by(Submission.user_id, Submission.uploaded_at.desc(), Submission.id.desc())).all()
+    progress(0, len(latest))
     for done, submission in enumerate(latest, start=1):
         enqueue.regrade(session, submission, assignment.backend)
-        if done % 20 == 0 or done == len(latest):
+        if done % PROGRESS_EVERY == 0 or done == len(latest):
             progress(done, len(latest))
     return {"summary": f"Queued {len(latest)} submission{'' if len(latest) == 1 else 's'} (each student's "
                        "latest) for grading again; each shows as a new run."}
@@ -212,7 +224,7 @@ def _regrade(session: Session, assignment: Assignment, progress: Progress) -> di
 def _grades_csv(session: Session, assignment: Assignment, progress: Progress) -> dict:
     lines = exports.grade_lines(session, assignment)
     progress(len(lines), len(lines))
-    body = exports.grades_csv(lines, specs.from_toml(assignment.spec_toml).tests)
+    body = exports.grades_csv(lines, specs.spec_of(assignment).tests)
     return {"result": body.encode(), "result_name": f"{assignment.name}-grades.csv", "result_type": "text/csv",
             "summary": f"Grades of {len(lines)} student{'' if len(lines) == 1 else 's'}."}
 

@@ -217,13 +217,9 @@ def _via_database(args, filename: str, data: bytes) -> int:
 def _local_assignment(session, spec_name: str):
     """First local submit to a bundled spec: a course "local" and an assignment of that name."""
     from sqlalchemy import select
-    from store.models import Assignment, Course
-    from . import specs
-    toml, spec = specs.read_spec_file(spec_name)
+    from store import specs
+    from store.models import Course
     course = session.scalar(select(Course).where(Course.name == "local")) or Course(name="local")
-    assignment = Assignment(course=course, name=spec_name, title=spec.title, spec_name=spec_name,
-                            spec_version=spec.spec_version, thresholds_version=spec.thresholds_version,
-                            spec_hash=specs.spec_hash(toml), spec_toml=toml, backend=Backend.SIM)
-    session.add(assignment)
+    assignment = specs.new_assignment(session, spec_name, course=course, name=spec_name, backend=Backend.SIM)
     session.flush()
     return assignment

@@ -12,10 +12,10 @@ from celery import signals
 import grader
 from grader import render
 from grader.vocabulary import ReportStatus, RunStatus
-from store import lifecycle
+from store import lifecycle, specs
 from store.db import forget_engines_after_fork, session_scope
 
-from . import settings, specs
+from . import settings
 from .app import app
 from .heartbeats import WorkerAnnouncer
 
@@ -110,9 +110,10 @@ def grade_submission(self, run_id: int) -> str:
             return DUPLICATE
         row = lifecycle.run_row(s, run_id)
         filename, data = row.submission.filename, row.submission.data
-        spec_toml, backend = row.submission.assignment.spec_toml, row.backend
+        spec_hash, backend = row.submission.assignment.spec_hash, row.backend
     try:
-        spec = specs.from_toml(spec_toml)
+        with session_scope() as s:              # reads the spec's row only the first time (then cached)
+            spec = specs.spec_by_hash(s, spec_hash)
         submission = grader.submission_from_bytes(filename, data, spec)
     except grader.GraderInputError as err:
         with session_scope() as s:
@@ -159,9 +160,9 @@ def nightly_regression() -> int:
 
 
 @app.task(name="workers.nightly_reference", acks_late=True)
-def nightly_reference(night_id: int, toml: str, reference: str, backend: str) -> None:
+def nightly_reference(night_id: int, spec_hash: str, reference: str, backend: str) -> None:
     from .nightly import grade_reference
-    grade_reference(night_id, toml, reference, backend)
+    grade_reference(night_id, spec_hash, reference, backend)
 
 
 @app.task(name="workers.staff_task", acks_late=True)

@@ -14,9 +14,7 @@ import io
 import json
 import os
 import secrets
-import tomllib
 import zipfile
-from pathlib import Path
 
 from .. import spec as specs
 from ..errors import GraderInputError
@@ -30,12 +28,10 @@ EPOCH = (1980, 1, 1, 0, 0, 0)
 def spec_source(name_or_path: str) -> tuple[bytes, object]:
     """The spec's TOML bytes and the loaded spec (a bundled name or a file path)."""
     spec = specs.load(name_or_path)
-    text = str(name_or_path)
-    path = Path(text) if (Path(text).suffix or "/" in text) else specs.SPEC_DIR / f"{text}.toml"
-    return path.read_bytes(), spec
+    return spec.toml.encode("utf-8"), spec          # the file's bytes: its hash is the spec's
 
 
-def spec_visibility(raw: bytes, spec) -> Visibility:
+def spec_visibility(spec) -> Visibility:
     """Visibility from the spec's optional [gradescope] table:
 
         [gradescope]
@@ -43,7 +39,7 @@ def spec_visibility(raw: bytes, spec) -> Visibility:
         stdout_visibility = "hidden"
         tests = { perf_224_pool1_float16 = "after_due_date" }
     """
-    table = tomllib.loads(raw.decode("utf-8")).get("gradescope", {})
+    table = spec.gradescope
     tests = dict(table.get("tests", {}))
     unknown = sorted(set(tests) - {t.name for t in spec.tests})
     if unknown:
@@ -52,8 +48,8 @@ def spec_visibility(raw: bytes, spec) -> Visibility:
     return Visibility(table.get("visibility", "visible"), tests, table.get("stdout_visibility", "hidden"))
 
 
-def make_config(args, spec, raw: bytes) -> Config:
-    visibility = spec_visibility(raw, spec)
+def make_config(args, spec) -> Config:
+    visibility = spec_visibility(spec)
     if args.visibility:
         visibility.default = args.visibility
     if args.stdout_visibility:

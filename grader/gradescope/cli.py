@@ -71,7 +71,7 @@ def _build(args) -> int:
                                       "Create it or write the zip somewhere else."))
     try:
         raw, spec = build.spec_source(args.assignment)
-        config = build.make_config(args, spec, raw)
+        config = build.make_config(args, spec)
         data = build.make_zip(config, raw)
     except GraderInputError as err:
         return _fail(err)

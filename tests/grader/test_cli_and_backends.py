@@ -158,3 +158,30 @@ def test_cli_grades_the_template_and_writes_reports(tmp_path):
     assert statuses["perf_224_float32"] in ("error", "failed")
     results = json.loads(gs.read_text())
     assert results["score"] == 0 and len(results["tests"]) == 6
+
+
+def test_grade_shows_each_configuration_of_a_long_test_on_stderr(tmp_path):
+    """A test of several configurations takes minutes: each one says so as it finishes, on stderr,
+    so the terminal report on stdout (and a --json file) stay as they were."""
+    import grader
+    from grader.references import archive
+    with open(os.path.join(ROOT, "tests", "workers", "specs", "tiny.toml")) as f:
+        spec_text = f.read().replace(
+        'configs = [{ batch = 1, c_in = 128, c_out = 128, height = 8, width = 8, k = 3, bias = false, pool = 1, '
+        'dtype = "float32" }]',
+        'configs = [{ batch = 1, c_in = 128, c_out = 128, height = 8, width = 8, k = 3, bias = false, pool = 1, '
+        'dtype = "float32" }, { batch = 1, c_in = 128, c_out = 128, height = 8, width = 8, k = 3, bias = false, '
+        'pool = 2, dtype = "float32" }]', 1)
+    spec_path = tmp_path / "two-configs.toml"
+    spec_path.write_text(spec_text)
+    upload = tmp_path / "asst4.tar.gz"
+    upload.write_bytes(archive(grader.load_spec(str(spec_path)), "conv2d_optimized"))
+    result = run_cli("grade", str(upload), "--assignment", str(spec_path), "--backend", "sim", "--seed", "1",
+                     "--json", str(tmp_path / "report.json"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    first = lines.index(next(line for line in lines if "configuration 1/2" in line))
+    assert "Correctness: one small image: configuration 1/2 (" in lines[first] and "passed" in lines[first]
+    assert "configuration 2/2" in lines[first + 1] and lines[first + 2].startswith("[1/2] Correctness")
+    assert not any("configuration" in line for line in lines if "Performance" in line)    # one config: no extra line
+    assert "configuration" not in result.stdout

@@ -38,20 +38,15 @@ def installed(tmp_path_factory):
 
 @pytest.fixture
 def course(db):
-    from store.models import Assignment, Course, Enrollment, User
+    from store import specs
+    from store.models import Course, Enrollment, User
     from web import accounts
-    from workers import specs
-    toml, spec = specs.read_spec_file(str(TINY_SPEC))
     course = Course(name="CS149", leaderboard_visibility="public")
-    assignment = Assignment(course=course, name="tiny", title=spec.title, spec_name=str(TINY_SPEC),
-                            spec_version=spec.spec_version, thresholds_version=spec.thresholds_version,
-                            spec_hash=specs.spec_hash(toml), spec_toml=toml, backend="sim", runs_per_hour=1)
-    other = Assignment(course=Course(name="Other course"), name="elsewhere", title=spec.title,
-                       spec_name=str(TINY_SPEC), spec_version=spec.spec_version,
-                       thresholds_version=spec.thresholds_version, spec_hash=specs.spec_hash(toml), spec_toml=toml)
+    assignment = specs.new_assignment(db, str(TINY_SPEC), course=course, name="tiny", backend="sim", runs_per_hour=1)
+    other = specs.new_assignment(db, str(TINY_SPEC), course=Course(name="Other course"), name="elsewhere")
     ta = User(email="tara@example.edu", name="Tara")
     accounts.set_password(ta, PASSWORD)
-    db.add_all([assignment, other, ta, Enrollment(user=ta, course=course, role="ta")])
+    db.add_all([ta, Enrollment(user=ta, course=course, role="ta")])
     db.commit()
     return {"course": course, "assignment": assignment, "other": other}
 

@@ -79,3 +79,29 @@ def test_bad_toml_is_an_input_error(tmp_path):
     path.write_text("assignment = \n")
     with pytest.raises(grader.SpecError, match="broken.toml is not valid TOML"):
         grader.load_spec(str(path))
+
+
+def test_a_spec_from_toml_text_is_the_spec_from_its_file():
+    """One builder: the text's hash is the file's, and the spec keeps its text to be stored."""
+    path = specs.SPEC_DIR / "asst4-trainium2.toml"
+    text = path.read_text(encoding="utf-8")
+    spec = grader.spec_from_toml(text)
+    assert spec == specs.load("asst4-trainium2") and spec.toml == text
+    assert spec.spec_hash == hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(grader.SpecError, match="course.toml is not valid TOML"):
+        grader.spec_from_toml("tests = [", "course.toml")
+
+
+def test_new_thresholds_make_a_new_spec_with_its_comments_kept():
+    spec = specs.load("asst4-trainium2")
+    new = grader.spec_with_thresholds(spec, {"perf_224_pool1_float32": {"optimized": 4800, "relaxed": 5000}}, "t9")
+    assert new.thresholds_version == "t9" and new.spec_hash != spec.spec_hash
+    assert new.thresholds()["perf_224_pool1_float32"] == {"optimized": 4800, "relaxed": 5000}
+    assert {k: v for k, v in new.thresholds().items() if k != "perf_224_pool1_float32"} == \
+        {k: v for k, v in spec.thresholds().items() if k != "perf_224_pool1_float32"}
+    comments = [line for line in spec.toml.splitlines() if line.lstrip().startswith("#")]
+    assert comments and all(line in new.toml for line in comments)
+    with pytest.raises(grader.SpecError, match="conv_small is not a timed test"):
+        grader.spec_with_thresholds(spec, {"conv_small": {"optimized": 1, "relaxed": 2}}, "t9")
+    with pytest.raises(grader.SpecError, match="must not exceed the relaxed one"):
+        grader.spec_with_thresholds(spec, {"perf_224_pool1_float32": {"optimized": 9, "relaxed": 2}}, "t9")

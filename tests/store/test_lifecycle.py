@@ -7,8 +7,8 @@ import datetime as dt
 from pathlib import Path
 
 from grader.vocabulary import RunStatus
-from store import lifecycle
-from store.models import Assignment, Course, GradingRun, Submission, User
+from store import lifecycle, specs
+from store.models import Course, GradingRun, Submission, User
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,8 +79,7 @@ def test_every_status_has_its_moves_and_finished_ones_have_none():
 
 def _run(db) -> GradingRun:
     course = Course(name="CS149")
-    assignment = Assignment(course=course, name="asst4", spec_name="asst4-trainium2", spec_version="1",
-                            thresholds_version="t1", spec_hash="0" * 64, spec_toml="x = 1")
+    assignment = specs.new_assignment(db, "asst4-trainium2", course=course, name="asst4")
     submission = Submission(user=User(email="s@x.edu"), assignment=assignment, filename="conv2d.py", data=b"",
                             sha256="a" * 64, size=0)
     run = lifecycle.new_run(submission, "neuron", "task-1")

@@ -1,4 +1,4 @@
-"""The single Alembic revision creates exactly the tables the models declare."""
+"""The Alembic revisions create exactly the tables the models declare; 0006 moves data both ways."""
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
@@ -18,3 +18,57 @@ def test_upgrade_is_idempotent_and_creates_every_table(db_engine):
     tables = set(inspect(db_engine).get_table_names())
     assert set(Base.metadata.tables) <= tables
     assert "alembic_version" in tables
+
+
+def _scratch_engine(pg_server, name: str):
+    """An empty database of its own on the test server (the session's stays at head)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    admin = create_engine(make_url(pg_server.url).set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return create_engine(make_url(pg_server.url).set(database=name))
+
+
+def test_0006_moves_each_assignments_toml_into_one_spec_row_and_back(pg_server):
+    """Two assignments on the same text and one on another: upgrade keeps each text once (named by
+    its sha256) and points the assignments at it; downgrade puts text and versions back."""
+    import hashlib
+    import grader
+    from alembic import command
+    from grader.spec import SPEC_DIR
+    from sqlalchemy import text
+    from store.migrate import alembic_config
+    from store import specs
+    from store.db import session_factory
+    from store.models import Assignment
+    engine = _scratch_engine(pg_server, "migration_0006")
+    config = alembic_config(engine)
+    command.upgrade(config, "0005_staff_tasks")
+    bundled = (SPEC_DIR / "asst4-trainium2.toml").read_text()
+    edited = bundled.replace('thresholds_version = "2025-11-13"', 'thresholds_version = "adopted"')
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO courses (id, name, leaderboard_visibility) VALUES (1, 'CS149', 'public')"))
+        for i, (toml, tv) in enumerate(((bundled, "2025-11-13"), (bundled, "2025-11-13"), (edited, "adopted")), 1):
+            conn.execute(text("INSERT INTO assignments (id, course_id, name, title, spec_name, spec_version, "
+                              "thresholds_version, spec_hash, spec_toml, backend, runs_per_hour, active) VALUES "
+                              "(:i, 1, :n, 't', 'asst4-trainium2', '3', :tv, 'stale', :toml, 'sim', 6, true)"),
+                         {"i": i, "n": f"a{i}", "tv": tv, "toml": toml})
+    command.upgrade(config, "head")
+    with session_factory(engine)() as session:
+        rows = session.execute(text("SELECT hash, thresholds_version FROM specs ORDER BY thresholds_version")).all()
+        assert rows == [(hashlib.sha256(bundled.encode()).hexdigest(), "2025-11-13"),     # once, for two assignments
+                        (hashlib.sha256(edited.encode()).hexdigest(), "adopted")]
+        a1, a2, a3 = (session.get(Assignment, i) for i in (1, 2, 3))
+        assert a1.spec_hash == a2.spec_hash == grader.load_spec("asst4-trainium2").spec_hash   # the file's hash
+        assert specs.spec_of(a3).thresholds_version == a3.thresholds_version == "adopted"
+    command.downgrade(config, "0005_staff_tasks")
+    with engine.connect() as conn:
+        back = conn.execute(text("SELECT id, spec_toml, thresholds_version, spec_hash FROM assignments ORDER BY id")).all()
+        assert [(i, toml, tv) for i, toml, tv, _ in back] == [(1, bundled, "2025-11-13"), (2, bundled, "2025-11-13"),
+                                                              (3, edited, "adopted")]
+        assert back[2][3] == hashlib.sha256(edited.encode()).hexdigest()
+        assert "specs" not in inspect(conn).get_table_names()
+    engine.dispose()

@@ -4,15 +4,14 @@ import datetime as dt
 import pytest
 from sqlalchemy.exc import IntegrityError
 
+from store import specs
 from store.models import Assignment, Course, GradingRun, Submission, TestResultRow, User
 
 
 def _assignment(db) -> Assignment:
     course = Course(name="CS149", leaderboard_visibility="public")
-    a = Assignment(course=course, name="asst4", spec_name="asst4-trainium2", spec_version="1",
-                   thresholds_version="2025-11-13", spec_hash="0" * 64, spec_toml="x = 1",
-                   deadline=dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc))
-    db.add(a)
+    a = specs.new_assignment(db, "asst4-trainium2", course=course, name="asst4",
+                             deadline=dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc))
     db.flush()
     return a
 

@@ -22,18 +22,12 @@ def app(db, broker, tmp_path, monkeypatch):
 @pytest.fixture
 def course_setup(db):
     """A course with the tiny assignment, two students, a TA and an admin (passwords set)."""
-    from store.models import Assignment, Course, Enrollment, ThresholdsVersion, User
+    from store import specs
+    from store.models import Course, Enrollment, User
     from web import accounts
-    from web.courses import spec_thresholds
-    from workers import specs
-    toml, spec = specs.read_spec_file(str(TINY_SPEC))
     course = Course(name="CS149", leaderboard_visibility="signed_in")
-    assignment = Assignment(course=course, name="tiny", title=spec.title, spec_name=str(TINY_SPEC),
-                            spec_version=spec.spec_version, thresholds_version=spec.thresholds_version,
-                            spec_hash=specs.spec_hash(toml), spec_toml=toml, backend="sim", runs_per_hour=3,
-                            deadline=dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=7))
-    db.add(ThresholdsVersion(assignment=assignment, version=spec.thresholds_version, source="spec",
-                             thresholds=spec_thresholds(toml), adopted_at=dt.datetime.now(dt.timezone.utc)))
+    assignment = specs.new_assignment(db, str(TINY_SPEC), course=course, name="tiny", backend="sim", runs_per_hour=3,
+                                      deadline=dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=7))
     people = {}
     for key, role, nickname in (("alice", "student", "alice_k"), ("bob", "student", "bobby"),
                                 ("tara", "ta", None), ("ada", "admin", None)):
@@ -82,8 +76,7 @@ def two_courses(db, course_setup):
     from web import accounts
     cs150 = Course(name="CS150", leaderboard_visibility="signed_in")
     a = course_setup["assignment"]
-    other = Assignment(course=cs150, name="other", title=a.title, spec_name=a.spec_name, spec_version=a.spec_version,
-                       thresholds_version=a.thresholds_version, spec_hash=a.spec_hash, spec_toml=a.spec_toml,
+    other = Assignment(course=cs150, name="other", title=a.title, spec_name=a.spec_name, spec_row=a.spec_row,
                        backend="sim", runs_per_hour=3)
     people = {}
     for key, roles in (("theo", {cs150: "ta"}), ("sam", {cs150: "student"}),

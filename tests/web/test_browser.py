@@ -128,15 +128,12 @@ class Visitor:
 
 def seed_tiny_assignment(db):
     """The small assignment the leaderboard story grades on (about a second per run)."""
-    from store.models import Assignment, Course
+    from store import specs
+    from store.models import Course
     from sqlalchemy import select
-    from workers import specs
-    toml, spec = specs.read_spec_file(str(TINY_SPEC))
     course = db.scalar(select(Course).where(Course.name == "CS149"))
-    db.add(Assignment(course=course, name="tiny", title=spec.title, spec_name=str(TINY_SPEC),
-                      spec_version=spec.spec_version, thresholds_version=spec.thresholds_version,
-                      spec_hash=specs.spec_hash(toml), spec_toml=toml, backend="sim", runs_per_hour=10,
-                      deadline=dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=3)))
+    specs.new_assignment(db, str(TINY_SPEC), course=course, name="tiny", backend="sim", runs_per_hour=10,
+                         deadline=dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=3))
     db.commit()
 
 
@@ -179,11 +176,15 @@ def test_the_whole_site_in_a_browser(served, browser, db):
     admin = Visitor(browser, "admin")
     admin.sign_in_with_link(link)
     admin.go(f"{base}/staff/", "console")
+    admin.page.click("summary:has-text('Create a course')")            # a course is made on purpose, once
+    admin.page.fill("#course_name", "CS149")
+    admin.page.click("input[type=submit][value='Create course']")
+    admin.page.wait_for_selector("text=Course CS149 created")
     admin.page.click("summary:has-text('Create an assignment')")
-    admin.page.fill("#course", "CS149")
+    admin.page.select_option("#course", "CS149")
     admin.page.fill("#name", "asst4")
     admin.page.select_option("select[name=spec]", "asst4-trainium2")
-    admin.page.fill("#deadline", (dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=5)).strftime("%Y-%m-%dT%H:%M"))
+    admin.page.fill("#deadline", (dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=5)).strftime("%Y-%m-%d %H:%M"))
     admin.page.click("input[type=submit][value='Create assignment']")
     admin.page.wait_for_url(re.compile(r"/staff/assignments/asst4$"))
     admin.shot("assignment-created")
@@ -192,7 +193,7 @@ def test_the_whole_site_in_a_browser(served, browser, db):
     roster = "email,name,role\nada@example.edu,Ada L,student\ngrace@example.edu,Grace H,student\n" \
              "linus@example.edu,Linus T,student\ntim@example.edu,Tim TA,ta\n"
     admin.go(f"{base}/staff/roster", "roster")
-    admin.page.fill("#course", "CS149")
+    admin.page.select_option("#course", "CS149")
     admin.page.set_input_files("#csv_file", files=[{"name": "roster.csv", "mimeType": "text/csv",
                                                      "buffer": roster.encode()}])
     admin.page.click("input[type=submit][value='Import roster']")

@@ -65,6 +65,8 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("staff.nightly", "GET"): ANY_STAFF,            # reference kernels only: no student's data
     ("staff.roster_page", "GET"): ANY_STAFF,
     ("staff.import_roster", "POST"): ANY_STAFF,     # the course and roles in the file decide (test_security)
+    ("staff.add_person", "POST"): ANY_STAFF,        # the same rules as a roster of one line
+    ("staff.create_course", "POST"): ADMIN,
     ("staff.create_assignment", "POST"): ADMIN,     # or an instructor naming their own course
     ("staff.assignment", "GET"): COURSE_STAFF,
     ("staff.adopt_thresholds", "POST"): COURSE_STAFF,

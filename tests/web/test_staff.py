@@ -11,7 +11,9 @@ import zipfile
 
 from sqlalchemy import func, select
 
-from store.models import (Assignment, GradingRun, LoginToken, NightlyResult, NightlyRun, TestResultRow, User)
+import grader
+from store.models import (Assignment, GradingRun, LoginToken, NightlyResult, NightlyRun, StoredSpec, TestResultRow,
+                          User)
 
 from webtest_helpers import csrf_of, export, finish_task, measured, multipart, store_graded_run
 
@@ -78,7 +80,9 @@ def test_adopt_thresholds_and_rescore_without_running_kernels(client_for, db, co
     db.expire_all()
     assignment = db.get(Assignment, assignment.id)
     run = db.get(GradingRun, run.id)
-    assert assignment.thresholds_version == "t2" and "optimized = 55" in assignment.spec_toml
+    assert assignment.thresholds_version == "t2" and "optimized = 55" in assignment.spec_row.toml
+    before = db.get(StoredSpec, assignment.spec_row.derived_from)          # a new spec row; the old one is kept
+    assert before.thresholds_version == "t1" and "optimized = 55" not in before.toml
     assert run.score_total == 7.5 and run.thresholds_version == "t2"
     assert run.report["tests"][1]["thresholds_us"] == {"optimized": 55, "relaxed": 80}
     assert db.scalar(select(TestResultRow.points).where(TestResultRow.run_id == run.id,
@@ -122,17 +126,11 @@ def test_tightening_a_threshold_by_more_than_10_percent_shows_what_it_does_and_a
 
 def test_nightly_proposal_prefills_only_tests_derived_from_reference_kernels(client_for, db, course_setup):
     """An extra-credit threshold is set by hand: the nightly's implied value is never proposed for it."""
-    from store.models import Course, ThresholdsVersion
-    from web.courses import spec_thresholds
-    from workers import specs
-    toml, spec = specs.read_spec_file("asst4-trainium2")
-    assignment = Assignment(course=db.get(Course, course_setup["course"].id), name="asst4", title=spec.title,
-                            spec_name="asst4-trainium2", spec_version=spec.spec_version,
-                            thresholds_version=spec.thresholds_version, spec_hash=specs.spec_hash(toml),
-                            spec_toml=toml, backend="sim")
-    db.add(assignment)
-    db.add(ThresholdsVersion(assignment=assignment, version=spec.thresholds_version, source="spec",
-                             thresholds=spec_thresholds(toml), adopted_at=dt.datetime.now(dt.timezone.utc)))
+    from store import specs
+    from store.models import Course
+    assignment = specs.new_assignment(db, "asst4-trainium2", course=db.get(Course, course_setup["course"].id),
+                                      name="asst4", backend="sim")
+    spec = specs.spec_of(assignment)
     night = NightlyRun(trigger="manual")
     db.add(night)
     db.flush()
@@ -147,7 +145,7 @@ def test_nightly_proposal_prefills_only_tests_derived_from_reference_kernels(cli
     page = client_for("tara").get("/staff/assignments/asst4").get_data(as_text=True)
     textarea = html.unescape(page.split('name="thresholds"', 1)[1].split(">", 1)[1].split("</textarea>", 1)[0])
     proposal = json.loads(textarea)
-    in_force = spec_thresholds(toml)
+    in_force = spec.thresholds()
     for t in timed:
         if t.kind == "performance":
             assert proposal[t.name] == {"optimized": 12.0, "relaxed": 12.0}, t.name
@@ -247,6 +245,8 @@ def test_nightly_history_marks_drift_and_shows_implied_thresholds(client_for, db
 
 
 def test_admin_creates_an_assignment_and_tas_cannot(client_for, db, course_setup):
+    made = post_form(client_for("ada"), "/staff/", "/staff/courses", {"course_name": "CS149 Fall"})
+    assert made.status_code == 303
     data = {"course": "CS149 Fall", "name": "asst4", "spec": "asst4-trainium2", "backend": "sim",
             "runs_per_hour": "4", "visibility": "public", "deadline": "2026-12-12T23:59"}
     denied = post_form(client_for("tara"), "/staff/", "/staff/assignments", data)
@@ -256,7 +256,8 @@ def test_admin_creates_an_assignment_and_tas_cannot(client_for, db, course_setup
     db.expire_all()
     assignment = db.scalar(select(Assignment).where(Assignment.name == "asst4"))
     assert assignment.spec_version and assignment.runs_per_hour == 4 and assignment.course.leaderboard_visibility == "public"
-    assert "perf_224_pool1_float16" in assignment.spec_toml
+    assert assignment.spec_hash == grader.load_spec("asst4-trainium2").spec_hash
+    assert "perf_224_pool1_float16" in assignment.spec_row.toml
     duplicate = post_form(client_for("ada"), "/staff/", "/staff/assignments", data)
     assert duplicate.status_code == 409
 
@@ -290,6 +291,18 @@ def test_an_admin_sets_who_sees_the_leaderboard_and_a_ta_cannot(app, client_for,
     assert app.test_client().get("/leaderboard/tiny").status_code == 302
 
 
+def test_a_rescore_records_its_progress_as_it_goes_not_only_at_the_end(db, course_setup, tiny_reports):
+    """The task's page follows progress_done: a rescore writes it every few runs, from 0 of N."""
+    from workers import staff_tasks
+    for i in range(23):
+        store_graded_run(db, course_setup["alice"], course_setup["assignment"],
+                         measured(tiny_reports["optimized"], 30.0 + i))
+    seen = []
+    assert staff_tasks.rescore_all(db, course_setup["assignment"], lambda done, total: seen.append((done, total))) == 23
+    assert seen == [(0, 23), (10, 23), (20, 23), (23, 23)]
+    assert staff_tasks.progress_text("rescore", 10, 23) == "10 of 23 runs rescored"
+
+
 def test_regrade_queues_each_students_latest_submission_again(client_for, db, course_setup, tiny_reports,
                                                               celery_worker):
     """A staff task: a worker on the staff queue queues the runs; the web request only starts it."""
@@ -302,7 +315,82 @@ def test_regrade_queues_each_students_latest_submission_again(client_for, db, co
     started = post_form(ta, "/staff/assignments/tiny", "/staff/assignments/tiny/tasks/regrade", {})
     status = finish_task(ta, started)
     assert status["summary"].startswith("Queued 2 submissions") and (status["done"], status["total"]) == (2, 2)
+    assert status["progress"] == "2 of 2 submissions queued again"
+    assert "(2 of 2 submissions queued again)" in ta.get(started.headers["Location"]).get_data(as_text=True)
     db.expire_all()
     queued = db.scalars(select(GradingRun).where(GradingRun.status == "queued")).all()
     assert sorted(r.submission_id for r in queued) == sorted([latest.submission_id, bob.submission_id])
     assert old.submission_id not in {r.submission_id for r in queued}
+
+
+def test_a_typo_in_the_course_makes_no_new_course(client_for, db, course_setup):
+    """The course is chosen from the existing ones; a name that is not one is refused, never
+    made on the fly (a new course is the site admin's own action)."""
+    from store.models import Course
+    admin = client_for("ada")
+    console = admin.get("/staff/").get_data(as_text=True)
+    assert '<select id="course" name="course"' in console and '<option value="CS149">CS149</option>' in console
+    data = {"course": "CS194", "name": "asst4", "spec": "asst4-trainium2", "backend": "sim", "runs_per_hour": "4",
+            "visibility": "public", "deadline": ""}
+    refused = post_form(admin, "/staff/", "/staff/assignments", data)
+    assert refused.status_code == 400 and "no course called 'CS194'" in html.unescape(refused.get_data(as_text=True))
+    roster = post_form(admin, "/staff/roster", "/staff/roster", {"course": "CS194", "csv_file": (io.BytesIO(
+        b"email\nnew@uni.edu\n"), "r.csv")}, content_type="multipart/form-data")
+    assert roster.status_code == 400
+    assert db.scalar(select(func.count()).select_from(Course)) == 1 and db.scalar(select(Assignment.id).where(
+        Assignment.name == "asst4")) is None
+    assert post_form(client_for("tara"), "/staff/", "/staff/courses", {"course_name": "CS194"}).status_code == 403
+    assert post_form(admin, "/staff/", "/staff/courses", {"course_name": "CS149"}).status_code == 409
+
+
+def test_one_late_student_is_added_to_the_course_without_a_csv(client_for, db, course_setup):
+    ta = client_for("tara")
+    page = ta.get("/staff/roster").get_data(as_text=True)
+    assert "data-add-person" in page and '<select id="person-course" name="person-course"' in page
+    added = post_form(ta, "/staff/roster", "/staff/roster/person", {"person-course": "CS149", "person-email": "Late@Uni.edu",
+                                                                   "person-name": "Late Comer", "person-role": "student"})
+    body = added.get_data(as_text=True)
+    assert added.status_code == 200 and "late@uni.edu" in body and body.count("/login/link/") == 1
+    late = db.scalar(select(User).where(User.email == "late@uni.edu"))
+    assert late is not None and late.name == "Late Comer"
+    # the roster's rules hold: a TA gives no staff role, and adds no one to a course that is not theirs
+    as_ta = post_form(ta, "/staff/roster", "/staff/roster/person", {"person-course": "CS149", "person-email": "x@uni.edu",
+                                                                   "person-role": "ta"})
+    assert as_ta.status_code == 403
+    elsewhere = post_form(ta, "/staff/roster", "/staff/roster/person", {"person-course": "CS999",
+                                                                       "person-email": "y@uni.edu"})
+    assert elsewhere.status_code == 403
+    assert db.scalar(select(User).where(User.email.in_(["x@uni.edu", "y@uni.edu"]))) is None
+    no_csrf = ta.post("/staff/roster/person", data={"person-course": "CS149", "person-email": "z@uni.edu"})
+    assert no_csrf.status_code == 400 and db.scalar(select(User).where(User.email == "z@uni.edu")) is None
+
+
+def test_deadlines_are_typed_and_shown_in_utc_not_with_a_local_picker(client_for, db, course_setup):
+    """A datetime-local picker shows the viewer's local format and reads as local time whatever
+    its label says: the deadline is written YYYY-MM-DD HH:MM and read as UTC."""
+    admin = client_for("ada")
+    for page in ("/staff/", "/staff/assignments/tiny"):
+        text = admin.get(page).get_data(as_text=True)
+        assert 'type="datetime-local"' not in text and 'placeholder="YYYY-MM-DD HH:MM"' in text
+        assert "UTC, written YYYY-MM-DD HH:MM" in text
+    post_form(admin, "/staff/", "/staff/courses", {"course_name": "CS150"})
+    data = {"course": "CS150", "name": "asst5", "spec": "asst4-trainium2", "backend": "sim", "runs_per_hour": "4",
+            "visibility": "public", "deadline": "2026-12-12 23:59"}
+    assert post_form(admin, "/staff/", "/staff/assignments", data).status_code == 303
+    db.expire_all()
+    deadline = db.scalar(select(Assignment.deadline).where(Assignment.name == "asst5"))
+    assert deadline == dt.datetime(2026, 12, 12, 23, 59, tzinfo=dt.timezone.utc)
+    assert "deadline 2026-12-12 23:59 UTC" in admin.get("/staff/assignments/asst5").get_data(as_text=True)
+    local = post_form(admin, "/staff/", "/staff/assignments", {**data, "name": "asst6", "deadline": "12/12/2026 11:59 PM"})
+    assert local.status_code == 400
+    assert "'12/12/2026 11:59 PM' is not a date and time written YYYY-MM-DD HH:MM, in UTC" in html.unescape(
+        local.get_data(as_text=True))
+    granted = post_form(admin, "/staff/assignments/tiny", "/staff/assignments/tiny/extensions",
+                        {"email": "bob@example.edu", "deadline": "2030-01-02 03:04 UTC"}, follow_redirects=True)
+    assert "bob@example.edu may submit tiny until 2030-01-02 03:04 UTC" in granted.get_data(as_text=True)
+
+
+def test_the_threshold_table_names_tests_by_their_titles(client_for, db, course_setup):
+    page = client_for("tara").get("/staff/assignments/tiny").get_data(as_text=True)
+    table = page.split("<table data-thresholds>", 1)[1].split("</table>", 1)[0]
+    assert "<td>Performance: one small image, float16 <code" in table and ">perf_tiny</code>" in table

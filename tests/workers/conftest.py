@@ -8,13 +8,9 @@ from worker_helpers import TINY_SPEC
 
 @pytest.fixture
 def assignment(db):
-    from store.models import Assignment, Course
-    from workers import specs
-    toml, spec = specs.read_spec_file(str(TINY_SPEC))
-    a = Assignment(course=Course(name="CS149"), name="tiny", title=spec.title, spec_name=str(TINY_SPEC),
-                   spec_version=spec.spec_version, thresholds_version=spec.thresholds_version,
-                   spec_hash=specs.spec_hash(toml), spec_toml=toml, backend="sim")
-    db.add(a)
+    from store import specs
+    from store.models import Course
+    a = specs.new_assignment(db, str(TINY_SPEC), course=Course(name="CS149"), name="tiny", backend="sim")
     db.commit()
     return a
 

@@ -96,11 +96,10 @@ def test_nightly_runs_on_its_own_queue_and_says_it_is_running(db, assignment, br
 def test_a_reference_is_held_only_to_the_tests_it_stands_for(db, assignment):
     """The relaxed reference is not meant to reach extra credit: missing it is no failure and no
     drift (the optimized reference missing it is)."""
-    from pathlib import Path
-    from workers import specs
+    import grader
+    from store import specs
     from workers.nightly import grade_reference
-    toml, _ = specs.read_spec_file(str(Path(__file__).parent / "specs" / "tiny.toml"))
-    toml += """
+    toml = specs.spec_of(assignment).toml + """
 [[tests]]
 name = "ec_tiny"
 title = "Extra credit: one small image, float16"
@@ -114,11 +113,12 @@ iters = 2
 thresholds_us = { optimized = 0.001, relaxed = 0.001 }
 configs = [{ batch = 1, c_in = 128, c_out = 128, height = 8, width = 8, k = 3, bias = false, pool = 1, dtype = "float16" }]
 """
+    spec_hash = specs.stored(db, grader.spec_from_toml(toml)).hash
     night = NightlyRun(trigger="manual")
     db.add(night)
     db.commit()
-    relaxed = grade_reference(night.id, toml, "conv2d_relaxed", "sim")
-    optimized = grade_reference(night.id, toml, "conv2d_optimized", "sim")
+    relaxed = grade_reference(night.id, spec_hash, "conv2d_relaxed", "sim")
+    optimized = grade_reference(night.id, spec_hash, "conv2d_optimized", "sim")
     assert relaxed.report["tests"][-1]["status"] == "failed"                 # it did miss extra credit
     assert relaxed.passed and not relaxed.drift, relaxed.drift_reason
     assert not optimized.passed and "ec_tiny failed" in optimized.drift_reason
@@ -132,8 +132,8 @@ def test_the_nightly_on_a_trn2_worker_records_the_doctor_table(db, assignment, s
     db.commit()
     code = ("import logging, sys; logging.basicConfig(level=logging.INFO); "      # a worker's logging
             "from workers.nightly import grade_reference; "
-            "grade_reference(int(sys.argv[1]), open(sys.argv[2]).read(), 'conv2d_optimized', 'neuron')")
-    done = subprocess.run([str(sdk.legacy), "-c", code, str(night.id), assignment.spec_name], capture_output=True,
+            "grade_reference(int(sys.argv[1]), sys.argv[2], 'conv2d_optimized', 'neuron')")
+    done = subprocess.run([str(sdk.legacy), "-c", code, str(night.id), assignment.spec_hash], capture_output=True,
                           text=True, timeout=600, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
                           env=sdk_envs.run_env(dict(sdk.settings("legacy"), DATABASE_URL=os.environ["DATABASE_URL"])))
     assert done.returncode == 0, done.stderr[-3000:]

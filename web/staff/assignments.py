@@ -12,8 +12,8 @@ from sqlalchemy.exc import IntegrityError
 
 import grader
 from grader.vocabulary import Backend, Tier
-from store.models import Assignment, Course, DeadlineExtension, ThresholdsVersion, User
-from workers import specs
+from store import specs
+from store.models import Course, DeadlineExtension, ThresholdsVersion, User
 
 from .. import accounts, courses, db, thresholds
 from ..errors import UserError
@@ -21,10 +21,6 @@ from ..forms import AssignmentForm, ExtensionForm, SimpleActionForm, ThresholdsF
 from ..leaderboard import standings_changed
 from . import bp, tasks
 from .nightly import implied_for
-
-
-def _utc(value: dt.datetime | None) -> dt.datetime | None:
-    return value.replace(tzinfo=dt.timezone.utc) if value is not None and value.tzinfo is None else value
 
 
 def _form_problems(form) -> str:
@@ -40,28 +36,25 @@ def create_assignment():
     if not (current_user.is_admin or (course is not None and current_user.is_instructor_of(course.id))):
         raise UserError(f"You may not create assignments in {named or 'that course'!r}.",
                         "The course's instructors create its assignments; a site admin creates any.", 403)
+    if course is None:                # never made on the fly: a typo would start a course of its own
+        raise UserError(f"There is no course called {named or '(none)'!r}.",
+                        "Choose an existing course; a site admin creates new ones (Create a course, on the "
+                        "staff console).")
     form = AssignmentForm()
     if form.is_submitted() and form.spec.data not in grader.available_specs():
         raise UserError(f"There is no bundled spec {form.spec.data!r}.",
                         f"Choose one of: {', '.join(grader.available_specs())}.")
     if not form.validate_on_submit():
         raise UserError(f"The assignment was not created: {_form_problems(form)}.", "Correct the form and try again.")
-    toml_text, spec = specs.read_spec_file(form.spec.data)
+    spec = grader.load_spec(form.spec.data)
     if form.backend.data == Backend.NEURON and spec.platform != "trn2":
         raise UserError(f"The spec {form.spec.data} holds thresholds measured on {spec.platform}, not Trainium2: "
                         "grading it on Trainium2 hardware would hold students to the wrong numbers.",
                         "Choose the simulator, or a spec written for Trainium2.")
-    if course is None:
-        course = Course(name=form.course.data.strip())
-        session.add(course)
     course.leaderboard_visibility = form.visibility.data
-    assignment = Assignment(course=course, name=form.name.data, title=spec.title, spec_name=form.spec.data,
-                            spec_version=spec.spec_version, thresholds_version=spec.thresholds_version,
-                            spec_hash=spec.spec_hash, spec_toml=toml_text, backend=form.backend.data,
-                            deadline=_utc(form.deadline.data), runs_per_hour=form.runs_per_hour.data, active=True)
-    session.add(assignment)
-    session.add(ThresholdsVersion(assignment=assignment, version=spec.thresholds_version, source="spec",
-                                  thresholds=courses.spec_thresholds(toml_text), adopted_at=dt.datetime.now(dt.timezone.utc)))
+    assignment = specs.new_assignment(session, spec, spec_name=form.spec.data, course=course, name=form.name.data,
+                                      backend=form.backend.data, deadline=form.deadline.data,
+                                      runs_per_hour=form.runs_per_hour.data, active=True)
     try:
         session.commit()
     except IntegrityError:
@@ -80,7 +73,8 @@ def assignment(name: str):
     extensions = session.execute(select(DeadlineExtension, User).join(User, DeadlineExtension.user_id == User.id)
                                  .where(DeadlineExtension.assignment_id == assignment.id)
                                  .order_by(User.email)).all()
-    in_force = courses.spec_thresholds(assignment.spec_toml)
+    spec = courses.spec_of(assignment)
+    in_force = spec.thresholds()
     derived = {t.name for t in courses.timed_tests(assignment) if t.thresholds_from_references}
     implied = {name: levels for name, levels in implied_for(session, assignment).items() if name in derived}
     # only the tests whose thresholds come from the reference kernels are proposed from the nightly
@@ -89,6 +83,7 @@ def assignment(name: str):
     form = ThresholdsForm(thresholds=json.dumps(proposal, indent=2),
                           version=f"{dt.date.today().isoformat()}-nightly" if implied else "")
     return render_template("staff/assignment.html", assignment=assignment, versions=versions, in_force=in_force,
+                           titles=spec.titles(), now_utc=f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}",
                            implied=implied, extensions=extensions, thresholds_form=form,
                            extension_form=ExtensionForm(), action_form=SimpleActionForm(),
                            visibility_form=VisibilityForm())
@@ -139,7 +134,7 @@ def grant_extension(name: str):
     if row is None:
         row = DeadlineExtension(user_id=user.id, assignment_id=assignment.id)
         session.add(row)
-    row.deadline, row.granted_by_id = _utc(form.deadline.data), current_user.id
+    row.deadline, row.granted_by_id = form.deadline.data, current_user.id
     standings_changed(session, assignment_ids=[assignment.id])   # commits; late runs may count now
     flash(f"{user.email} may submit {name} until {row.deadline:%Y-%m-%d %H:%M} UTC.", "success")
     return redirect(url_for("staff.assignment", name=name), 303)

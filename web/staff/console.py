@@ -1,17 +1,20 @@
 """The console's front page: the queue, workers alive, and the assignments."""
 from __future__ import annotations
 
-from flask import render_template
+import datetime as dt
+
+from flask import flash, redirect, render_template, url_for
 from flask_login import current_user
 from sqlalchemy import select
 
 import grader
 
-from store.models import Assignment
+from store.models import Assignment, Course
 from workers import enqueue
 
 from .. import db
-from ..forms import AssignmentForm
+from ..errors import UserError
+from ..forms import AssignmentForm, CourseForm
 from . import bp
 
 
@@ -30,6 +33,29 @@ def console():
     if not current_user.is_admin:              # other courses' grades are counted, not described
         mine = {a.name for a in assignments}
         stats["running"] = [d for d in stats["running"] if d["what"] != "student grade" or d["assignment"] in mine]
+    form = AssignmentForm()
+    courses = session.scalars(select(Course).order_by(Course.name)).all()
+    form.course.choices = [c.name for c in courses if current_user.is_instructor_of(c.id)]
     return render_template("staff/console.html", stats=stats, assignments=assignments,
-                           form=AssignmentForm(), available_specs=[(name, s.title, s.platform) for name, s in specs],
-                           default_spec=default)
+                           form=form, available_specs=[(name, s.title, s.platform) for name, s in specs],
+                           default_spec=default, course_form=CourseForm(),
+                           now_utc=f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}")
+
+
+@bp.route("/courses", methods=["POST"])
+def create_course():
+    """A new course: a site admin's own action, never a side effect of a form that names one."""
+    if not current_user.is_admin:
+        raise UserError("Only a site admin creates courses.", "Ask a site admin to create the course.", 403)
+    form = CourseForm()
+    if not form.validate_on_submit():
+        raise UserError("The course was not created: give it a name of at most 200 characters.",
+                        "Correct the form and try again.")
+    session = db.session()
+    name = form.course_name.data.strip()
+    if session.scalar(select(Course.id).where(Course.name == name)) is not None:
+        raise UserError(f"There is a course called {name!r} already.", "Choose it from the lists instead.", 409)
+    session.add(Course(name=name, leaderboard_visibility="signed_in"))
+    session.commit()
+    flash(f"Course {name} created: enroll its people on the roster page, then create its assignments.", "success")
+    return redirect(url_for("staff.console"), 303)

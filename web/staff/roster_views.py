@@ -13,8 +13,10 @@ from store.models import Course, Enrollment, User
 from .. import db, roster, sessions
 from ..accounts import may_act_for, new_login_token
 from ..errors import UserError
-from ..forms import RosterForm, SimpleActionForm
+from ..forms import PersonForm, RosterForm, SimpleActionForm
 from . import bp
+
+PERSON = "person"          # the add-one-person form's field prefix (the import form has a course field too)
 
 
 def _link(token: str) -> str:
@@ -43,15 +45,38 @@ def _people(session):
     return people, [c.name for c in courses]
 
 
-def _page(form, imported=None, error=None, status=200):
+def _page(form, imported=None, error=None, status=200, person_form=None):
     people, courses = _people(db.session())
-    return render_template("staff/roster.html", form=form, people=people, courses=courses,
+    person_form = person_form or PersonForm(prefix=PERSON)
+    for f in (form, person_form):
+        f.course.choices = list(courses)
+    return render_template("staff/roster.html", form=form, person_form=person_form, people=people,
                            action_form=SimpleActionForm(), imported=imported, error=error), status
 
 
 @bp.route("/roster", methods=["GET"])
 def roster_page():
     return _page(RosterForm())
+
+
+@bp.route("/roster/person", methods=["POST"])
+def add_person():
+    """One person into one course (a late joiner): the roster import with one line, so the same
+    rules hold (who may give which role, and a sign-in link only for whom the importer may act)."""
+    session = db.session()
+    form = PersonForm(prefix=PERSON)
+    try:
+        if not form.validate_on_submit():
+            problems = "; ".join(f"{form[name].label.text}: {' '.join(e)}" for name, e in form.errors.items())
+            raise UserError(f"No one was added: {problems}.", "Choose the course and give the person's email.")
+        line = roster.RosterLine(form.email.data.strip().lower(), (form.name.data or "").strip(), form.role.data)
+        imported = roster.import_roster(session, current_user, form.course.data, [line],
+                                        current_app.config["LOGIN_LINK_HOURS"])
+        session.commit()
+    except UserError as err:
+        session.rollback()
+        return _page(RosterForm(), error=err, status=err.status, person_form=form)
+    return _page(RosterForm(), imported=[(p, _link(p.token) if p.token else None) for p in imported])
 
 
 @bp.route("/roster", methods=["POST"])

@@ -42,6 +42,7 @@ def _task(task_id: int) -> StaffTask:
 def status_json(task: StaffTask) -> dict:
     return {"id": task.id, "kind": task.kind, "status": task.status, "done": task.progress_done,
             "total": task.progress_total, "summary": task.summary, "error": task.error,
+            "progress": staff_tasks.progress_text(task.kind, task.progress_done, task.progress_total),
             "download": url_for("staff.task_download", task_id=task.id) if task.result is not None else None}
 
 

@@ -6,7 +6,7 @@
   function field(name) { return box.querySelector("[data-field=" + name + "]"); }
   function show(s) {
     field("status").textContent = s.status;
-    field("progress").textContent = s.total ? "(" + s.done + " of " + s.total + ")" : "";
+    field("progress").textContent = s.progress ? "(" + s.progress + ")" : "";
     var bar = field("bar");
     bar.max = s.total || 1;
     bar.value = s.done;
