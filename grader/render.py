@@ -293,8 +293,8 @@ def _plain(text: str) -> str:
 
 def _test_output(view: ReportView, test: TestView) -> str:
     parts = [f"Status: {test.status}."]
-    if test.error:
-        parts.append(_plain(test.error))
+    if test.message:
+        parts.append(_plain(test.message))
     if test.timed:
         parts.append(_timing_sentence(test, view.provenance.thresholds_version))
     if test.output:

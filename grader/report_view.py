@@ -168,11 +168,16 @@ class TestView:
     status: str
     points: float
     max_points: float
-    error: str                         # why this status, for the student ("" when it passed)
+    message: str                       # why this status, for the student (a not-run test says why too)
     p99_us: float | None
     thresholds: tuple[Threshold, ...]  # optimized, relaxed (timed tests with thresholds)
     output: str                        # captured kernel output
     profile: ProfileView | None
+
+    @property
+    def error(self) -> str:
+        """The message when the test did not pass (what the terminal prints under its row)."""
+        return "" if self.status == TestStatus.PASSED else self.message
 
     @property
     def points_text(self) -> str:
@@ -320,12 +325,9 @@ def _test_view(report: Report, test: TestResult) -> TestView:
     limits = test.thresholds_us if isinstance(test.thresholds_us, dict) else {}
     thresholds = tuple(Threshold(tier, _number(limits.get(tier))) for tier in (Tier.OPTIMIZED, Tier.RELAXED)
                        if tier in limits) if timed else ()
-    error = "" if test.status == TestStatus.PASSED else test.message
-    if not error and test.status != TestStatus.PASSED:
-        reason = NOT_RUN_REASONS.get((test.details or {}).get("not_run"))
-        error = reason or ""
+    message = test.message or NOT_RUN_REASONS.get((test.details or {}).get("not_run"), "")
     return TestView(test.name, _title(test), test.kind, KIND_TITLES.get(test.kind, test.kind), timed, test.file,
-                    test.status, test.points, test.max_points, error,
+                    test.status, test.points, test.max_points, message,
                     test.p99_us if finite(test.p99_us) else None, thresholds, test.output,
                     _profile(test))
 
