@@ -191,6 +191,10 @@ def test_the_web_report_shows_the_header_the_terminal_shows(client_for, db, cour
     assert "data-report-header" in page
     for line in render.header_lines(report):
         assert line.strip() in shown, line
+    # each test of the rejected file says why it did not run, and the flag points at the header
+    messages = [row.split("<td data-message>", 1)[1].split("</td>", 1)[0] for row in page.split("<tr data-test=")[1:]]
+    assert len(messages) == len(report.tests) and all(m.startswith("not run: its file was rejected") for m in messages)
+    assert "listed above" not in shown and "listed at the top of this report" in shown
 
 
 def test_an_upload_without_a_file_says_its_remedy_once(client_for, db):
