@@ -362,7 +362,7 @@ def _student_summary(view: ReportView) -> str:
         lines += [f"- {FLAG_EXPLANATIONS.get(f.code, UNKNOWN_FLAG)[1].format(subject=_md_escape(f.subject))}"
                   for f in view.flags]
     if view.slow_hint:
-        lines += ["", _md_escape(view.slow_hint)]
+        lines += ["", view.slow_hint]          # our words, with its command as markdown code
     p = view.provenance
     lines += ["", f"_Graded with {_md_escape(p.assignment)} spec {_md_escape(p.spec_version)}, "
                   f"thresholds {_md_escape(p.thresholds_version)}, submission "
