@@ -5,6 +5,7 @@ grader.vocabulary: the words every package shares).
     sub = grader.load_submission("asst4.tar.gz", spec)  # or grader.submission_from_bytes(name, data, spec)
     report = grader.grade(sub, spec, grader.GradeOptions(backend="sim", on_progress=print))
     report = grader.rescore(report, grader.load_spec("new-thresholds.toml"))
+    view = grader.view_of(report)                       # what every front-end shows, built once
 
 Names resolve on first use: the sandboxed child runs `python -m grader.child`, which imports
 this package, and must not import the grading core (or its reference answers) with it."""
@@ -34,6 +35,8 @@ _EXPORTS = {
     "Report": ("grader.report", "Report"),
     "TestResult": ("grader.report", "TestResult"),
     "Score": ("grader.report", "Score"),
+    "view_of": ("grader.report_view", "view_of"),
+    "ReportView": ("grader.report_view", "ReportView"),
     "ProgressEvent": ("grader.events", "ProgressEvent"),
     "CancelToken": ("grader.events", "CancelToken"),
 }

@@ -112,12 +112,14 @@ def _grade(args) -> int:
     if caught:
         print("grader: grading interrupted", file=sys.stderr)
         return 128 + caught[0]
-    print(render.render_terminal(report, color=sys.stdout.isatty()))
+    from .report_view import view_of
+    view = view_of(report)                  # built once, drawn three ways
+    print(render.render_terminal(view, color=sys.stdout.isatty()))
     if args.json:
-        render.write_json(report, args.json)
+        render.write_json(view, args.json)
     if args.gradescope:
-        render.write_gradescope(report, args.gradescope)
-    return EXIT_REJECTED if report.rejections else EXIT_OK
+        render.write_gradescope(view, args.gradescope)
+    return EXIT_REJECTED if view.header.rejections else EXIT_OK
 
 
 def _doctor(args) -> int:

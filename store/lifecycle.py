@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, delete, or_, select, update
 from sqlalchemy.orm import Session
 
+import grader
 from grader.vocabulary import QUEUE_FOR_BACKEND, ReportStatus, RunStatus
 from store.models import Assignment, GradingRun, Submission, TestResultRow
 
@@ -76,19 +77,24 @@ def progress(session: Session, c: Claim, done: int, total: int, finished: list[d
     session.commit()
 
 
+def _view(report: dict) -> grader.ReportView:
+    return grader.view_of(grader.Report.from_json(report))
+
+
 def report_columns(report: dict) -> dict:
     """A run's columns that its stored report (Report.to_json without the seed) decides: the one
-    mapping from a report to a row, for a finished grade, a rescore and test fixtures alike."""
-    score = report.get("score") or {}
-    return {"report": report, "score_total": score.get("total"), "max_total": score.get("max_total"),
-            "thresholds_version": report.get("thresholds_version")}
+    mapping from a report to a row, for a finished grade, a rescore and test fixtures alike,
+    read from the report's view as every page reads it."""
+    view = _view(report)
+    return {"report": report, "score_total": view.points.total, "max_total": view.points.max_total,
+            "thresholds_version": view.provenance.thresholds_version}
 
 
 def result_rows(report: dict, run_id: int | None = None) -> list[TestResultRow]:
-    """One row per test of the report (denormalised for the leaderboard and exports)."""
-    return [TestResultRow(run_id=run_id, test_name=t["name"], kind=t["kind"], status=t["status"],
-                          points=t["points"], max_points=t["max_points"], p99_us=t.get("p99_us"))
-            for t in report.get("tests") or []]
+    """One row per test of the report's view (denormalised for the leaderboard and exports)."""
+    return [TestResultRow(run_id=run_id, test_name=t.name, kind=t.kind, status=t.status,
+                          points=t.points, max_points=t.max_points, p99_us=t.p99_us)
+            for t in _view(report).tests]
 
 
 def replace_results(session: Session, run_id: int, report: dict) -> None:
@@ -98,9 +104,10 @@ def replace_results(session: Session, run_id: int, report: dict) -> None:
 
 def finish(session: Session, c: Claim, report: dict, seed: int | None) -> bool:
     """Store a finished grade in one transaction. False: the run was no longer ours."""
-    flags = report.get("flags") or []
-    status = RunStatus.CANCELLED if report.get("status") == ReportStatus.CANCELLED else RunStatus.DONE
-    tests = report.get("tests") or []
+    view = _view(report)
+    flags = [f.flag for f in view.flags]
+    status = RunStatus.CANCELLED if view.provenance.status == ReportStatus.CANCELLED else RunStatus.DONE
+    tests = view.tests
     updated = session.execute(
         update(GradingRun).where(c.mine()).values(
             status=status, finished_at=now(), heartbeat_at=now(), seed=seed, **report_columns(report),

@@ -36,7 +36,6 @@ def create_app(config: dict | None = None) -> Flask:
     app.jinja_env.filters["pts"] = render.format_points
     app.jinja_env.filters["duration"] = format_duration
     app.jinja_env.filters["since"] = enqueue.since
-    app.jinja_env.globals["report_header"] = render.header_lines
     app.jinja_env.globals.update(vocabulary.TEMPLATE_NAMES)     # pages name statuses, kinds, tiers by type
     _register_blueprints(app)
     return app

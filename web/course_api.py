@@ -19,7 +19,6 @@ from sqlalchemy import select
 
 import grader
 from grader.vocabulary import RunStatus
-from store import runs as store_runs
 from store.models import FINAL_STATUSES, Assignment, Enrollment, GradingRun, Submission, User
 from workers import enqueue
 from workers.course_tokens import course_for_token
@@ -127,7 +126,7 @@ def _counted(session, run: GradingRun) -> dict | None:
     run is, so the autograder tells the student what the course's leaderboard shows."""
     if run.status not in FINAL_STATUSES:
         return None
-    best = store_runs.best_run(session, run.submission.assignment_id, run.backend, run.submission.user_id)
+    best = runs.counted_run(session, run)
     return {"this_run": best is not None and best.run_id == run.id,
             "run_id": best.run_id if best else None, "total": best.total if best else None,
             "max_total": best.max_total if best else None}

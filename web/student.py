@@ -73,8 +73,9 @@ def upload(name: str):
     assignment = courses.assignment_for(session, current_user, name)
     form = UploadForm()
     if not form.validate_on_submit():
-        error = UserError(" ".join(form.file.errors) or "No file was received.",
-                          "Choose conv2d.py, kernels.py or your asst4 archive, then press Upload.")
+        # the field's own errors say what to do: they are the remedy, said once
+        error = UserError("No file was received.", " ".join(form.file.errors)
+                          or "Choose conv2d.py, kernels.py or your asst4 archive, then press Upload.")
         return _render_assignment(assignment, form, error, 400)
     filename, data = form.file.data.filename or "", form.file.data.read()
     # the users row is locked until submit() commits: two uploads at once cannot both pass the limit
@@ -101,7 +102,7 @@ def _static_check(assignment, filename: str, data: bytes) -> dict:
     try:
         sub = grader.submission_from_bytes(filename, data, spec)
     except grader.GraderInputError as err:
-        return {"ok": False, "problems": [f"{err.reason}. {err.remedy}".strip()], "warnings": []}
+        return {"ok": False, "problems": [str(err)], "warnings": []}     # reason and remedy, each once
     findings = grader.static_findings(sub, spec)
     said = [f"{f['file']} line {f['line']}: {f['message']}" for f in findings]
     problems = [line for line, f in zip(said, findings) if f["severity"] != "warning"]
@@ -128,13 +129,12 @@ def run_status(run_id: int):
 @login_required
 def report(run_id: int):
     run = runs.visible_run(db.session(), current_user, run_id, with_report=True)
-    report = runs.report_of(run)
-    if report is None:
+    view = runs.view_of_run(run)
+    if view is None:
         raise UserError(f"Run {run_id} has no report yet (it is {run.status}).",
                         "Wait for it on its status page; the report appears when grading is done.", 409)
-    return render_template("student/report.html", run=run, report=report, chart=runs.timing_chart(report),
-                           profiles=runs.profile_views(report), parts=runs.score_parts(report),
-                           flags=runs.flag_texts(report, for_staff=current_user.is_staff_of(run.submission.assignment.course_id)))
+    return render_template("student/report.html", run=run, **runs.report_page(
+        view, for_staff=current_user.is_staff_of(run.submission.assignment.course_id)))
 
 
 @bp.route("/runs/<int:run_id>/report.json")
@@ -156,8 +156,8 @@ def timeline(run_id: int, test_name: str):
     """The engine timeline as an image of its own: shown through <img>, an SVG cannot run
     scripts, whatever the kernel's source lines put into it."""
     run = runs.visible_run(db.session(), current_user, run_id, with_report=True)
-    report = runs.report_of(run)
-    svg = runs.profile_svg(report, test_name) if report else None
+    view = runs.view_of_run(run)
+    svg = runs.profile_svg(view, test_name) if view else None
     if svg is None:
         raise UserError(f"Run {run_id} has no timeline for {test_name!r}.", "Timelines exist for simulated timed tests.", 404)
     return Response(svg, mimetype="image/svg+xml", headers=SVG_HEADERS)

@@ -55,6 +55,11 @@ def grade_lines(session: Session, assignment: Assignment) -> list[GradeLine]:
     return list(lines.values())
 
 
+def _view(line: GradeLine) -> grader.ReportView | None:
+    """The counted run's report as every output shows it (grader.view_of)."""
+    return grader.view_of(grader.Report.from_json(line.best.report)) if line.best and line.best.report else None
+
+
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -81,22 +86,20 @@ def grades_csv(lines: list[GradeLine], tests=()) -> str:
             per_test.append(f"{t.name} p99_us")
     write(CSV_COLUMNS + tuple(per_test))
     for line in lines:
-        report = grader.Report.from_json(line.best.report) if line.best and line.best.report else None
-        score = report.score if report else None
-        by_name = {r.name: r for r in report.tests} if report else {}
+        view = _view(line)
+        earned = {g.kind: g.earned for g in view.points.groups} if view else {}
         cells = []
         for t in tests:
-            result = by_name.get(t.name)
+            result = view.test(t.name) if view else None
             cells.append(result.points if result else "")
             if t.timed:
                 cells.append(round(result.p99_us, 1) if result and result.p99_us is not None else "")
         write([line.user.email, line.user.name, line.user.nickname or "",
-                         score.total if score else 0, score.max_total if score else "",
-                         score.correctness if score else 0, score.performance if score else 0,
-                         score.extra_credit if score else 0, line.best.id if line.best else "",
-                         line.best.finished_at.isoformat() if line.best and line.best.finished_at else "",
-                         line.deadline.isoformat() if line.deadline else "", line.runs, line.flagged,
-                         report.thresholds_version if report else ""] + cells)
+               view.points.total if view else 0, view.points.max_total if view else "",
+               *(earned.get(kind, 0) for kind in TestKind), line.best.id if line.best else "",
+               line.best.finished_at.isoformat() if line.best and line.best.finished_at else "",
+               line.deadline.isoformat() if line.deadline else "", line.runs, line.flagged,
+               view.provenance.thresholds_version if view else ""] + cells)
     return out.getvalue()
 
 
@@ -105,8 +108,8 @@ def gradescope_zip(lines: list[GradeLine]) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for line in lines:
-            if line.best is not None and line.best.report:
-                results = render.to_gradescope(grader.Report.from_json(line.best.report),
-                                               extra_data={"run_id": line.best.id})
+            view = _view(line)
+            if view is not None:
+                results = render.to_gradescope(view, extra_data={"run_id": line.best.id})
                 archive.writestr(f"{line.user.email}/results.json", json.dumps(results, indent=2))
     return buffer.getvalue()

@@ -213,6 +213,9 @@ def profile_summary(trace, timeline: Timeline, thresholds_us: dict | None = None
     line = verdict(prof)
     return {"svg": timeline_svg(trace, timeline, thresholds_us=thresholds_us, verdict=line),
             "mfu": prof.mfu,
+            "achieved_tflops": prof.achieved_tflops,
+            "roofline_us": prof.roofline_us,
+            "roofline_limit": prof.roofline_limit,
             "engine_utilisation": {name: e.utilisation for name, e in prof.engines.items()},
             "engine_instructions": {name: e.instructions for name, e in prof.engines.items()},
             "busiest_lines": prof.hotspots[:10],

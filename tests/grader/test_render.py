@@ -104,7 +104,7 @@ def test_terminal_full_report(full_report):
     assert lines[0] == "Grading report: asst4-trainium2"
     assert text.index("Correctness\n") < text.index("Performance\n") < text.index("Extra credit\n")
     row = next(line for line in lines if "no maxpool, float16" in line)
-    assert re.search(r"passed\s+17\.5/17\.5\s+990\.0 us  \(opt 1002 / rel 1365\)$", row)
+    assert re.search(r"passed\s+17\.5/17\.5\s+990\.0 us  \(opt 1002 us / rel 1365 us\)$", row)   # thresholds with their unit
     assert "Correctness   15/15  (3 of 3 tests passed)" in lines
     assert "Performance   35/35  (2 of 2 tests at full credit, 0 at partial credit)" in lines
     assert "Extra credit  1.25/1.25  (1 of 1 earned)" in lines
@@ -132,16 +132,16 @@ def test_terminal_mixed_report(mixed_report):
     text = render.render_terminal(mixed_report)
     lines = text.splitlines()
     partial = lines.index(next(l for l in lines if "224x224, no maxpool, float16" in l))
-    assert re.search(r"partial\s+16\.625/17\.5\s+1003\.2 us  \(opt 1002 / rel 1365\)$", lines[partial])
+    assert re.search(r"partial\s+16\.625/17\.5\s+1003\.2 us  \(opt 1002 us / rel 1365 us\)$", lines[partial])
     assert lines[partial + 1].strip() == "p99 1003.2 us is above the optimized threshold: 95% credit"
     assert "      config 1 of 1: 1523 of 12845056 values differ (max abs error 0.5)" in lines
     error_row = next(l for l in lines if "maxpool, float32" in l and "error" in l)
-    assert "n/a  (opt 4596 / rel 4964)" in error_row
+    assert "n/a  (opt 4596 us / rel 4964 us)" in error_row
     skipped_row = next(l for l in lines if "skipped one" in l)
     assert re.search(r"skipped\s+0/7\.5\s+n/a", skipped_row)
     assert "      not run: correctness test conv_large failed" in lines
     ec_row = lines.index(next(l for l in lines if "Extra credit: 32x16" in l))
-    assert "(opt 110 / rel 110)" in lines[ec_row]
+    assert "(opt 110 us / rel 110 us)" in lines[ec_row]
     assert not lines[ec_row + 1].startswith("      ")        # passed tests print no message
     assert "Total         20.375/62.5 (regular 19.125/62.5 + extra credit 1.25)" in lines
     flags = lines[lines.index("Flags") + 1:lines.index("Flags") + 3]
@@ -382,7 +382,7 @@ def test_gradescope_full_report(full_report):
         {"name": "Extra credit: 32x16, no maxpool, float32 p99 (us)", "value": 101.5, "order": "asc"}]
     assert results["visibility"] == "visible" and all("visibility" not in t for t in results["tests"])
     summary = results["output"]
-    assert "**Total: 51.25 / 50** (includes 1.25 extra credit)" in summary
+    assert "**Total: 51.25 / 50** (regular 50 / 50 + 1.25 extra credit)" in summary
     assert "- Performance: 35 / 35 (2 of 2 tests at full credit, 0 at partial credit)" in summary
     assert "Under review" not in summary
 
@@ -419,7 +419,7 @@ def test_gradescope_mixed_report(mixed_report):
         "Total", "Performance: 224x224, no maxpool, float16 p99 (us)",
         "Performance: 224x224, maxpool, float16 p99 (us)", "Extra credit: 32x16, no maxpool, float32 p99 (us)"]
     summary = results["output"]
-    assert "**Total: 20.375 / 62.5** (includes 1.25 extra credit)" in summary
+    assert "**Total: 20.375 / 62.5** (regular 19.125 / 62.5 + 1.25 extra credit)" in summary
     assert "- Correctness: 2.5 / 5 (1 of 2 tests passed)" in summary
     assert ("- Performance: 16.625 / 57.5 (0 of 5 tests at full credit, 2 at partial credit, "
             "2 without credit, 1 not run)") in summary

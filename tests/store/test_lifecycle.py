@@ -71,6 +71,13 @@ def test_the_checker_sees_each_way_of_writing_a_status(tmp_path):
     assert sorted(_status_writes(module)) == [1, 2, 3, 4]
 
 
+def _report(total: float) -> dict:
+    """A stored report (Report.to_json) with no tests and `total` points of 1."""
+    from grader.report import Report, Score
+    return Report(assignment="a", spec_version="1", thresholds_version="t", backend="sim", submission_sha256="",
+                  score=Score(total, 0.0, 0.0, total, 1.0), flags=[], tests=[]).to_json()
+
+
 def test_every_status_has_its_moves_and_finished_ones_have_none():
     assert set(lifecycle.TRANSITIONS) == set(RunStatus)
     for status, moves in lifecycle.TRANSITIONS.items():
@@ -109,7 +116,7 @@ def test_a_run_moves_only_along_the_transitions(db):
     step(RunStatus.QUEUED)
     second = lifecycle.claim(db, run.id, "w2", "task-1", stale_after_s=90)
     step(RunStatus.RUNNING)
-    assert not lifecycle.finish(db, claim, {"status": "completed", "tests": []}, seed=1)   # the first claim is stale
+    assert not lifecycle.finish(db, claim, _report(0.0), seed=1)   # the first claim is stale
     db.query(GradingRun).filter_by(id=run.id).update({"heartbeat_at": lifecycle.now() - dt.timedelta(hours=1)})
     db.commit()
     assert lifecycle.reap(db, run.id, second.attempt, "w2", lifecycle.now(), give_up=False)     # w2 went silent
@@ -117,8 +124,7 @@ def test_a_run_moves_only_along_the_transitions(db):
     step(RunStatus.QUEUED)
     third = lifecycle.claim(db, run.id, "w3", "task-1", stale_after_s=90)
     step(RunStatus.RUNNING)
-    assert lifecycle.finish(db, third, {"status": "completed", "score": {"total": 1.0, "max_total": 1.0},
-                                        "tests": []}, seed=7)
+    assert lifecycle.finish(db, third, _report(1.0), seed=7)
     step(RunStatus.DONE)
     # finished: nothing moves it any more
     assert lifecycle.claim(db, run.id, "w4", "task-2", stale_after_s=0) is None

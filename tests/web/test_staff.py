@@ -38,6 +38,24 @@ def test_submissions_search_and_run_in_full(client_for, db, course_setup, tiny_r
     assert gradescope["score"] == run.score_total and gradescope["tests"]
 
 
+def test_the_console_marks_the_run_that_counts_and_shows_maxima(client_for, db, course_setup, tiny_reports):
+    """Finding: the staff run page showed no score and the list a score without its maximum; and
+    neither said which of a student's runs counts (store/runs.py's best-run rule)."""
+    best = store_graded_run(db, course_setup["alice"], course_setup["assignment"], tiny_reports["optimized"])
+    worse = store_graded_run(db, course_setup["alice"], course_setup["assignment"], measured(tiny_reports["optimized"], 50))
+    assert worse.score_total < best.score_total
+    ta = client_for("tara")
+    listing = ta.get("/staff/submissions").get_data(as_text=True)
+    cells = {int(row.split('href="/staff/runs/', 1)[1].split('"', 1)[0]): row.split("data-score>", 1)[1].split("</td>", 1)[0]
+             for row in listing.split("<tr>")[2:]}
+    assert cells[best.id].startswith(f"{best.score_total:g} / {best.max_total:g}") and "data-counted" in cells[best.id]
+    assert cells[worse.id] == f"{worse.score_total:g} / {worse.max_total:g}"
+    page = ta.get(f"/staff/runs/{best.id}").get_data(as_text=True)
+    assert f"{best.score_total:g} / {best.max_total:g}" in page and 'data-counted="yes"' in page
+    other = ta.get(f"/staff/runs/{worse.id}").get_data(as_text=True)
+    assert 'data-counted="no"' in other and f'href="/staff/runs/{best.id}">run #{best.id}</a> counts' in other
+
+
 def test_flag_rerun_and_cancel(client_for, db, course_setup, tiny_reports):
     run = store_graded_run(db, course_setup["alice"], course_setup["assignment"], measured(tiny_reports["optimized"], 30))
     ta = client_for("tara")

@@ -191,3 +191,41 @@ def test_the_web_report_shows_the_header_the_terminal_shows(client_for, db, cour
     assert "data-report-header" in page
     for line in render.header_lines(report):
         assert line.strip() in shown, line
+    # each test of the rejected file says why it did not run, and the flag points at the header
+    messages = [row.split("<td data-message>", 1)[1].split("</td>", 1)[0] for row in page.split("<tr data-test=")[1:]]
+    assert len(messages) == len(report.tests) and all(m.startswith("not run: its file was rejected") for m in messages)
+    assert "listed above" not in shown and "listed at the top of this report" in shown
+
+
+def test_an_upload_without_a_file_says_its_remedy_once(client_for, db):
+    """Finding: the remedy was doubled (the field's error, itself a remedy, was the message and
+    another remedy was added under it)."""
+    client = client_for("alice")
+    token = csrf_of(client.get("/a/tiny").get_data(as_text=True))
+    response = client.post("/a/tiny/submit", data={"csrf_token": token})
+    page = response.get_data(as_text=True)
+    box = page.split("data-upload-error", 1)[1].split("</div>\n</div>", 1)[0]
+    assert response.status_code == 400 and "No file was received." in box
+    assert box.count("Choose") == 1, box
+    assert stored_counts(db) == (0, 0)
+
+
+def test_the_report_page_draws_units_maxima_and_the_profile_from_the_view(client_for, db, course_setup,
+                                                                             tiny_reports):
+    """Threshold cells carry their unit, every score its maximum, the profile its roofline limit and
+    achieved TFLOP/s, and the page says how to see why a kernel is slow."""
+    import html
+    import grader
+    report = tiny_reports["relaxed"]
+    view = grader.view_of(report)
+    run = store_graded_run(db, course_setup["alice"], course_setup["assignment"], report)
+    page = html.unescape(client_for("alice").get(f"/runs/{run.id}/report").get_data(as_text=True))
+    assert "<td class=\"num\">40 us</td>" in page and "<td class=\"num\">60 us</td>" in page
+    for group in view.points.groups:
+        if group.maximum is not None:
+            assert f"{grader.report_view.format_points(group.earned)} <span class=\"muted\">/ " \
+                   f"{grader.report_view.format_points(group.maximum)}</span>" in page
+    timed = next(t for t in view.tests if t.profile)
+    assert "data-tflops" in page and f"{timed.profile.achieved_tflops:.2f} TFLOP/s" in page
+    assert f"{timed.profile.roofline_limit}-bound" in page and timed.profile.roofline_limit in ("compute", "memory")
+    assert view.slow_hint and view.slow_hint in page

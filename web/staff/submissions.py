@@ -57,7 +57,8 @@ def submissions():
     if not current_user.is_admin:
         names = names.where(Assignment.course_id.in_(current_user.staff_course_ids))
     names = session.scalars(names).all()
-    return render_template("staff/submissions.html", rows=rows, total=total, page=page,
+    counted = runs.counted_ids(session, [(run, sub) for run, sub, _, _ in rows])
+    return render_template("staff/submissions.html", rows=rows, total=total, page=page, counted=counted,
                            pages=max(1, -(-total // PAGE_SIZE)), args=request.args, assignments=names,
                            statuses=RUN_STATUSES, backends=BACKENDS)
 
@@ -67,12 +68,9 @@ def run_detail(run_id: int):
     session = db.session()
     run = _staff_run(session.scalar(select(GradingRun).where(GradingRun.id == run_id)
                                     .options(joinedload(GradingRun.submission).defer(Submission.data))), run_id)
-    report = runs.report_of(run)
-    return render_template("staff/run.html", run=run, report=report,
-                           chart=runs.timing_chart(report) if report else None,
-                           profiles=runs.profile_views(report) if report else [],
-                           parts=runs.score_parts(report) if report else [],
-                           flags=runs.flag_texts(report, for_staff=True) if report else [],
+    view = runs.view_of_run(run)
+    return render_template("staff/run.html", run=run, **(runs.report_page(view, for_staff=True) if view else {}),
+                           counted=runs.counted_run(session, run),
                            report_json=json.dumps(run.report, indent=2) if run.report else "",
                            status=runs.status_json(session, run), flag_form=FlagForm(),
                            action_form=SimpleActionForm())
@@ -89,10 +87,10 @@ def run_file(run_id: int):
 @bp.route("/runs/<int:run_id>/results.json")
 def run_gradescope(run_id: int):
     run = _staff_run(db.session().get(GradingRun, run_id), run_id)
-    report = runs.report_of(run)
-    if report is None:
+    view = runs.view_of_run(run)
+    if view is None:
         raise UserError(f"Run {run_id} has no report yet.", "Wait until it is graded.", 409)
-    return jsonify(render.to_gradescope(report))
+    return jsonify(render.to_gradescope(view))
 
 
 def _staff_run(run: GradingRun | None, run_id: int) -> GradingRun:
