@@ -15,7 +15,7 @@ from pathlib import Path
 
 from grader import report_view
 from grader.report import Report, TestResult
-from grader.report_view import ReportView, TestView, finite as _finite, format_points, format_us as _format_us, view_of
+from grader.report_view import ReportView, TestView, finite as _finite, format_points, view_of
 from grader.vocabulary import KIND_TITLES, TestStatus, Tier
 
 GROUP_TITLES = KIND_TITLES
@@ -74,8 +74,7 @@ def format_test_line(done: int, total: int, summary: dict) -> str:
                           f"({duration:.1f} s)")
 
 
-def count_phrase(report: Report, kind: str) -> str:
-    return report_view.count_phrase(report, kind)
+count_phrase = report_view.count_phrase      # '4 of 5 tests passed': the same words in every output
 
 
 def file_statements(report: Report | ReportView) -> list[str]:

@@ -291,7 +291,7 @@ class ReportView:
     points: Points
     flags: tuple[FlagView, ...]
     provenance: Provenance
-    slow_hint: str                     # how to see why a kernel is slow ("" when nothing was timed)
+    slow_hint: str                     # how to see why a kernel is slow ("" when no time was measured)
     source: Report                     # the report itself: the JSON renderer writes it whole
 
     @property
@@ -312,7 +312,7 @@ def view_of(report: Report) -> ReportView:
     """The report as every front-end shows it."""
     tests = tuple(_test_view(report, t) for t in report.tests)
     flags = tuple(_flag_view(report, f) for f in report.flags)
-    hint = SLOW_HINT if any(t.timed and t.status != TestStatus.SKIPPED for t in tests) else ""
+    hint = SLOW_HINT if any(t.timed and t.p99_us is not None for t in tests) else ""    # something was timed
     return ReportView(_header(report), tests, _points(report, tests), flags, _provenance(report), hint, report)
 
 

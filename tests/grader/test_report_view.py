@@ -113,3 +113,15 @@ def test_gradescope_and_terminal_draw_the_same_rows(tmp_path):
         if test.error:
             assert test.error in entry["output"] and test.error in terminal
     assert render.to_json(view) == render.to_json(view.source)     # the JSON is the report, whole
+
+
+def test_a_file_not_sent_is_stated_once_with_its_did_you_mean():
+    tests = [report_types.TestResult("conv_tiny", "correctness", "skipped", 0.0, 2.5, title="Correctness: tiny",
+                                     file="conv2d.py", details={"not_run": "not_submitted"})]
+    report = _report(tests, {"correctness": 2.5, "performance": 0, "extra_credit": 0}, missing_files=["conv2d.py"],
+                     missing_hints={"conv2d.py": {"found": "part2/my_conv2d.py", "expected": "part2/conv2d.py"}})
+    view = grader.view_of(report)
+    assert view.header.files == ("conv2d.py was not submitted (did you mean part2/my_conv2d.py? it must be at "
+                                 "part2/conv2d.py): its 1 tests score 0 (2.5 points of the assignment's 2.5)",)
+    assert view.tests[0].message == "not run: its file was not submitted (see the top of the report)"
+    assert render.render_terminal(view).count("did you mean") == 1

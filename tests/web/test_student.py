@@ -187,7 +187,8 @@ def test_the_web_report_shows_the_header_the_terminal_shows(client_for, db, cour
     run = store_graded_run(db, course_setup["alice"], course_setup["assignment"], report, data=source)
     page = client_for("alice").get(f"/runs/{run.id}/report").get_data(as_text=True)
     import html
-    shown = html.unescape(page)
+    import re
+    shown = html.unescape(re.sub(r"<[^>]+>", "", page))           # the text, as a reader sees it
     assert "data-report-header" in page
     for line in render.header_lines(report):
         assert line.strip() in shown, line
@@ -228,4 +229,4 @@ def test_the_report_page_draws_units_maxima_and_the_profile_from_the_view(client
     timed = next(t for t in view.tests if t.profile)
     assert "data-tflops" in page and f"{timed.profile.achieved_tflops:.2f} TFLOP/s" in page
     assert f"{timed.profile.roofline_limit}-bound" in page and timed.profile.roofline_limit in ("compute", "memory")
-    assert view.slow_hint and view.slow_hint in page
+    assert view.slow_hint and "data-slow-hint" in page and "<code>nkisim profile --help</code>" in page
