@@ -8,6 +8,7 @@ import pytest
 # Measured with --durations on a 2-core machine: each takes tens of seconds or more.
 SLOW = (
     "tests/web/test_browser.py",                # Chromium against a whole `grader serve`
+    "tests/web/test_browser_report.py",         # Chromium and a Celery worker, four grades
     "tests/workers/",                           # real Celery workers, the nightly regression, serve
 )
 
