@@ -73,9 +73,9 @@ def seed(engine, students: int, runs: int) -> dict:
         assignment = specs.new_assignment(session, SPEC, course=course, name="asst4", backend="sim",
                                           runs_per_hour=6, active=True)
         session.commit()
-        course_id, assignment_id, spec = course.id, assignment.id, specs.spec_of(assignment)
+        course_id, assignment_id = course.id, assignment.id
     with engine.begin() as conn:
-        conn.execute(insert(User), [{"id": i, "email": f"s{i}@example.edu", "name": f"Student {i}", "role": "student",
+        conn.execute(insert(User), [{"id": i, "email": f"s{i}@example.edu", "name": f"Student {i}", "role": "user",
                                      "nickname": f"kernel_{i}", "active": True, "password_hash": password_hash}
                                     for i in range(1, students + 1)])
         conn.execute(insert(Enrollment), [{"user_id": i, "course_id": course_id, "role": "student"}

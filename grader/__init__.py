@@ -6,6 +6,9 @@ grader.vocabulary: the words every package shares).
     report = grader.grade(sub, spec, grader.GradeOptions(backend="sim", on_progress=print))
     report = grader.rescore(report, grader.load_spec("new-thresholds.toml"))
     view = grader.view_of(report)                       # what every front-end shows, built once
+    spec = grader.spec_from_toml(text)                  # the one builder from TOML text (the service's rows)
+    newer = grader.spec_with_thresholds(spec, {"perf_224_pool1_float32": {"optimized": 4800, "relaxed": 5000}},
+                                        "2025-12-01")  # a new spec, new hash; the old one is unchanged
 
 Names resolve on first use: the sandboxed child runs `python -m grader.child`, which imports
 this package, and must not import the grading core (or its reference answers) with it."""

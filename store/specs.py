@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from grader.spec import AssignmentSpec, SpecError, from_toml, load, with_thresholds
@@ -27,10 +28,11 @@ def stored(session: Session, spec: AssignmentSpec, derived_from: str | None = No
         raise SpecError(f"{spec.assignment} was built in code, not from TOML: it cannot be stored",
                         "Load the spec with grader.load_spec or grader.spec_from_toml.")
     row = session.get(StoredSpec, spec.spec_hash)
-    if row is None:
-        row = StoredSpec(hash=spec.spec_hash, spec_version=spec.spec_version,
-                         thresholds_version=spec.thresholds_version, toml=spec.toml, derived_from=derived_from)
-        session.add(row)
+    if row is None:           # two writers storing one spec at once: the second finds the first's row
+        session.execute(insert(StoredSpec).values(
+            hash=spec.spec_hash, spec_version=spec.spec_version, thresholds_version=spec.thresholds_version,
+            toml=spec.toml, derived_from=derived_from).on_conflict_do_nothing(index_elements=["hash"]))
+        row = session.get(StoredSpec, spec.spec_hash)
     with _lock:
         _cache.setdefault(spec.spec_hash, spec)
     return row

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grader.vocabulary import TIERS, RunStatus, Tier
-from store import lifecycle, specs
+from store import specs
 from store.models import Assignment, GradingRun, Submission, TestResultRow, ThresholdsVersion
 
 from . import courses

@@ -47,3 +47,28 @@ def test_adopting_thresholds_adds_a_spec_row_and_keeps_the_old(db):
                                                                                          "relaxed": 5000}
     assert assignment.thresholds_version == "2025-12-01" and assignment.spec_row.derived_from == old.spec_hash
     assert db.get(StoredSpec, old.spec_hash).toml == old.toml            # runs graded before keep their spec
+
+
+def test_two_writers_storing_one_spec_at_once_both_succeed(db, db_engine):
+    """A TA creating an assignment while the nightly stores the bundled specs: the second writer
+    waits for the first's row and uses it, instead of failing on the duplicate hash."""
+    import threading
+    import time
+    from store.db import session_factory
+    spec = grader.load_spec("asst4-trainium2")
+    first, second = session_factory(db_engine)(), session_factory(db_engine)()
+    try:
+        specs.stored(first, spec)
+        first.flush()                                   # inserted, not committed yet
+        done = {}
+        writer = threading.Thread(target=lambda: done.setdefault("row", specs.stored(second, spec)))
+        writer.start()
+        time.sleep(0.5)                                 # the second writer is waiting on the first's row
+        first.commit()
+        writer.join(30)
+        second.commit()
+        assert done["row"].hash == spec.spec_hash
+        assert db.scalar(select(func.count()).select_from(StoredSpec)) == 1
+    finally:
+        first.close()
+        second.close()
