@@ -91,7 +91,8 @@ def _summary(base_url: str, link: str, pg, logs: Path, children: list[Child]) ->
             f"  First admin sign-in (one-time link): {link}\n"
             f"{where}"
             f"  Logs folder:     {logs}  ({names})\n"
-            f"  To stop:         press Ctrl-C here; Ctrl-C stops everything (site, workers, Redis, PostgreSQL).\n")
+            f"  To stop:         press Ctrl-C here; Ctrl-C stops everything "
+            f"(the site, the workers, the embedded databases).\n")
 
 
 def _control_socket() -> str:

@@ -78,7 +78,8 @@ def register_worker(sub) -> None:
                                    "every NeuronCore of the instance)")
     p.add_argument("--name", help="worker name; %%h is the host name (default grader-<queue>-<pid>@%%h)")
     p.add_argument("--time-budget", type=float, help="wall seconds for one grade (default: the spec's)")
-    p.add_argument("--loglevel", default="INFO", help="Celery's log level: DEBUG, INFO, WARNING or ERROR (default INFO)")
+    p.add_argument("--loglevel", default="INFO",
+                   help="Celery's log level: DEBUG, INFO, WARNING or ERROR (default INFO)")
     p.add_argument("--quiet", action="store_true", help="no start-up banner (grader serve's own workers)")
     p.set_defaults(func=_worker)
 
@@ -134,7 +135,8 @@ def _worker(args) -> int:
 def register_beat(sub) -> None:
     p = sub.add_parser("beat", help="run the scheduler: nightly regression and the reaper of stalled runs")
     p.add_argument("--schedule", help="beat's schedule file (default <instance>/celerybeat-schedule)")
-    p.add_argument("--loglevel", default="INFO", help="Celery's log level: DEBUG, INFO, WARNING or ERROR (default INFO)")
+    p.add_argument("--loglevel", default="INFO",
+                   help="Celery's log level: DEBUG, INFO, WARNING or ERROR (default INFO)")
     p.add_argument("--quiet", action="store_true", help="no start-up banner (grader serve's own beat)")
     p.set_defaults(func=_beat)
 

@@ -92,7 +92,7 @@ def test_serve_starts_everything_embedded_and_ctrl_c_stops_it():
         summary = text[text.index("nki-grader is serving at"):]
         assert f"Instance folder: {home}" in summary and f"Logs folder:     {home}/logs" in summary
         assert "First admin sign-in (one-time link): http" in summary
-        assert summary.rstrip().endswith("Ctrl-C stops everything (site, workers, Redis, PostgreSQL).")
+        assert summary.rstrip().endswith("Ctrl-C stops everything (the site, the workers, the embedded databases).")
         logs = Path(home) / "logs"
         assert {p.name for p in logs.iterdir()} == {"worker-sim.log", "worker-nightly.log", "worker-staff.log",
                                                    "beat.log", "web.log"}
@@ -208,3 +208,15 @@ def test_trn2_worker_refuses_cores_it_cannot_pin(sdk, capsys):
         assert done.returncode == 2 and why in done.stderr, done.stderr
     assert main(["worker", "--queue", "sim", "--concurrency", "0"]) == 2
     assert "--concurrency must be at least 1" in capsys.readouterr().err
+
+
+def test_a_worker_says_in_our_words_why_root_is_fine_instead_of_celerys_warning(celery_worker):
+    """Celery warns at length, on every start, that root is "absolutely not recommended"; the
+    sandbox needs root to confine kernels, so a worker says why once, and Celery's text is gone."""
+    worker = celery_worker("sim")
+    said = worker.output()
+    assert "SecurityWarning" not in said and "superuser privileges" not in said
+    if os.geteuid() == 0:
+        assert said.count("grader: running as root: that lets the sandbox confine each graded kernel") == 1
+    else:
+        assert "running as root" not in said
