@@ -258,6 +258,9 @@ def test_nightly_history_marks_drift_and_shows_implied_thresholds(client_for, db
     page = ta.get("/staff/nightly").get_data(as_text=True)
     assert page.count('class="marked"') == 1 and "p99 moved +45%" in page
     assert "54.0 us" in page and "40.0 us" in page                     # implied beside in force
+    # titles and words, not ids and values (the finding: internal ids leak where people read titles)
+    assert "<td>Performance: one small image, float16</td>" in page and "perf_tiny" not in page
+    assert "conv2d_optimized · simulated (nkisim)</h2>" in page
     assignment_page = html.unescape(ta.get("/staff/assignments/tiny").get_data(as_text=True))
     assert '"optimized": 54.0' in assignment_page                       # the adopt form is prefilled with it
 
