@@ -156,6 +156,13 @@ def test_run_page_fills_in_tests_as_they_finish_with_an_estimate(client_for, db,
     assert "Time left" in page and "about 1 min" in page
     assert db.get(GradingRun, earlier.id).status == "done"
 
+    # Walked as a student: a grade slower than the last one read "Time left: about 0 s" with most
+    # of its tests to go. Past the typical grade, the time left is not known, and not said.
+    running.started_at = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=130)
+    db.commit()
+    assert client.get(f"/runs/{running.id}/status").get_json()["estimate_s"] is None
+    assert "about 0 s" not in client.get(f"/runs/{running.id}").get_data(as_text=True)
+
 
 def test_report_page_engine_instructions_and_json_download(client_for, db, course_setup, tiny_reports):
     import json
