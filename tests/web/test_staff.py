@@ -51,7 +51,7 @@ def test_the_console_marks_the_run_that_counts_and_shows_maxima(client_for, db, 
     assert cells[best.id].startswith(f"{best.score_total:g} / {best.max_total:g}") and "data-counted" in cells[best.id]
     assert cells[worse.id] == f"{worse.score_total:g} / {worse.max_total:g}"
     page = ta.get(f"/staff/runs/{best.id}").get_data(as_text=True)
-    assert f"{best.score_total:g} / {best.max_total:g}" in page and 'data-counted="yes"' in page
+    assert f"data-score>{best.score_total:g}/{best.max_total:g}" in page and 'data-counted="yes"' in page
     other = ta.get(f"/staff/runs/{worse.id}").get_data(as_text=True)
     assert 'data-counted="no"' in other and f'href="/staff/runs/{best.id}">run #{best.id}</a> counts' in other
 
