@@ -415,3 +415,18 @@ def test_the_threshold_table_names_tests_by_their_titles(client_for, db, course_
     page = client_for("tara").get("/staff/assignments/tiny").get_data(as_text=True)
     table = page.split("<table data-thresholds>", 1)[1].split("</table>", 1)[0]
     assert "<td>Performance: one small image, float16 <code" in table and ">perf_tiny</code>" in table
+
+
+def test_an_assignment_without_a_deadline_says_so_in_words_on_every_page(client_for, db, course_setup):
+    """Walked as a newcomer: the staff console's table read "sim" and "-" and the student's pages
+    "Deadline: -" for an assignment with no deadline. Pages say "none" and the backend's title."""
+    course_setup["assignment"].deadline = None
+    db.commit()
+    console = client_for("tara").get("/staff/").get_data(as_text=True)
+    row = console.split('href="/staff/assignments/tiny"', 1)[1].split("</tr>", 1)[0]
+    assert "<td>simulated (nkisim)</td><td>none</td>" in row and "<td>sim</td>" not in row
+    student = client_for("alice")
+    home = student.get("/").get_data(as_text=True)
+    assert "<td>none</td>" in home and "<td>-</td>" not in home
+    page = student.get("/a/tiny").get_data(as_text=True)
+    assert "No deadline" in page and "Deadline: <strong>-" not in page
