@@ -430,3 +430,16 @@ def test_an_assignment_without_a_deadline_says_so_in_words_on_every_page(client_
     assert "<td>none</td>" in home and "<td>-</td>" not in home
     page = student.get("/a/tiny").get_data(as_text=True)
     assert "No deadline" in page and "Deadline: <strong>-" not in page
+
+
+def test_the_console_says_heartbeats_as_a_time_and_an_age(client_for, db, course_setup):
+    """Finding: heartbeats were raw ISO timestamps with microseconds."""
+    import re
+    from store.models import WorkerHeartbeat
+    seen = dt.datetime.now(dt.timezone.utc).replace(microsecond=123456) - dt.timedelta(seconds=20)
+    db.add(WorkerHeartbeat(name="grader-sim-1@host", queues="sim", pid=4242, seen_at=seen))
+    db.commit()
+    page = client_for("tara").get("/staff/").get_data(as_text=True)
+    cell = page.split("<td>grader-sim-1@host</td>", 1)[1].split("</tr>", 1)[0]
+    assert re.search(r"<td>\d\d:\d\d:\d\d UTC \(2[0-9] s ago\)</td>", cell), cell
+    assert seen.isoformat() not in page and ".123456" not in page
