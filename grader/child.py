@@ -18,12 +18,14 @@ import types
 
 import numpy as np
 
+from grader.vocabulary import Backend
+
 
 def _setup_backend(backend: str, platform: str = "trn2") -> None:
     """Simulator: `import neuronxcc.nki` in the kernel's file resolves to nkisim, with the rules
     of the assignment's platform (its SDK's host-side names too, such as logging.OFF on trn1).
     Neuron device: the kernel's file imports the real SDK's namespace itself."""
-    if backend == "sim":
+    if backend == Backend.SIM:
         import nkisim
         nkisim.install(platform=platform)
 
@@ -65,11 +67,11 @@ def run(job: dict) -> tuple[dict, bytes]:
     """Trace the kernel into a program. On the simulator the program itself is the result;
     on a Neuron device the program is compiled to a NEFF (by neuronx-cc) and that is."""
     _setup_backend(job["backend"], job.get("platform", "trn2"))
-    if job["backend"] == "neuron":
+    if job["backend"] == Backend.NEURON:
         from grader.neuron.compile import prepare
         prepare(job)
     kernel = _load_kernel(job["file"], job["function"])
-    if job["backend"] == "sim":
+    if job["backend"] == Backend.SIM:
         from nkisim import program as programs
         from nkisim.runtime import trace_kernel
         program, _ = trace_kernel(kernel, _arg_specs(job), job["kwargs"], _settings(job), job["compile_options"])

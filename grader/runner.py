@@ -29,11 +29,12 @@ import numpy as np
 
 from . import wire
 from .sandbox import ChildResult, Limits, minimal_env, run_child
+from .vocabulary import Backend
 
 
 @dataclass
 class RunnerJob:
-    backend: str                        # "sim" | "neuron"
+    backend: str                        # a Backend
     filename: str                       # the student's file name, as the kernel imports it
     source: str
     function: str
@@ -90,7 +91,7 @@ def run_configuration(job: RunnerJob, limits: Limits, cancel: threading.Event | 
 
 def _neuron_env(job: RunnerJob, limits: Limits) -> dict:
     extra = {}
-    if job.backend == "neuron":
+    if job.backend == Backend.NEURON:
         # each process sees only the job's NeuronCore, as core 0 (nrt-configurable-parameters)
         if job.neuron_core is not None:
             extra["NEURON_RT_VISIBLE_CORES"] = str(job.neuron_core)
@@ -111,7 +112,7 @@ def _trace(job: RunnerJob, workdir: str, limits: Limits, cancel) -> tuple[memory
                    "line": job.neuron["line"] if job.neuron else None}, fh)
     child = run_child([sys.executable, "-I", "-m", "grader.child"], workdir, limits=limits,
                       env=minimal_env(_neuron_env(job, limits)), hide_paths=(job.job_root,) + tuple(job.hide_paths),
-                      own_uid=job.backend == "sim", cancel=cancel)
+                      own_uid=job.backend == Backend.SIM, cancel=cancel)
     failed = _process_failure(child, limits, "the kernel's process")
     if failed is not None:
         return failed
@@ -159,7 +160,7 @@ def _execute(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel) -> 
     os.makedirs(os.path.join(workdir, "inputs"))
     for i, a in enumerate(job.args):
         np.save(os.path.join(workdir, "inputs", f"arg{i}.npy"), a, allow_pickle=False)
-    name = "program.bin" if job.backend == "sim" else "kernel.neff"
+    name = "program.bin" if job.backend == Backend.SIM else "kernel.neff"
     with open(os.path.join(workdir, name), "wb") as fh:
         fh.write(artifact)
     with open(os.path.join(workdir, "job.json"), "w") as fh:
@@ -171,7 +172,7 @@ def _execute(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel) -> 
     module = "grader.executor" if name == "program.bin" else "grader.neuron"
     done = run_child([sys.executable, "-I", "-m", module], workdir, limits=limits,
                      env=minimal_env(_neuron_env(job, limits)), hide_paths=(job.job_root,) + tuple(job.hide_paths),
-                     own_uid=job.backend == "sim", cancel=cancel)
+                     own_uid=job.backend == Backend.SIM, cancel=cancel)
     failed = _process_failure(done, limits, "running the kernel's program")
     if failed is not None:
         if failed.status == "crashed" and done.killed_by == "memory limit":
@@ -187,7 +188,7 @@ def _execute(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel) -> 
 def _expected_output(job: RunnerJob) -> list | None:
     """What the executor compares the program's declared outputs with (only the simulator's
     executor reads a traced program)."""
-    if job.expected_output is None or job.backend != "sim":
+    if job.expected_output is None or job.backend != Backend.SIM:
         return None
     shape, dtype = job.expected_output
     return [[int(n) for n in shape], np.dtype(dtype).name]

@@ -1,6 +1,6 @@
-"""One vocabulary (grader/vocabulary.py): the service's packages name run statuses, test kinds
-and statuses, backends, queues and tiers through its types, never as string literals; the
-database's CHECK constraints and the pages use the same values."""
+"""One vocabulary (grader/vocabulary.py): the grading core and the service's packages name run
+statuses, test kinds and statuses, backends, queues and tiers through its types, never as string
+literals; the database's CHECK constraints and the pages use the same values."""
 from __future__ import annotations
 
 import ast
@@ -13,9 +13,9 @@ import pytest
 from grader import vocabulary as v
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVICE_PACKAGES = ("store", "workers", "web", "service")
-WORDS = {m.value for kind in (v.RunStatus, v.TestKind, v.TestStatus, v.Backend, v.Queue, v.Tier, v.StaffTaskStatus)
-         for m in kind} \
+PACKAGES = ("grader", "store", "workers", "web", "service")
+WORDS = {m.value for kind in (v.RunStatus, v.TestKind, v.TestStatus, v.ReportStatus, v.Backend, v.Queue, v.Tier,
+                              v.StaffTaskStatus) for m in kind} \
     - {"error"}          # also every JSON error field's name: too common to police by spelling
 
 # Literals that are the same spelling but not the word: (file, literal) -> why.
@@ -32,15 +32,33 @@ NOT_THE_WORD = {
     ("web/staff/assignments.py", "trn2"): "a spec's platform (Trainium2), not the queue",
     ("web/staff/assignments.py", "nightly"): "a thresholds version's source, not the queue",
     ("web/staff/console.py", "trn2"): "a spec's platform (Trainium2), not the queue",
+    # the grading core
+    ("grader/child.py", "trn2"): "the default platform whose rules the simulator applies",
+    ("grader/executor.py", "trn2"): "the default platform whose limits a program is checked against",
+    ("grader/grade.py", "trn2"): "a spec's platform, not the queue",
+    ("grader/report.py", "trn2"): "the platform the thresholds were set on",
+    ("grader/runner.py", "trn2"): "the default platform of a runner job",
+    ("grader/spec.py", "trn2"): "a spec's default platform",
+    ("grader/runner.py", "neuron"): "the job's key for its Neuron SDK settings",
+    ("grader/neuron/__main__.py", "neuron"): "the job's key for its Neuron SDK settings",
+    ("grader/neuron/current.py", "neuron"): "the job's key for its Neuron SDK settings",
+    ("grader/neuron/legacy.py", "neuron"): "the job's key for its Neuron SDK settings",
+    ("grader/runner.py", "cancelled"): "a configuration run's outcome (ok, timeout, cancelled...), not a run's status",
+    ("grader/sandbox.py", "cancelled"): "why a child was killed, in words",
+    ("grader/runner.py", "correctness"): "a runner job's mode (correctness or benchmark), not a test kind",
+    ("grader/grade.py", "correctness"): "a runner job's mode (correctness or benchmark), not a test kind",
+    ("grader/gradescope/results.py", "passed"): "Gradescope's own test status word (its results.json schema)",
+    ("grader/gradescope/results.py", "failed"): "Gradescope's own test status word (its results.json schema)",
+    ("grader/gradescope/service.py", "done"): "a field of the service's status JSON: tests done so far",
 }
 
 
 def literals() -> set[tuple[str, str]]:
     found = set()
-    for package in SERVICE_PACKAGES:
+    for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if "/migrations/" in rel:
+            if "/migrations/" in rel or rel == "grader/vocabulary.py":
                 continue
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Constant) and node.value in WORDS:
@@ -48,7 +66,7 @@ def literals() -> set[tuple[str, str]]:
     return found
 
 
-def test_no_vocabulary_word_is_spelled_out_in_the_service():
+def test_no_vocabulary_word_is_spelled_out_in_the_core_or_the_service():
     unexplained = sorted(literals() - set(NOT_THE_WORD))
     assert unexplained == [], "name these through grader.vocabulary's types"
 

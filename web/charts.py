@@ -72,7 +72,7 @@ def p99_chart(rows: list[TimingRow], width: int = 760) -> Markup:
         known = [v for v in (row.p99_us, row.optimized_us, row.relaxed_us) if _finite(v)]
         scale = bar_w / (max(known) * 1.15) if known and max(known) > 0 else 0
         fits = int((label_w - 16) / CHAR_W)          # what fits left of the bars at 12 px
-        short = row.label if len(row.label) <= fits else row.label[:fits - 1] + "\u2026"
+        short = _shortened(row.label, fits)
         body.append(f'<text x="{label_w - 8}" y="{y + 17}" text-anchor="end" fill="{COLORS["text"]}">'
                     f'<title>{escape(row.label)}</title>{escape(short)}</text>')
         body.append(f'<rect x="{label_w}" y="{y + 4}" width="{bar_w}" height="20" fill="#f5f5f5"/>')
@@ -90,6 +90,15 @@ def p99_chart(rows: list[TimingRow], width: int = 760) -> Markup:
                             f'stroke="{COLORS[name]}" stroke-width="3"><title>{name} threshold '
                             f'{_num(value)} us</title></line>')
     return _svg(width, top + len(rows) * row_h + 8, body, "p99 latency against the thresholds")
+
+
+def _shortened(text: str, fits: int) -> str:
+    """Cut from the middle: titles of one kind share their start and differ at the end
+    ("..., float32" / "..., float16"), so both ends stay."""
+    if len(text) <= fits:
+        return text
+    tail = (fits - 1) // 2
+    return text[:fits - 1 - tail].rstrip() + "\u2026" + text[-tail:].lstrip()
 
 
 def _legend(items: list[tuple[str, str]], x: int, y: int = 12) -> str:

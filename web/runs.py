@@ -7,7 +7,8 @@ from sqlalchemy.orm import Session, defer, joinedload
 
 import grader
 from grader import render
-from grader.vocabulary import RunStatus, Tier
+from grader.report_view import Points
+from grader.vocabulary import RunStatus, TestKind, Tier
 from store import runs as store_runs
 from store.models import FINAL_STATUSES, GradingRun, Submission
 from workers import enqueue
@@ -42,7 +43,17 @@ def status_json(session: Session, run: GradingRun) -> dict:
             "tests": list(run.progress_tests or []),
             "estimate_s": None if estimate is None else round(estimate),
             "score": run.score_total if run.status == RunStatus.DONE else None,
-            "max_score": run.max_total if run.status == RunStatus.DONE else None}
+            "max_score": run.max_total if run.status == RunStatus.DONE else None,
+            "score_text": score_text(run)}
+
+
+def score_text(run: GradingRun) -> str | None:
+    """'65/70 (regular 60/70 + extra credit 5)' for a graded run, in the report view's words:
+    a total with extra credit on top must not hide the regular points lost."""
+    if run.status != RunStatus.DONE or run.score_total is None:
+        return None
+    extra = sum(t.points for t in run.test_results if t.kind == TestKind.EXTRA_CREDIT)
+    return Points((), run.score_total, run.max_total or 0.0, extra).total_text
 
 
 def counted_run(session: Session, run: GradingRun) -> store_runs.CountedRun | None:

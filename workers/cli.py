@@ -179,7 +179,9 @@ def _nightly(args) -> int:
         print("nightly regression queued for the nightly worker (`grader serve` runs one; elsewhere "
               "`grader worker --queue nightly`); student grades do not wait behind it")
         return 0
+    import grader
     from grader import render
+    from grader.report_view import threshold_us
     from .nightly import run_nightly
 
     def progress(reference, event) -> None:          # ~12 minutes of work: say each test as it ends
@@ -195,10 +197,13 @@ def _nightly(args) -> int:
             mark = "DRIFT " if r.drift else ""
             print(f"  {mark}{r.spec_name} {r.reference_kernel} on {r.backend}: "
                   f"{TestStatus.PASSED if r.passed else 'FAILED'}, score {r.score_total:g}")
+            view = grader.view_of(grader.Report.from_json(r.report)) if r.report else None
             for test, us in sorted(r.p99_us.items()):
                 force = r.thresholds_in_force.get(test, {})
-                print(f"      {test:32s} p99 {us:9.1f} us  implies {r.implied_thresholds[test]:9.1f} us  "
-                      f"in force opt {force.get(Tier.OPTIMIZED, '-')} / rel {force.get(Tier.RELAXED, '-')}")
+                title = view.test(test).title if view and view.test(test) else test
+                print(f"      {render.escape_control(title)}: p99 {us:.1f} us, implies {r.implied_thresholds[test]:.1f} us; "
+                      f"in force: optimized {threshold_us(force.get(Tier.OPTIMIZED))} / "
+                      f"relaxed {threshold_us(force.get(Tier.RELAXED))}")
             if r.drift_reason:
                 print(f"      drift: {r.drift_reason}")
     return 0

@@ -92,13 +92,15 @@ def typical_grade_s(session: Session, run: GradingRun) -> float | None:
 def estimate_remaining_s(session: Session, run: GradingRun) -> float | None:
     """Seconds until this run's report is likely there, from recent grades of the same assignment:
     what is left of a typical grade when running; when queued, the grades ahead of it shared by
-    the grades running now in its queue (at least one at a time), after those finish, plus its own."""
+    the grades running now in its queue (at least one at a time), after those finish, plus its own.
+    None when there is no history, or a running grade has outlasted the typical one (its time
+    left is then unknown: "about 0 s" would be wrong)."""
     typical = typical_grade_s(session, run)
     if typical is None or run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
         return None
     if run.status == RunStatus.RUNNING:
         elapsed = (now() - run.started_at).total_seconds() if run.started_at else 0.0
-        return max(0.0, typical - elapsed)
+        return typical - elapsed if elapsed < typical else None
     position = queue_position(session, run) or 1
     running = session.scalar(select(func.count()).select_from(GradingRun).where(
         GradingRun.queue == run.queue, GradingRun.status == RunStatus.RUNNING)) or 0

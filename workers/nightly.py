@@ -80,42 +80,46 @@ def grade_reference(night_id: int, spec_hash: str, reference: str, backend: str,
     submission = grader.submission_from_bytes("asst4.tar.gz", reference_archive(spec, reference), spec)
     on_progress = (lambda event: progress(reference, event)) if progress else None
     report = grader.grade(submission, spec, grader.GradeOptions(backend=backend, on_progress=on_progress))
-    timed = {t.name: t for t in report.tests if t.p99_us is not None}
-    p99 = {name: t.p99_us for name, t in timed.items()}
+    view = grader.view_of(report)                # the one reading of a report: titles, statuses, p99s
+    p99 = {t.name: t.p99_us for t in view.tests if t.timed and t.p99_us is not None}
     checked = {t.name for t in spec.tests if stands_for(reference, t)}
-    bad = [t.name for t in report.tests if t.name in checked and t.status in (TestStatus.FAILED, TestStatus.ERROR)]
+    bad = [t for t in view.tests if t.name in checked and t.status in (TestStatus.FAILED, TestStatus.ERROR)]
     with session_scope() as s:
         previous = s.scalar(select(NightlyResult).where(
             NightlyResult.spec_name == spec.assignment, NightlyResult.reference_kernel == reference,
             NightlyResult.backend == backend, NightlyResult.nightly_run_id != night_id)
             .order_by(NightlyResult.id.desc()).limit(1))
-        status = {t.name: t.status for t in report.tests}
-        reasons = [f"{name} {status[name]}" for name in bad]
-        reasons += drift_reasons(previous.p99_us if previous else {}, p99, settings.load().drift_percent)
+        titles = {t.name: t.title for t in view.tests}
+        reasons = [f"{t.title} {t.status}" for t in bad]
+        reasons += drift_reasons(previous.p99_us if previous else {}, p99, settings.load().drift_percent, titles)
         if backend == Backend.NEURON:         # on a Trn2: the `grader doctor` table, and its rows that are not well
             from grader.neuron.doctor import rows_from_report, table
             rows = rows_from_report(spec, TIER_OF_REFERENCE[reference], report)
             log.info("nightly %s on %s:\n%s", reference, backend, table(rows))
-            reasons += [f"{r.test} ({r.tier}) {r.verdict}" for r in rows if r.verdict != "ok" and r.test not in bad]
+            reasons += [f"{titles.get(r.test, r.test)} ({r.tier}) {r.verdict}" for r in rows
+                        if r.verdict != "ok" and r.test not in {t.name for t in bad}]
         result = NightlyResult(
             nightly_run_id=night_id, spec_name=spec.assignment, spec_version=spec.spec_version,
             thresholds_version=spec.thresholds_version, reference_kernel=reference, backend=backend,
             p99_us=p99, passed=not bad, drift=bool(reasons), drift_reason="; ".join(reasons) or None,
             implied_thresholds={name: round(IMPLIED_FACTOR * us, 1) for name, us in p99.items()},
             thresholds_in_force=spec.thresholds(),
-            score_total=report.score.total, report=report.to_json(include_seed=False))
+            score_total=view.points.total, report=report.to_json(include_seed=False))
         s.add(result)
     return result
 
 
-def drift_reasons(before: dict, after: dict, percent: float) -> list[str]:
+def drift_reasons(before: dict, after: dict, percent: float, titles: dict | None = None) -> list[str]:
+    """A reason per test whose p99 moved more than `percent` from the night before, naming the
+    test by its title when `titles` ({name: title}) has it."""
+    titles = titles or {}
     reasons = []
     for name, us in after.items():
         old = before.get(name)
         if old:
             moved = 100.0 * (us - old) / old
             if abs(moved) > percent:
-                reasons.append(f"{name} p99 {old:.1f} -> {us:.1f} us ({moved:+.1f}%, limit {percent:g}%)")
+                reasons.append(f"{titles.get(name, name)} p99 {old:.1f} -> {us:.1f} us ({moved:+.1f}%, limit {percent:g}%)")
     return reasons
 
 

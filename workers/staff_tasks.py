@@ -194,8 +194,9 @@ def rescore_all(session: Session, assignment: Assignment, progress: Progress | N
 def _rescore_run(session: Session, graded: GradingRun, spec) -> None:
     old = grader.Report.from_json(graded.report)
     new = grader.rescore(old, spec)
-    if set(new.flags) - set(old.flags):       # e.g. implausibly fast under the new thresholds: hold for review
-        graded.flagged, graded.flag_reason = True, ", ".join(new.flags)
+    flags = [f.flag for f in grader.view_of(new).flags]
+    if set(flags) - {f.flag for f in grader.view_of(old).flags}:   # e.g. implausibly fast under the new thresholds
+        graded.flagged, graded.flag_reason = True, ", ".join(flags)           # hold for review
     stored = new.to_json(include_seed=False)
     for column, value in lifecycle.report_columns(stored).items():
         setattr(graded, column, value)

@@ -31,6 +31,7 @@ def test_three_students_ranked_by_total_then_p99_sum(client_for, db, course_setu
     assert "highest total score, ties broken by the lowest sum of performance-test p99" in page
     assert "simulated (nkisim)" in page                                   # backend shown
     assert ">one small image, float16</th>" in page and "perf_tiny" not in page   # columns by title, not id
+    assert ">Performance p99 (us)</th>" in page                                # cells are bare numbers: the unit is said once
     assert '<div class="table-scroll">' in page                           # wide tables scroll in their box
     assert "#rank-2 { background" in page and "you (<span data-me>bobby</span>) are" in page
     hardware = client_for("bob").get("/leaderboard/tiny?backend=neuron").get_data(as_text=True)

@@ -51,7 +51,7 @@ def test_the_console_marks_the_run_that_counts_and_shows_maxima(client_for, db, 
     assert cells[best.id].startswith(f"{best.score_total:g} / {best.max_total:g}") and "data-counted" in cells[best.id]
     assert cells[worse.id] == f"{worse.score_total:g} / {worse.max_total:g}"
     page = ta.get(f"/staff/runs/{best.id}").get_data(as_text=True)
-    assert f"{best.score_total:g} / {best.max_total:g}" in page and 'data-counted="yes"' in page
+    assert f"data-score>{best.score_total:g}/{best.max_total:g}" in page and 'data-counted="yes"' in page
     other = ta.get(f"/staff/runs/{worse.id}").get_data(as_text=True)
     assert 'data-counted="no"' in other and f'href="/staff/runs/{best.id}">run #{best.id}</a> counts' in other
 
@@ -258,6 +258,9 @@ def test_nightly_history_marks_drift_and_shows_implied_thresholds(client_for, db
     page = ta.get("/staff/nightly").get_data(as_text=True)
     assert page.count('class="marked"') == 1 and "p99 moved +45%" in page
     assert "54.0 us" in page and "40.0 us" in page                     # implied beside in force
+    # titles and words, not ids and values (the finding: internal ids leak where people read titles)
+    assert "<td>Performance: one small image, float16</td>" in page and "perf_tiny" not in page
+    assert "conv2d_optimized · simulated (nkisim)</h2>" in page
     assignment_page = html.unescape(ta.get("/staff/assignments/tiny").get_data(as_text=True))
     assert '"optimized": 54.0' in assignment_page                       # the adopt form is prefilled with it
 
@@ -412,3 +415,31 @@ def test_the_threshold_table_names_tests_by_their_titles(client_for, db, course_
     page = client_for("tara").get("/staff/assignments/tiny").get_data(as_text=True)
     table = page.split("<table data-thresholds>", 1)[1].split("</table>", 1)[0]
     assert "<td>Performance: one small image, float16 <code" in table and ">perf_tiny</code>" in table
+
+
+def test_an_assignment_without_a_deadline_says_so_in_words_on_every_page(client_for, db, course_setup):
+    """Walked as a newcomer: the staff console's table read "sim" and "-" and the student's pages
+    "Deadline: -" for an assignment with no deadline. Pages say "none" and the backend's title."""
+    course_setup["assignment"].deadline = None
+    db.commit()
+    console = client_for("tara").get("/staff/").get_data(as_text=True)
+    row = console.split('href="/staff/assignments/tiny"', 1)[1].split("</tr>", 1)[0]
+    assert "<td>simulated (nkisim)</td><td>none</td>" in row and "<td>sim</td>" not in row
+    student = client_for("alice")
+    home = student.get("/").get_data(as_text=True)
+    assert "<td>none</td>" in home and "<td>-</td>" not in home
+    page = student.get("/a/tiny").get_data(as_text=True)
+    assert "No deadline" in page and "Deadline: <strong>-" not in page
+
+
+def test_the_console_says_heartbeats_as_a_time_and_an_age(client_for, db, course_setup):
+    """Finding: heartbeats were raw ISO timestamps with microseconds."""
+    import re
+    from store.models import WorkerHeartbeat
+    seen = dt.datetime.now(dt.timezone.utc).replace(microsecond=123456) - dt.timedelta(seconds=20)
+    db.add(WorkerHeartbeat(name="grader-sim-1@host", queues="sim", pid=4242, seen_at=seen))
+    db.commit()
+    page = client_for("tara").get("/staff/").get_data(as_text=True)
+    cell = page.split("<td>grader-sim-1@host</td>", 1)[1].split("</tr>", 1)[0]
+    assert re.search(r"<td>\d\d:\d\d:\d\d UTC \(2[0-9] s ago\)</td>", cell), cell
+    assert seen.isoformat() not in page and ".123456" not in page

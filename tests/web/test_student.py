@@ -66,7 +66,7 @@ def test_upload_queues_a_run_and_status_updates_from_the_database(client_for, db
     status = client.get(f"/runs/{run_id}/status").get_json()
     assert status == {"run_id": run_id, "status": "queued", "queue_position": 1, "done": 0, "total": 0,
                       "tests": [], "estimate_s": None, "score": None, "max_score": None,
-                      "waiting": status["waiting"]}
+                      "score_text": None, "waiting": status["waiting"]}
     assert "No sim grading worker is running" in status["waiting"]      # why it waits, in words
     assert stored_counts(db) == (1, 1)
     # one in flight at a time: a second upload is refused with the reason, nothing stored
@@ -155,6 +155,31 @@ def test_run_page_fills_in_tests_as_they_finish_with_an_estimate(client_for, db,
     assert len(report.tests) >= 2 and report.tests[0].title in page and report.tests[1].title not in page
     assert "Time left" in page and "about 1 min" in page
     assert db.get(GradingRun, earlier.id).status == "done"
+
+    # Walked as a student: a grade slower than the last one read "Time left: about 0 s" with most
+    # of its tests to go. Past the typical grade, the time left is not known, and not said.
+    running.started_at = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=130)
+    db.commit()
+    assert client.get(f"/runs/{running.id}/status").get_json()["estimate_s"] is None
+    assert "about 0 s" not in client.get(f"/runs/{running.id}").get_data(as_text=True)
+
+
+def test_the_run_page_total_shows_the_regular_points_under_extra_credit(client_for, db, course_setup, tiny_reports):
+    """Walked as a student: the run page said "Score 65 / 70" for a grade that lost 10 regular
+    points and earned 5 of extra credit; it says what the report says."""
+    from store.models import TestResultRow
+    report = tiny_reports["optimized"]
+    run = store_graded_run(db, course_setup["alice"], course_setup["assignment"], report)
+    lost = report.score.max_total / 2                       # as if half the regular points were lost
+    run.score_total, run.max_total = report.score.max_total - lost + 5, report.score.max_total
+    db.add(TestResultRow(run_id=run.id, test_name="ec_extra", kind="extra_credit", status="passed", points=5,
+                         max_points=5))
+    db.commit()
+    total = f"{report.score.max_total - lost + 5:g}/{report.score.max_total:g}"
+    expected = f"{total} (regular {report.score.max_total - lost:g}/{report.score.max_total:g} + extra credit 5)"
+    client = client_for("alice")
+    assert client.get(f"/runs/{run.id}/status").get_json()["score_text"] == expected
+    assert expected in client.get(f"/runs/{run.id}").get_data(as_text=True)
 
 
 def test_report_page_engine_instructions_and_json_download(client_for, db, course_setup, tiny_reports):

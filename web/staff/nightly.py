@@ -8,8 +8,10 @@ from flask import render_template
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+import grader
 from grader.references import TIER_OF_REFERENCE
-from grader.vocabulary import Tier
+from grader.vocabulary import Backend, Tier
+from store import specs
 from store.models import Assignment, NightlyResult
 from workers import enqueue
 
@@ -37,6 +39,16 @@ def implied_for(session: Session, assignment: Assignment) -> dict[str, dict[str,
     return dict(implied)
 
 
+def titles_for(session: Session, spec_name: str, rows: list[NightlyResult]) -> dict[str, str]:
+    """Test name -> title: from the view of the latest stored report (the spec it ran under),
+    else from an assignment on that spec; a TA reads titles, not ids."""
+    latest = next((r for r in reversed(rows) if r.report), None)
+    if latest is not None:
+        return {t.name: t.title for t in grader.view_of(grader.Report.from_json(latest.report)).tests}
+    assignment = session.scalar(select(Assignment).where(Assignment.spec_name == spec_name).limit(1))
+    return {t.name: t.title for t in specs.spec_of(assignment).tests} if assignment else {}
+
+
 @bp.route("/nightly")
 def nightly():
     session = db.session()
@@ -52,6 +64,8 @@ def nightly():
         latest = rows[-1]
         level = LEVEL_OF_KERNEL.get(kernel, Tier.OPTIMIZED)
         tests = sorted({t for r in rows for t in (r.p99_us or {})})
+        titles = titles_for(session, spec_name, rows)
+        backend_title = Backend(backend).title if backend in set(Backend) else backend
         charts, table = [], []
         for test in tests:
             in_force = (latest.thresholds_in_force or {}).get(test, {}).get(level)
@@ -60,9 +74,9 @@ def nightly():
                                        Guide("implied", implied, COLORS["implied"], dashed=True) if implied else None)
                            if g is not None)
             points = [Point(r.created_at, (r.p99_us or {}).get(test), r.drift) for r in rows]
-            charts.append(time_chart(points, title=f"{test}: p99 of {kernel} ({backend})", unit=" us", guides=guides))
-            table.append((test, (latest.p99_us or {}).get(test), implied, in_force))
-        groups.append({"spec": spec_name, "kernel": kernel, "backend": backend, "level": level, "latest": latest,
+            charts.append(time_chart(points, title=f"{titles.get(test, test)}: p99 of {kernel} ({backend_title})", unit=" us", guides=guides))
+            table.append((titles.get(test, test), (latest.p99_us or {}).get(test), implied, in_force))
+        groups.append({"spec": spec_name, "kernel": kernel, "backend": backend, "backend_title": backend_title, "level": level, "latest": latest,
                        "charts": charts, "table": table, "drifts": [r for r in rows if r.drift]})
     running = [d for d in enqueue.running_now(session) if d["what"] == "nightly regression"]
     return render_template("staff/nightly.html", groups=groups, running=running)

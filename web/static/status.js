@@ -59,7 +59,7 @@
         var bar = box.querySelector("[data-field=progress_bar]");
         if (bar) { bar.max = run.total || 1; bar.value = run.done || 0; }
         set("estimate", run.estimate_s == null ? "-" : duration(run.estimate_s));
-        set("score", run.score == null ? "-" : points(run.score) + " / " + points(run.max_score));
+        set("score", run.score_text || "-");
         showTests(run.tests || []);
         if (finished.indexOf(run.status) >= 0) {
           var link = box.querySelector("[data-report-link]");
