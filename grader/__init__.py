@@ -34,6 +34,8 @@ _EXPORTS = {
     "Score": ("grader.report", "Score"),
     "ProgressEvent": ("grader.events", "ProgressEvent"),
     "CancelToken": ("grader.events", "CancelToken"),
+    "AnswerPool": ("grader.answer_pool", "AnswerPool"),
+    "AnswerSet": ("grader.answer_pool", "AnswerSet"),
 }
 
 __all__ = sorted(_EXPORTS)
