@@ -14,6 +14,10 @@ given it as a hidden path, and the package view never shows it):
     <directory>/<spec hash>/.lock                    held while a set is drawn or pruned
     <directory>/<spec hash>/.filling                 held while a process makes sets
 
+Beside each answer, what grader.downgrade compares an output with (the sampled output slices
+and their answers from inputs rounded to each lower precision), which also depends on the seed
+alone: `<test>-<config>.picks.npy` and `<test>-<config>.<precision>.npy`.
+
 A set serves at most `uses` grades and is not drawn after `max_age_s`; both are enforced under
 the lock, across every process sharing the directory. A set is made in a `.making-*` directory
 and renamed into place whole, so a crash leaves no half set to draw (the pruner removes it).
@@ -35,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import problems
+from . import downgrade, problems
 from .inputs import config_inputs, config_seed
 
 META = "set.json"
@@ -51,9 +55,14 @@ class AnswerSet:
     spec_hash: str
     directory: str                               # the pool's root: no child may see it
     answers: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, repr=False)
+    # (test index, config index) -> downgrade.lower_answers() for that configuration
+    lower: dict[tuple[int, int], tuple] = field(default_factory=dict, repr=False)
 
     def answer(self, test_index: int, config_index: int) -> np.ndarray | None:
         return self.answers.get((test_index, config_index))
+
+    def lower_answers(self, test_index: int, config_index: int) -> tuple | None:
+        return self.lower.get((test_index, config_index))
 
 
 class AnswerPool:
@@ -129,17 +138,14 @@ class AnswerPool:
             if not usable:
                 return None
             path, meta = secrets.choice(usable)
-            answers = {}
-            for npy in path.glob("*.npy"):
-                test_index, config_index = (int(n) for n in npy.stem.split("-"))
-                answers[(test_index, config_index)] = np.asarray(np.load(npy, mmap_mode="r", allow_pickle=False))
+            answers, lower = _load(path)
             meta["uses"] = int(meta["uses"]) + 1
             if meta["uses"] >= self.uses:
                 shutil.rmtree(path)         # the mapped arrays stay readable until this grade drops them
             else:
                 _write_json(path / META, meta)
         return AnswerSet(set_id=meta["set_id"], seed=int(meta["seed"]), spec_hash=spec.spec_hash,
-                         directory=str(self.root), answers=answers)
+                         directory=str(self.root), answers=answers, lower=lower)
 
     def make_set(self, spec) -> str:
         """Work out one set (a fresh secret seed and every configuration's answer); its id."""
@@ -151,10 +157,20 @@ class AnswerPool:
         try:
             for test_index, test in enumerate(spec.tests):
                 for config_index, config in enumerate(test.configs):
-                    args, kwargs = config_inputs(test.problem, config, config_seed(seed, test_index, config_index))
+                    seq = config_seed(seed, test_index, config_index)
+                    args, kwargs = config_inputs(test.problem, config, seq)
                     answer = problems.reference(test.problem, args, kwargs)
-                    del args
-                    _save_private(making / f"{test_index}-{config_index}.npy", answer)
+                    key = f"{test_index}-{config_index}"
+                    _save_private(making / f"{key}.npy", answer)
+                    # as grade.py seeds the check: the configuration's first spawned sequence
+                    lower = downgrade.lower_answers(test.problem, args, kwargs, answer.dtype,
+                                                    np.random.default_rng(seq.spawn(1)[0]))
+                    del args, answer
+                    if lower is not None:
+                        picks, lows = lower
+                        _save_private(making / f"{key}.picks.npy", picks)
+                        for name, low in lows.items():
+                            _save_private(making / f"{key}.{name}.npy", low)
             _write_json(making / META, {"set_id": set_id, "seed": seed, "spec_hash": spec.spec_hash,
                                         "created_at": time.time(), "uses": 0})
             os.rename(making, spec_dir / set_id)
@@ -178,6 +194,21 @@ class AnswerPool:
 
     def low(self, spec) -> bool:
         return self.available(spec) < self.size
+
+
+def _load(path: Path) -> tuple[dict, dict]:
+    """A set's answers and lower-precision answers, memory-mapped (read when a check needs them)."""
+    arrays = {npy.name[:-len(".npy")]: np.asarray(np.load(npy, mmap_mode="r", allow_pickle=False))
+              for npy in path.glob("*.npy")}
+    answers, lower = {}, {}
+    for name, array in arrays.items():
+        if "." not in name:
+            key = tuple(int(n) for n in name.split("-"))
+            answers[key] = array
+            if f"{name}.picks" in arrays:      # the precisions in the order the check tries them
+                lows = {p: arrays[f"{name}.{p}"] for p, _ in downgrade.LOWER_PRECISIONS[array.dtype]}
+                lower[key] = (np.array(arrays[f"{name}.picks"]), lows)
+    return answers, lower
 
 
 def _private_dir(path: Path) -> None:

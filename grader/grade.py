@@ -327,8 +327,9 @@ class _Run:
         detail["max_abs_error"] = check.max_abs_error
         if not check.ok:
             return dict(base, status=TestStatus.FAILED, message=f"{label}: {what}: {check.message}")
+        made = self.answers.lower_answers(self.spec.tests.index(test), index) if self.answers is not None else None
         downgraded = downgrade.check(test.problem, args, kwargs, run.outputs[0], expected,
-                                     np.random.default_rng(seq.spawn(1)[0]))
+                                     np.random.default_rng(seq.spawn(1)[0]), made)
         if downgraded:
             return dict(base, status=TestStatus.FAILED, message=f"{label}: {downgraded}")
         if test.compute_only is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import problems
+from grader import downgrade, problems
 from grader.answer_pool import AnswerPool
 from grader.errors import GraderInputError
 from grader.grade import GradeOptions, grade
@@ -74,6 +74,12 @@ def test_a_set_holds_the_reference_answer_of_every_configuration_for_its_seed(po
         args, kwargs = config_inputs(test.problem, test.configs[ci], config_seed(drawn.seed, ti, ci))
         fresh = problems.reference(test.problem, args, kwargs)
         assert answer.dtype == fresh.dtype and np.array_equal(answer, fresh)
+        # and what the precision check compares with, from the configuration's spawned seed
+        picks, lows = downgrade.lower_answers(test.problem, args, kwargs, fresh.dtype,
+                                              np.random.default_rng(config_seed(drawn.seed, ti, ci).spawn(1)[0]))
+        stored_picks, stored_lows = drawn.lower_answers(ti, ci)
+        assert np.array_equal(stored_picks, picks) and list(stored_lows) == list(lows) == ["bfloat16", "float16"]
+        assert all(np.array_equal(stored_lows[name], lows[name]) for name in lows)
 
 
 def test_a_pooled_grade_is_the_grade_fresh_answers_give_for_its_seed(pool):
