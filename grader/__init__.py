@@ -36,6 +36,7 @@ _EXPORTS = {
     "CancelToken": ("grader.events", "CancelToken"),
     "AnswerPool": ("grader.answer_pool", "AnswerPool"),
     "AnswerSet": ("grader.answer_pool", "AnswerSet"),
+    "answer_pool_is_private": ("grader.answer_pool", "hidden_from_children"),
 }
 
 __all__ = sorted(_EXPORTS)

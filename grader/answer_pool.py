@@ -41,10 +41,20 @@ import numpy as np
 
 from . import downgrade, problems
 from .inputs import config_inputs, config_seed
+from .sandbox import FALLBACK, capabilities
 
 META = "set.json"
 SET_ID = re.compile(r"^[0-9a-f]{16}$")
 STALE_MAKING_S = 6 * 3600        # a half-made set older than this was left by a dead process
+
+
+def hidden_from_children() -> bool:
+    """Can this machine keep every sandboxed child out of a pool? A root grader's children get
+    a mount namespace (the pool is not in the package view; elsewhere it is covered like the
+    job root), or, without namespaces, a uid of their own that the 0700 directory keeps out.
+    A non-root grader's children run as its own uid on its own file system: no pool there."""
+    caps = capabilities()
+    return caps.mount or caps.unprivileged or (FALLBACK["uid"] and os.geteuid() == 0)
 
 
 @dataclass

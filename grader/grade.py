@@ -19,7 +19,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import downgrade, problems, scoring
-from .answer_pool import AnswerSet
+from .answer_pool import AnswerSet, hidden_from_children
 from .checks import check_output, layout_failure
 from .errors import GraderInputError
 from .events import CancelToken, ProgressEvent
@@ -94,6 +94,9 @@ class _Run:
         if self.answers is not None and options.seed is not None:
             raise GraderInputError("a grade takes a seed or a set of answers made ahead, not both",
                                    "Drop the seed: the answer set's own seed grades the run.")
+        if self.answers is not None and not hidden_from_children():
+            raise GraderInputError("this machine cannot hide an answer pool from the kernel's process",
+                                   "Grade as root (namespaces), or without answers made ahead.")
         if self.answers is not None and self.answers.spec_hash != spec.spec_hash:
             raise GraderInputError("the answer set was made for another version of this spec",
                                    "Draw a set from the pool for this spec's content hash.")

@@ -14,11 +14,18 @@ from . import settings, specs
 log = logging.getLogger(__name__)
 _filling: set[str] = set()         # spec hashes this process is topping up now
 _lock = threading.Lock()
+_warned: list[bool] = []           # said once per process that the pool is off, and why
 
 
 def pool(conf: settings.Settings | None = None):
     conf = conf or settings.load()
     if conf.answer_pool_size <= 0:
+        return None
+    if not grader.answer_pool_is_private():
+        if not _warned:
+            _warned.append(True)
+            log.warning("answer pool off: NKI_ANSWER_POOL_SIZE is set, but this worker's sandbox cannot hide "
+                        "the pool from kernels (run the worker as root)")
         return None
     return grader.AnswerPool(conf.answer_pool_dir, conf.answer_pool_size, conf.answer_pool_uses,
                              conf.answer_pool_max_age_s)
