@@ -9,7 +9,7 @@ its seed; its answers are then read from disk instead of computed beside the ker
 On disk, in a directory only the grader's user may enter (0700; sandboxed children are also
 given it as a hidden path, and the package view never shows it):
 
-    <directory>/<spec hash>/<set id>/set.json        {set_id, seed, spec_hash, created_at, uses}
+    <directory>/<spec hash>/<set id>/set.json   {set_id, seed, spec_hash, layout, created_at, uses}
     <directory>/<spec hash>/<set id>/<test>-<config>.npy
     <directory>/<spec hash>/.lock                    held while a set is drawn or pruned
     <directory>/<spec hash>/.filling                 held while a process makes sets
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -57,6 +58,13 @@ def hidden_from_children() -> bool:
     return caps.mount or caps.unprivileged or (FALLBACK["uid"] and os.geteuid() == 0)
 
 
+def layout(spec) -> str:
+    """What a set's answers are keyed by: each test's name, problem and configurations, in order
+    (a spec edited in code keeps its content hash, but answers must not go to other tests)."""
+    tests = [[t.name, t.problem, [sorted(c.items()) for c in t.configs]] for t in spec.tests]
+    return hashlib.sha256(json.dumps(tests, default=str).encode()).hexdigest()
+
+
 @dataclass
 class AnswerSet:
     """One drawn set: the seed a grade runs with, and its answers by (test index, config index)."""
@@ -64,6 +72,7 @@ class AnswerSet:
     seed: int
     spec_hash: str
     directory: str                               # the pool's root: no child may see it
+    layout: str = ""                             # layout() of the spec it was made for
     answers: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, repr=False)
     # (test index, config index) -> downgrade.lower_answers() for that configuration
     lower: dict[tuple[int, int], tuple] = field(default_factory=dict, repr=False)
@@ -116,7 +125,8 @@ class AnswerPool:
         return found
 
     def _usable(self, meta: dict, spec) -> bool:
-        return (meta.get("spec_hash") == spec.spec_hash and int(meta.get("uses", self.uses)) < self.uses
+        return (meta.get("spec_hash") == spec.spec_hash and meta.get("layout") == layout(spec)
+                and int(meta.get("uses", self.uses)) < self.uses
                 and time.time() - float(meta.get("created_at", 0)) < self.max_age_s)
 
     def _prune(self, spec_dir: Path, spec) -> list[tuple[Path, dict]]:
@@ -155,7 +165,7 @@ class AnswerPool:
             else:
                 _write_json(path / META, meta)
         return AnswerSet(set_id=meta["set_id"], seed=int(meta["seed"]), spec_hash=spec.spec_hash,
-                         directory=str(self.root), answers=answers, lower=lower)
+                         directory=str(self.root), layout=meta["layout"], answers=answers, lower=lower)
 
     def make_set(self, spec) -> str:
         """Work out one set (a fresh secret seed and every configuration's answer); its id."""
@@ -182,7 +192,7 @@ class AnswerPool:
                         for name, low in lows.items():
                             _save_private(making / f"{key}.{name}.npy", low)
             _write_json(making / META, {"set_id": set_id, "seed": seed, "spec_hash": spec.spec_hash,
-                                        "created_at": time.time(), "uses": 0})
+                                        "layout": layout(spec), "created_at": time.time(), "uses": 0})
             os.rename(making, spec_dir / set_id)
         except BaseException:
             shutil.rmtree(making, ignore_errors=True)

@@ -20,6 +20,7 @@ from threadpoolctl import threadpool_limits
 
 from . import downgrade, problems, scoring
 from .answer_pool import AnswerSet, hidden_from_children
+from .answer_pool import layout as answers_layout
 from .checks import check_output, layout_failure
 from .errors import GraderInputError
 from .events import CancelToken, ProgressEvent
@@ -97,7 +98,8 @@ class _Run:
         if self.answers is not None and not hidden_from_children():
             raise GraderInputError("this machine cannot hide an answer pool from the kernel's process",
                                    "Grade as root (namespaces), or without answers made ahead.")
-        if self.answers is not None and self.answers.spec_hash != spec.spec_hash:
+        made_for = (self.answers.spec_hash, self.answers.layout) if self.answers is not None else None
+        if made_for is not None and made_for != (spec.spec_hash, answers_layout(spec)):
             raise GraderInputError("the answer set was made for another version of this spec",
                                    "Draw a set from the pool for this spec's content hash.")
         self.seed = (self.answers.seed if self.answers is not None else

@@ -3,6 +3,7 @@ answers give for the set's seed; a set serves no more grades than its uses and n
 age; a half-made set is never drawn; and no sandboxed child can read the pool."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -156,6 +157,12 @@ def test_a_set_of_another_spec_or_with_a_seed_is_refused(pool):
     drawn.spec_hash = "0" * 64
     with pytest.raises(GraderInputError, match="another version"):
         graded(HONEST, answers=drawn)
+    # the same file with its tests changed in code (the content hash stays): not its answers
+    drawn.spec_hash = SPEC.spec_hash
+    timed_only = dataclasses.replace(SPEC, tests=SPEC.tests[1:])
+    with pytest.raises(GraderInputError, match="another version"):
+        grade(submission(HONEST), timed_only, GradeOptions(backend="sim", answers=drawn))
+    assert pool.draw(timed_only) is None
 
 
 @pytest.fixture
