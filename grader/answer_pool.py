@@ -200,14 +200,15 @@ class AnswerPool:
         return set_id
 
     def fill(self, spec) -> int:
-        """Make sets until `size` are usable; how many were made. One process fills a spec's
-        pool at a time: another one filling it already, this returns 0 at once."""
+        """Make sets until `size` are usable (at most `size` per call, so a max age shorter than
+        making a set takes cannot keep it busy for ever); how many were made. One process fills
+        a spec's pool at a time: another one filling it already, this returns 0 at once."""
         spec_dir = self._spec_dir(spec)
         made = 0
         with self._locked(spec_dir, ".filling", wait=False) as mine:
             if not mine:
                 return 0
-            while self.available(spec) < self.size:
+            while made < self.size and self.available(spec) < self.size:
                 self.make_set(spec)
                 made += 1
         return made

@@ -4,6 +4,7 @@ age; a half-made set is never drawn; and no sandboxed child can read the pool.""
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -204,3 +205,21 @@ for label, path in [("meta", {str(set_dir / 'set.json')!r}), ("answer", {str(set
         assert line.endswith(("failed FileNotFoundError", "failed PermissionError", "[]")), line
     assert str(seed) not in report.tests[0].output and set_dir.name not in report.tests[0].output
     assert report.score.total == 2.5 + 17.5
+
+
+def test_filling_stops_after_size_sets_even_when_they_expire_at_once(tmp_path):
+    pool = AnswerPool(tmp_path / "answers", size=2, uses=1, max_age_s=1e-6)
+    assert pool.fill(SPEC) == 2 and pool.available(SPEC) == 0
+
+
+def test_one_process_fills_a_spec_at_a_time(pool):
+    """While another holds the spec's fill lock, fill returns at once, making nothing."""
+    spec_dir = pool.root / SPEC.spec_hash
+    pool.available(SPEC)                                  # makes the directories
+    fd = os.open(spec_dir / ".filling", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert pool.fill(SPEC) == 0 and pool.available(SPEC) == 0
+    finally:
+        os.close(fd)
+    assert pool.fill(SPEC) == 1
