@@ -21,8 +21,11 @@ a cold grade works the answers out too, the same arithmetic again:
 
     warm floor = sum of the GEMM times        cold floor = 2 x warm floor
 
-The warm grade is a real sandboxed grade whose reference answers were worked out before it
-started (as a pool of answers made ahead would hold them) and are looked up by their inputs.
+The warm grade is a real sandboxed grade that draws its inputs and answers from an answer pool
+(grader/answer_pool.py, as a worker with NKI_ANSWER_POOL_SIZE does): one set is made ahead
+(timed apart, on one BLAS thread) and the grade runs with its secret seed, reading the answers
+instead of computing them. Its verdicts are compared with the cold grade's (the simulator's
+latencies do not depend on input values, so they agree across seeds).
 Peak memory: the largest resident set of the grader's process during the first cold grade
 (inputs, reference answers, outputs read back). The children are forked by the warm zygote, not
 by this process, so their peaks are not counted here; each is capped by its memory limit.
@@ -32,7 +35,6 @@ by this process, so their peaks are not counted here; each is capped by its memo
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import resource
@@ -50,6 +52,7 @@ from threadpoolctl import threadpool_limits
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import grader  # noqa: E402
 from grader import cli, problems, spec as specs  # noqa: E402
 
 KERNEL = ROOT / "reference_kernels" / "conv2d_optimized.py"
@@ -103,41 +106,24 @@ def blas_floor(spec, report: dict) -> tuple[float, float]:
     return seconds, flops
 
 
-class AnswersAhead:
-    """The reference answers of a grade worked out before it starts, looked up by their inputs
-    while it runs (what a pool of answers made ahead gives a warm grade)."""
-
-    def __init__(self, spec, report: dict, seed: int) -> None:
-        self.answers = {}
+def pooled_grade(spec) -> tuple[float, float, dict]:
+    """(seconds to make one answer set, warm grade wall seconds, its report as JSON): the grade
+    draws the set from a pool in a private directory, as a worker does."""
+    with tempfile.TemporaryDirectory(dir="/var/tmp" if os.path.isdir("/var/tmp") else None) as tmp:
+        pool = grader.AnswerPool(os.path.join(tmp, "answers"), size=1, uses=1)
         start = time.perf_counter()
-        with threadpool_limits(limits=1, user_api="blas"):          # as the grader computes them
-            for index, ci, test, config in ran_configs(spec, report):
-                rng = np.random.default_rng(np.random.SeedSequence([seed, index, ci]))
-                args, kwargs = problems.make_inputs(test.problem, config, rng)
-                self.answers[self.key(args, kwargs)] = problems.reference(test.problem, args, kwargs)
-        self.seconds = time.perf_counter() - start
-
-    @staticmethod
-    def key(args, kwargs) -> tuple:
-        # inputs are random draws: their shapes and first values tell configurations apart
-        return tuple((a.shape, a.dtype.str, a.reshape(-1)[:64].tobytes()) for a in args) + tuple(sorted(kwargs.items()))
-
-    def lookup(self, name: str):
-        computed = problems.REGISTRY[name].reference
-
-        def reference(args, kwargs):
-            found = self.answers.get(self.key(args, kwargs))
-            return found if found is not None else computed(args, kwargs)
-        return reference
-
-    def grade(self, seed: int) -> tuple[float, dict]:
-        saved = dict(problems.REGISTRY)
-        try:
-            for name, problem in saved.items():
-                problems.REGISTRY[name] = dataclasses.replace(problem, reference=self.lookup(name))
-            return full_grade(seed)
-        finally:
-            problems.REGISTRY.update(saved)
+        with threadpool_limits(limits=1, user_api="blas"):          # as a busy worker makes them
+            pool.fill(spec)
+        made = time.perf_counter() - start
+        submission = os.path.join(tmp, "conv2d.py")
+        shutil.copyfile(KERNEL, submission)
+        start = time.perf_counter()
+        answers = pool.draw(spec)
+        sub = grader.load_submission(submission, spec)
+        report = grader.grade(sub, spec, grader.GradeOptions(backend="sim", answers=answers))
+        wall = time.perf_counter() - start
+        del answers
+        return made, wall, report.to_json()
 
 
 def peak_rss_mb() -> float:
@@ -203,16 +189,13 @@ def main() -> None:
         floors.append(floor_s)
         print(f"\nround {round_}: BLAS floor {floor_s:.2f} s for {flops / 1e9:.0f} GFLOP "
               f"({flops / floor_s / 1e9:.1f} GFLOP/s, {os.cpu_count()} cores)", flush=True)
-        ahead = AnswersAhead(spec, report, args.seed)
-        warm, warm_report = ahead.grade(args.seed)
+        answers_s, warm, warm_report = pooled_grade(spec)
         warms.append(warm)
         verdicts = lambda r: [(t["name"], t["status"], t["points"], t.get("p99_us")) for t in r["tests"]]  # noqa: E731
-        if verdicts(warm_report) != verdicts(report):
-            raise SystemExit("the warm grade differs from the cold one")
-        answers_s = ahead.seconds
-        del ahead                       # the answers' memory, before the unsandboxed grade
-        print(f"round {round_}: reference answers made ahead in {answers_s:.2f} s (one thread); "
-              f"warm sandboxed grade {warm:.2f} s", flush=True)
+        same = "same verdicts as the cold grade" if verdicts(warm_report) == verdicts(report) else \
+            f"VERDICTS DIFFER from the cold grade: {verdicts(warm_report)} vs {verdicts(report)}"
+        print(f"round {round_}: an answer set made ahead in {answers_s:.2f} s (one thread); "
+              f"warm sandboxed grade drawing it {warm:.2f} s ({same})", flush=True)
         with threadpool_limits(limits=1, user_api="blas"):      # as the grader computes references
             walls = in_process(spec, report, args.seed)
         print(f"\nround {round_}: sandboxed grade {total:.2f} s (score {report['score']['total']:g}/"

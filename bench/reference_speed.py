@@ -8,11 +8,16 @@ machine busy with other work weighs on both alike.
 
     ratio = reference seconds / GEMM seconds      (1.0: as fast as BLAS allows)
 
-    python bench/reference_speed.py [--repeat N]
+With --against FILE (another version of numpy_reference.py, e.g. from `git show
+REV:reference_kernels/numpy_reference.py`), that version is timed too, its runs alternating
+with the current one's, and its answers must be bit-identical.
+
+    python bench/reference_speed.py [--repeat N] [--against FILE]
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -36,6 +41,24 @@ def best(fn, repeat: int) -> float:
     return min(times)
 
 
+def best_alternating(fns, repeat: int) -> list[float]:
+    """The best time of each function, their runs alternating (a load change hits all alike)."""
+    times = [[] for _ in fns]
+    for _ in range(repeat):
+        for fn, kept in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            kept.append(time.perf_counter() - start)
+    return [min(t) for t in times]
+
+
+def load_reference(path: str):
+    spec = importlib.util.spec_from_file_location("reference_against", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.conv2d_maxpool_reference
+
+
 def gemm_seconds(c: dict, repeat: int) -> float:
     """The configuration's convolution as float64 GEMMs (columns in blocks that fit in memory)."""
     rng = np.random.default_rng(0)
@@ -57,10 +80,13 @@ def gemm_seconds(c: dict, repeat: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs of each, the best counts (default 3)")
+    parser.add_argument("--against", metavar="FILE", help="another numpy_reference.py to time beside this one")
     args = parser.parse_args()
     spec = specs.load("asst4-trainium2")
-    seen, total_ref, total_gemm = set(), 0.0, 0.0
-    print(f"{'configuration':52} {'reference s':>12} {'float64 GEMM s':>15} {'ratio':>6}")
+    other = load_reference(args.against) if args.against else None
+    seen, total_ref, total_gemm, total_other = set(), 0.0, 0.0, 0.0
+    print(f"{'configuration':52} {'reference s':>12} {'float64 GEMM s':>15} {'ratio':>6}"
+          + (f" {'--against s':>12}" if other else ""))
     with threadpool_limits(limits=1, user_api="blas"):
         for test in spec.tests:
             for c in test.configs:
@@ -69,11 +95,20 @@ def main() -> None:
                     continue
                 seen.add(key)
                 inputs, kwargs = problems.make_inputs("conv2d", c, np.random.default_rng(0))
-                ref = best(lambda: problems.reference("conv2d", inputs, kwargs), args.repeat)
+                current = lambda: problems.reference("conv2d", inputs, kwargs)   # noqa: E731
+                if other is None:
+                    ref, theirs = best(current, args.repeat), None
+                else:
+                    if not np.array_equal(current(), other(*inputs, **kwargs)):
+                        raise SystemExit(f"{problems.label('conv2d', c)}: the two references' answers differ")
+                    ref, theirs = best_alternating([current, lambda: other(*inputs, **kwargs)], args.repeat)
+                    total_other += theirs
                 gemm = gemm_seconds(c, args.repeat)
                 total_ref, total_gemm = total_ref + ref, total_gemm + gemm
-                print(f"{problems.label('conv2d', c):52} {ref:12.3f} {gemm:15.3f} {ref / gemm:6.2f}", flush=True)
-    print(f"{'every distinct configuration':52} {total_ref:12.3f} {total_gemm:15.3f} {total_ref / total_gemm:6.2f}")
+                print(f"{problems.label('conv2d', c):52} {ref:12.3f} {gemm:15.3f} {ref / gemm:6.2f}"
+                      + (f" {theirs:12.3f}" if other else ""), flush=True)
+    print(f"{'every distinct configuration':52} {total_ref:12.3f} {total_gemm:15.3f} {total_ref / total_gemm:6.2f}"
+          + (f" {total_other:12.3f}" if other else ""))
 
 
 if __name__ == "__main__":

@@ -42,6 +42,9 @@ _EXPORTS = {
     "ReportView": ("grader.report_view", "ReportView"),
     "ProgressEvent": ("grader.events", "ProgressEvent"),
     "CancelToken": ("grader.events", "CancelToken"),
+    "AnswerPool": ("grader.answer_pool", "AnswerPool"),
+    "AnswerSet": ("grader.answer_pool", "AnswerSet"),
+    "answer_pool_is_private": ("grader.answer_pool", "hidden_from_children"),
 }
 
 __all__ = sorted(_EXPORTS)

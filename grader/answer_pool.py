@@ -9,10 +9,14 @@ its seed; its answers are then read from disk instead of computed beside the ker
 On disk, in a directory only the grader's user may enter (0700; sandboxed children are also
 given it as a hidden path, and the package view never shows it):
 
-    <directory>/<spec hash>/<set id>/set.json        {set_id, seed, spec_hash, created_at, uses}
+    <directory>/<spec hash>/<set id>/set.json   {set_id, seed, spec_hash, layout, created_at, uses}
     <directory>/<spec hash>/<set id>/<test>-<config>.npy
     <directory>/<spec hash>/.lock                    held while a set is drawn or pruned
     <directory>/<spec hash>/.filling                 held while a process makes sets
+
+Beside each answer, what grader.downgrade compares an output with (the sampled output slices
+and their answers from inputs rounded to each lower precision), which also depends on the seed
+alone: `<test>-<config>.picks.npy` and `<test>-<config>.<precision>.npy`.
 
 A set serves at most `uses` grades and is not drawn after `max_age_s`; both are enforced under
 the lock, across every process sharing the directory. A set is made in a `.making-*` directory
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -35,12 +40,29 @@ from pathlib import Path
 
 import numpy as np
 
-from . import problems
+from . import downgrade, problems
 from .inputs import config_inputs, config_seed
+from .sandbox import FALLBACK, capabilities
 
 META = "set.json"
 SET_ID = re.compile(r"^[0-9a-f]{16}$")
 STALE_MAKING_S = 6 * 3600        # a half-made set older than this was left by a dead process
+
+
+def hidden_from_children() -> bool:
+    """Can this machine keep every sandboxed child out of a pool? A root grader's children get
+    a mount namespace (the pool is not in the package view; elsewhere it is covered like the
+    job root), or, without namespaces, a uid of their own that the 0700 directory keeps out.
+    A non-root grader's children run as its own uid on its own file system: no pool there."""
+    caps = capabilities()
+    return caps.mount or caps.unprivileged or (FALLBACK["uid"] and os.geteuid() == 0)
+
+
+def layout(spec) -> str:
+    """What a set's answers are keyed by: each test's name, problem and configurations, in order
+    (a spec edited in code keeps its content hash, but answers must not go to other tests)."""
+    tests = [[t.name, t.problem, [sorted(c.items()) for c in t.configs]] for t in spec.tests]
+    return hashlib.sha256(json.dumps(tests, default=str).encode()).hexdigest()
 
 
 @dataclass
@@ -50,10 +72,16 @@ class AnswerSet:
     seed: int
     spec_hash: str
     directory: str                               # the pool's root: no child may see it
+    layout: str = ""                             # layout() of the spec it was made for
     answers: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, repr=False)
+    # (test index, config index) -> downgrade.lower_answers() for that configuration
+    lower: dict[tuple[int, int], tuple] = field(default_factory=dict, repr=False)
 
     def answer(self, test_index: int, config_index: int) -> np.ndarray | None:
         return self.answers.get((test_index, config_index))
+
+    def lower_answers(self, test_index: int, config_index: int) -> tuple | None:
+        return self.lower.get((test_index, config_index))
 
 
 class AnswerPool:
@@ -97,7 +125,8 @@ class AnswerPool:
         return found
 
     def _usable(self, meta: dict, spec) -> bool:
-        return (meta.get("spec_hash") == spec.spec_hash and int(meta.get("uses", self.uses)) < self.uses
+        return (meta.get("spec_hash") == spec.spec_hash and meta.get("layout") == layout(spec)
+                and int(meta.get("uses", self.uses)) < self.uses
                 and time.time() - float(meta.get("created_at", 0)) < self.max_age_s)
 
     def _prune(self, spec_dir: Path, spec) -> list[tuple[Path, dict]]:
@@ -129,17 +158,14 @@ class AnswerPool:
             if not usable:
                 return None
             path, meta = secrets.choice(usable)
-            answers = {}
-            for npy in path.glob("*.npy"):
-                test_index, config_index = (int(n) for n in npy.stem.split("-"))
-                answers[(test_index, config_index)] = np.asarray(np.load(npy, mmap_mode="r", allow_pickle=False))
+            answers, lower = _load(path)
             meta["uses"] = int(meta["uses"]) + 1
             if meta["uses"] >= self.uses:
                 shutil.rmtree(path)         # the mapped arrays stay readable until this grade drops them
             else:
                 _write_json(path / META, meta)
         return AnswerSet(set_id=meta["set_id"], seed=int(meta["seed"]), spec_hash=spec.spec_hash,
-                         directory=str(self.root), answers=answers)
+                         directory=str(self.root), layout=meta["layout"], answers=answers, lower=lower)
 
     def make_set(self, spec) -> str:
         """Work out one set (a fresh secret seed and every configuration's answer); its id."""
@@ -151,12 +177,22 @@ class AnswerPool:
         try:
             for test_index, test in enumerate(spec.tests):
                 for config_index, config in enumerate(test.configs):
-                    args, kwargs = config_inputs(test.problem, config, config_seed(seed, test_index, config_index))
+                    seq = config_seed(seed, test_index, config_index)
+                    args, kwargs = config_inputs(test.problem, config, seq)
                     answer = problems.reference(test.problem, args, kwargs)
-                    del args
-                    _save_private(making / f"{test_index}-{config_index}.npy", answer)
+                    key = f"{test_index}-{config_index}"
+                    _save_private(making / f"{key}.npy", answer)
+                    # as grade.py seeds the check: the configuration's first spawned sequence
+                    lower = downgrade.lower_answers(test.problem, args, kwargs, answer.dtype,
+                                                    np.random.default_rng(seq.spawn(1)[0]))
+                    del args, answer
+                    if lower is not None:
+                        picks, lows = lower
+                        _save_private(making / f"{key}.picks.npy", picks)
+                        for name, low in lows.items():
+                            _save_private(making / f"{key}.{name}.npy", low)
             _write_json(making / META, {"set_id": set_id, "seed": seed, "spec_hash": spec.spec_hash,
-                                        "created_at": time.time(), "uses": 0})
+                                        "layout": layout(spec), "created_at": time.time(), "uses": 0})
             os.rename(making, spec_dir / set_id)
         except BaseException:
             shutil.rmtree(making, ignore_errors=True)
@@ -164,20 +200,36 @@ class AnswerPool:
         return set_id
 
     def fill(self, spec) -> int:
-        """Make sets until `size` are usable; how many were made. One process fills a spec's
-        pool at a time: another one filling it already, this returns 0 at once."""
+        """Make sets until `size` are usable (at most `size` per call, so a max age shorter than
+        making a set takes cannot keep it busy for ever); how many were made. One process fills
+        a spec's pool at a time: another one filling it already, this returns 0 at once."""
         spec_dir = self._spec_dir(spec)
         made = 0
         with self._locked(spec_dir, ".filling", wait=False) as mine:
             if not mine:
                 return 0
-            while self.available(spec) < self.size:
+            while made < self.size and self.available(spec) < self.size:
                 self.make_set(spec)
                 made += 1
         return made
 
     def low(self, spec) -> bool:
         return self.available(spec) < self.size
+
+
+def _load(path: Path) -> tuple[dict, dict]:
+    """A set's answers and lower-precision answers, memory-mapped (read when a check needs them)."""
+    arrays = {npy.name[:-len(".npy")]: np.asarray(np.load(npy, mmap_mode="r", allow_pickle=False))
+              for npy in path.glob("*.npy")}
+    answers, lower = {}, {}
+    for name, array in arrays.items():
+        if "." not in name:
+            key = tuple(int(n) for n in name.split("-"))
+            answers[key] = array
+            if f"{name}.picks" in arrays:      # the precisions in the order the check tries them
+                lows = {p: arrays[f"{name}.{p}"] for p, _ in downgrade.LOWER_PRECISIONS[array.dtype]}
+                lower[key] = (np.array(arrays[f"{name}.picks"]), lows)
+    return answers, lower
 
 
 def _private_dir(path: Path) -> None:

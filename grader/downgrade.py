@@ -22,20 +22,35 @@ CLEARLY = 4.0           # the output must be this many times closer to the lower
 SAMPLE = 8              # output slices recomputed per lower precision (conv2d: output channels)
 
 
-def check(problem: str, args: list[np.ndarray], kwargs: dict, out: np.ndarray, expected: np.ndarray,
-          rng: np.random.Generator) -> str | None:
-    """A message when `out` was computed at a lower precision than `expected`'s dtype, else None."""
+def lower_answers(problem: str, args: list[np.ndarray], kwargs: dict, dtype, rng: np.random.Generator):
+    """What the check compares an output with, from the inputs alone (so it can be made ahead,
+    grader.answer_pool): (the sampled slices, {precision name: the answer on them from inputs
+    rounded to it}), in LOWER_PRECISIONS' order; None when the problem or dtype has no check."""
     prob = problems.get(problem)
-    lower = LOWER_PRECISIONS.get(np.dtype(expected.dtype))
-    if prob.sampled_reference is None or not lower or out.shape != expected.shape:
+    lower = LOWER_PRECISIONS.get(np.dtype(dtype))
+    if prob.sampled_reference is None or not lower:
         return None
     picks = prob.sample(args, kwargs, SAMPLE, rng)
+    answers = {}
+    for name, low_dtype in lower:
+        rounded = [a.astype(low_dtype).astype(a.dtype) if a.dtype == np.dtype(dtype) else a for a in args]
+        answers[name] = prob.sampled_reference(rounded, kwargs, picks)
+    return picks, answers
+
+
+def check(problem: str, args: list[np.ndarray], kwargs: dict, out: np.ndarray, expected: np.ndarray,
+          rng: np.random.Generator, made=None) -> str | None:
+    """A message when `out` was computed at a lower precision than `expected`'s dtype, else None.
+    `made`: lower_answers() for these inputs and rng, worked out ahead (None: worked out here)."""
+    prob = problems.get(problem)
+    if prob.sampled_reference is None or not LOWER_PRECISIONS.get(np.dtype(expected.dtype)) or out.shape != expected.shape:
+        return None
+    picks, lows = made if made is not None else lower_answers(problem, args, kwargs, expected.dtype, rng)
     exact = prob.slice_output(expected, picks).astype(np.float64)
     got = prob.slice_output(out, picks).astype(np.float64)
     off_exact = float(np.mean(np.abs(got - exact)))
-    for name, dtype in lower:
-        rounded = [a.astype(dtype).astype(a.dtype) if a.dtype == expected.dtype else a for a in args]
-        low = prob.sampled_reference(rounded, kwargs, picks).astype(np.float64)
+    for name, low_answer in lows.items():
+        low = low_answer.astype(np.float64)
         apart = float(np.mean(np.abs(low - exact)))          # how far that precision moves the answer
         off_low = float(np.mean(np.abs(got - low)))
         if apart > 0 and off_exact > apart / 2 and off_low * CLEARLY < off_exact:

@@ -19,7 +19,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import downgrade, problems, scoring
-from .answer_pool import AnswerSet
+from .answer_pool import AnswerSet, hidden_from_children
+from .answer_pool import layout as answers_layout
 from .checks import check_output, layout_failure
 from .errors import GraderInputError
 from .events import CancelToken, ConfigEvent, ProgressEvent
@@ -95,7 +96,11 @@ class _Run:
         if self.answers is not None and options.seed is not None:
             raise GraderInputError("a grade takes a seed or a set of answers made ahead, not both",
                                    "Drop the seed: the answer set's own seed grades the run.")
-        if self.answers is not None and self.answers.spec_hash != spec.spec_hash:
+        if self.answers is not None and not hidden_from_children():
+            raise GraderInputError("this machine cannot hide an answer pool from the kernel's process",
+                                   "Grade as root (namespaces), or without answers made ahead.")
+        made_for = (self.answers.spec_hash, self.answers.layout) if self.answers is not None else None
+        if made_for is not None and made_for != (spec.spec_hash, answers_layout(spec)):
             raise GraderInputError("the answer set was made for another version of this spec",
                                    "Draw a set from the pool for this spec's content hash.")
         self.seed = (self.answers.seed if self.answers is not None else
@@ -332,8 +337,9 @@ class _Run:
         detail["max_abs_error"] = check.max_abs_error
         if not check.ok:
             return dict(base, status=TestStatus.FAILED, message=f"{label}: {what}: {check.message}")
+        made = self.answers.lower_answers(self.spec.tests.index(test), index) if self.answers is not None else None
         downgraded = downgrade.check(test.problem, args, kwargs, run.outputs[0], expected,
-                                     np.random.default_rng(seq.spawn(1)[0]))
+                                     np.random.default_rng(seq.spawn(1)[0]), made)
         if downgraded:
             return dict(base, status=TestStatus.FAILED, message=f"{label}: {downgraded}")
         if test.compute_only is not None:

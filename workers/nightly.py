@@ -69,6 +69,8 @@ def run_nightly(trigger: str = "beat", backends: list[str] | None = None, progre
         night = s.get(NightlyRun, night_id)
         night.status, night.finished_at = (RunStatus.FAILED if failed else RunStatus.DONE), now()
         propose_thresholds(s, night)
+    from .answers import fill_active
+    fill_active()             # expired and used-up answer sets out, fresh ones in, before the day's grades
     return night_id
 
 

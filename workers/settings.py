@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 
 def _float(name: str, default: float) -> float:
@@ -13,6 +14,19 @@ def _float(name: str, default: float) -> float:
         return float(raw)
     except ValueError:
         raise ValueError(f"{name}={raw!r} is not a number; set it to seconds (e.g. {name}={default:g})") from None
+
+
+def _count(name: str, default: int, minimum: int = 0) -> int:
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise ValueError(f"{name}={raw!r} is not a whole number >= {minimum}; set it to one (e.g. {name}={default})")
+    return value
 
 
 @dataclass(frozen=True)
@@ -28,6 +42,10 @@ class Settings:
     nightly_hour_utc: int
     drift_percent: float          # a reference p99 moving more than this from last night is drift
     worker_alive_s: float         # a worker heartbeat older than this counts as dead
+    answer_pool_size: int         # answer sets made ahead per spec (grader/answer_pool.py); 0: off
+    answer_pool_uses: int         # grades one set serves before it is deleted
+    answer_pool_max_age_s: float  # a set older than this is never drawn
+    answer_pool_dir: str          # where the sets live: only the grader's user may enter it
 
 
 def load() -> Settings:
@@ -44,4 +62,9 @@ def load() -> Settings:
         nightly_hour_utc=int(_float("NKI_NIGHTLY_HOUR_UTC", 3)),
         drift_percent=_float("NKI_NIGHTLY_DRIFT_PCT", 10.0),
         worker_alive_s=_float("NKI_WORKER_ALIVE_S", 60.0),
+        answer_pool_size=_count("NKI_ANSWER_POOL_SIZE", 0),
+        answer_pool_uses=_count("NKI_ANSWER_POOL_USES", 10, minimum=1),
+        answer_pool_max_age_s=_float("NKI_ANSWER_POOL_MAX_AGE_S", 24 * 3600.0),
+        answer_pool_dir=os.environ.get("NKI_ANSWER_POOL_DIR")
+        or str(Path(os.environ.get("NKI_GRADER_HOME") or "instance").resolve() / "answer-pool"),
     )

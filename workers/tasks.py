@@ -11,11 +11,11 @@ from celery import signals
 
 import grader
 from grader import render
-from grader.vocabulary import ReportStatus, RunStatus
+from grader.vocabulary import GRADING_QUEUES, ReportStatus, RunStatus
 from store import lifecycle, specs
 from store.db import forget_engines_after_fork, session_scope
 
-from . import settings
+from . import answers, settings
 from .app import app
 from .heartbeats import WorkerAnnouncer
 
@@ -48,6 +48,9 @@ def _worker_ready(sender=None, **_):
     queues = os.environ.get("NKI_WORKER_QUEUES", "")
     _announcer = WorkerAnnouncer(name, queues, settings.load().heartbeat_s)
     _announcer.start()
+    if any(q.strip() in GRADING_QUEUES for q in queues.split(",")):
+        # answers made ahead for the active assignments, while the first grades come in
+        threading.Thread(target=answers.fill_active, daemon=True, name="answer-pool-start").start()
 
 
 @signals.worker_shutdown.connect
@@ -125,7 +128,7 @@ def grade_submission(self, run_id: int) -> str:
     try:
         options = grader.GradeOptions(
             backend=backend, cancel=token, on_progress=_progress_writer(claim), time_budget_s=conf.grade_budget_s,
-            neuron_cores=(_pool_core,) if _pool_core is not None else (0,))
+            neuron_cores=(_pool_core,) if _pool_core is not None else (0,), answers=answers.draw(spec))
         report = grader.grade(submission, spec, options)
     except Exception as err:  # the grader never raises for student faults: this is ours
         return _infrastructure_fault(self, claim, conf, err)

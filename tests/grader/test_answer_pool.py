@@ -3,6 +3,8 @@ answers give for the set's seed; a set serves no more grades than its uses and n
 age; a half-made set is never drawn; and no sandboxed child can read the pool."""
 from __future__ import annotations
 
+import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -14,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import problems
+from grader import downgrade, problems
 from grader.answer_pool import AnswerPool
 from grader.errors import GraderInputError
 from grader.grade import GradeOptions, grade
@@ -74,6 +76,12 @@ def test_a_set_holds_the_reference_answer_of_every_configuration_for_its_seed(po
         args, kwargs = config_inputs(test.problem, test.configs[ci], config_seed(drawn.seed, ti, ci))
         fresh = problems.reference(test.problem, args, kwargs)
         assert answer.dtype == fresh.dtype and np.array_equal(answer, fresh)
+        # and what the precision check compares with, from the configuration's spawned seed
+        picks, lows = downgrade.lower_answers(test.problem, args, kwargs, fresh.dtype,
+                                              np.random.default_rng(config_seed(drawn.seed, ti, ci).spawn(1)[0]))
+        stored_picks, stored_lows = drawn.lower_answers(ti, ci)
+        assert np.array_equal(stored_picks, picks) and list(stored_lows) == list(lows) == ["bfloat16", "float16"]
+        assert all(np.array_equal(stored_lows[name], lows[name]) for name in lows)
 
 
 def test_a_pooled_grade_is_the_grade_fresh_answers_give_for_its_seed(pool):
@@ -150,6 +158,12 @@ def test_a_set_of_another_spec_or_with_a_seed_is_refused(pool):
     drawn.spec_hash = "0" * 64
     with pytest.raises(GraderInputError, match="another version"):
         graded(HONEST, answers=drawn)
+    # the same file with its tests changed in code (the content hash stays): not its answers
+    drawn.spec_hash = SPEC.spec_hash
+    timed_only = dataclasses.replace(SPEC, tests=SPEC.tests[1:])
+    with pytest.raises(GraderInputError, match="another version"):
+        grade(submission(HONEST), timed_only, GradeOptions(backend="sim", answers=drawn))
+    assert pool.draw(timed_only) is None
 
 
 @pytest.fixture
@@ -191,3 +205,21 @@ for label, path in [("meta", {str(set_dir / 'set.json')!r}), ("answer", {str(set
         assert line.endswith(("failed FileNotFoundError", "failed PermissionError", "[]")), line
     assert str(seed) not in report.tests[0].output and set_dir.name not in report.tests[0].output
     assert report.score.total == 2.5 + 17.5
+
+
+def test_filling_stops_after_size_sets_even_when_they_expire_at_once(tmp_path):
+    pool = AnswerPool(tmp_path / "answers", size=2, uses=1, max_age_s=1e-6)
+    assert pool.fill(SPEC) == 2 and pool.available(SPEC) == 0
+
+
+def test_one_process_fills_a_spec_at_a_time(pool):
+    """While another holds the spec's fill lock, fill returns at once, making nothing."""
+    spec_dir = pool.root / SPEC.spec_hash
+    pool.available(SPEC)                                  # makes the directories
+    fd = os.open(spec_dir / ".filling", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert pool.fill(SPEC) == 0 and pool.available(SPEC) == 0
+    finally:
+        os.close(fd)
+    assert pool.fill(SPEC) == 1

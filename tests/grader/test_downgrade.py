@@ -70,3 +70,21 @@ def test_a_spec_whose_tolerance_accepts_a_lower_precision_is_warned_about(tmp_pa
     assert any("bfloat16" in w for w in loose.tolerance_warnings())
     assert any("float8_e4m3" in w for w in loose.tolerance_warnings())
     assert grader.load_spec("asst4-trainium2").tolerance_warnings() == []
+
+
+@pytest.mark.parametrize("dtype, test, caught", [("bfloat16", "conv_tiny", "bfloat16 precision, not float32"),
+                                                 ("float8_e4m3", "perf_tiny", "float8_e4m3 precision, not float16")])
+def test_a_downgrade_is_caught_with_answers_made_ahead_as_with_fresh_ones(tmp_path, dtype, test, caught):
+    """A grade drawing an answer set (grader/answer_pool.py) checks with the lower-precision
+    answers stored in it, and says what a grade with fresh answers for the set's seed says."""
+    spec = loose_spec(tmp_path)
+    pool = grader.AnswerPool(tmp_path / "answers", size=1, uses=1)
+    pool.fill(spec)
+    drawn = pool.draw(spec)
+    assert {key for key in drawn.lower} == {(0, 0), (1, 0)}
+    sub = grader.submission_from_bytes("conv2d.py", low_precision_kernel(dtype).encode(), spec)
+    pooled = grader.grade(sub, spec, grader.GradeOptions(backend="sim", answers=drawn))
+    fresh = grader.grade(sub, spec, grader.GradeOptions(backend="sim", seed=drawn.seed))
+    got = next(t for t in pooled.tests if t.name == test)
+    assert got.status == "failed" and caught in got.message, got.message
+    assert [(t.name, t.status, t.message) for t in pooled.tests] == [(t.name, t.status, t.message) for t in fresh.tests]

@@ -107,3 +107,13 @@ def test_worker_health_check_pings_its_own_worker_name():
         assert command[command.index("--name") + 1] == f"{queue}@%h"
     assert importlib.import_module("workers.app").app.main == "nki_grader"
     assert shutil.which("celery", path=str(Path(sys.executable).parent))
+
+
+def test_grading_and_nightly_workers_share_a_pool_of_two_answer_sets():
+    """The workers that grade and the nightly job that tops the pool up see the same sets:
+    two per assignment, under the shared /data (NKI_GRADER_HOME), so in no job directory."""
+    for name in ("worker-sim", "worker-trn2", "worker-nightly"):
+        env = {k: _expand(str(v)) for k, v in SERVICES[name]["environment"].items()}
+        assert env["NKI_ANSWER_POOL_SIZE"] == "2" and env["NKI_GRADER_HOME"] == "/data", name
+        assert "NKI_ANSWER_POOL_DIR" not in env          # the default: /data/answer-pool
+        assert int(env["NKI_ANSWER_POOL_USES"]) >= 1 and float(env["NKI_ANSWER_POOL_MAX_AGE_S"]) > 0
