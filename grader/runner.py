@@ -16,10 +16,8 @@ run ends "mismatch" with what the program declared (see grader.executor).
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import math
-import mmap
 import os
 import shutil
 import sys
@@ -29,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import wire
+from . import sharedmem, wire
 from .sandbox import ChildResult, Limits, minimal_env, run_child
 
 
@@ -158,9 +156,24 @@ def _process_failure(child: ChildResult, limits: Limits, who: str) -> ConfigRun 
 # ----- the trusted half: execution -----------------------------------------------------------------
 
 def _execute(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel) -> ConfigRun:
-    os.makedirs(os.path.join(workdir, "inputs"))
-    for i, a in enumerate(job.args):
-        np.save(os.path.join(workdir, "inputs", f"arg{i}.npy"), a, allow_pickle=False)
+    # the simulator's executor gets the inputs (and room for the output) in memory shared with
+    # it alone (grader.sharedmem); the Neuron runner reads files
+    shared = sharedmem.create(job.args, job.expected_output if _expected_output(job) else None) \
+        if job.backend == "sim" else None
+    try:
+        return _execute_with(job, workdir, artifact, limits, cancel, shared)
+    finally:
+        if shared is not None:
+            os.close(shared[0])
+
+
+def _execute_with(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel, shared) -> ConfigRun:
+    if shared is None:
+        os.makedirs(os.path.join(workdir, "inputs"))
+        for i, a in enumerate(job.args):
+            np.save(os.path.join(workdir, "inputs", f"arg{i}.npy"), a, allow_pickle=False)
+    else:
+        os.makedirs(workdir)
     name = "program.bin" if job.backend == "sim" else "kernel.neff"
     with open(os.path.join(workdir, name), "wb") as fh:
         fh.write(artifact)
@@ -169,63 +182,38 @@ def _execute(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel) -> 
                    "max_instructions": job.max_instructions, "thresholds_us": job.thresholds_us,
                    "warmup": job.warmup, "iters": job.iters, "neuron_core": job.neuron_core,
                    "neuron": job.neuron, "input_names": list(job.input_names),
-                   "expected_output": _expected_output(job)}, fh)
+                   "expected_output": _expected_output(job), "shared": shared[1] if shared else None}, fh)
     module = "grader.executor" if name == "program.bin" else "grader.neuron"
-    shared = _output_memory(job)
+    done = run_child([sys.executable, "-I", "-m", module], workdir, limits=limits,
+                     env=minimal_env(_neuron_env(job, limits)), hide_paths=(job.job_root,) + tuple(job.hide_paths),
+                     own_uid=job.backend == "sim", cancel=cancel, shared_fd=shared[0] if shared else None)
+    if shared is not None:
+        sharedmem.release_inputs(*shared)
+    failed = _process_failure(done, limits, "running the kernel's program")
+    if failed is not None:
+        if failed.status == "crashed" and done.killed_by == "memory limit":
+            failed.message = "the kernel's program needs more memory than the grader allows"
+        return failed
     try:
-        done = run_child([sys.executable, "-I", "-m", module], workdir, limits=limits,
-                         env=minimal_env(_neuron_env(job, limits)), hide_paths=(job.job_root,) + tuple(job.hide_paths),
-                         own_uid=job.backend == "sim", cancel=cancel, shared_fd=shared)
-        failed = _process_failure(done, limits, "running the kernel's program")
-        if failed is not None:
-            if failed.status == "crashed" and done.killed_by == "memory limit":
-                failed.message = "the kernel's program needs more memory than the grader allows"
-            return failed
-        try:
-            return _parse_execution(done, limits, _shared_output(shared, job))
-        except wire.BadResult as err:
-            return ConfigRun("invalid", f"running the kernel's program gave a malformed result ({err})",
-                             wall_s=done.wall_seconds)
-    finally:
-        if shared is not None:
-            os.close(shared)
+        return _parse_execution(done, limits, _shared_output(shared, job))
+    except wire.BadResult as err:
+        return ConfigRun("invalid", f"running the kernel's program gave a malformed result ({err})",
+                         wall_s=done.wall_seconds)
 
 
-def _output_memory(job: RunnerJob) -> int | None:
-    """Memory for the expected output that the executor computes into and the grader then maps:
-    a memfd of exactly the output's size, sealed so neither side can resize it (a large output
-    crossed a pipe into a copy before: ~0.3 s of CPU for a 200 MB one). Only the executor gets it."""
-    if _expected_output(job) is None:
+def _shared_output(shared, job: RunnerJob):
+    """A function giving the expected output from the output's room in the shared memory (see
+    grader.sharedmem); None without such a room."""
+    if shared is None or not shared[1].get("output"):
         return None
-    shape, dtype = job.expected_output
-    size = math.prod(int(n) for n in shape) * np.dtype(dtype).itemsize
-    if not size:
-        return None
-    fd = os.memfd_create("grader-output", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    try:
-        os.ftruncate(fd, size)
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _shared_output(fd: int | None, job: RunnerJob):
-    """A function giving the expected output from the memory `fd` (a private, copy-on-write
-    mapping of it: the arrays read back by pipe were writable too); None without such memory."""
-    if fd is None:
-        return None
+    fd, layout = shared
 
     def read() -> np.ndarray:
         shape, dtype = job.expected_output
-        dtype = np.dtype(dtype)
-        count = math.prod(int(n) for n in shape)
-        size = os.fstat(fd).st_size            # sealed: the size the grader gave it
-        if size != count * dtype.itemsize:
-            raise wire.BadResult("the shared output memory changed size")
-        memory = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        return np.frombuffer(memory, dtype=dtype, count=count).reshape(tuple(int(n) for n in shape))
+        try:
+            return sharedmem.read_output(fd, layout, shape, np.dtype(dtype))
+        except ValueError as err:
+            raise wire.BadResult(str(err)) from None
     return read
 
 

@@ -597,8 +597,8 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
     kills the child's whole process group at once and returns a result marked cancelled (its
     job directory removed). `view_extra`: more files or directories the child may read (a
     trusted process that runs another grader module, say), beside view_plan(). `shared_fd`: a
-    descriptor the child inherits as well (only trusted children get one: the executor's output
-    memory), its number in the child's GRADER_SHARED_FD."""
+    descriptor the child inherits as well (only trusted children get one: the memory the executor
+    shares with the grader, grader.sharedmem), its number in the child's GRADER_SHARED_FD."""
     caps = capabilities()
     cgroups = _make_cgroups(caps, limits)
     userns = 0 if os.geteuid() == 0 else CLONE_NEWUSER

@@ -6,7 +6,7 @@ configuration the grader runs: most of the sandbox's overhead. The zygote pays i
 imports the named modules (never student code), then waits on the control socket FD for job
 requests, each a JSON message {module, cwd, env} with four descriptors: a reply socket and
 the write ends of the job's stdout, stderr and result pipes; and for a trusted job a fifth, the
-memory its outputs go to (the job gets it as fd 4, GRADER_SHARED_FD).
+memory it shares with the grader (grader.sharedmem; the job gets it as fd 4, GRADER_SHARED_FD).
 
 For every request it forks a monitor, which forks the job process and reports on the reply
 socket the job's pid, then its exit code (as `subprocess` gives it: negative for a signal) and
@@ -40,7 +40,7 @@ import threading
 import time
 
 RESULT_FD = 3
-SHARED_FD = 4            # a job's one shared descriptor, when it has one (the executor's output memory)
+SHARED_FD = 4            # a job's one shared descriptor, when it has one (the executor's, grader.sharedmem)
 MAX_REQUEST = 1 << 20
 PR_SET_PDEATHSIG = 1
 

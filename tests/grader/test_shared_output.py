@@ -1,7 +1,8 @@
-"""The expected output crosses from the executor to the grader in memory the grader gives only
-the executor (a sealed memfd of exactly the output's size), not down the result pipe: the
-kernel's own process never holds that memory, a result claiming it without the grader having
-given it is malformed, and the values are the piped ones bit for bit."""
+"""The inputs and the expected output cross between the grader and the executor in memory the
+grader gives only the executor (grader.sharedmem: a sealed memfd), not through files and the
+result pipe: the kernel's own process never holds that memory, a result claiming an output there
+without the grader having given room for it is malformed, and the values are the piped ones bit
+for bit."""
 from __future__ import annotations
 
 import io
