@@ -2,15 +2,18 @@
 
 What the device does on hardware: it takes the program a sandboxed child traced (program.bin,
 untrusted bytes), checks it against the hardware rules (nkisim.program.validate), executes it
-on the real inputs (inputs/arg*.npy) with NumPy, and for timed runs estimates its latency with
-the cost model from the instructions it actually executed. No student code runs here. It is
+on the real inputs (in memory the grader shares, else inputs/arg*.npy) with NumPy, and for
+timed runs estimates its latency with the cost model from the instructions it actually executed. No student code runs here. It is
 still confined and resource-limited like a child (sandbox.enter), since a program may ask for
 any amount of work within its caps.
 
 Writes to the result pipe (GRADER_RESULT_FD) a JSON header (a length-prefixed frame, see
 grader.wire), then each output array in .npy format. Header fields: status ("ok" | "invalid" |
 "mismatch"), error, printed (nl.device_print text), opcodes, matmul_flops, instructions,
-dma_count, latency_us, profile; for "mismatch", declared.
+dma_count, latency_us, profile; for "mismatch", declared. When the grader shares memory with it
+(grader.sharedmem: GRADER_SHARED_FD, its layout in job.json's "shared"), the inputs are read there
+and the expected output is computed into its room: the header says shared_output: true and no
+array follows.
 
 What tracing already knows is used before any execution: when job.json gives the output the
 test expects ([shape, dtype]) and the valid program declares outputs that cannot be it (their
@@ -20,9 +23,12 @@ verdict takes the time to decode).
 """
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
+
+from grader import sharedmem      # at import: in the sandbox's view the grader's package is not readable
 
 PRINT_LIMIT = 64 * 1024          # device_print text kept for the report
 
@@ -52,8 +58,13 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
     from nkisim.execute import execute
     with open("program.bin", "rb") as fh:
         data = fh.read()
-    inputs = [np.load(os.path.join("inputs", f"arg{i}.npy"), allow_pickle=False, mmap_mode="r")
-              for i in range(job["n_inputs"])]
+    shared = _attach(job)
+    if shared is not None:
+        _, inputs, room = shared          # the arrays keep the mapping alive
+    else:
+        inputs = [np.load(os.path.join("inputs", f"arg{i}.npy"), allow_pickle=False, mmap_mode="r")
+                  for i in range(job["n_inputs"])]
+        room = None
     try:
         program = programs.decode(data, programs.ProgramLimits(max_records=job["max_instructions"]))
         programs.validate(program, _limits(job.get("platform", "trn2")), inputs)
@@ -65,7 +76,7 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
         return {"status": "mismatch", "declared": declared}, []
     with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
         try:
-            done = execute(program, inputs)
+            done = execute(program, inputs, placed=_placed(program, room))
         except programs.ProgramError as err:
             return {"status": "invalid", "error": str(err)[:4000]}, []
     outputs = done.outputs if isinstance(done.outputs, (list, tuple)) else [done.outputs]
@@ -84,7 +95,49 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
         profile = _profile(done.trace, timeline, job)
         if profile is not None:
             header["profile"] = profile
+    if room is not None and _into_shared(room, outputs):
+        header["shared_output"] = True
+        return header, []
     return header, [np.asarray(o) for o in outputs]
+
+
+def _attach(job: dict) -> tuple | None:
+    """The memory the grader shares with this process (grader.sharedmem: the inputs, and room
+    for the expected output), when it gave some: (mapping, inputs, output room or None)."""
+    fd = os.environ.pop("GRADER_SHARED_FD", None)
+    layout = job.get("shared")
+    if fd is None or not isinstance(layout, dict):
+        return None
+    attached = sharedmem.attach(int(fd), layout)
+    os.close(int(fd))
+    return attached
+
+
+def _placed(program, room) -> dict | None:
+    """{allocation id: its flat array in the output's room} when the program's output is a whole
+    allocation of exactly the room's size: execution computes it there, nothing is copied."""
+    from nkisim import dtypes
+    from nkisim.trace import Region
+    out = program.outputs
+    if room is None or not isinstance(out, Region) or out.offsets is not None or out.start != 0:
+        return None
+    alloc = next(a for a in program.allocs if a.id == out.alloc_id)
+    dtype = dtypes.to_dtype(alloc.dtype)
+    if alloc.dtype != out.dtype or out.shape != alloc.shape or math.prod(alloc.shape) * dtype.itemsize != room.nbytes:
+        return None
+    return {alloc.id: room.view(dtype)}
+
+
+def _into_shared(room: np.ndarray, outputs: list) -> bool:
+    """Put the one output in the output's room (where execution left it, or copied there);
+    False when it does not fill the room exactly (it goes down the result pipe then)."""
+    if len(outputs) != 1 or not isinstance(outputs[0], np.ndarray) or outputs[0].nbytes != room.nbytes:
+        return False
+    result = outputs[0]
+    target = room.view(result.dtype).reshape(result.shape)
+    if not np.may_share_memory(result, target):
+        np.copyto(target, result)
+    return True
 
 
 def declared_outputs(outputs) -> list | None:

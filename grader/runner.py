@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import wire
+from . import sharedmem, wire
 from .sandbox import ChildResult, Limits, minimal_env, run_child
 from .vocabulary import Backend
 
@@ -157,9 +157,24 @@ def _process_failure(child: ChildResult, limits: Limits, who: str) -> ConfigRun 
 # ----- the trusted half: execution -----------------------------------------------------------------
 
 def _execute(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel) -> ConfigRun:
-    os.makedirs(os.path.join(workdir, "inputs"))
-    for i, a in enumerate(job.args):
-        np.save(os.path.join(workdir, "inputs", f"arg{i}.npy"), a, allow_pickle=False)
+    # the simulator's executor gets the inputs (and room for the output) in memory shared with
+    # it alone (grader.sharedmem); the Neuron runner reads files
+    shared = sharedmem.create(job.args, job.expected_output if _expected_output(job) else None) \
+        if job.backend == Backend.SIM else None
+    try:
+        return _execute_with(job, workdir, artifact, limits, cancel, shared)
+    finally:
+        if shared is not None:
+            os.close(shared[0])
+
+
+def _execute_with(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel, shared) -> ConfigRun:
+    if shared is None:
+        os.makedirs(os.path.join(workdir, "inputs"))
+        for i, a in enumerate(job.args):
+            np.save(os.path.join(workdir, "inputs", f"arg{i}.npy"), a, allow_pickle=False)
+    else:
+        os.makedirs(workdir)
     name = "program.bin" if job.backend == Backend.SIM else "kernel.neff"
     with open(os.path.join(workdir, name), "wb") as fh:
         fh.write(artifact)
@@ -168,21 +183,39 @@ def _execute(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel) -> 
                    "max_instructions": job.max_instructions, "thresholds_us": job.thresholds_us,
                    "warmup": job.warmup, "iters": job.iters, "neuron_core": job.neuron_core,
                    "neuron": job.neuron, "input_names": list(job.input_names),
-                   "expected_output": _expected_output(job)}, fh)
+                   "expected_output": _expected_output(job), "shared": shared[1] if shared else None}, fh)
     module = "grader.executor" if name == "program.bin" else "grader.neuron"
     done = run_child([sys.executable, "-I", "-m", module], workdir, limits=limits,
                      env=minimal_env(_neuron_env(job, limits)), hide_paths=(job.job_root,) + tuple(job.hide_paths),
-                     own_uid=job.backend == Backend.SIM, cancel=cancel)
+                     own_uid=job.backend == Backend.SIM, cancel=cancel, shared_fd=shared[0] if shared else None)
+    if shared is not None:
+        sharedmem.release_inputs(*shared)
     failed = _process_failure(done, limits, "running the kernel's program")
     if failed is not None:
         if failed.status == "crashed" and done.killed_by == "memory limit":
             failed.message = "the kernel's program needs more memory than the grader allows"
         return failed
     try:
-        return _parse_execution(done, limits)
+        return _parse_execution(done, limits, _shared_output(shared, job))
     except wire.BadResult as err:
         return ConfigRun("invalid", f"running the kernel's program gave a malformed result ({err})",
                          wall_s=done.wall_seconds)
+
+
+def _shared_output(shared, job: RunnerJob):
+    """A function giving the expected output from the output's room in the shared memory (see
+    grader.sharedmem); None without such a room."""
+    if shared is None or not shared[1].get("output"):
+        return None
+    fd, layout = shared
+
+    def read() -> np.ndarray:
+        shape, dtype = job.expected_output
+        try:
+            return sharedmem.read_output(fd, layout, shape, np.dtype(dtype))
+        except ValueError as err:
+            raise wire.BadResult(str(err)) from None
+    return read
 
 
 def _expected_output(job: RunnerJob) -> list | None:
@@ -208,7 +241,9 @@ def _declared(header: dict) -> list[tuple[tuple[int, ...], str]]:
     return declared
 
 
-def _parse_execution(done: ChildResult, limits: Limits) -> ConfigRun:
+def _parse_execution(done: ChildResult, limits: Limits, shared_output=None) -> ConfigRun:
+    """The executor's result. `shared_output`: how to read the expected output from the memory
+    the grader gave the executor (see _output_memory), when it gave some."""
     header, pos = wire.read_header_line(done.result)
     if header.get("status") == "mismatch":
         return ConfigRun("mismatch", "its declared outputs cannot be the expected ones",
@@ -223,6 +258,11 @@ def _parse_execution(done: ChildResult, limits: Limits) -> ConfigRun:
     for _ in range(count):
         arr, pos = wire.read_npy_at(view, pos, limits.result_bytes)
         outputs.append(arr)
+    shared = header.get("shared_output", False)
+    if shared is not False:
+        if shared is not True or shared_output is None or count:
+            raise wire.BadResult("an output in shared memory the grader did not give, or beside piped ones")
+        outputs = [shared_output()]
     latency = header.get("latency_us")
     if latency is not None and not (isinstance(latency, (int, float)) and math.isfinite(latency) and latency > 0):
         raise wire.BadResult("latency is not a positive number")

@@ -534,17 +534,21 @@ def _module_of(argv: list[str]) -> str | None:
     return None
 
 
-def _launch(argv: list[str], workdir: str, env: dict[str, str], fds: tuple[int, int, int]):
-    """Start the child through the zygote when it can run it, else as a fresh process."""
+def _launch(argv: list[str], workdir: str, env: dict[str, str], fds: tuple[int, int, int],
+            shared: int | None = None):
+    """Start the child through the zygote when it can run it, else as a fresh process. `shared`:
+    one more descriptor the child inherits, its number in GRADER_SHARED_FD."""
     module = _module_of(argv)
     if module is not None:
-        child = ZYGOTE.spawn(module, workdir, env, fds)
+        child = ZYGOTE.spawn(module, workdir, env, fds + ((shared,) if shared is not None else ()))
         if child is not None:
             return child
     out, err, result = fds
+    extra = {"GRADER_SHARED_FD": str(shared)} if shared is not None else {}
     return subprocess.Popen(argv, cwd=workdir, env=dict(env, GRADER_RESULT_FD=str(result),
-                                                        GRADER_PARENT_PID=str(os.getpid())),
-                            stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(result,),
+                                                        GRADER_PARENT_PID=str(os.getpid()), **extra),
+                            stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                            pass_fds=(result,) + ((shared,) if shared is not None else ()),
                             start_new_session=True, close_fds=True)
 
 
@@ -582,7 +586,8 @@ def kill_all_children() -> int:
 
 def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, str],
               hide_paths: tuple[str, ...] = (), own_uid: bool = True,
-              cancel: threading.Event | None = None, view_extra: tuple[str, ...] = ()) -> ChildResult:
+              cancel: threading.Event | None = None, view_extra: tuple[str, ...] = (),
+              shared_fd: int | None = None) -> ChildResult:
     """Run `argv` (a Python child that calls `enter()` first) in `workdir` under the sandbox;
     the child finds the result pipe's descriptor in GRADER_RESULT_FD. No preexec_fn: the
     grader runs tests from several threads, where forking with Python code is unsafe, so the
@@ -591,7 +596,9 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
     Neuron device nodes and runtime files are not open to an arbitrary uid. Setting `cancel`
     kills the child's whole process group at once and returns a result marked cancelled (its
     job directory removed). `view_extra`: more files or directories the child may read (a
-    trusted process that runs another grader module, say), beside view_plan()."""
+    trusted process that runs another grader module, say), beside view_plan(). `shared_fd`: a
+    descriptor the child inherits as well (only trusted children get one: the memory the executor
+    shares with the grader, grader.sharedmem), its number in the child's GRADER_SHARED_FD."""
     caps = capabilities()
     cgroups = _make_cgroups(caps, limits)
     userns = 0 if os.geteuid() == 0 else CLONE_NEWUSER
@@ -614,7 +621,7 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
     pipes = [os.pipe() for _ in range(3)]            # stdout, stderr, result
     start = time.monotonic()
     try:
-        proc = _launch(argv, workdir, child_env, tuple(w for _, w in pipes))
+        proc = _launch(argv, workdir, child_env, tuple(w for _, w in pipes), shared_fd)
     except BaseException:
         for r, _ in pipes:
             os.close(r)

@@ -5,7 +5,8 @@ Starting a fresh Python and importing NumPy and nkisim costs about 0.15 s, paid 
 configuration the grader runs: most of the sandbox's overhead. The zygote pays it once. It
 imports the named modules (never student code), then waits on the control socket FD for job
 requests, each a JSON message {module, cwd, env} with four descriptors: a reply socket and
-the write ends of the job's stdout, stderr and result pipes.
+the write ends of the job's stdout, stderr and result pipes; and for a trusted job a fifth, the
+memory it shares with the grader (grader.sharedmem; the job gets it as fd 4, GRADER_SHARED_FD).
 
 For every request it forks a monitor, which forks the job process and reports on the reply
 socket the job's pid, then its exit code (as `subprocess` gives it: negative for a signal) and
@@ -39,6 +40,7 @@ import threading
 import time
 
 RESULT_FD = 3
+SHARED_FD = 4            # a job's one shared descriptor, when it has one (the executor's, grader.sharedmem)
 MAX_REQUEST = 1 << 20
 PR_SET_PDEATHSIG = 1
 
@@ -139,7 +141,9 @@ class Zygote:
     def _alive(self) -> bool:
         return self._owner == os.getpid() and self._proc is not None and self._proc.poll() is None
 
-    def spawn(self, module: str, workdir: str, env: dict[str, str], fds: tuple[int, int, int]) -> _ZygoteChild | None:
+    def spawn(self, module: str, workdir: str, env: dict[str, str], fds: tuple[int, ...]) -> _ZygoteChild | None:
+        """Start `module` as a job: `fds` are its stdout, stderr and result pipes, and optionally
+        one shared descriptor (the job gets it as fd 4, named in GRADER_SHARED_FD)."""
         message = json.dumps({"module": module, "cwd": workdir, "env": env}).encode()
         for attempt in (1, 2):                  # again with a new zygote if this one just died
             child = self._request(self._ensure(fresh=attempt == 2), message, fds)
@@ -148,7 +152,7 @@ class Zygote:
         return None
 
     @staticmethod
-    def _request(control: socket.socket, message: bytes, fds: tuple[int, int, int]) -> _ZygoteChild | None:
+    def _request(control: socket.socket, message: bytes, fds: tuple[int, ...]) -> _ZygoteChild | None:
         """Send one job; the monitor's first line is the job's pid. None if nothing answers."""
         reply, theirs = socket.socketpair()
         with theirs:
@@ -186,7 +190,7 @@ atexit.register(ZYGOTE.stop)
 
 # ----- the server's end ---------------------------------------------------------------------
 
-def _become_job(job: dict, out: int, err: int, result: int, monitor: int) -> None:
+def _become_job(job: dict, out: int, err: int, result: int, monitor: int, shared: int | None = None) -> None:
     """In the forked job process: never returns."""
     try:
         if not set_parent_death_signal(signal.SIGKILL, monitor):
@@ -197,12 +201,16 @@ def _become_job(job: dict, out: int, err: int, result: int, monitor: int) -> Non
         os.dup2(out, 1)
         os.dup2(err, 2)
         os.dup2(result, RESULT_FD)
-        os.closerange(RESULT_FD + 1, os.sysconf("SC_OPEN_MAX"))
+        if shared is not None:
+            os.dup2(shared, SHARED_FD)
+        os.closerange((RESULT_FD if shared is None else SHARED_FD) + 1, os.sysconf("SC_OPEN_MAX"))
         os.chdir(job["cwd"])
         os.environ.clear()
         os.environ.update(job["env"])
         os.environ["GRADER_RESULT_FD"] = str(RESULT_FD)
         os.environ["GRADER_PARENT_PID"] = str(monitor)
+        if shared is not None:
+            os.environ["GRADER_SHARED_FD"] = str(SHARED_FD)
         sys.argv = [job["module"]]
         # a fresh copy runs as __main__, as under -m; its imports stay preloaded
         sys.modules.pop(job["module"], None)
@@ -223,13 +231,13 @@ def _monitor(job: dict, fds: list[int]) -> None:
     """In the forked monitor: start the job, report its pid and exit code. Never returns."""
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        reply, out, err, result = fds
+        reply, out, err, result, *shared = fds
         monitor = os.getpid()
         pid = os.fork()
         if pid == 0:
             os.close(reply)
-            _become_job(job, out, err, result, monitor)
-        for fd in (out, err, result):
+            _become_job(job, out, err, result, monitor, shared[0] if shared else None)
+        for fd in (out, err, result, *shared):
             os.close(fd)
         os.write(reply, f"{pid}\n".encode())
         _, status, usage = os.wait4(pid, 0)     # the job's CPU time, its namespace's processes included
@@ -261,12 +269,12 @@ def serve(control: socket.socket, parent: int) -> None:
         if any(key.fileobj == grader for key, _ in events.select()):
             return                                      # the grader is gone
         try:
-            message, fds, _, _ = socket.recv_fds(control, MAX_REQUEST, 4)
+            message, fds, _, _ = socket.recv_fds(control, MAX_REQUEST, 5)
         except (OSError, InterruptedError):
             return
         if not message:
             return                                      # the grader closed the socket
-        if len(fds) != 4:
+        if len(fds) not in (4, 5):
             for fd in fds:
                 os.close(fd)
             continue

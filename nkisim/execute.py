@@ -33,9 +33,11 @@ class Execution:
 class _Memory:
     """The allocations' values, created at first touch: flat arrays in each allocation's dtype."""
 
-    def __init__(self, program: Program, inputs: list[np.ndarray], fill_nan: bool) -> None:
+    def __init__(self, program: Program, inputs: list[np.ndarray], fill_nan: bool,
+                 placed: dict[int, np.ndarray] | None = None) -> None:
         self.allocs = {a.id: a for a in program.allocs}
         self.inputs = inputs
+        self.placed = dict(placed or {})
         self.fill_nan = fill_nan
         self.arrays: dict[int, np.ndarray] = {}
         self.written: dict[int, np.ndarray] = {}    # PSUM only: which elements hold a value
@@ -57,7 +59,10 @@ class _Memory:
             if values.dtype != dtype:
                 values = dtypes.cast(values, dtype)
             return values.reshape(-1)
-        arr = np.empty(math.prod(a.shape), dtype=dtype)
+        arr = self.placed.pop(a.id, None)
+        if (arr is None or arr.shape != (math.prod(a.shape),) or not arr.flags.writeable
+                or dtypes.name_of(arr.dtype) != dtypes.name_of(dtype)):
+            arr = np.empty(math.prod(a.shape), dtype=dtype)
         if a.id in self.overwritten:
             pass                                   # its first instruction writes all of it
         elif a.id in self.zero_based:              # its first instruction adds to zeros, all of it
@@ -424,10 +429,14 @@ def _print_text(rec: TraceRecord, values: list[np.ndarray]) -> str:
 
 # ----- the whole program ---------------------------------------------------------------------------
 
-def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True, echo: bool = False) -> Execution:
+def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True, echo: bool = False,
+            placed: dict[int, np.ndarray] | None = None) -> Execution:
     """Run `program` on `inputs` (the kernel's array arguments in order). `echo` also prints
-    nl.device_print text as it is produced (local runs)."""
-    mem = _Memory(program, inputs, fill_nan)
+    nl.device_print text as it is produced (local runs). `placed`: memory given for some
+    allocations, {allocation id: flat writable array of its size and dtype}, used as they are
+    created (an output computed straight into memory its reader maps: no copy); one that does
+    not fit is ignored."""
+    mem = _Memory(program, inputs, fill_nan, placed)
     printed: list[str] = []
     timed: list[TraceRecord] = []
     last_uses = _last_uses(program)

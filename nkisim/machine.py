@@ -113,7 +113,7 @@ class Machine:
         alloc = Allocation(buffer, shape, dtype, 0, None, "", False, True, False)
         self.memory.admit(alloc)
         self._alloc_rows.append((alloc.id, buffer.text, shape, dtypes.name_of(dtype), 0, "", None))
-        return DeviceTensor(alloc, shape)
+        return DeviceTensor.whole(alloc)
 
     # ----- the program ---------------------------------------------------------------------------
     def emit(self, opcode: str, engine: Engine, kind: str, reads, writes, *, params: dict | None = None,

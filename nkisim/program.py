@@ -11,6 +11,8 @@ from the regions themselves, so nothing a program claims changes its latency.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import math
 import struct
@@ -119,7 +121,26 @@ def _output_regions(value):
             yield from _output_regions(item)
 
 
+@contextlib.contextmanager
+def _collector_paused():
+    """Encoding and decoding make a few small containers per instruction and no cycles: the
+    cycle collector, run every few hundred of them, rescanned the whole heap each time (a
+    224x224 configuration's program took 0.3 s to encode or decode with it, 0.1 s without)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def encode(program: Program) -> bytes:
+    with _collector_paused():
+        return _encode(program)
+
+
+def _encode(program: Program) -> bytes:
     arrays = _Arrays()
     dtype_codes: dict[str, int] = {}
     regions = _Table(lambda r: _enc_region(r, arrays, dtype_codes))
@@ -140,16 +161,28 @@ def encode(program: Program) -> bytes:
     heads = _Table(lambda rec: [rec.opcode, int(rec.engine), rec.kind, rec.accumulate, rec.params, rec.attrs])
     # a placed result's own tile (a store) matters only if something uses it later; most are
     # never read, and each would cost the program an allocation and a region
-    used = {r.alloc_id for rec in program.records for r in rec.reads + rec.writes}
+    used = {r.alloc_id for rec in program.records for r in rec.reads}
+    used.update(r.alloc_id for rec in program.records for r in rec.writes)
     used.update(r.alloc_id for r in _output_regions(program.outputs))
     records = []
+    head_index, site_index = heads.index, sites.index     # the tables' lookups inlined: per record
     for rec in program.records:
-        key = (rec.opcode, rec.engine, rec.kind, rec.accumulate, repr(rec.params), repr(rec.attrs))
-        records.append([heads(key if "array" not in key[4] else id(rec), rec),
-                        [region(r) for r in rec.reads], [region(r) for r in rec.writes],
+        params = repr(rec.params)
+        key = (rec.opcode, int(rec.engine), rec.kind, rec.accumulate, params, repr(rec.attrs))
+        if "array" in params:
+            key = id(rec)
+        head = head_index.get(key)
+        if head is None:
+            head = heads(key, rec)
+        site = rec.site
+        if site:
+            where = site_index.get(site)
+            site = where if where is not None else sites(site, site)
+        else:
+            site = None
+        records.append([head, [region(r) for r in rec.reads], [region(r) for r in rec.writes],
                         [region(r) for r in rec.stores if r.alloc_id in used] if rec.stores else [],
-                        arrays.add(rec.mask) if rec.mask is not None else None,
-                        sites(rec.site, rec.site) if rec.site else None])
+                        arrays.add(rec.mask) if rec.mask is not None else None, site])
     outputs = _enc_outputs(program.outputs, regions)
 
     def array_ref(value):          # what JSON cannot hold itself: index arrays in parameters
@@ -268,6 +301,11 @@ def _instruction_table() -> dict:
 
 def decode(data, limits: ProgramLimits | None = None) -> Program:
     """Parse program bytes from an untrusted process; structure only (see validate)."""
+    with _collector_paused():
+        return _decode(data, limits)
+
+
+def _decode(data, limits: ProgramLimits | None) -> Program:
     limits = limits or ProgramLimits()
     _instruction_table()
     reader = _Reader(data, limits)
@@ -564,17 +602,21 @@ def validate(program: Program, limits: HardwareLimits, inputs: list[np.ndarray] 
                 raise ProgramError(f"input {i} of the program is {a.dtype}{list(a.shape)}, "
                                    f"the kernel was given {arr.dtype}{list(arr.shape)}")
     first, last = {}, {}
+    heads: set = set()           # (opcode, engine, kind, operand counts) found in the table already
+    inputs_ids = {a.id for a in program.allocs if a.input_index is not None}
     for index, rec in enumerate(program.records):
-        _check_record(rec, allocs, limits)
+        _check_record(rec, allocs, limits, heads, inputs_ids)
         # a store is the result tile a placed result still fills (machine._place_result): one,
         # on chip, the shape of the write, never used before; anything else is a free copy
         if rec.stores and (len(rec.stores) > 1 or rec.stores[0].alloc_id in first
                            or rec.stores[0].buffer not in _ON_CHIP or not rec.writes
                            or rec.stores[0].shape != rec.writes[0].shape):
             raise ProgramError(f"{_where(rec)}: an extra store no traced instruction makes")
-        for r in rec.reads + rec.writes + rec.stores:
-            first.setdefault(r.alloc_id, index)
-            last[r.alloc_id] = index
+        for group in (rec.reads, rec.writes, rec.stores):
+            for r in group:
+                if r.alloc_id not in first:
+                    first[r.alloc_id] = index
+                last[r.alloc_id] = index
     _check_capacity(program, allocs, first, last, limits)
     _check_outputs(program.outputs, allocs)
 
@@ -583,38 +625,59 @@ def _where(rec: TraceRecord) -> str:
     return f"instruction {rec.index} ({rec.opcode}{' at ' + str(rec.site) if rec.site else ''})"
 
 
-def _check_record(rec: TraceRecord, allocs: dict, limits: HardwareLimits) -> None:
-    spec = INSTRUCTIONS.get(rec.opcode)
-    if (rec.opcode == "device_print") != (rec.kind == "print"):
-        raise ProgramError(f"{_where(rec)}: device_print and only it prints")
-    if spec is None or rec.engine not in spec.engines:
-        raise ProgramError(f"{_where(rec)}: engine {rec.engine.label} cannot run it")
-    # what an instruction computes (and so what it costs) follows from its opcode alone: a
-    # record whose semantics were rewritten after tracing is not an instruction
-    if rec.kind not in spec.kinds:
-        raise ProgramError(f"{_where(rec)}: {rec.opcode} computes {' or '.join(spec.kinds)}, "
-                           f"this record claims {rec.kind}")
-    n_reads, n_writes = _ARITY[rec.kind]
-    if (n_reads is not None and len(rec.reads) != n_reads) or (n_writes is not None and len(rec.writes) != n_writes):
-        raise ProgramError(f"{_where(rec)}: wrong number of operands for {rec.kind}")
-    for r in rec.writes + rec.stores:
-        if allocs[r.alloc_id].input_index is not None:
-            raise ProgramError(f"{_where(rec)}: writes a kernel input")
-    if rec.engine is Engine.DMA:
-        if any(r.buffer == "psum" for r in rec.reads + rec.writes):
-            raise ProgramError(f"{_where(rec)}: DMA cannot reach PSUM")
+def _check_record(rec: TraceRecord, allocs: dict, limits: HardwareLimits, heads: set | None = None,
+                  inputs: set | None = None) -> None:
+    """The hardware rules for one instruction. `heads`: what the instruction table said already
+    (its checks depend on the opcode, engine, kind and operand counts only); `inputs`: the ids
+    of the kernel's input allocations. Plain loops, no generators: this runs per instruction."""
+    engine = rec.engine
+    head = (rec.opcode, int(engine), rec.kind, len(rec.reads), len(rec.writes))
+    if heads is None or head not in heads:
+        spec = INSTRUCTIONS.get(rec.opcode)
+        if (rec.opcode == "device_print") != (rec.kind == "print"):
+            raise ProgramError(f"{_where(rec)}: device_print and only it prints")
+        if spec is None or engine not in spec.engines:
+            raise ProgramError(f"{_where(rec)}: engine {engine.label} cannot run it")
+        # what an instruction computes (and so what it costs) follows from its opcode alone: a
+        # record whose semantics were rewritten after tracing is not an instruction
+        if rec.kind not in spec.kinds:
+            raise ProgramError(f"{_where(rec)}: {rec.opcode} computes {' or '.join(spec.kinds)}, "
+                               f"this record claims {rec.kind}")
+        n_reads, n_writes = _ARITY[rec.kind]
+        if (n_reads is not None and len(rec.reads) != n_reads) or (n_writes is not None and len(rec.writes) != n_writes):
+            raise ProgramError(f"{_where(rec)}: wrong number of operands for {rec.kind}")
+        if heads is not None:
+            heads.add(head)
+    if inputs is None:
+        inputs = {aid for aid, a in allocs.items() if a.input_index is not None}
+    for group in (rec.writes, rec.stores):
+        for r in group:
+            if r.alloc_id in inputs:
+                raise ProgramError(f"{_where(rec)}: writes a kernel input")
+    if engine is Engine.DMA:
+        for group in (rec.reads, rec.writes):
+            for r in group:
+                if r.buffer == "psum":
+                    raise ProgramError(f"{_where(rec)}: DMA cannot reach PSUM")
         if rec.reads and rec.writes and math.prod(rec.reads[0].shape) != math.prod(rec.writes[0].shape):
             raise ProgramError(f"{_where(rec)}: a DMA moves as many elements as it writes")
-    elif rec.engine is not Engine.SYNC:
-        if any(r.buffer not in _ON_CHIP for r in rec.reads):
-            raise ProgramError(f"{_where(rec)}: compute engines read only SBUF and PSUM")
-        if any(r.buffer not in _ENGINE_WRITES[rec.engine] for r in rec.writes) and rec.kind != "fill":
-            raise ProgramError(f"{_where(rec)}: the {rec.engine.label} engine cannot write there")
-        for r in rec.reads + rec.writes:
-            if r.shape and r.buffer in _ON_CHIP and r.shape[0] > limits.pmax:
-                raise ProgramError(f"{_where(rec)}: more than {limits.pmax} partitions")
-        if rec.engine is Engine.GPSIMD and any(r.buffer == "psum" for r in rec.reads + rec.writes):
-            raise ProgramError(f"{_where(rec)}: GpSimd cannot reach PSUM")
+    elif engine is not Engine.SYNC:
+        for r in rec.reads:
+            if r.buffer not in _ON_CHIP:
+                raise ProgramError(f"{_where(rec)}: compute engines read only SBUF and PSUM")
+        for r in rec.writes:
+            if r.buffer not in _ENGINE_WRITES[engine] and rec.kind != "fill":
+                raise ProgramError(f"{_where(rec)}: the {engine.label} engine cannot write there")
+        pmax = limits.pmax
+        for group in (rec.reads, rec.writes):
+            for r in group:
+                if r.shape and r.buffer in _ON_CHIP and r.shape[0] > pmax:
+                    raise ProgramError(f"{_where(rec)}: more than {limits.pmax} partitions")
+        if engine is Engine.GPSIMD:
+            for group in (rec.reads, rec.writes):
+                for r in group:
+                    if r.buffer == "psum":
+                        raise ProgramError(f"{_where(rec)}: GpSimd cannot reach PSUM")
     if rec.mask is not None and rec.writes:
         try:
             np.broadcast_shapes(rec.mask.shape, rec.writes[0].shape)
@@ -629,7 +692,7 @@ def _check_record(rec: TraceRecord, allocs: dict, limits: HardwareLimits) -> Non
         if k != k2 or k > limits.pmax or m > limits.gemm_stationary_fmax or n > limits.gemm_moving_fmax:
             raise ProgramError(f"{_where(rec)}: matmul sizes break the Tensor Engine's limits")
         for r in (s, mv):
-            if dtypes.to_dtype(r.dtype) not in dtypes.MATMUL_INPUT_TYPES and not dtypes.is_tf32(dtypes.to_dtype(r.dtype)):
+            if not _multipliable(r.dtype):
                 raise ProgramError(f"{_where(rec)}: the Tensor Engine cannot multiply {r.dtype}")
         rec.attrs.update(dtype=s.dtype, moving_dtype=mv.dtype, k=k, m=m, n=n)
     elif rec.kind == "transpose":
@@ -639,6 +702,18 @@ def _check_record(rec: TraceRecord, allocs: dict, limits: HardwareLimits) -> Non
         if p > bound or f > bound:
             raise ProgramError(f"{_where(rec)}: transpose larger than {bound}x{bound}")
         rec.attrs.update(dtype=src.dtype, p=p, f=f)
+
+
+_MULTIPLIABLE: dict = {}
+
+
+def _multipliable(name: str) -> bool:
+    """Can the Tensor Engine multiply this dtype (by name, remembered)?"""
+    found = _MULTIPLIABLE.get(name)
+    if found is None:
+        dt = dtypes.to_dtype(name)
+        found = _MULTIPLIABLE[name] = dt in dtypes.MATMUL_INPUT_TYPES or dtypes.is_tf32(dt)
+    return found
 
 
 def _check_capacity(program: Program, allocs: dict, first: dict, last: dict, limits: HardwareLimits) -> None:

@@ -71,12 +71,19 @@ def kernel_facing(fn: Callable, label: str, signature: inspect.Signature | None 
 
 
 def _current_machine():
-    """nkisim.machine.current_machine, imported on the first instruction (machine imports this
-    module) and bound here: an import statement per instruction cost ~1 us."""
+    """The running machine: nkisim.machine's ContextVar, imported on the first instruction
+    (machine imports this module) and read here directly (an import statement per instruction
+    cost ~1 us, and a call to current_machine another 0.1); outside a kernel,
+    current_machine() raises its error."""
     global _current_machine
-    from .machine import current_machine
-    _current_machine = current_machine
-    return current_machine()
+    from .machine import _current, current_machine
+    get = _current.get
+
+    def running():
+        machine = get()
+        return machine if machine is not None else current_machine()
+    _current_machine = running
+    return running()
 
 
 def instruction(name: str, *engines: Engine, kinds: tuple[str, ...]):

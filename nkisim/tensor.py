@@ -96,6 +96,24 @@ class DeviceTensor:
         self._region = None
         self.name = name or alloc.name
 
+    @classmethod
+    def whole(cls, alloc: Allocation) -> "DeviceTensor":
+        """DeviceTensor(alloc, alloc.shape): all of a new allocation (an instruction's result
+        tile), its fields set directly: one is made per instruction."""
+        t = object.__new__(cls)
+        t._alloc = alloc
+        t._start = 0
+        t._offsets = None
+        t._strides = contiguous_strides(alloc.shape)
+        t._invalid = None
+        t._oob = ""
+        t.shape = alloc.shape
+        t.dtype = alloc.dtype
+        t.par_axis = 0
+        t._region = None
+        t.name = alloc.name
+        return t
+
     # ----- what a kernel may ask ------------------------------------------------------------
     @property
     def ndim(self) -> int:
