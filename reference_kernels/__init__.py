@@ -3,7 +3,9 @@
 - vector_add: vector_add_naive, vector_add_tiled, vector_add_stream, plus the
   factories make_vector_add_tiled(row_chunk) and make_vector_add_stream(free_dim)
 - transpose: matrix_transpose (Tensor Engine transpose, two DMAs per strip)
-- conv2d_relaxed: fused_conv2d_maxpool, simple row-at-a-time version
+- conv2d_relaxed: fused_conv2d_maxpool, plain row by row (inputs and bias
+  reloaded for every output-channel tile and row), standing for the course's
+  unoptimized reference
 - conv2d_optimized: fused_conv2d_maxpool, blocked, resident weights
 - numpy_reference: conv2d_maxpool_reference, vector_add_reference,
   transpose_reference (pure NumPy, no NKI import)

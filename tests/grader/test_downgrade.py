@@ -31,9 +31,9 @@ def low_precision_kernel(dtype: str = "bfloat16") -> str:
         "    w_t = load_transposed_weights(W, X.dtype)\n",
         f"    w_t = nisa.tensor_copy(load_transposed_weights(W, X.dtype), dtype=nl.{dtype})\n")
     source = source.replace(
-        "                for co in nl.affine_range(n_co):\n                    # sum over",
-        f"                x_low = nisa.tensor_copy(x_rows, dtype=nl.{dtype})\n"
-        "                for co in nl.affine_range(n_co):\n                    # sum over")
+        "                    # sum over",
+        f"                    x_low = nisa.tensor_copy(x_rows, dtype=nl.{dtype})\n"
+        "                    # sum over")
     source = source.replace("x_rows[:, ci, kh, kw:kw + out_width],", "x_low[:, ci, kh, kw:kw + out_width],")
     assert source.count("x_low") == 2 and f"nl.{dtype})\n" in source
     return source

@@ -9,6 +9,7 @@ from grader import spec as specs
 from grader.grade import GradeOptions, choose_backend, grade
 from grader.sandbox import Limits
 from grader.submission import load_submission, submission_from_bytes
+from grader.vocabulary import TestStatus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 SPEC = specs.load("asst4-trainium2")
@@ -62,14 +63,17 @@ def test_relaxed_reference_tiers_where_the_model_says(tmp_path):
     report, _ = graded("reference_kernels/conv2d_relaxed.py", spec=timed_only)
     by_name = {t.name: t for t in report.tests}
     assert set(by_name) == {t.name for t in timed_only.tests}
-    # the row-by-row structure runs under the optimized threshold, as hardware ran it (C1; C5:
-    # a row-by-row kernel with 1,338 DMAs met it in fp16 in the graded mode). Its three input-row
-    # DMAs per channel tile continue each other and issue as one (docs/cost-model.md), so fp16
-    # without max-pool is no longer bound by the serial issue of 1,780 DMAs (it was: 95% tier)
-    for name in ("perf_224_pool1_float16", "perf_224_pool2_float16", "perf_224_pool1_float32",
-                 "perf_224_pool2_float32"):
+    # it stands for the course's unoptimized reference, which hardware ran at about the relaxed
+    # threshold / 1.2 (1,138 us in fp16, 4,137 us in fp32; docs/cost-model.md, T3/T4). Each
+    # (co tile, conv row) pair waits on its own input-row and bias DMAs: fp16 without max-pool
+    # lands in the relaxed tier; with max-pool (half the output rows) and fp32 (bound by the
+    # Tensor Engine) under the optimized threshold, as before
+    fp16 = by_name["perf_224_pool1_float16"]
+    assert fp16.status == TestStatus.PARTIAL
+    assert fp16.points == pytest.approx(SPEC.partial_credit * fp16.max_points)
+    assert abs(fp16.p99_us / (fp16.thresholds_us["relaxed"] / 1.2) - 1) < 0.05          # T4
+    for name in ("perf_224_pool2_float16", "perf_224_pool1_float32", "perf_224_pool2_float32"):
         assert by_name[name].status == "passed" and by_name[name].points == by_name[name].max_points, name
-    assert by_name["perf_224_pool1_float16"].p99_us < 900
     # the unoptimized kernel misses every extra-credit threshold
     assert all(by_name[n].status == "failed" and by_name[n].points == 0
                for n in by_name if n.startswith("ec_"))
