@@ -178,18 +178,24 @@ class _Run:
                 f"({label}); every later test that runs it fails with this message. Look for a loop "
                 f"that never ends, or work far beyond what the problem needs.")
 
-    def _reference_answer(self, test: TestSpec, index: int, args: list[np.ndarray], kwargs: dict):
-        """A future of the reference answer. Made ahead when the run drew an answer set; else
+    def _reference_answer(self, test: TestSpec, index: int, args: list[np.ndarray], kwargs: dict,
+                          check_seq: np.random.SeedSequence):
+        """A future of (the reference answer, what the downgrade check compares with, or None:
+        the check works it out itself). Both made ahead when the run drew an answer set; else
         worked out beside the child once this kernel has produced an output in this grade, and
-        before that only when asked for, so a kernel that fails at once costs no reference work
-        (a 224x224 answer takes seconds of CPU)."""
-        made = self.answers.answer(self.spec.tests.index(test), index) if self.answers is not None else None
+        before that only the answer, when asked for, so a kernel that fails at once costs no
+        reference work (a 224x224 answer takes seconds of CPU)."""
+        ti = self.spec.tests.index(test)
+        made = self.answers.answer(ti, index) if self.answers is not None else None
         if made is not None:
-            return _Ready(made)
-        compute = lambda: problems.reference(test.problem, args, kwargs)   # noqa: E731
+            return _Ready((made, self.answers.lower_answers(ti, index)))
         if (test.file, test.kernel) in self.kernel_ran_ok:
-            return _Background(compute)
-        return _Deferred(compute)
+            def both():
+                answer = problems.reference(test.problem, args, kwargs)
+                return answer, downgrade.lower_answers(test.problem, args, kwargs, answer.dtype,
+                                                       np.random.default_rng(check_seq))
+            return _Background(both)
+        return _Deferred(lambda: (problems.reference(test.problem, args, kwargs), None))
 
     # ----- one test ------------------------------------------------------------------------
     def run_test(self, test: TestSpec) -> TestResult:
@@ -292,8 +298,9 @@ class _Run:
     def _run_config(self, test: TestSpec, index: int, config: dict) -> dict:
         seq = config_seed(self.seed, self.spec.tests.index(test), index)
         args, kwargs = config_inputs(test.problem, config, seq)
+        check_seq = seq.spawn(1)[0]           # the downgrade check's samples
         # the answer is worked out here, in the grader's process (beside the run once the kernel has run)
-        expected_future = self._reference_answer(test, index, args, kwargs)
+        expected_future = self._reference_answer(test, index, args, kwargs, check_seq)
         limits = self._config_limits(sum(a.nbytes for a in args))
         fspec = self.spec.files[test.file]
         job = RunnerJob(backend=self.backend, filename=fspec.filename, source=self.sub.files[test.file],
@@ -327,7 +334,7 @@ class _Run:
             return dict(base, status=TestStatus.ERROR, message=f"{label}: {run.message}")
         if len(run.outputs) != 1:
             return dict(base, status=TestStatus.FAILED, message=f"{label}: the kernel returned {len(run.outputs)} outputs, expected 1")
-        expected = expected_future.result()
+        expected, made = expected_future.result()
         actual = run.outputs[0]
         if self.backend == Backend.NEURON:
             from .neuron import as_expected       # nrtpy reads some outputs back as raw bytes
@@ -337,9 +344,8 @@ class _Run:
         detail["max_abs_error"] = check.max_abs_error
         if not check.ok:
             return dict(base, status=TestStatus.FAILED, message=f"{label}: {what}: {check.message}")
-        made = self.answers.lower_answers(self.spec.tests.index(test), index) if self.answers is not None else None
         downgraded = downgrade.check(test.problem, args, kwargs, run.outputs[0], expected,
-                                     np.random.default_rng(seq.spawn(1)[0]), made)
+                                     np.random.default_rng(check_seq), made)
         if downgraded:
             return dict(base, status=TestStatus.FAILED, message=f"{label}: {downgraded}")
         if test.compute_only is not None:
@@ -420,20 +426,20 @@ class _Run:
 class _Deferred:
     """A computation run only when its result is asked for (the Future interface grade uses)."""
 
-    def __init__(self, compute: Callable[[], np.ndarray]) -> None:
+    def __init__(self, compute: Callable[[], tuple]) -> None:
         self.compute = compute
 
-    def result(self) -> np.ndarray:
+    def result(self) -> tuple:
         return self.compute()
 
 
 class _Ready:
     """A result there already (an answer made ahead)."""
 
-    def __init__(self, value: np.ndarray) -> None:
+    def __init__(self, value: tuple) -> None:
         self.value = value
 
-    def result(self) -> np.ndarray:
+    def result(self) -> tuple:
         return self.value
 
 
@@ -441,7 +447,7 @@ class _Background:
     """A computation started at once on a daemon thread: when the kernel fails and nobody asks
     for the answer, the grader's process need not wait for it to exit (a pool thread it must)."""
 
-    def __init__(self, compute: Callable[[], np.ndarray]) -> None:
+    def __init__(self, compute: Callable[[], tuple]) -> None:
         self.value: list = []
         self.thread = threading.Thread(target=self._run, args=(compute,), daemon=True, name="reference-answer")
         self.thread.start()
@@ -452,7 +458,7 @@ class _Background:
         except BaseException as err:       # handed to whoever asks for the result
             self.value.append((False, err))
 
-    def result(self) -> np.ndarray:
+    def result(self) -> tuple:
         self.thread.join()
         ok, value = self.value[0]
         if not ok:
