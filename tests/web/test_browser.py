@@ -250,13 +250,14 @@ def test_the_whole_site_in_a_browser(served, browser, db):
     tim.sign_in_with_link(links["tim@example.edu"])
     tim.go(f"{base}/staff/assignments/tiny", "staff-assignment")
     tim.page.fill("#version", "t2-strict")
-    # stricter: the relaxed kernel (25.7 us here) drops to the 95% tier, the optimized one (18.9 us) stays
-    tim.page.fill("#thresholds", json.dumps({"perf_tiny": {"optimized": 25, "relaxed": 50}}))
+    # stricter: the relaxed kernel (25.7 us here) drops to the 95% tier, the optimized one (18.9 us) stays,
+    # each with a margin a small cost-model change will not cross
+    tim.page.fill("#thresholds", json.dumps({"perf_tiny": {"optimized": 22, "relaxed": 50}}))
     tim.page.click("input[type=submit][value='Adopt thresholds']")
     # tightening by more than 10%: what it does is shown, and it waits for a second yes
     tim.page.wait_for_selector("[data-confirm-thresholds]")
     tim.shot("thresholds-confirm")
-    assert "-37.5%" in tim.page.inner_text("[data-changes]")
+    assert "-45.0%" in tim.page.inner_text("[data-changes]")
     tim.page.click("button:has-text('Adopt t2-strict anyway')")
     # the rescore is a staff task: its page follows the staff worker until it is done
     tim.page.wait_for_url(re.compile(r"/staff/tasks/\d+$"))
