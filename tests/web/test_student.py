@@ -64,7 +64,7 @@ def test_upload_queues_a_run_and_status_updates_from_the_database(client_for, db
     assert "data-run-status" in page and "queued" in page
     run_id = int(run_url.rsplit("/", 1)[1])
     status = client.get(f"/runs/{run_id}/status").get_json()
-    assert status == {"run_id": run_id, "status": "queued", "queue_position": 1, "done": 0, "total": 0,
+    assert status == {"run_id": run_id, "status": "queued", "final": False, "queue_position": 1, "done": 0, "total": 0,
                       "tests": [], "estimate_s": None, "score": None, "max_score": None,
                       "score_text": None, "waiting": status["waiting"]}
     assert "No sim grading worker is running" in status["waiting"]      # why it waits, in words
