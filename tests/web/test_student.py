@@ -67,7 +67,7 @@ def test_upload_queues_a_run_and_status_updates_from_the_database(client_for, db
     assert status == {"run_id": run_id, "status": "queued", "final": False, "queue_position": 1, "done": 0, "total": 0,
                       "tests": [], "estimate_s": None, "score": None, "max_score": None,
                       "score_text": None, "waiting": status["waiting"]}
-    assert "No sim grading worker is running" in status["waiting"]      # why it waits, in words
+    assert "No simulated (nkisim) grading worker is running" in status["waiting"]   # why it waits, in words
     assert stored_counts(db) == (1, 1)
     # one in flight at a time: a second upload is refused with the reason, nothing stored
     again = upload(client, "conv2d.py", OPTIMIZED)
