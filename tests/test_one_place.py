@@ -56,3 +56,12 @@ def test_the_finders_see_a_second_copy():
     copy = ast.parse("import tomllib\nLIMIT = 1.2 * p99\nkernel = 'conv2d_relaxed'\na = Assignment(spec_name='x')\n")
     seen = {what for what, (found, _) in FINDERS.items() for node in ast.walk(copy) if found(node)}
     assert seen == set(FINDERS)
+
+
+def test_the_service_never_writes_a_spec_to_a_temporary_file():
+    """Finding: a spec travelled TOML -> database -> temporary file -> load_spec. Workers and web
+    load a stored spec from its text (store.specs); none of them needs a temporary file (`grader
+    serve`'s control socket in service/ may)."""
+    places = sorted(f"{rel}:{node.lineno}" for rel, node in nodes()
+                    if rel.split("/")[0] in ("store", "workers", "web") and "tempfile" in _imports(node))
+    assert places == [], "load a stored spec with store.specs (spec_of, spec_by_hash)"
