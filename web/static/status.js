@@ -50,7 +50,7 @@
     fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}})
       .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
       .then(function (run) {
-        set("status", run.status);
+        set("status", run.status_title);
         box.querySelector("[data-field=status]").className = "status " + run.status;
         set("queue_position", run.queue_position == null ? "-" : String(run.queue_position));
         set("waiting", run.waiting || "");
