@@ -208,3 +208,10 @@ def test_trn2_worker_refuses_cores_it_cannot_pin(sdk, capsys):
         assert done.returncode == 2 and why in done.stderr, done.stderr
     assert main(["worker", "--queue", "sim", "--concurrency", "0"]) == 2
     assert "--concurrency must be at least 1" in capsys.readouterr().err
+
+
+def test_submit_says_a_final_status_in_words():
+    """`grader submit` printed 'infra_error' when our grader gave up on a run."""
+    from workers.submit_cmd import _waiting_line, said
+    assert _waiting_line("infra_error", None, None) == "grader error" and said("cancelled") == "cancelled"
+    assert said("paused") == "paused"            # a status a newer server may send: said as it came
