@@ -24,8 +24,14 @@ class RunStatus(StrEnum):
     def final(self) -> bool:
         return self in FINAL_RUN_STATUSES
 
+    @property
+    def title(self) -> str:
+        """What a page calls it: the value itself, except for the one that is an id."""
+        return RUN_STATUS_TITLES.get(self, self.value)
+
 
 FINAL_RUN_STATUSES = (RunStatus.DONE, RunStatus.FAILED, RunStatus.INFRA_ERROR, RunStatus.CANCELLED)
+RUN_STATUS_TITLES = {RunStatus.INFRA_ERROR: "grader error"}      # ours, not the student's: retried, then given up
 IN_FLIGHT_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
 
 

@@ -71,15 +71,18 @@ def test_no_vocabulary_word_is_spelled_out_in_the_core_or_the_service():
     assert unexplained == [], "name these through grader.vocabulary's types"
 
 
-def test_templates_name_words_through_the_vocabulary():
+def test_templates_and_scripts_name_words_through_the_vocabulary():
+    """The whole of each page template (its HTML too: a form's <option value="sim"> is a second
+    list of backends) and each script (a list of final statuses is a second copy of the types:
+    the status JSON says `final`)."""
     quoted = re.compile(r"""['"](%s)['"]""" % "|".join(sorted(WORDS)))
     found = []
-    for path in sorted((ROOT / "web" / "templates").rglob("*.html")):
-        for expression in re.findall(r"\{[{%](.*?)[%}]\}", path.read_text(encoding="utf-8"), re.S):
-            for word in quoted.findall(expression):
-                found.append((path.relative_to(ROOT).as_posix(), word))
+    for path in sorted((ROOT / "web" / "templates").rglob("*.html")) + sorted((ROOT / "web" / "static").rglob("*.js")):
+        for word in quoted.findall(path.read_text(encoding="utf-8")):
+            found.append((path.relative_to(ROOT).as_posix(), word))
     allowed = {("web/templates/staff/nightly.html", "passed"),      # prose: "passed" or "FAILED" beside a night
-               ("web/templates/staff/console.html", "trn2")}       # a spec's platform (trn1, trn2), not the queue
+               ("web/templates/staff/console.html", "trn2"),       # a spec's platform (trn1, trn2), not the queue
+               ("web/templates/staff/assignment.html", "nightly")}  # a thresholds version's source, not the queue
     assert sorted(set(found) - allowed) == []
 
 

@@ -36,7 +36,7 @@ def status_json(session: Session, run: GradingRun) -> dict:
     and an estimate of the seconds left from recent grades of the same assignment."""
     finished = run.status in FINAL_STATUSES
     estimate = None if finished else enqueue.estimate_remaining_s(session, run)
-    return {"run_id": run.id, "status": run.status,
+    return {"run_id": run.id, "status": run.status, "status_title": RunStatus(run.status).title, "final": finished,
             "queue_position": None if finished else enqueue.queue_position(session, run),
             "done": run.progress_done, "total": run.progress_total,
             "waiting": None if finished else enqueue.waiting_reason(session, run),

@@ -9,7 +9,7 @@ import hashlib
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session, object_session
 
-from grader.vocabulary import QUEUE_FOR_BACKEND, Queue, RunStatus
+from grader.vocabulary import QUEUE_FOR_BACKEND, Backend, Queue, RunStatus
 from store import lifecycle, specs
 from store.lifecycle import now
 from store.models import Assignment, GradingRun, Submission, User, WorkerHeartbeat
@@ -117,7 +117,7 @@ def waiting_reason(session: Session, run: GradingRun) -> str | None:
     workers = session.scalar(select(func.count()).select_from(WorkerHeartbeat).where(
         WorkerHeartbeat.seen_at >= fresh, WorkerHeartbeat.queues.contains(run.queue))) or 0
     if not workers:
-        return (f"No {run.queue} grading worker is running right now; your run starts as soon as one is "
+        return (f"No {Backend(run.backend).title} grading worker is running right now; your run starts as soon as one is "
                 f"(course staff are told on their console).")
     running = session.scalar(select(func.count()).select_from(GradingRun).where(
         GradingRun.queue == run.queue, GradingRun.status == RunStatus.RUNNING)) or 0

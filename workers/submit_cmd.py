@@ -35,7 +35,13 @@ def _waiting_line(status: str, position, estimate_s) -> str:
         return f"{status} (position {position}{about})" if position else f"{status}{about}"
     if status == RunStatus.RUNNING:
         return f"{status}{about}"
-    return status
+    return said(status)
+
+
+def said(status: str) -> str:
+    """A run status as people read it ('grader error', not 'infra_error'); a word this client
+    does not know (a newer server's) as it came."""
+    return RunStatus(status).title if status in set(RunStatus) else status
 
 
 def _duration(seconds: float) -> str:
@@ -123,7 +129,7 @@ def _via_api(args, filename: str, data: bytes) -> int:
         time.sleep(POLL_S)
     report = session.get(report_url, timeout=60)
     if report.status_code != 200:
-        print(f"grader: run {created['run_id']} ended {state['status']} without a report", file=sys.stderr)
+        print(f"grader: run {created['run_id']} ended {said(state['status'])} without a report", file=sys.stderr)
         return 1
     return _finish(report.json(), args)
 
@@ -209,7 +215,7 @@ def _via_database(args, filename: str, data: bytes) -> int:
             return 1
         time.sleep(POLL_S)
     if report is None:
-        print(f"grader: run {run_id} ended {status} without a report", file=sys.stderr)
+        print(f"grader: run {run_id} ended {said(status)} without a report", file=sys.stderr)
         return 1
     return _finish(report, args)
 

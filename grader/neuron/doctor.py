@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 
 from ..references import REFERENCE_OF_TIER, archive
+from ..report_view import view_of
 from ..vocabulary import THRESHOLD_FACTOR, Backend
 
 COURSE_MARGIN = THRESHOLD_FACTOR     # thresholds are 120% of the reference's p99 (grader/vocabulary.py)
@@ -58,7 +59,7 @@ def check(spec, setup, cores: tuple[int, ...] = (0,)) -> list[Row]:
 def rows_from_report(spec, tier: str, report) -> list[Row]:
     """The doctor's rows for one tier's reference report (also what the nightly records on a
     trn2 worker): each timed test's p99 against the spec's reference latency and threshold."""
-    results = {r.name: r for r in report.tests}
+    results = {t.name: t for t in view_of(report).tests}      # the one reading of a report
     rows = []
     for test in spec.tests:
         if not (test.timed and test.thresholds_us) or test.name not in results:

@@ -30,9 +30,12 @@ def test_submissions_search_and_run_in_full(client_for, db, course_setup, tiny_r
     assert "workers alive" in ta.get("/staff/").get_data(as_text=True)
     listing = ta.get("/staff/submissions?q=alice").get_data(as_text=True)
     assert "alice@example.edu" in listing and "bob@example.edu" not in listing
+    assert "<td>simulated (nkisim)</td>" in listing and "<td>sim</td>" not in listing      # words, not ids
+    assert '<option value="neuron" >Trainium2 hardware</option>' in listing
     assert "asst4.zip" in ta.get("/staff/submissions?assignment=tiny&status=done&flagged=no").get_data(as_text=True)
     detail = ta.get(f"/staff/runs/{run.id}").get_data(as_text=True)
     assert 'data-seed>424242<' in detail and "Full report JSON" in detail
+    assert "· simulated (nkisim) · queue sim" in detail                                     # the status row
     assert ta.get(f"/staff/runs/{run.id}/file").data == run.submission.data
     gradescope = ta.get(f"/staff/runs/{run.id}/results.json").get_json()
     assert gradescope["score"] == run.score_total and gradescope["tests"]

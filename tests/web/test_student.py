@@ -64,10 +64,10 @@ def test_upload_queues_a_run_and_status_updates_from_the_database(client_for, db
     assert "data-run-status" in page and "queued" in page
     run_id = int(run_url.rsplit("/", 1)[1])
     status = client.get(f"/runs/{run_id}/status").get_json()
-    assert status == {"run_id": run_id, "status": "queued", "queue_position": 1, "done": 0, "total": 0,
+    assert status == {"run_id": run_id, "status": "queued", "status_title": "queued", "final": False, "queue_position": 1, "done": 0, "total": 0,
                       "tests": [], "estimate_s": None, "score": None, "max_score": None,
                       "score_text": None, "waiting": status["waiting"]}
-    assert "No sim grading worker is running" in status["waiting"]      # why it waits, in words
+    assert "No simulated (nkisim) grading worker is running" in status["waiting"]   # why it waits, in words
     assert stored_counts(db) == (1, 1)
     # one in flight at a time: a second upload is refused with the reason, nothing stored
     again = upload(client, "conv2d.py", OPTIMIZED)
@@ -180,6 +180,21 @@ def test_the_run_page_total_shows_the_regular_points_under_extra_credit(client_f
     client = client_for("alice")
     assert client.get(f"/runs/{run.id}/status").get_json()["score_text"] == expected
     assert expected in client.get(f"/runs/{run.id}").get_data(as_text=True)
+
+
+def test_a_run_the_grader_gave_up_on_says_so_in_words_not_its_id(client_for, db, course_setup, tiny_reports):
+    """Walked as a student: a run whose grading failed on our side read "infra_error" on the run
+    page, the assignment page and the staff list."""
+    run = store_graded_run(db, course_setup["alice"], course_setup["assignment"], tiny_reports["optimized"])
+    run.status, run.report, run.score_total = "infra_error", None, None
+    db.commit()
+    client = client_for("alice")
+    status = client.get(f"/runs/{run.id}/status").get_json()
+    assert status["status"] == "infra_error" and status["status_title"] == "grader error" and status["final"]
+    for page in (client.get(f"/runs/{run.id}"), client.get("/a/tiny"), client_for("tara").get("/staff/submissions"),
+                 client_for("tara").get(f"/staff/runs/{run.id}")):
+        text = page.get_data(as_text=True)
+        assert ">grader error</span>" in text and ">infra_error<" not in text
 
 
 def test_report_page_engine_instructions_and_json_download(client_for, db, course_setup, tiny_reports):

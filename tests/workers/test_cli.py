@@ -220,3 +220,10 @@ def test_a_worker_says_in_our_words_why_root_is_fine_instead_of_celerys_warning(
         assert said.count("grader: running as root: that lets the sandbox confine each graded kernel") == 1
     else:
         assert "running as root" not in said
+
+
+def test_submit_says_a_final_status_in_words():
+    """`grader submit` printed 'infra_error' when our grader gave up on a run."""
+    from workers.submit_cmd import _waiting_line, said
+    assert _waiting_line("infra_error", None, None) == "grader error" and said("cancelled") == "cancelled"
+    assert said("paused") == "paused"            # a status a newer server may send: said as it came

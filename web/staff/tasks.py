@@ -6,6 +6,7 @@ from __future__ import annotations
 from flask import Response, flash, jsonify, redirect, render_template, url_for
 from flask_login import current_user
 
+from grader.vocabulary import StaffTaskStatus
 from store.models import STAFF_TASK_KINDS, StaffTask
 from workers import staff_tasks
 
@@ -40,7 +41,8 @@ def _task(task_id: int) -> StaffTask:
 
 
 def status_json(task: StaffTask) -> dict:
-    return {"id": task.id, "kind": task.kind, "status": task.status, "done": task.progress_done,
+    return {"id": task.id, "kind": task.kind, "status": task.status, "final": StaffTaskStatus(task.status).final,
+            "done": task.progress_done,
             "total": task.progress_total, "summary": task.summary, "error": task.error,
             "progress": staff_tasks.progress_text(task.kind, task.progress_done, task.progress_total),
             "download": url_for("staff.task_download", task_id=task.id) if task.result is not None else None}

@@ -4,7 +4,6 @@
   var box = document.querySelector("[data-run-status]");
   if (!box) return;
   var url = box.getAttribute("data-run-status");
-  var finished = ["done", "failed", "infra_error", "cancelled"];
   function set(name, text) {
     var el = box.querySelector("[data-field=" + name + "]");
     if (el) el.textContent = text;
@@ -51,7 +50,7 @@
     fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}})
       .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
       .then(function (run) {
-        set("status", run.status);
+        set("status", run.status_title);
         box.querySelector("[data-field=status]").className = "status " + run.status;
         set("queue_position", run.queue_position == null ? "-" : String(run.queue_position));
         set("waiting", run.waiting || "");
@@ -61,7 +60,7 @@
         set("estimate", run.estimate_s == null ? "-" : duration(run.estimate_s));
         set("score", run.score_text || "-");
         showTests(run.tests || []);
-        if (finished.indexOf(run.status) >= 0) {
+        if (run.final) {                  // the server's vocabulary says when a run has finished
           var link = box.querySelector("[data-report-link]");
           if (link) link.hidden = false;
           return;

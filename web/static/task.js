@@ -19,7 +19,7 @@
       a.textContent = "Download";
       dl.appendChild(a);
     }
-    return s.status === "done" || s.status === "failed";
+    return s.final;                       // the server's vocabulary says when a task has finished
   }
   function poll() {
     fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}})
