@@ -16,6 +16,7 @@ from grader.vocabulary import FINAL_RUN_STATUSES, GRADING_QUEUES, Backend, RunSt
 
 SITE_ROLES = ("user", "admin")                    # users.role: an admin runs the whole site
 COURSE_ROLES = ("student", "ta", "instructor")     # enrollments.role: what a person is in one course
+COURSE_ROLE_TITLES = {"student": "student", "ta": "TA", "instructor": "instructor"}   # as people read them
 VISIBILITIES = ("public", "signed_in")
 RUN_STATUSES = values(RunStatus)
 FINAL_STATUSES = FINAL_RUN_STATUSES

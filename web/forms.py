@@ -7,10 +7,11 @@ from flask_wtf import FlaskForm
 from flask_wtf.file import FileField, FileRequired
 from wtforms import (BooleanField, EmailField, IntegerField, PasswordField, SelectField, StringField, SubmitField,
                      TextAreaField)
+from wtforms.fields.choices import SelectChoice
 from wtforms.validators import AnyOf, DataRequired, Length, NumberRange, Optional, Regexp
 
 from grader.vocabulary import Backend, values
-from store.models import COURSE_ROLES
+from store.models import COURSE_ROLE_TITLES, COURSE_ROLES
 
 EMAIL = Regexp(r"^[^@\s]+@[^@\s]+\.[^@\s]+$", message="Enter an email address like name@example.edu.")
 
@@ -106,7 +107,7 @@ class PersonForm(FlaskForm):
     course = SelectField("Course", validators=[DataRequired()], validate_choice=False)
     email = EmailField("Email", validators=[DataRequired(), EMAIL])
     name = StringField("Name", validators=[Optional(), Length(max=200)])
-    role = SelectField("Role", choices=list(COURSE_ROLES), default="student")
+    role = SelectField("Role", choices=[SelectChoice(r, COURSE_ROLE_TITLES[r]) for r in COURSE_ROLES], default="student")
     submit = SubmitField("Add to the course")
 
 

@@ -375,6 +375,8 @@ def test_one_late_student_is_added_to_the_course_without_a_csv(client_for, db, c
                                                                    "person-name": "Late Comer", "person-role": "student"})
     body = added.get_data(as_text=True)
     assert added.status_code == 200 and "late@uni.edu" in body and body.count("/login/link/") == 1
+    assert "Added late@uni.edu to the course" in body and "Imported 1 person" not in body
+    assert '<option value="ta">TA</option>' in page and "CS149: TA" in page     # roles as people read them
     late = db.scalar(select(User).where(User.email == "late@uni.edu"))
     assert late is not None and late.name == "Late Comer"
     # the roster's rules hold: a TA gives no staff role, and adds no one to a course that is not theirs

@@ -8,7 +8,7 @@ from flask import current_app, flash, redirect, render_template, request, url_fo
 from flask_login import current_user
 from sqlalchemy import select
 
-from store.models import Course, Enrollment, User
+from store.models import COURSE_ROLE_TITLES, Course, Enrollment, User
 
 from .. import db, roster, sessions
 from ..accounts import may_act_for, new_login_token
@@ -45,13 +45,14 @@ def _people(session):
     return people, [c.name for c in courses]
 
 
-def _page(form, imported=None, error=None, status=200, person_form=None):
+def _page(form, imported=None, error=None, status=200, person_form=None, added=False):
     people, courses = _people(db.session())
     person_form = person_form or PersonForm(prefix=PERSON)
     for f in (form, person_form):
         f.course.choices = list(courses)
     return render_template("staff/roster.html", form=form, person_form=person_form, people=people,
-                           action_form=SimpleActionForm(), imported=imported, error=error), status
+                           action_form=SimpleActionForm(), imported=imported, added=added, error=error,
+                           role_titles=COURSE_ROLE_TITLES), status
 
 
 @bp.route("/roster", methods=["GET"])
@@ -76,7 +77,7 @@ def add_person():
     except UserError as err:
         session.rollback()
         return _page(RosterForm(), error=err, status=err.status, person_form=form)
-    return _page(RosterForm(), imported=[(p, _link(p.token) if p.token else None) for p in imported])
+    return _page(RosterForm(), imported=[(p, _link(p.token) if p.token else None) for p in imported], added=True)
 
 
 @bp.route("/roster", methods=["POST"])
