@@ -145,7 +145,7 @@ def _footer_lines(view: ReportView) -> list[str]:
              f"thresholds_version {p.thresholds_version}  spec sha256 {p.spec_hash[:12] or '-'}",
              f"backend {p.backend}  seed {p.seed}  submission sha256 {p.submission_sha256[:12] or '-'}"]
     extra = [f"{label} {value}" for label, value in
-             (("status", p.status), ("grader", p.grader_version), ("graded_at", p.graded_at),
+             (("status", p.status), ("grader", p.grader_version), ("graded", p.graded_at),
               ("time", f"{p.duration_s:.1f} s" if p.duration_s is not None else ""),
               ("budget", f"{format_points(p.time_budget_s)} s" if p.time_budget_s else "")) if value]
     if p.rescored_from:
@@ -247,7 +247,7 @@ def to_gradescope(report: Report | ReportView, *, visibility: dict | None = None
         "stdout_visibility": visibility.get("stdout", "hidden"),
         "extra_data": {"assignment": p.assignment, "spec_version": p.spec_version,
                        "thresholds_version": p.thresholds_version, "spec_hash": p.spec_hash,
-                       "backend": p.backend, "status": p.status,
+                       "backend": source.backend, "status": p.status,
                        "submission_sha256": p.submission_sha256, "seed_kind": source.seed_kind,
                        "grader_version": p.grader_version, "flags": [f.flag for f in view.flags],
                        "max_total": view.points.max_total, "missing_files": list(source.missing_files),

@@ -7,11 +7,12 @@ same things. Texts here are plain (not escaped): each renderer escapes for its m
     for test in view.tests: print(test.title, test.status, test.points_text, test.p99_text)"""
 from __future__ import annotations
 
+import datetime as dt
 import math
 from dataclasses import dataclass
 
 from .report import KINDS, Report, TestResult
-from .vocabulary import KIND_TITLES, TIMED_KINDS, ReportStatus, TestKind, TestStatus, Tier
+from .vocabulary import KIND_TITLES, TIMED_KINDS, Backend, ReportStatus, TestKind, TestStatus, Tier
 
 # Why a flag was raised: (for staff, for the student). {subject} is the flagged test's title, or
 # the file or platform after the flag's colon. Student texts use *emphasis* (Gradescope's markdown).
@@ -273,12 +274,12 @@ class Provenance:
     spec_version: str
     thresholds_version: str
     spec_hash: str
-    backend: str
+    backend: str                       # in words: 'simulated (nkisim)', 'Trainium2 hardware'
     seed: str                          # 'secret' or 'public 42'
     submission_sha256: str
     status: str
     grader_version: str
-    graded_at: str
+    graded_at: str                     # '2025-11-20 10:00:00 UTC' (the report keeps ISO 8601)
     duration_s: float | None
     time_budget_s: float | None
     rescored_from: str                 # the thresholds version before a rescore, or ""
@@ -447,11 +448,28 @@ def _flag_view(report: Report, flag: str) -> FlagView:
     return FlagView(flag, code, subject, staff.format(subject=subject), student.format(subject=subject))
 
 
+def _backend_title(backend: str) -> str:
+    return Backend(backend).title if backend in Backend.__members__.values() else backend
+
+
+def _when(iso: str) -> str:
+    """An ISO 8601 time as people read it, to the second in UTC; text that is not one stays as it is."""
+    try:
+        moment = dt.datetime.fromisoformat(iso.replace("Z", "+00:00")) if iso else None
+    except ValueError:
+        return iso
+    if moment is None:
+        return ""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(dt.timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def _provenance(report: Report) -> Provenance:
     # a secret seed is never shown; a public one was given by whoever ran the grade
     seed = f"public {report.seed}" if report.seed_kind == "public" and report.seed is not None else "secret"
     return Provenance(report.assignment, report.title, report.spec_version, report.thresholds_version,
-                      report.spec_hash, report.backend, seed, report.submission_sha256, report.status,
-                      report.grader_version, report.graded_at,
+                      report.spec_hash, _backend_title(report.backend), seed, report.submission_sha256,
+                      report.status, report.grader_version, _when(report.graded_at),
                       report.duration_s if finite(report.duration_s) else None, report.time_budget_s,
                       str((report.rescored_from or {}).get("thresholds_version") or ""))

@@ -13,6 +13,7 @@ import pytest
 from grader import render, scoring
 from grader import report as report_types   # not TestResult by name: pytest would try to collect it
 from grader.report import Report
+from grader.report_view import view_of
 
 SHA = "0123456789abcdef" * 4
 CONV_OPT_FP16 = {"optimized": 1002.0, "relaxed": 1365.0}
@@ -112,9 +113,9 @@ def test_terminal_full_report(full_report):
     assert "Flags" not in lines
     assert any("spec_version 1" in l and "thresholds_version 2025-11-13" in l and "spec sha256 ffffffffffff" in l
                for l in lines)
-    assert f"backend sim  seed public 42  submission sha256 {SHA[:12]}" in lines
+    assert f"backend simulated (nkisim)  seed public 42  submission sha256 {SHA[:12]}" in lines
     assert SHA[:13] not in text
-    assert "status completed  grader 0.1.0  graded_at 2025-11-20T10:00:00Z  time 412.4 s" in lines
+    assert "status completed  grader 0.1.0  graded 2025-11-20 10:00:00 UTC  time 412.4 s" in lines
     assert "\x1b[" not in text
     assert text.isascii()
 
@@ -148,7 +149,7 @@ def test_terminal_mixed_report(mixed_report):
     assert flags[0].startswith("  implausibly_fast:ec_32x16_pool1_float32: Extra credit: 32x16, no maxpool, "
                                "float32: p99 is below the roofline")
     assert flags[1] == "  mystery_flag: no explanation is recorded for this flag; see the full report"
-    assert "backend sim  seed secret  submission sha256 0123456789ab" in lines
+    assert "backend simulated (nkisim)  seed secret  submission sha256 0123456789ab" in lines
     assert "987654321" not in text                             # a secret seed is never shown
     assert "graded_at" not in text                             # empty fields are left out
 
@@ -488,3 +489,15 @@ def test_write_onto_a_directory_raises_and_removes_temp(tmp_path, full_report):
         render.write_gradescope(full_report, tmp_path / "results.json")
     assert os.listdir(tmp_path) == ["results.json"]
     assert Path(tmp_path / "results.json").is_dir()
+
+
+def test_provenance_says_the_backend_and_the_time_in_words():
+    """The report's footer showed `backend sim` and `graded_at 2025-11-20T10:00:00.123456+00:00`;
+    people read the backend's title and a UTC time to the second (the JSON keeps the raw values)."""
+    report = make_report([correctness("conv_small", "Correctness: small images (32x16)")],
+                         {"correctness": 5, "performance": 0, "extra_credit": 0},
+                         graded_at="2025-11-20T11:00:00.123456+01:00")
+    view = view_of(report)
+    assert view.provenance.backend == "simulated (nkisim)"
+    assert view.provenance.graded_at == "2025-11-20 10:00:00 UTC"
+    assert render.to_json(report)["graded_at"] == "2025-11-20T11:00:00.123456+01:00"
