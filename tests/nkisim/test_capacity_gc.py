@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -85,3 +86,45 @@ def test_a_tile_dropped_in_a_cycle_is_free_whether_or_not_the_collector_runs():
 def test_tiles_kept_through_a_cycle_overflow_whether_or_not_the_collector_runs():
     assert verdict(k_kept_cycles, collect=True) == ("overflow", "err_stack_overflow_sbuf")
     assert verdict(k_kept_cycles, collect=False) == ("overflow", "err_stack_overflow_sbuf")
+
+
+class Marker:
+    """Something a weak reference can watch, caught in the kernel's cycles."""
+
+
+def k_garbage_every_instruction(x, count, markers):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.hbm)
+    t = nl.ndarray(x.shape, x.dtype)
+    nisa.dma_copy(dst=t, src=x)
+    for i in range(count):
+        t = nisa.tensor_scalar(t, np.add, 1.0)
+        junk = [Marker()]
+        junk.append(junk)
+        if i == 0:
+            markers.append(weakref.ref(junk[0]))
+        del junk
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def traced_garbage_survives(step: int) -> bool:
+    """Trace a kernel that drops a cycle per instruction, with the collector paused around
+    the trace as well (so nothing collects after it); is the first cycle still alive?"""
+    from nkisim import collector
+    from nkisim.runtime import ArgSpec, trace_kernel
+    markers = []
+    saved, collector._STEP = collector._STEP, step
+    try:
+        with collector.paused():
+            trace_kernel(k_garbage_every_instruction, [ArgSpec((128, 4), np.float32)],
+                         {"count": collector._EVERY + 8, "markers": markers})
+            return markers[0]() is not None
+    finally:
+        collector._STEP = saved
+
+
+def test_cyclic_garbage_is_collected_during_a_trace_once_memory_has_grown():
+    """The collector is paused while tracing; a look at the peak resident size every
+    collector._EVERY instructions collects once it has grown by collector._STEP (here 0)."""
+    assert not traced_garbage_survives(step=0)
+    assert traced_garbage_survives(step=2 ** 40)     # and without that look, nothing collects
