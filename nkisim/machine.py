@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-from . import dtypes
+from . import collector, dtypes
 from .errors import (HardwareLimitError, KernelContractError, MemorySpaceError, OutsideKernelError, ShapeError,
                      UnsupportedOperationError)
 from .indexing import Predicate
@@ -140,6 +140,7 @@ class Machine:
                           [t._region or t.region() for t in writes], site, accumulate, attrs, kind, params or {},
                           mask_values)
         self.trace.append(rec)
+        collector.tick(len(self.trace))
         for t in writes:
             if t._alloc.transient and t._alloc.producer is None:
                 t._alloc.producer = rec

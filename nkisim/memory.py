@@ -1,7 +1,8 @@
 """Buffers (HBM, SBUF, PSUM), allocations, and on-chip capacity accounting.
 
 An allocation is live while the kernel still references it (through any tensor or view):
-Python's reference counting plays the compiler's live-range analysis. Capacity is checked
+Python's reference counting plays the compiler's live-range analysis (with one cycle collection
+before an overflow is reported, for tiles dropped inside reference cycles). Capacity is checked
 when the next allocation is made, so a tile rebound in a loop (`t = nl.ndarray(...)`) does
 not count twice, and an instruction result consumed at once (`psum += nc_matmul(..)`)
 never counts at all.
@@ -9,6 +10,7 @@ never counts at all.
 from __future__ import annotations
 
 import enum
+import gc
 import itertools
 import math
 import weakref
@@ -164,12 +166,18 @@ class MemoryTracker:
                 code="err_psum_tile_exceeds_bank", site=alloc.site)
 
     def check(self) -> None:
-        """Raise if live on-chip allocations exceed capacity; blame the newest one."""
+        """Raise if live on-chip allocations exceed capacity; blame the newest one.
+
+        Before a verdict of overflow, the cycle collector runs: a tile the kernel dropped inside
+        a reference cycle is dead, and whether it counts must not depend on when Python last
+        happened to collect (see tests/nkisim/test_capacity_gc.py)."""
+        limits = self.limits
+        if self.sbuf_bytes > limits.sbuf_usable_bytes or self.psum_banks > limits.psum_banks:
+            gc.collect()        # finalizers of unreachable tiles release them (Allocation.__del__)
         if self.sbuf_bytes > self.peak_sbuf_bytes:
             self.peak_sbuf_bytes = self.sbuf_bytes
         if self.psum_banks > self.peak_psum_banks:
             self.peak_psum_banks = self.psum_banks
-        limits = self.limits
         if self.sbuf_bytes > limits.sbuf_usable_bytes:
             raise self._overflow(
                 Buffer.SBUF, f"required SBUF {self.sbuf_bytes} bytes per partition exceeds "

@@ -4,8 +4,6 @@ program on the real inputs with NumPy (nkisim.execute). A graded run does the tw
 different processes; local use (nki.baremetal, nki.benchmark) does both here."""
 from __future__ import annotations
 
-import contextlib
-import gc
 import inspect
 import sys
 from dataclasses import dataclass, field
@@ -13,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from . import dtypes
+from . import collector, dtypes
 from .errors import KernelContractError
 from .execute import execute
 from .machine import Machine, _current
@@ -179,19 +177,6 @@ def _call_keeping_locals(func, args, kwargs):
     return result, (captured[0] if captured else None)
 
 
-@contextlib.contextmanager
-def _relaxed_gc():
-    """Collect cycles less often while a kernel runs: the trace accumulates many small
-    objects that the collector would otherwise rescan over and over. Tile lifetimes use
-    reference counting, which this does not touch."""
-    thresholds = gc.get_threshold()
-    gc.set_threshold(max(thresholds[0], 50_000), *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-
-
 def _last_line(func) -> SourceSite | None:
     """Where a kernel ends (a missing `return` is reported there, not in our code)."""
     code = getattr(func, "__code__", None)
@@ -208,7 +193,7 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
     k = as_kernel(kernel)
     machine = Machine(settings)
     names = _param_names(k.func, len(args))
-    with machine.activate(), _relaxed_gc():
+    with machine.activate(), collector.paused():
         counter = [0]
         dev_args = [_to_device(machine, n, a, counter) for n, a in zip(names, args)]
         dev_kwargs = {n: _to_device(machine, n, v, counter) for n, v in kwargs.items()}
@@ -220,9 +205,10 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
                 frame.clear()
             del frame
         outputs = _output_regions(result, k.__name__, _last_line(k.func))
-    program = Program(kernel=k.__name__, allocs=list(machine.allocations.values()), records=machine.trace,
-                      outputs=outputs, compile_options=dict(compile_options or {}),
-                      platform=getattr(machine.settings, "platform", "trn2"))
+        # the allocation table (one tuple per allocation) is made while the collector is still paused
+        program = Program(kernel=k.__name__, allocs=list(machine.allocations.values()), records=machine.trace,
+                          outputs=outputs, compile_options=dict(compile_options or {}),
+                          platform=getattr(machine.settings, "platform", "trn2"))
     return program, machine
 
 

@@ -395,6 +395,18 @@ while True:
     blocks.append(bytearray(128 * 2 ** 20))
 """)
 
+# cyclic garbage made while the kernel is traced, where the cycle collector is paused: a loop
+# of it must end at the address space limit, not run on until the wall-clock limit
+CYCLIC_GARBAGE = HEADER + """
+
+@nki.jit
+def fused_conv2d_maxpool(X, W, bias, pool_size=1):
+    while True:
+        tile = nl.zeros((128, 4), dtype=X.dtype, buffer=nl.sbuf)
+        junk = [tile, bytearray(2 ** 20)]
+        junk.append(junk)
+"""
+
 # memory outside the address space limit: memfd files grown with fallocate, each under the
 # file size limit, none of them mapped
 MEMFD_HOARD = zeros_kernel("""
@@ -691,6 +703,14 @@ def test_a_memory_bomb_hits_the_address_space_limit():
     assert result.status == "error" and result.points == 0
     # RLIMIT_AS makes the allocation fail (MemoryError); a kill would do as well
     assert "MemoryError" in result.message or "died" in result.message, result.message
+
+
+def test_cyclic_garbage_in_a_traced_loop_hits_the_address_space_limit():
+    started = time.monotonic()
+    result = by_name(graded(CYCLIC_GARBAGE, memory_bytes=2 ** 30))["conv"]
+    assert result.status == "error" and result.points == 0
+    assert "MemoryError" in result.message or "died" in result.message, result.message
+    assert time.monotonic() - started < WALL, "ran until the wall-clock limit"
 
 
 @pytest.mark.needs("memory_cgroup")
