@@ -142,7 +142,10 @@ def executor_split(spec, kernel_source: str, seed: int, threads: int, ran: set[s
     import types
 
     import nkisim
+    from grader import executor
+    from nkisim import cost
     from nkisim import execute as ex
+    from nkisim import program as programs
     from nkisim.runtime import ArgSpec, trace_kernel
     matmul = ex._KINDS["matmul"]
     spent = [0.0]
@@ -154,8 +157,9 @@ def executor_split(spec, kernel_source: str, seed: int, threads: int, ran: set[s
         finally:
             spent[0] += time.perf_counter() - start
     print(f"\n== the executor's work in this process (matmuls apart), 1 BLAS thread vs {threads}\n")
-    print(f"{'test / configuration':44}{'instrs':>8}{'exec 1t':>10}{'matmul 1t':>11}{'rest 1t':>9}"
-          f"{'exec ' + str(threads) + 't':>10}{'matmul ' + str(threads) + 't':>11}{'same bits':>11}")
+    print(f"{'test / configuration':44}{'instrs':>8}{'trace':>8}{'decode+val':>11}{'exec 1t':>10}{'matmul 1t':>11}"
+          f"{'rest 1t':>9}{'cost+prof':>10}{'exec ' + str(threads) + 't':>10}{'matmul ' + str(threads) + 't':>11}"
+          f"{'same bits':>11}")
     nkisim.install(platform=spec.platform)
     module = types.ModuleType("conv2d")
     exec(compile(kernel_source, "conv2d.py", "exec"), module.__dict__)
@@ -169,8 +173,15 @@ def executor_split(spec, kernel_source: str, seed: int, threads: int, ran: set[s
             kernel = getattr(module, test.kernel)
             for ci, config in enumerate(test.configs):
                 args, kwargs = config_inputs(test.problem, config, config_seed(seed, ti, ci))
-                program, _ = trace_kernel(kernel, [ArgSpec(a.shape, a.dtype) for a in args], kwargs,
-                                          nkisim.SimSettings(platform=spec.platform), {})
+                start = time.perf_counter()
+                traced, _ = trace_kernel(kernel, [ArgSpec(a.shape, a.dtype) for a in args], kwargs,
+                                         nkisim.SimSettings(platform=spec.platform), {})
+                data = programs.encode(traced)
+                traced_s = time.perf_counter() - start
+                start = time.perf_counter()       # what grader/executor.py does before executing
+                program = programs.decode(data, programs.ProgramLimits(max_records=2_000_000))
+                programs.validate(program, executor._limits(spec.platform), args)
+                decode_s = time.perf_counter() - start
                 figures, outs = [], []
                 for n in (1, threads):
                     spent[0] = 0.0
@@ -180,18 +191,30 @@ def executor_split(spec, kernel_source: str, seed: int, threads: int, ran: set[s
                         figures.append((time.perf_counter() - start, spent[0]))
                     out = done.outputs if not isinstance(done.outputs, dict) else list(done.outputs.values())
                     outs.append([np.ascontiguousarray(o) for o in (out if isinstance(out, (list, tuple)) else [out])])
+                    if n == 1:
+                        cost_s = 0.0
+                        if test.timed:             # the executor's latency estimate and profile
+                            start = time.perf_counter()
+                            timeline = cost.time_trace(done.trace, program.allocs,
+                                                       dge=cost.uses_dge(program.compile_options),
+                                                       limits=executor._limits(spec.platform))
+                            executor._profile(done.trace, timeline, {"thresholds_us": test.thresholds_us})
+                            cost_s = time.perf_counter() - start
                 same = all(a.tobytes() == b.tobytes() for a, b in zip(*outs))
                 all_same &= same
                 (w1, m1), (wn, mn) = figures
-                for k, v in (("w1", w1), ("m1", m1), ("wn", wn), ("mn", mn), ("n", len(program.records))):
+                for k, v in (("w1", w1), ("m1", m1), ("wn", wn), ("mn", mn), ("n", len(program.records)),
+                             ("t", traced_s), ("d", decode_s), ("c", cost_s)):
                     sums[k] += v
                 label = f"{test.name[:22]} {problems.problem_of_config(config).label(config)[:21]}"
-                print(f"{label:44}{len(program.records):8d}{w1:10.2f}{m1:11.2f}{w1 - m1:9.2f}{wn:10.2f}{mn:11.2f}"
-                      f"{str(same):>11}", flush=True)
+                print(f"{label:44}{len(program.records):8d}{traced_s:8.2f}{decode_s:11.2f}{w1:10.2f}{m1:11.2f}"
+                      f"{w1 - m1:9.2f}{cost_s:10.2f}{wn:10.2f}{mn:11.2f}{str(same):>11}", flush=True)
     finally:
         ex._KINDS["matmul"] = matmul
-    print(f"{'all':44}{int(sums['n']):8d}{sums['w1']:10.2f}{sums['m1']:11.2f}{sums['w1'] - sums['m1']:9.2f}"
-          f"{sums['wn']:10.2f}{sums['mn']:11.2f}{str(all_same):>11}")
+    print(f"{'all':44}{int(sums['n']):8d}{sums['t']:8.2f}{sums['d']:11.2f}{sums['w1']:10.2f}{sums['m1']:11.2f}"
+          f"{sums['w1'] - sums['m1']:9.2f}{sums['c']:10.2f}{sums['wn']:10.2f}{sums['mn']:11.2f}{str(all_same):>11}")
+    print("(trace: in this process, with encoding; matmul: the executor's matmul instructions, operand casts "
+          "included; cost+prof: the latency estimate and profile of a timed test)")
     print(f"execution / its matmuls, one thread: {sums['w1'] / sums['m1']:.2f}x (target <= 1.3)")
 
 
