@@ -31,6 +31,7 @@ Peak memory: the largest resident set of the grader's process during the first c
 by this process, so their peaks are not counted here; each is capped by its memory limit.
 
     python bench/grade_speed.py [--seed N] [--rounds N]
+    python bench/grade_speed.py --breakdown     (where a warm grade's time goes: bench/grade_breakdown.py)
 """
 from __future__ import annotations
 
@@ -175,8 +176,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2,
                         help="sandboxed and unsandboxed grades, alternating; the best of each counts, so "
                              "neither pays alone for a cold machine (default 2)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="instead: one warm grade timed step by step, and the executor's matmul share")
     args = parser.parse_args()
     spec = specs.load("asst4-trainium2")
+    if args.breakdown:
+        sys.path.insert(0, str(ROOT / "bench"))
+        import grade_breakdown
+        grade_breakdown.main(spec, KERNEL)
+        return
 
     print(f"== grader grade conv2d.py (a copy of {KERNEL.relative_to(ROOT)}) --backend sim --seed {args.seed}",
           flush=True)

@@ -1,0 +1,238 @@
+"""Where a warm full grade's time goes (`python bench/grade_speed.py --breakdown`): prints
+figures, asserts nothing.
+
+1. One warm sandboxed grade of the optimized reference (answers drawn from a one-set answer
+   pool, as a worker with NKI_ANSWER_POOL_SIZE grades), with timers around the grader's own
+   steps. Per configuration: making its inputs, the tracing child and the executor child (wall
+   and CPU, user + system as the zygote's monitor reports it), the grader's output comparison
+   and downgrade check, and what is left of the configuration's wall (job directories, the
+   shared memory, the answer read from the pool, reading results back).
+2. The executor's work in this process, per configuration: the program traced here, executed
+   with nkisim.execute.execute on the same inputs, with its matmuls timed apart from everything
+   else; once on one BLAS thread (as grader/executor.py runs it) and once on every usable core,
+   with the outputs compared bit for bit between the two.
+
+Timers wrap module attributes of this process only (bench code, not the grader's).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import defaultdict
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+import grader
+from grader import downgrade, problems, runner
+from grader.inputs import config_inputs, config_seed
+
+GRADE = importlib.import_module("grader.grade")   # the module (the package attribute is a function)
+
+
+class Timers:
+    """Seconds per (configuration, step), from wrappers around the grader's module attributes."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple, dict[str, float]] = {}
+        self.order: list[tuple] = []
+        self.current: tuple | None = None
+        self._saved = []
+
+    def _wrap(self, module, name: str, step: str, record=None) -> None:
+        original = getattr(module, name)
+        self._saved.append((module, name, original))
+
+        def timed(*args, **kwargs):
+            start, cpu = time.perf_counter(), time.process_time()
+            result = original(*args, **kwargs)
+            row = self.rows[self.current]
+            row[step] = row.get(step, 0.0) + time.perf_counter() - start
+            row[step + " own cpu"] = row.get(step + " own cpu", 0.0) + time.process_time() - cpu
+            if record is not None:
+                record(row, args, result)
+            return result
+        setattr(module, name, timed)
+
+    def install(self) -> None:
+        original_config = GRADE._Run._run_config
+        self._saved.append((GRADE._Run, "_run_config", original_config))
+
+        def run_config(run, test, index, config):
+            self.current = (test.name, index, problems.problem_of_config(config).label(config))
+            self.rows[self.current] = {}
+            self.order.append(self.current)
+            start = time.perf_counter()
+            try:
+                return original_config(run, test, index, config)
+            finally:
+                self.rows[self.current]["config"] = time.perf_counter() - start
+        GRADE._Run._run_config = run_config
+
+        def child(row, args, result):
+            which = "trace" if args[0][-1] == "grader.child" else "exec"
+            row[which + " wall"] = row.get(which + " wall", 0.0) + result.wall_seconds
+            row[which + " cpu"] = row.get(which + " cpu", 0.0) + (result.cpu_seconds or 0.0)
+        self._wrap(runner, "run_child", "children", child)
+        self._wrap(GRADE, "config_inputs", "inputs")
+        self._wrap(GRADE, "check_output", "compare")
+        self._wrap(downgrade, "check", "downgrade")
+
+    def uninstall(self) -> None:
+        for module, name, original in reversed(self._saved):
+            setattr(module, name, original)
+
+
+def warm_grade(spec, kernel_path, jobs: int = 1) -> tuple[float, Timers, dict]:
+    with tempfile.TemporaryDirectory(dir="/var/tmp" if os.path.isdir("/var/tmp") else None) as tmp:
+        pool = grader.AnswerPool(os.path.join(tmp, "answers"), size=1, uses=1)
+        with threadpool_limits(limits=1, user_api="blas"):
+            pool.fill(spec)
+        submission = os.path.join(tmp, "conv2d.py")
+        shutil.copyfile(kernel_path, submission)
+        answers = pool.draw(spec)
+        sub = grader.load_submission(submission, spec)
+        timers = Timers()
+        timers.install()
+        try:
+            start = time.perf_counter()
+            report = grader.grade(sub, spec, grader.GradeOptions(backend="sim", answers=answers, jobs=jobs))
+            wall = time.perf_counter() - start
+        finally:
+            timers.uninstall()
+        return wall, timers, report.to_json() | {"seed": answers.seed}
+
+
+COLUMNS = ("config", "inputs", "trace wall", "trace cpu", "exec wall", "exec cpu", "compare", "downgrade")
+
+
+def print_grade(wall: float, timers: Timers) -> None:
+    print(f"\n== warm sandboxed grade: {wall:.2f} s wall, configurations one after another\n")
+    print(f"{'test / configuration':44}" + "".join(f"{c:>11}" for c in COLUMNS + ("rest",)))
+    per_test: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    totals: dict[str, float] = defaultdict(float)
+    for key in timers.order:
+        row = timers.rows[key]
+        rest = row.get("config", 0) - sum(row.get(c, 0) for c in ("inputs", "trace wall", "exec wall", "compare",
+                                                                   "downgrade"))
+        cells = [row.get(c, 0.0) for c in COLUMNS] + [rest]
+        print(f"{key[0][:22] + ' ' + key[2][:21]:44}" + "".join(f"{v:11.2f}" for v in cells))
+        for c, v in zip(COLUMNS + ("rest",), cells):
+            per_test[key[0]][c] += v
+            totals[c] += v
+    print()
+    for name, sums in per_test.items():
+        print(f"{name + ' (test)':44}" + "".join(f"{sums[c]:11.2f}" for c in COLUMNS + ("rest",)))
+    print(f"{'all configurations':44}" + "".join(f"{totals[c]:11.2f}" for c in COLUMNS + ("rest",)))
+    outside = wall - totals["config"]
+    print(f"\ngrade wall outside configurations (spec, precheck, zygote, report): {outside:.2f} s")
+    serial = totals["trace wall"] + totals["exec wall"]
+    print(f"children one after another: trace {totals['trace wall']:.2f} s + exec {totals['exec wall']:.2f} s "
+          f"= {serial:.2f} s; grader-side steps {totals['inputs'] + totals['compare'] + totals['downgrade'] + totals['rest']:.2f} s")
+    print(f"if tracing of configuration k+1 overlapped execution of k on a second core, the children's "
+          f"wall could fall to about max(trace, exec) = {max(totals['trace wall'], totals['exec wall']):.2f} s")
+
+
+def executor_split(spec, kernel_source: str, seed: int, threads: int, ran: set[str]) -> None:
+    """Part 2 of the module docstring."""
+    import types
+
+    import nkisim
+    from grader import executor
+    from nkisim import cost
+    from nkisim import execute as ex
+    from nkisim import program as programs
+    from nkisim.runtime import ArgSpec, trace_kernel
+    matmul = ex._KINDS["matmul"]
+    spent = [0.0]
+
+    def timed_matmul(rec, v):
+        start = time.perf_counter()
+        try:
+            return matmul(rec, v)
+        finally:
+            spent[0] += time.perf_counter() - start
+    print(f"\n== the executor's work in this process (matmuls apart), 1 BLAS thread vs {threads}\n")
+    print(f"{'test / configuration':44}{'instrs':>8}{'trace':>8}{'decode+val':>11}{'exec 1t':>10}{'matmul 1t':>11}"
+          f"{'rest 1t':>9}{'cost+prof':>10}{'exec ' + str(threads) + 't':>10}{'matmul ' + str(threads) + 't':>11}"
+          f"{'same bits':>11}")
+    nkisim.install(platform=spec.platform)
+    module = types.ModuleType("conv2d")
+    exec(compile(kernel_source, "conv2d.py", "exec"), module.__dict__)
+    sums = defaultdict(float)
+    all_same = True
+    ex._KINDS["matmul"] = timed_matmul
+    try:
+        for ti, test in enumerate(spec.tests):
+            if test.name not in ran:
+                continue
+            kernel = getattr(module, test.kernel)
+            for ci, config in enumerate(test.configs):
+                args, kwargs = config_inputs(test.problem, config, config_seed(seed, ti, ci))
+                start = time.perf_counter()
+                traced, _ = trace_kernel(kernel, [ArgSpec(a.shape, a.dtype) for a in args], kwargs,
+                                         nkisim.SimSettings(platform=spec.platform), {})
+                data = programs.encode(traced)
+                traced_s = time.perf_counter() - start
+                start = time.perf_counter()       # what grader/executor.py does before executing
+                program = programs.decode(data, programs.ProgramLimits(max_records=2_000_000))
+                programs.validate(program, executor._limits(spec.platform), args)
+                decode_s = time.perf_counter() - start
+                figures, outs = [], []
+                for n in (1, threads):
+                    spent[0] = 0.0
+                    with np.errstate(all="ignore"), threadpool_limits(limits=n, user_api="blas"):
+                        start = time.perf_counter()
+                        done = ex.execute(program, args)
+                        figures.append((time.perf_counter() - start, spent[0]))
+                    out = done.outputs if not isinstance(done.outputs, dict) else list(done.outputs.values())
+                    outs.append([np.ascontiguousarray(o) for o in (out if isinstance(out, (list, tuple)) else [out])])
+                    if n == 1:
+                        cost_s = 0.0
+                        if test.timed:             # the executor's latency estimate and profile
+                            start = time.perf_counter()
+                            timeline = cost.time_trace(done.trace, program.allocs,
+                                                       dge=cost.uses_dge(program.compile_options),
+                                                       limits=executor._limits(spec.platform))
+                            executor._profile(done.trace, timeline, {"thresholds_us": test.thresholds_us})
+                            cost_s = time.perf_counter() - start
+                same = all(a.tobytes() == b.tobytes() for a, b in zip(*outs))
+                all_same &= same
+                (w1, m1), (wn, mn) = figures
+                for k, v in (("w1", w1), ("m1", m1), ("wn", wn), ("mn", mn), ("n", len(program.records)),
+                             ("t", traced_s), ("d", decode_s), ("c", cost_s)):
+                    sums[k] += v
+                label = f"{test.name[:22]} {problems.problem_of_config(config).label(config)[:21]}"
+                print(f"{label:44}{len(program.records):8d}{traced_s:8.2f}{decode_s:11.2f}{w1:10.2f}{m1:11.2f}"
+                      f"{w1 - m1:9.2f}{cost_s:10.2f}{wn:10.2f}{mn:11.2f}{str(same):>11}", flush=True)
+    finally:
+        ex._KINDS["matmul"] = matmul
+    print(f"{'all':44}{int(sums['n']):8d}{sums['t']:8.2f}{sums['d']:11.2f}{sums['w1']:10.2f}{sums['m1']:11.2f}"
+          f"{sums['w1'] - sums['m1']:9.2f}{sums['c']:10.2f}{sums['wn']:10.2f}{sums['mn']:11.2f}{str(all_same):>11}")
+    print("(trace: in this process, with encoding; matmul: the executor's matmul instructions, operand casts "
+          "included; cost+prof: the latency estimate and profile of a timed test)")
+    print(f"execution / its matmuls, one thread: {sums['w1'] / sums['m1']:.2f}x (target <= 1.3)")
+
+
+def verdicts(report: dict) -> list:
+    return [(t["name"], t["status"], t["points"], t.get("p99_us")) for t in report["tests"]] + [report["flags"]]
+
+
+def main(spec, kernel_path) -> None:
+    wall, timers, report = warm_grade(spec, kernel_path)
+    print_grade(wall, timers)
+    try:
+        threads = len(os.sched_getaffinity(0))
+    except AttributeError:
+        threads = os.cpu_count() or 1
+    if threads > 1:
+        wall_n, _, report_n = warm_grade(spec, kernel_path, jobs=threads)
+        same = "same verdicts, p99s and flags" if verdicts(report_n) == verdicts(report) else "VERDICTS DIFFER"
+        print(f"\nthe same warm grade with {threads} tests at once (GradeOptions.jobs={threads}, one BLAS thread "
+              f"each): {wall_n:.2f} s wall vs {wall:.2f} s one at a time ({same})")
+    executor_split(spec, kernel_path.read_text(), report["seed"], threads,
+                   {t["name"] for t in report["tests"] if t["status"] != "skipped"})
