@@ -400,7 +400,8 @@ class _Run:
         return Report(
             assignment=self.spec.assignment, title=self.spec.title, spec_version=self.spec.spec_version,
             thresholds_version=self.spec.thresholds_version, spec_hash=self.spec.spec_hash, backend=self.backend,
-            submission_sha256=self.sub.sha256, score=scoring.total(self.spec, ordered), flags=self.flags,
+            submission_sha256=self.sub.sha256, score=scoring.total(self.spec, ordered),
+            flags=flags_in_spec_order(self.flags, self.spec),
             tests=ordered, seed_kind="public" if self.opt.seed is not None else "secret",
             seed=self.seed, answer_set=self.answers.set_id if self.answers is not None else None,
             grader_version=GRADER_VERSION,
@@ -501,3 +502,12 @@ class _CallableModule(type(sys)):
 
 
 sys.modules[__name__].__class__ = _CallableModule
+
+
+def flags_in_spec_order(flags: list[str], spec) -> list[str]:
+    """Flags about the submission as a whole first, then each test's in the spec's order: with
+    tests run in parallel (GradeOptions.jobs) they are raised in the order tests finish, and the
+    same grade must read the same whichever test finished first."""
+    position = {t.name: i for i, t in enumerate(spec.tests)}
+    return sorted(flags, key=lambda flag: position.get(flag.partition(":")[2], -1))
+

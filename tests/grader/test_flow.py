@@ -478,3 +478,19 @@ def test_a_kernel_that_fails_at_once_costs_no_reference_work(spec, monkeypatch):
     good = grader.grade(grader.submission_from_bytes("conv2d.py", CONV, spec), spec,
                         grader.GradeOptions(backend="sim", seed=1))
     assert good.score.total == 9 and len(calls) == 5      # every conv configuration, once
+
+
+def test_flags_read_the_same_whichever_test_finished_first():
+    """With tests run in parallel (--jobs 2) flags were listed in the order tests finished, so the
+    same grade could list them differently; now: the submission's own flags, then the spec's order."""
+    from grader.grade import flags_in_spec_order
+    spec = grader.load_spec("asst4-trainium2")
+    first, later = spec.tests[0].name, spec.tests[-1].name
+    finished_late_first = [f"implausibly_fast:{later}", "precheck_rejected:conv2d", f"program_invalid:{first}",
+                           f"trace_inconsistent:{later}"]
+    finished_early_first = [f"program_invalid:{first}", "precheck_rejected:conv2d", f"implausibly_fast:{later}",
+                            f"trace_inconsistent:{later}"]
+    expected = ["precheck_rejected:conv2d", f"program_invalid:{first}", f"implausibly_fast:{later}",
+                f"trace_inconsistent:{later}"]
+    assert flags_in_spec_order(finished_late_first, spec) == expected
+    assert flags_in_spec_order(finished_early_first, spec) == expected
