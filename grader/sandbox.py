@@ -100,11 +100,19 @@ def _set_mount_attr(path: str, attr_set: int, attr_clr: int, recursive: bool) ->
 
 
 def _lock_down(tmp_options: str | None) -> bool:
-    """All mounts read-only, then (unless `tmp_options` is None) a private writable /tmp."""
+    """All mounts read-only, then (unless `tmp_options` is None) a private writable /tmp. Code
+    the child runs from under /tmp (a checkout or venv there) is bound back into it, read-only."""
     try:
+        # opened before /tmp is covered: afterwards these paths would name the empty tmpfs
+        keep = {path: os.open(path, os.O_PATH) for path in _tmp_code_dirs()} if tmp_options is not None else {}
         _set_mount_attr("/", MOUNT_ATTR_RDONLY, 0, recursive=True)
         if tmp_options is not None:
             _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp_options, "private /tmp")
+            for path, fd in keep.items():
+                os.makedirs(path, mode=0o755, exist_ok=True)
+                _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None, f"bind {path}")
+                _set_mount_attr(path, MOUNT_ATTR_RDONLY, 0, recursive=True)
+                os.close(fd)
     except OSError:
         return False
     return True
@@ -226,11 +234,25 @@ def _drop_privileges(uid: int) -> None:
 
 
 @functools.lru_cache(maxsize=1)
+def _code_dirs() -> tuple[str, ...]:
+    """Where the Python the child runs lives: its interpreter, its environment and the checkout
+    holding the grader."""
+    grader_dir = os.path.dirname(os.path.realpath(__file__))
+    return tuple(sorted({os.path.realpath(d) for d in (sys.prefix, sys.base_prefix, os.path.dirname(grader_dir))}))
+
+
 def _code_under_tmp() -> bool:
-    """Does the Python the child runs live under /tmp? Without the package view a private /tmp
-    would hide it (a checkout or venv in /tmp, as CI may use)."""
-    dirs = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(__file__))}
-    return any(os.path.realpath(d) == "/tmp" or os.path.realpath(d).startswith("/tmp/") for d in dirs)
+    """Is /tmp itself where the child's Python lives? Then no private /tmp can be given: it
+    would hide that code."""
+    return "/tmp" in _code_dirs()
+
+
+@functools.lru_cache(maxsize=1)
+def _tmp_code_dirs() -> tuple[str, ...]:
+    """The child's code directories under /tmp (a checkout or venv there, as CI may use), the
+    outermost of each nest: a private /tmp gets them bound back."""
+    under = [d for d in _code_dirs() if d.startswith("/tmp/")]
+    return tuple(d for d in under if not any(d.startswith(o + "/") for o in under))
 
 
 # ----- limits, results, capabilities ----------------------------------------------------------
@@ -352,12 +374,12 @@ def _detect() -> Capabilities:
     caps.ipc = _forked_status(lambda: _libc.unshare(userns | CLONE_NEWIPC) == 0)
     caps.uts = _forked_status(lambda: _libc.unshare(userns | CLONE_NEWUTS) == 0)
     caps.mount = root and _forked_status(lambda: _libc.unshare(CLONE_NEWNS) == 0)
+    _tmp_code_dirs()      # worked out here: the probes fork this process and must not compute it
     caps.readonly = caps.mount and _forked_status(
         lambda: _libc.unshare(CLONE_NEWNS) == 0 and _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) == 0
         and _lock_down("size=1m"))
     # the probes fork this (perhaps threaded) process: nothing in them may import or take a lock
     plan = view_plan()
-    _code_under_tmp()
     base = {"flags": (CLONE_NEWPID if caps.pid else 0) | CLONE_NEWNS, "hide": [], "cgroups": [],
             "readonly": True, "uid": None, "limits": None, "legacy_proc": False}
     if caps.readonly and caps.pid and SYS_PIVOT_ROOT is not None:

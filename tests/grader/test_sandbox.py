@@ -329,3 +329,39 @@ def test_view_extra_adds_a_file_to_what_the_child_may_read(tmp_path):
     assert result.returncode == 0, result.output
     listed, readable = result.stdout.splitlines()
     assert "report.py" in listed and "grade.py" not in listed and readable == "True"
+
+
+@pytest.mark.needs("package_view")
+def test_code_living_under_tmp_is_bound_back_into_a_private_tmp():
+    """A checkout or venv under /tmp used to leave the child with no private /tmp (it would hide
+    the code), so nothing was writable and the Neuron compile failed with "No usable temporary
+    directory". Now the code is bound back, read-only, into a private, writable /tmp."""
+    code = Path(tempfile.mkdtemp(dir="/tmp", prefix="nki-code-under-tmp-"))
+    other = Path(tempfile.mkdtemp(dir="/tmp", prefix="nki-other-under-tmp-"))
+    try:
+        (code / "module.py").write_text("VALUE = 7\n")
+        (other / "secret.txt").write_text("not for the child\n")
+        probe = textwrap.dedent(f"""
+            import ctypes, os, tempfile
+            from grader import sandbox
+            sandbox._tmp_code_dirs = lambda: ({str(code)!r},)
+            assert sandbox._libc.unshare(sandbox.CLONE_NEWNS) == 0
+            assert sandbox._libc.mount(None, b"/", None, sandbox.MS_REC | sandbox.MS_PRIVATE, None) == 0
+            assert sandbox._lock_down("size=4m,mode=1777")
+            assert open({str(code / "module.py")!r}).read() == "VALUE = 7\\n"
+            try:
+                open({str(code / "new.py")!r}, "w")
+                raise SystemExit("the bound code is writable")
+            except OSError:
+                pass
+            assert not os.path.exists({str(other / "secret.txt")!r}), "the rest of /tmp shows"
+            with tempfile.NamedTemporaryFile() as fh:          # a usable temporary directory
+                assert fh.name.startswith("/tmp/")
+            print("ok")
+        """)
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                              cwd=str(Path(__file__).resolve().parents[2]))
+        assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+    finally:
+        shutil.rmtree(code, ignore_errors=True)
+        shutil.rmtree(other, ignore_errors=True)
