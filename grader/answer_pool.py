@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from . import downgrade, problems
-from .inputs import config_inputs, config_seed
+from .inputs import check_seed, config_inputs, config_seed
 from .sandbox import FALLBACK, capabilities
 
 META = "set.json"
@@ -182,9 +182,8 @@ class AnswerPool:
                     answer = problems.reference(test.problem, args, kwargs)
                     key = f"{test_index}-{config_index}"
                     _save_private(making / f"{key}.npy", answer)
-                    # as grade.py seeds the check: the configuration's first spawned sequence
                     lower = downgrade.lower_answers(test.problem, args, kwargs, answer.dtype,
-                                                    np.random.default_rng(seq.spawn(1)[0]))
+                                                    np.random.default_rng(check_seed(seq)))
                     del args, answer
                     if lower is not None:
                         picks, lows = lower

@@ -24,7 +24,7 @@ from .answer_pool import layout as answers_layout
 from .checks import check_output, layout_failure
 from .errors import GraderInputError
 from .events import CancelToken, ConfigEvent, ProgressEvent
-from .inputs import config_inputs, config_seed
+from .inputs import check_seed, config_inputs, config_seed
 from .precheck import compute_violations
 from .report import Report, TestResult
 from .runner import ConfigRun, RunnerJob, run_configuration
@@ -298,7 +298,7 @@ class _Run:
     def _run_config(self, test: TestSpec, index: int, config: dict) -> dict:
         seq = config_seed(self.seed, self.spec.tests.index(test), index)
         args, kwargs = config_inputs(test.problem, config, seq)
-        check_seq = seq.spawn(1)[0]           # the downgrade check's samples
+        check_seq = check_seed(seq)           # the downgrade check's samples
         # the answer is worked out here, in the grader's process (beside the run once the kernel has run)
         expected_future = self._reference_answer(test, index, args, kwargs, check_seq)
         limits = self._config_limits(sum(a.nbytes for a in args))

@@ -14,3 +14,9 @@ def config_seed(seed: int, test_index: int, config_index: int) -> np.random.Seed
 
 def config_inputs(problem: str, config: dict, seq: np.random.SeedSequence) -> tuple[list[np.ndarray], dict]:
     return problems.make_inputs(problem, config, np.random.default_rng(seq))
+
+
+def check_seed(seq: np.random.SeedSequence) -> np.random.SeedSequence:
+    """The seed of a configuration's sampled checks (the downgrade check): its seed sequence's
+    first child, named without spawning, so a grade and an answer set made ahead agree."""
+    return np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, 0), pool_size=seq.pool_size)
