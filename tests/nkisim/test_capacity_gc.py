@@ -128,3 +128,24 @@ def test_cyclic_garbage_is_collected_during_a_trace_once_memory_has_grown():
     collector._EVERY instructions collects once it has grown by collector._STEP (here 0)."""
     assert not traced_garbage_survives(step=0)
     assert traced_garbage_survives(step=2 ** 40)     # and without that look, nothing collects
+
+
+def test_garbage_frozen_with_a_finished_trace_is_collected_once_memory_has_grown():
+    """A finished trace is frozen (gc.freeze) with whatever cycles it left: the next trace
+    unfreezes and collects them once the peak resident size has grown by collector._STEP."""
+    from nkisim import collector
+    from nkisim.runtime import ArgSpec, trace_kernel
+    markers = []
+    saved = collector._STEP
+    try:
+        collector._STEP = 2 ** 40
+        trace_kernel(k_garbage_every_instruction, [ArgSpec((128, 4), np.float32)],
+                     {"count": 4, "markers": markers})
+        gc.collect()
+        assert markers[0]() is not None          # frozen: a full collection does not see it
+        collector._STEP = 0
+        trace_kernel(k_garbage_every_instruction, [ArgSpec((128, 4), np.float32)],
+                     {"count": 4, "markers": []})
+        assert markers[0]() is None
+    finally:
+        collector._STEP = saved
