@@ -381,7 +381,27 @@ def _matmul(rec, v):
     # mantissa rounded to 10 bits (narrower floats already hold only what their dtype can)
     s, mv = (_f32(dtypes.cast(x, dtypes.to_dtype(r.dtype))) for x, r in zip(v, rec.reads))
     k = s.shape[0] if s.ndim else 1
-    return [s.reshape(k, -1).T @ mv.reshape(k, -1)]
+    st = s.reshape(k, -1)
+    if _row_window(mv):
+        # a window of rows (a conv's x[:, r:r+rows, c:c+w]): one GEMM per row, each reading
+        # the window in place, into one contiguous result; mv.reshape would copy the window
+        # first (a quarter of a conv2d's matmul time), for the same bits
+        out = np.empty((st.shape[1], mv.shape[1], mv.shape[2]), np.float32)
+        np.matmul(st.T, mv.transpose(1, 0, 2), out=out.transpose(1, 0, 2))
+        return [out.reshape(st.shape[1], -1)]
+    return [st.T @ mv.reshape(k, -1)]
+
+
+def _row_window(x: np.ndarray) -> bool:
+    """Is `x` [K, rows, w] whose rows do not merge into one matrix without a copy, while each
+    row is a matrix BLAS reads in place (unit steps along w, a whole row between partitions)?
+    NumPy's matmul multiplies any other layout without BLAS, many times slower."""
+    if x.ndim != 3 or x.shape[1] < 2 or x.dtype != np.float32:
+        return False
+    sk, sr, sw = x.strides
+    item = x.itemsize
+    return (sw == item and sr != x.shape[2] * item and sk > 0 and sk % item == 0
+            and sk // item >= x.shape[2])
 
 
 def _iota(rec, v):

@@ -110,3 +110,37 @@ def test_a_matmul_result_read_after_its_accumulation_still_holds_the_product():
     (p,) = products(a_t, b)
     expected = ((np.float32(0) + p) + p) + p
     assert np.array_equal(bits(out), bits(expected))
+
+
+@nki.jit
+def row_windows(w_t, x, step):
+    """One matmul per window x[:, r:r+2, c:c+w:step] of a padded image tile, as conv2d kernels
+    take them: the rows of such a window are not one matrix in memory."""
+    m = w_t.shape[1]
+    rows, width = 2, (x.shape[2] - 2) // step
+    out = nl.ndarray((2, m, rows, width), dtype=nl.float32, buffer=nl.hbm)
+    w_sb = nl.ndarray(w_t.shape, dtype=w_t.dtype, buffer=nl.sbuf)
+    x_sb = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=w_sb, src=w_t)
+    nisa.dma_copy(dst=x_sb, src=x)
+    for i in nl.affine_range(2):
+        acc = nl.ndarray((m, rows, width), dtype=nl.float32, buffer=nl.psum)
+        acc[...] = nisa.nc_matmul(w_sb, x_sb[:, i + 1:i + 1 + rows, i:i + width * step:step])
+        nisa.dma_copy(dst=out[i], src=nisa.tensor_copy(acc))
+    return out
+
+
+def test_a_window_of_rows_multiplies_as_the_window_copied_into_one_matrix():
+    """The executor multiplies a window of rows in place, row by row (and a window with a step
+    along the row through a copy): the bits are those of the copied window's one product."""
+    rng = np.random.default_rng(7)
+    w_t = rng.standard_normal((128, 128)).astype(np.float32)
+    x = rng.standard_normal((128, 6, 40)).astype(np.float32)
+    for step in (1, 2):
+        out = nki.simulate_kernel(row_windows, w_t, x, step)
+        width = (x.shape[2] - 2) // step
+        for i in range(2):
+            window = np.ascontiguousarray(x[:, i + 1:i + 3, i:i + width * step:step]).reshape(128, -1)
+            with threadpool_limits(limits=1, user_api="blas"):
+                want = (w_t.T @ window).reshape(128, 2, width)
+            np.testing.assert_array_equal(bits(out[i]), bits(want))
