@@ -9,9 +9,8 @@ allocation ids restart at 1 for every trace, so a digest does not depend on what
     python bench/sim_digest.py [--full] [--only NAME] > digests.txt
     python bench/sim_digest.py [--full] --check bench/sim_digests.txt
 
-bench/sim_digests.txt holds the digests (made with --full; the checkout's path and the header length it changes left
-out) of the code as of the cost-model change
-of issue 23 (short fp16 moving rows, the profile's short-row fields, the relaxed reference's
+bench/sim_digests.txt holds the digests (made with --full) of the code as of the cost-model
+change of issue 23 (short fp16 moving rows, the profile's short-row fields, the relaxed reference's
 C1 structure): speed work must leave every one of them unchanged.
 
 --full adds the batch-4 224x224 correctness configurations (minutes); the default set has the

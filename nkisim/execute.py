@@ -43,6 +43,9 @@ class _Memory:
         self.written: dict[int, np.ndarray] = {}    # PSUM only: which elements hold a value
         self.overwritten, self.zero_based = _first_writes(program)
         self.zero_pending = set(self.zero_based)     # those not yet written
+        # fp32 copies of narrower allocations the PE array reads (see matmul_operand)
+        self.widened: dict[int, tuple[str, np.ndarray]] = {}
+        self.read_narrow: dict[int, int] = {}        # elements widened one read at a time since the last write
 
     def flat(self, alloc_id: int, dtype_name: str) -> np.ndarray:
         arr = self.arrays.get(alloc_id)
@@ -89,13 +92,48 @@ class _Memory:
         # keywords the constructor takes 2-3 us, a quarter of an instruction's budget
         return np.ndarray(r.shape, flat.dtype, flat, r.start * r.itemsize, r.strides)
 
+    def matmul_operand(self, r: Region) -> np.ndarray:
+        """The region as the PE array multiplies it: in fp32, rounded to its own dtype first.
+
+        A narrower operand (fp16, bf16, a tf32 view) is widened, and that copy was as slow as
+        the matmul itself. A conv2d reads each tile many times between writes (every tap, every
+        output tile), so once the elements widened one read at a time since the tile's last
+        write add up to its size, the whole allocation is widened once and later reads are
+        views of that copy, until the next write. The same bits either way: widening is
+        element by element. At worst twice the widening of reading one at a time."""
+        if r.dtype == "float32":
+            return self.view(r)
+        found = self.widened.get(r.alloc_id)
+        if found is None or found[0] != r.dtype:
+            flat = self.flat(r.alloc_id, r.dtype)
+            done = self.read_narrow.get(r.alloc_id, 0) + math.prod(r.shape)
+            if done < flat.size:
+                self.read_narrow[r.alloc_id] = done
+                return _f32(dtypes.cast(self.view(r), dtypes.to_dtype(r.dtype)))
+            found = self.widened[r.alloc_id] = (r.dtype, _f32(dtypes.cast(flat, dtypes.to_dtype(r.dtype))))
+        wide = found[1]
+        if r.offsets is not None:
+            return wide[r.offsets]
+        if math.prod(r.shape) == 0:
+            return np.empty(r.shape, dtype=np.float32)
+        item = r.itemsize
+        return np.ndarray(r.shape, np.float32, wide, r.start * 4, tuple(st // item * 4 for st in r.strides))
+
+    def changed(self, alloc_id: int) -> None:
+        """The allocation's values are about to change: its widened copy is stale."""
+        if self.widened or self.read_narrow:
+            self.widened.pop(alloc_id, None)
+            self.read_narrow.pop(alloc_id, None)
+
     def release(self, alloc_id: int) -> None:
         """The allocation's last instruction has run: its memory goes, as its tile's would."""
         self.arrays.pop(alloc_id, None)
         self.written.pop(alloc_id, None)
+        self.changed(alloc_id)
 
     def write(self, r: Region, values: np.ndarray, keep: np.ndarray | None, flat: np.ndarray) -> None:
         """Write `values` into `r`, whose allocation's flat array (self.flat) is `flat`."""
+        self.changed(r.alloc_id)
         if r.offsets is not None:
             if keep is None:
                 flat[r.offsets] = values
@@ -377,31 +415,11 @@ def _activation(rec, v):
 
 
 def _matmul(rec, v):
-    # the PE array multiplies its operands in their own dtype: a tf32 view of fp32 data has its
-    # mantissa rounded to 10 bits (narrower floats already hold only what their dtype can)
-    s, mv = (_f32(dtypes.cast(x, dtypes.to_dtype(r.dtype))) for x, r in zip(v, rec.reads))
+    # the operands as _Memory.matmul_operand gives them: fp32, each rounded to its own dtype
+    # (a tf32 view of fp32 data has its mantissa rounded to 10 bits)
+    s, mv = v
     k = s.shape[0] if s.ndim else 1
-    st = s.reshape(k, -1)
-    if _row_window(mv):
-        # a window of rows (a conv's x[:, r:r+rows, c:c+w]): one GEMM per row, each reading
-        # the window in place, into one contiguous result; mv.reshape would copy the window
-        # first (a quarter of a conv2d's matmul time), for the same bits
-        out = np.empty((st.shape[1], mv.shape[1], mv.shape[2]), np.float32)
-        np.matmul(st.T, mv.transpose(1, 0, 2), out=out.transpose(1, 0, 2))
-        return [out.reshape(st.shape[1], -1)]
-    return [st.T @ mv.reshape(k, -1)]
-
-
-def _row_window(x: np.ndarray) -> bool:
-    """Is `x` [K, rows, w] whose rows do not merge into one matrix without a copy, while each
-    row is a matrix BLAS reads in place (unit steps along w, a whole row between partitions)?
-    NumPy's matmul multiplies any other layout without BLAS, many times slower."""
-    if x.ndim != 3 or x.shape[1] < 2 or x.dtype != np.float32:
-        return False
-    sk, sr, sw = x.strides
-    item = x.itemsize
-    return (sw == item and sr != x.shape[2] * item and sk > 0 and sk % item == 0
-            and sk // item >= x.shape[2])
+    return [s.reshape(k, -1).T @ mv.reshape(k, -1)]
 
 
 def _iota(rec, v):
@@ -466,7 +484,10 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
         if freed is not None:
             for alloc_id in freed:
                 release(alloc_id)
-        values = [view(r) for r in rec.reads]
+        if rec.kind == "matmul":
+            values = [mem.matmul_operand(r) for r in rec.reads]
+        else:
+            values = [view(r) for r in rec.reads]
         if rec.kind == "print":
             text = _print_text(rec, values)
             printed.append(text)
@@ -507,6 +528,7 @@ def _store(mem: _Memory, r: Region, values, accumulate: bool, mask) -> None:
             values = _f32(values) + np.float32(0)
         else:
             view = mem.view(r)                    # created here, written-flags and all
+            mem.changed(r.alloc_id)
             if (keep is None and r.offsets is None and r.dtype == "float32" and r.alloc_id not in mem.written
                     and isinstance(values, np.ndarray) and values.dtype == np.float32 and not values.dtype.metadata):
                 np.add(view, values, out=view)    # every element holds a value: add in place

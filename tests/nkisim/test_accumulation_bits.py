@@ -131,8 +131,8 @@ def row_windows(w_t, x, step):
 
 
 def test_a_window_of_rows_multiplies_as_the_window_copied_into_one_matrix():
-    """The executor multiplies a window of rows in place, row by row (and a window with a step
-    along the row through a copy): the bits are those of the copied window's one product."""
+    """A window of rows, with or without a step along the row, multiplies as the window copied
+    into one matrix would, bit for bit."""
     rng = np.random.default_rng(7)
     w_t = rng.standard_normal((128, 128)).astype(np.float32)
     x = rng.standard_normal((128, 6, 40)).astype(np.float32)
@@ -144,3 +144,41 @@ def test_a_window_of_rows_multiplies_as_the_window_copied_into_one_matrix():
             with threadpool_limits(limits=1, user_api="blas"):
                 want = (w_t.T @ window).reshape(128, 2, width)
             np.testing.assert_array_equal(bits(out[i]), bits(want))
+
+
+@nki.jit
+def reread_then_rewritten(w_t, x, y):
+    """fp16 operands read by three matmuls, then half of the moving tile overwritten with y's
+    values and read again: the last product must see the new values."""
+    m, n = w_t.shape[1], x.shape[1]
+    out = nl.ndarray((4, m, n), dtype=nl.float32, buffer=nl.hbm)
+    w_sb = nl.ndarray(w_t.shape, dtype=w_t.dtype, buffer=nl.sbuf)
+    x_sb = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=w_sb, src=w_t)
+    nisa.dma_copy(dst=x_sb, src=x)
+    for i in range(3):
+        acc = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.psum)
+        acc[...] = nisa.nc_matmul(w_sb, x_sb)
+        nisa.dma_copy(dst=out[i], src=nisa.tensor_copy(acc))
+    nisa.dma_copy(dst=x_sb[:, 0:n // 2], src=y[:, 0:n // 2])
+    acc = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.psum)
+    acc[...] = nisa.nc_matmul(w_sb, x_sb)
+    nisa.dma_copy(dst=out[3], src=nisa.tensor_copy(acc))
+    return out
+
+
+def test_narrow_operands_read_again_after_a_write_have_the_new_values():
+    """The executor widens an fp16 tile read many times once (not at every matmul); a write
+    to it must make the next matmul see the written values."""
+    rng = np.random.default_rng(9)
+    w_t = rng.standard_normal((128, 128)).astype(np.float16)
+    x = rng.standard_normal((128, 256)).astype(np.float16)
+    y = rng.standard_normal((128, 256)).astype(np.float16)
+    out = nki.simulate_kernel(reread_then_rewritten, w_t, x, y)
+    x_new = np.concatenate([y[:, :128], x[:, 128:]], axis=1)
+    with threadpool_limits(limits=1, user_api="blas"):
+        before = w_t.astype(np.float32).T @ x.astype(np.float32)
+        after = w_t.astype(np.float32).T @ x_new.astype(np.float32)
+    for i in range(3):
+        np.testing.assert_array_equal(bits(out[i]), bits(before))
+    np.testing.assert_array_equal(bits(out[3]), bits(after))
