@@ -11,6 +11,7 @@ Linear in the program: every instruction costs its own elements, never a look ba
 """
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from dataclasses import dataclass, field
@@ -382,8 +383,34 @@ def _reduce(rec, v):
         return [out]
     op = alu.reduce_op(p["op"])
     x = v[0] if op.bitvec else _f32(v[0])
-    out = op.reduce_ufunc.reduce(x, axis=axes, keepdims=keepdims)
+    if op.reduce_ufunc in _ORDER_FREE and _short(x.shape, axes):
+        out = _fold(op.reduce_ufunc, x, axes, keepdims)
+    else:
+        out = op.reduce_ufunc.reduce(x, axis=axes, keepdims=keepdims)
     return [-out if p.get("negate") else out]
+
+
+# exact whatever order they combine in: folding them slice by slice gives the reduce's values
+_ORDER_FREE = (np.maximum, np.minimum, np.bitwise_and, np.bitwise_or, np.bitwise_xor)
+
+
+def _short(shape: tuple, axes: tuple) -> bool:
+    """Are the reduced axes a few short ones (a max-pool's windows), which NumPy's reduce walks
+    one element at a time (~30x slower than folding whole slices)?"""
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    return 1 < n <= 64 and all(shape[a] <= 8 for a in axes)
+
+
+def _fold(ufunc, x: np.ndarray, axes: tuple, keepdims: bool) -> np.ndarray:
+    """ufunc.reduce(x, axes) as elementwise ufunc calls on whole slices, one per reduced index."""
+    picks = [range(n) if a in axes else (slice(None),) for a, n in enumerate(x.shape)]
+    slices = itertools.product(*picks)
+    out = np.array(x[next(slices)])
+    for index in slices:
+        ufunc(out, x[index], out=out)
+    return np.expand_dims(out, axes) if keepdims else out
 
 
 def _fill(rec, v):
