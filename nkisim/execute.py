@@ -39,6 +39,7 @@ class _Memory:
         self.allocs = {a.id: a for a in program.allocs}
         self.inputs = inputs
         self.placed = dict(placed or {})
+        self.pinned = set(self.placed)               # memory given by the caller: written in place, never replaced
         self.fill_nan = fill_nan
         self.arrays: dict[int, np.ndarray] = {}
         self.written: dict[int, np.ndarray] = {}    # PSUM only: which elements hold a value
@@ -119,6 +120,22 @@ class _Memory:
             return np.empty(r.shape, dtype=np.float32)
         item = r.itemsize
         return np.ndarray(r.shape, np.float32, wide, r.start * 4, tuple(st // item * 4 for st in r.strides))
+
+    def adopt(self, r: Region, values) -> bool:
+        """Make `values` the allocation's memory, when they are all of it, in order, in its
+        dtype, and a fresh array nothing else holds (an instruction's result): an instruction
+        writing a whole new tile then neither creates the tile's memory nor copies into it."""
+        if (type(values) is not np.ndarray or values.base is not None or r.offsets is not None or r.start
+                or r.alloc_id in self.pinned or not values.flags.c_contiguous or not values.flags.writeable):
+            return False
+        a = self.allocs[r.alloc_id]
+        if (a.input_index is not None or r.dtype != a.dtype or values.dtype != dtypes.to_dtype(a.dtype)
+                or values.size != math.prod(a.shape) or r.strides != _contiguous(r.shape, r.itemsize)):
+            return False
+        self.arrays[r.alloc_id] = values.reshape(-1)
+        self.written.pop(r.alloc_id, None)
+        self.changed(r.alloc_id)
+        return True
 
     def changed(self, alloc_id: int) -> None:
         """The allocation's values are about to change: its widened copy is stale."""
@@ -527,7 +544,7 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
             mask = rec.mask
             first = True
             for i, r in enumerate(rec.writes):
-                _store(mem, r, results[i], rec.accumulate if first else False, mask if first else None)
+                _store(mem, r, results[i], rec.accumulate if first else False, mask if first else None, adopt=True)
                 first = False
             if rec.stores:
                 for r in rec.stores:
@@ -544,7 +561,9 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
     return Execution(outputs, timed, printed)
 
 
-def _store(mem: _Memory, r: Region, values, accumulate: bool, mask) -> None:
+def _store(mem: _Memory, r: Region, values, accumulate: bool, mask, adopt: bool = False) -> None:
+    """Write an instruction's values into `r`. `adopt`: the values are this write's own (not
+    also stored elsewhere), so they may become the allocation's memory (_Memory.adopt)."""
     values = _fit(values, r.shape)
     keep = None
     if mask is not None:
@@ -566,6 +585,8 @@ def _store(mem: _Memory, r: Region, values, accumulate: bool, mask) -> None:
                 old = np.where(written, old, np.float32(0))
             values = old + _f32(values)
     values = dtypes.cast(values, dtypes.to_dtype(r.dtype))
+    if adopt and keep is None and mem.adopt(r, values):
+        return
     flat = mem.flat(r.alloc_id, r.dtype)
     # an array owning its memory (base None: computed, never one of mem's arrays) cannot overlap
     if isinstance(values, np.ndarray) and values.base is not None and np.may_share_memory(values, flat):

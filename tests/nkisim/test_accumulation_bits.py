@@ -182,3 +182,26 @@ def test_narrow_operands_read_again_after_a_write_have_the_new_values():
     for i in range(3):
         np.testing.assert_array_equal(bits(out[i]), bits(before))
     np.testing.assert_array_equal(bits(out[3]), bits(after))
+
+
+@nki.jit
+def result_then_rewritten(x):
+    """y, a whole new tile, is copied to z; then half of y is overwritten: z keeps y's old values."""
+    out = nl.ndarray((2,) + x.shape, dtype=x.dtype, buffer=nl.hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    y = nisa.tensor_tensor(t, t, op=nl.add)
+    z = nisa.tensor_copy(y)
+    y[:, 0:2] = nisa.tensor_scalar(t[:, 0:2], np.multiply, 0.0)
+    nisa.dma_copy(dst=out[0], src=y)
+    nisa.dma_copy(dst=out[1], src=z)
+    return out
+
+
+def test_a_result_tile_taken_as_memory_is_not_shared_with_what_was_copied_from_it():
+    """The executor takes a fresh result as its tile's memory (no copy); later writes to that
+    tile must not reach a copy made from it."""
+    x = np.random.default_rng(3).standard_normal((128, 4)).astype(np.float32)
+    out = nki.simulate_kernel(result_then_rewritten, x)
+    np.testing.assert_array_equal(out[1], x + x)
+    np.testing.assert_array_equal(out[0], np.concatenate([np.zeros((128, 2), np.float32), (x + x)[:, 2:]], axis=1))
