@@ -10,7 +10,8 @@ memory it shares with the grader (grader.sharedmem; the job gets it as fd 4, GRA
 
 For every request it forks a monitor, which forks the job process and reports on the reply
 socket the job's pid, then its exit code (as `subprocess` gives it: negative for a signal) and
-the CPU seconds it used (user + system, with every process it waited for).
+the CPU seconds the job cost (user + system: the job's, with every process it waited for, and
+the monitor's own, which exists only for the job).
 The job process starts a session of its own, takes the pipes as fds 1, 2 and 3, closes every
 other descriptor, replaces its environment with the job's and runs the module as __main__,
 exactly as `python -I -m MODULE` would; grader.child confines itself first thing as always.
@@ -30,6 +31,7 @@ import gc
 import importlib
 import json
 import os
+import resource
 import runpy
 import selectors
 import signal
@@ -241,7 +243,9 @@ def _monitor(job: dict, fds: list[int]) -> None:
             os.close(fd)
         os.write(reply, f"{pid}\n".encode())
         _, status, usage = os.wait4(pid, 0)     # the job's CPU time, its namespace's processes included
-        os.write(reply, f"{os.waitstatus_to_exitcode(status)} {usage.ru_utime + usage.ru_stime:.6f}\n".encode())
+        own = resource.getrusage(resource.RUSAGE_SELF)      # this fork's: it starts at zero
+        cpu = usage.ru_utime + usage.ru_stime + own.ru_utime + own.ru_stime
+        os.write(reply, f"{os.waitstatus_to_exitcode(status)} {cpu:.6f}\n".encode())
     finally:
         os._exit(0)
 
