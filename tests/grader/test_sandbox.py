@@ -80,17 +80,29 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def first_in_its_pid_namespace(pid: int) -> bool:
+    """Is `pid` the first process (PID 1) of a PID namespace below ours?"""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            found = [line.split()[1:] for line in fh if line.startswith("NSpid:")]
+    except OSError:
+        return False
+    return bool(found) and len(found[0]) > 1 and found[0][-1] == "1"
+
+
 def sandboxed_in(workdir: str) -> list[int]:
-    """[reaper, first process of its PID namespace] once a child confined in `workdir` runs:
-    the reaper keeps the job directory as its working directory."""
+    """The processes of a child confined in `workdir`, once it runs: [reaper, first process of
+    its PID namespace] (the reaper keeps the job directory as its working directory), or
+    [first process] alone when the zygote's monitor made the namespace and stands in for the
+    reaper."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             if os.readlink(f"/proc/{entry}/cwd") == workdir:
                 below = [p for p in children_of(int(entry)) if alive(p)]
-                if below or not CAPS.pid:           # without a PID namespace there is no reaper
-                    return [int(entry)] + below
+                if below or not CAPS.pid or first_in_its_pid_namespace(int(entry)):
+                    return [int(entry)] + below       # without a PID namespace there is no reaper
         except OSError:
             continue
     return []
