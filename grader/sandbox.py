@@ -469,8 +469,9 @@ def _make_cgroups(caps: Capabilities, limits: Limits) -> list[str]:
             continue
         path = Path(parent, name)
         try:
-            path.mkdir()
-            made.append(str(path))
+            if str(path) not in made:       # cgroup v2: both controllers in one hierarchy, one cgroup
+                path.mkdir()
+                made.append(str(path))
             for control, value in settings:      # v1 and v2 names: write the ones this one has
                 if (path / control).exists():
                     _write(path / control, value)

@@ -226,6 +226,27 @@ def test_the_memory_cgroup_stops_memfd_memory_beyond_its_limit(tmp_path):
     assert "held 1024" not in result.stdout
 
 
+@pytest.mark.needs("memory_cgroup")
+def test_a_hierarchy_holding_both_controllers_gives_the_job_one_cgroup_with_both_limits():
+    """On cgroup v2 the pids and memory controllers live in one hierarchy, so both parents are
+    the same directory: the job's cgroup there must get the memory limit too (a second mkdir of
+    the same name failed, and the memory limit was silently never written). Here the memory
+    hierarchy stands in for that shared parent."""
+    parent = CAPS.memory_cgroup
+    limits = Limits(resident_bytes=300 * 2 ** 20, processes=17)
+    made = sandbox._make_cgroups(Capabilities(pids_cgroup=parent, memory_cgroup=parent), limits)
+    try:
+        assert len(made) == 1 and os.path.dirname(made[0]) == parent
+        written = {}
+        for name in ("memory.max", "memory.limit_in_bytes", "pids.max"):
+            if os.path.exists(os.path.join(made[0], name)):
+                written[name] = Path(made[0], name).read_text().strip()
+        assert str(300 * 2 ** 20) in written.values(), written
+    finally:
+        for path in made:
+            sandbox._remove_cgroup(path)
+
+
 # ----------------------------------------------------------------------------- stopping children
 
 def _spinning(via: str, base: Path) -> tuple[list[str], str]:
