@@ -156,6 +156,7 @@ def main() -> None:
           f"{'rounds':>7}")
     total_s = total_u = 0.0
     rounds_run = 0
+    unsettled: list[str] = []
     for test, config in configurations(spec, QUICK if args.quick else FULL):
         job = job_for(spec, test, config, source)
         kernel = load_kernel(source, test.kernel, spec.platform)
@@ -168,8 +169,14 @@ def main() -> None:
         total_s, total_u = total_s + sand, total_u + bare
         rounds_run += len(sands)
         label = f"{test.name} " + "x".join(str(config[k]) for k in ("batch", "c_in", "c_out", "height", "width"))
+        if not (_settled(sands) and _settled(bares)):
+            unsettled.append(label)
         print(f"{label:44} {sand:16.3f} {bare:18.3f} {sand - bare:11.3f} {(sand - bare) / sand:7.1%} "
               f"{len(sands):7d}", flush=True)
+    if unsettled:
+        print(f"(not settled, the two best runs of a side more than {FLOOR_AGREEMENT:.0%} apart after "
+              f"{FLOOR_ROUNDS}x --rounds: {', '.join(unsettled)}; the machine is too busy for a figure "
+              f"within a point: run again when it is quieter, or with more --rounds)")
     if children.unknown:
         print(f"({children.unknown} children ran without the zygote: their CPU time is not counted)")
     print(f"{'all':44} {total_s:16.3f} {total_u:18.3f} {total_s - total_u:11.3f} "
