@@ -469,8 +469,9 @@ def _make_cgroups(caps: Capabilities, limits: Limits) -> list[str]:
             continue
         path = Path(parent, name)
         try:
-            path.mkdir()
-            made.append(str(path))
+            if str(path) not in made:       # cgroup v2: both controllers in one hierarchy, one cgroup
+                path.mkdir()
+                made.append(str(path))
             for control, value in settings:      # v1 and v2 names: write the ones this one has
                 if (path / control).exists():
                     _write(path / control, value)
@@ -738,7 +739,9 @@ def _enter(conf: dict, parent_check: int | None) -> None:
         _cleanup(conf)
         os._exit(128 + signal.SIGKILL)
 
-    if parent_check is not None:
+    # the first process of a PID namespace the zygote's monitor made: the monitor checked it was
+    # alive and cleans up should the grader go (grader.zygote._clean_up_if_orphaned)
+    if parent_check is not None and not conf.get("pid_namespace_made"):
         signal.signal(signal.SIGTERM, orphaned)
         if not set_parent_death_signal(signal.SIGTERM, parent_check):
             orphaned()
@@ -753,7 +756,7 @@ def _enter(conf: dict, parent_check: int | None) -> None:
     if flags & CLONE_NEWNS:
         _check(_libc.unshare(CLONE_NEWNS), "unshare the mount namespace")
         _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
-        in_pid_ns = bool(flags & CLONE_NEWPID)
+        in_pid_ns = bool(flags & CLONE_NEWPID) or bool(conf.get("pid_namespace_made"))
         if conf["view"]:
             _build_view(conf["view"], conf["job"], conf["hide"], with_proc=in_pid_ns)
         else:

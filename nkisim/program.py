@@ -162,13 +162,17 @@ def _encode(program: Program) -> bytes:
     # a placed result's own tile (a store) matters only if something uses it later; most are
     # never read, and each would cost the program an allocation and a region
     used = {r.alloc_id for rec in program.records for r in rec.reads}
-    used.update(r.alloc_id for rec in program.records for r in rec.writes)
+    used.update([r.alloc_id for rec in program.records for r in rec.writes])
     used.update(r.alloc_id for r in _output_regions(program.outputs))
     records = []
     head_index, site_index = heads.index, sites.index     # the tables' lookups inlined: per record
+    # a kernel line's site is one object for all its instructions: found by identity, its
+    # dataclass hash (a Python call) is paid once per object (the program keeps them alive)
+    site_by_id: dict[int, int] = {}
     for rec in program.records:
-        params = repr(rec.params)
-        key = (rec.opcode, int(rec.engine), rec.kind, rec.accumulate, params, repr(rec.attrs))
+        params = rec.params
+        params = repr(params) if params else "{}"
+        key = (rec.opcode, rec.engine, rec.kind, rec.accumulate, params, repr(rec.attrs))   # Engine == its int
         if "array" in params:
             key = id(rec)
         head = head_index.get(key)
@@ -176,8 +180,11 @@ def _encode(program: Program) -> bytes:
             head = heads(key, rec)
         site = rec.site
         if site:
-            where = site_index.get(site)
-            site = where if where is not None else sites(site, site)
+            where = site_by_id.get(id(site))
+            if where is None:
+                where = site_index.get(site)
+                where = site_by_id[id(site)] = where if where is not None else sites(site, site)
+            site = where
         else:
             site = None
         records.append([head, [region(r) for r in rec.reads], [region(r) for r in rec.writes],

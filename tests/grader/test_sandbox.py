@@ -80,17 +80,29 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def first_in_its_pid_namespace(pid: int) -> bool:
+    """Is `pid` the first process (PID 1) of a PID namespace below ours?"""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            found = [line.split()[1:] for line in fh if line.startswith("NSpid:")]
+    except OSError:
+        return False
+    return bool(found) and len(found[0]) > 1 and found[0][-1] == "1"
+
+
 def sandboxed_in(workdir: str) -> list[int]:
-    """[reaper, first process of its PID namespace] once a child confined in `workdir` runs:
-    the reaper keeps the job directory as its working directory."""
+    """The processes of a child confined in `workdir`, once it runs: [reaper, first process of
+    its PID namespace] (the reaper keeps the job directory as its working directory), or
+    [first process] alone when the zygote's monitor made the namespace and stands in for the
+    reaper."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             if os.readlink(f"/proc/{entry}/cwd") == workdir:
                 below = [p for p in children_of(int(entry)) if alive(p)]
-                if below or not CAPS.pid:           # without a PID namespace there is no reaper
-                    return [int(entry)] + below
+                if below or not CAPS.pid or first_in_its_pid_namespace(int(entry)):
+                    return [int(entry)] + below       # without a PID namespace there is no reaper
         except OSError:
             continue
     return []
@@ -212,6 +224,27 @@ def test_the_memory_cgroup_stops_memfd_memory_beyond_its_limit(tmp_path):
     """, job_dir(tmp_path), resident_bytes=256 * 2 ** 20)
     assert result.killed_by == "memory limit", (result.killed_by, result.output)
     assert "held 1024" not in result.stdout
+
+
+@pytest.mark.needs("memory_cgroup")
+def test_a_hierarchy_holding_both_controllers_gives_the_job_one_cgroup_with_both_limits():
+    """On cgroup v2 the pids and memory controllers live in one hierarchy, so both parents are
+    the same directory: the job's cgroup there must get the memory limit too (a second mkdir of
+    the same name failed, and the memory limit was silently never written). Here the memory
+    hierarchy stands in for that shared parent."""
+    parent = CAPS.memory_cgroup
+    limits = Limits(resident_bytes=300 * 2 ** 20, processes=17)
+    made = sandbox._make_cgroups(Capabilities(pids_cgroup=parent, memory_cgroup=parent), limits)
+    try:
+        assert len(made) == 1 and os.path.dirname(made[0]) == parent
+        written = {}
+        for name in ("memory.max", "memory.limit_in_bytes", "pids.max"):
+            if os.path.exists(os.path.join(made[0], name)):
+                written[name] = Path(made[0], name).read_text().strip()
+        assert str(300 * 2 ** 20) in written.values(), written
+    finally:
+        for path in made:
+            sandbox._remove_cgroup(path)
 
 
 # ----------------------------------------------------------------------------- stopping children
