@@ -4,8 +4,8 @@
    cores (`grader worker`'s default), grading real submissions of asst4-trainium2 (the spec
    students are graded with: full grades on the simulator) or, with --spec tiny, a tiny spec
    whose grades take 0.1-0.2 s (a quick run, but fixed per-grade costs dominate it). Each kind of
-   submission (good, slow, failing) is first graded alone, one at a time; then a mixed burst of
-   them is enqueued at once. Prints grades per hour per core for the burst, and how much each
+   submission (good, slow, failing) is graded alone, one at a time, before and again after a
+   mixed burst of them enqueued at once (load from elsewhere that drifts hits both sides). Prints grades per hour per core for the burst, and how much each
    kind's grade latency (start to finish) grew against being graded alone (target: at most 20%).
    Where the machine lets the bench count CPU (root: a cgroup counts the worker and every
    sandboxed child), it also prints each kind's CPU-seconds and cores kept busy alone, the
@@ -23,8 +23,8 @@
     python bench/queue_load.py [--spec asst4-trainium2|tiny] [--burst N] [--alone N]
                                [--answer-pool N] [--plain] [--concurrency N] [--only-burst] [--runs 300]
 
-On 2 cores, the asst4-trainium2 burst (6 grades, each kind once alone) takes about 6 minutes,
---plain about as long again.
+On 2 cores, the asst4-trainium2 burst (6 grades, each kind alone once before and once after)
+takes about 8 minutes (5 with --answer-pool 1), --plain about as long again.
 
 lost: a run not graded by the end. duplicated: a run whose grade started more than once with no
 worker death to explain it (a run in flight on the killed worker is graded again by design, and
@@ -102,7 +102,7 @@ def main() -> int:
     parser.add_argument("--spec", choices=sorted(SPECS), default="asst4-trainium2",
                         help="part 1's assignment: asst4-trainium2 (real grades, default) or tiny (quick)")
     parser.add_argument("--burst", type=int, help="mixed submissions in part 1's burst (default 6; tiny: 60)")
-    parser.add_argument("--alone", type=int, help="times each kind is graded alone first (default 1; tiny: 3)")
+    parser.add_argument("--alone", type=int, help="times each kind is graded alone before the burst and again after it (default 1; tiny: 3)")
     parser.add_argument("--answer-pool", type=int, default=0, metavar="N",
                         help="part 1 grades with N answer sets made ahead (default 0: every grade works its answers out)")
     parser.add_argument("--plain", action="store_true",
@@ -216,6 +216,9 @@ class Part1:
             print(f"  a grade alone keeps {alone_cpu / wall:.2f} cores busy on average: {self.at_once} at once ask for "
                   f"{asked:.2f} of {self.cores} cores, so CPU alone implies about "
                   f"{100 * max(0.0, asked / self.cores - 1):+.0f}% latency")
+            print(f"  the burst's grades had {found.burst_cpu / found.span:.2f} cores on average; on a machine of "
+                  f"their own, demand and slowdown together imply about "
+                  f"{100 * (found.burst_cpu / alone_cpu * max(1.0, asked / self.cores) - 1):+.0f}% latency")
         for label, (busy, steal) in (("alone", found.others_alone), ("burst", found.others_burst)):
             if busy is not None:
                 print(f"  meanwhile, {label}: other processes kept {busy:.2f} cores busy, the hypervisor stole {steal:.2f}")
@@ -251,6 +254,15 @@ class Meter:
         busy, steal = Machine.sample()
         wall = time.monotonic() - self.t0
         return max(0.0, busy - self.busy0 - (now - self.all0)) / wall, (steal - self.steal0) / wall
+
+
+def weighted(*spans: tuple) -> tuple:
+    """(busy, steal) of other processes over several intervals, each given as ((busy, steal), wall)."""
+    if any(busy is None for (busy, _), _ in spans):
+        return None, None
+    total = sum(wall for _, wall in spans)
+    return (sum(busy * wall for (busy, _), wall in spans) / total,
+            sum(steal * wall for (_, steal), wall in spans) / total)
 
 
 def fresh_assignment(spec_path: Path = TINY_SPEC):
@@ -315,21 +327,24 @@ def burst_phase(part1: Part1, folder: Path, env: dict) -> Found:
     found = Found()
     try:
         wait(one_worker_alive, 300, "the burst worker to start")
-        meter = Meter(group, part1.group)
-        for _ in range(part1.alone_rounds):                           # each kind alone, one grade at a time
-            for kind in MIX:
-                before = group.seconds()
-                ids = submit([kind])
-                wait(lambda: finished_count() >= len(found.alone) + 1, 1800, f"a {kind} grade")
-                cpu = None if before is None else group.seconds() - before
-                (latency, score), = graded(ids)
-                found.alone.append((kind, latency, cpu, score))
-        found.others_alone = meter.others()
+        def alone() -> tuple:                     # each kind alone, one grade at a time
+            meter = Meter(group, part1.group)
+            for _ in range(part1.alone_rounds):
+                for kind in MIX:
+                    before, done = group.seconds(), finished_count()
+                    ids = submit([kind])
+                    wait(lambda: finished_count() >= done + 1, 1800, f"a {kind} grade")
+                    cpu = None if before is None else group.seconds() - before
+                    (latency, score), = graded(ids)
+                    found.alone.append((kind, latency, cpu, score))
+            return meter.others(), time.monotonic() - meter.t0
+        before = alone()
         done_before = finished_count()
         meter = Meter(group, part1.group)
         ids = submit(part1.kinds)
         wait(lambda: finished_count() >= done_before + len(ids), 3 * 3600, "the burst to be graded")
         found.span, found.burst_cpu, found.others_burst = time.monotonic() - meter.t0, meter.cpu(), meter.others()
+        found.others_alone = weighted(before, alone())      # alone again after: load that drifts hits both sides
     finally:
         stop(worker)
     found.burst = [(kind, latency, None, score) for kind, (latency, score) in zip(part1.kinds, graded(ids))]
@@ -337,8 +352,8 @@ def burst_phase(part1: Part1, folder: Path, env: dict) -> Found:
 
 
 def plain_phase(part1: Part1, folder: Path) -> Found:
-    """Part 1's grades as plain processes (grade_plain), each in a CPU group of its own: alone, then
-    the burst with part1.at_once running at a time."""
+    """Part 1's grades as plain processes (grade_plain), each in a CPU group of its own: alone, the
+    burst with part1.at_once running at a time, alone again."""
     kernels = {}
     for kind, source in MIX.items():
         (folder / kind).mkdir(exist_ok=True)
@@ -374,13 +389,17 @@ def plain_phase(part1: Part1, folder: Path) -> Found:
                     done[entry[0]] = finish(*entry[1])
         return [done[i] for i in sorted(done)]
 
+    def alone(first: int) -> tuple:
+        meter = Meter(part1.group, part1.group)
+        found.alone += run(list(MIX) * part1.alone_rounds, 1, first)
+        return meter.others(), time.monotonic() - meter.t0
+
     found = Found()
-    meter = Meter(part1.group, part1.group)
-    found.alone = run(list(MIX) * part1.alone_rounds, 1, 0)
-    found.others_alone = meter.others()
+    before = alone(0)
     meter = Meter(part1.group, part1.group)
     found.burst = run(part1.kinds, part1.at_once, len(found.alone))
     found.span, found.others_burst = time.monotonic() - meter.t0, meter.others()
+    found.others_alone = weighted(before, alone(len(found.alone) + len(found.burst)))
     cpus = [r[2] for r in found.burst]
     found.burst_cpu = None if None in cpus else sum(cpus)
     return found
