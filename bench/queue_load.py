@@ -215,10 +215,20 @@ class Part1:
             asked = self.at_once * alone_cpu / wall
             print(f"  a grade alone keeps {alone_cpu / wall:.2f} cores busy on average: {self.at_once} at once ask for "
                   f"{asked:.2f} of {self.cores} cores, so CPU alone implies about "
-                  f"{100 * max(0.0, asked / self.cores - 1):+.0f}% latency")
+                  f"{100 * max(0.0, asked / self.cores - 1):+.0f}% latency (at least: other load keeps a grade "
+                  f"alone from every core it could use)")
             print(f"  the burst's grades had {found.burst_cpu / found.span:.2f} cores on average; on a machine of "
                   f"their own, demand and slowdown together imply about "
                   f"{100 * (found.burst_cpu / alone_cpu * max(1.0, asked / self.cores) - 1):+.0f}% latency")
+            wanted = min(asked, self.cores)
+            left = self.cores - (found.others_burst[0] or 0.0)
+            if left < wanted:                     # other load took cores the burst asked for
+                scale = left / wanted
+                growth = ", ".join(
+                    f"{kind} {100 * (statistics.median(r[1] for r in found.burst if r[0] == kind) * scale / statistics.median(r[1] for r in found.alone if r[0] == kind) - 1):+.0f}%"
+                    for kind in MIX)
+                print(f"  other load left the burst {left:.2f} of the {wanted:.2f} cores it asked for; its latencies scaled "
+                      f"to those cores: {growth}")
         for label, (busy, steal) in (("alone", found.others_alone), ("burst", found.others_burst)):
             if busy is not None:
                 print(f"  meanwhile, {label}: other processes kept {busy:.2f} cores busy, the hypervisor stole {steal:.2f}")
