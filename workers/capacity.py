@@ -1,7 +1,10 @@
 """How many simulator grades a worker runs at once by default: one per CPU core this process
-may use (each grade's BLAS and its sandboxed child are held to one thread, so grades on separate
-cores do not slow each other; bench/queue_load.py measures the latency growth), and no more
-than the memory holds at GRADE_MEMORY_BYTES a grade."""
+may use, and no more than the memory holds at GRADE_MEMORY_BYTES a grade. Each grade's BLAS and
+its sandboxed children are held to one thread; with answers made ahead (NKI_ANSWER_POOL_SIZE) a
+grade keeps about one core busy, so grades on separate cores barely slow each other. A grade
+that works its answers out runs them beside its kernel and keeps 1.3-1.6 cores busy: one per
+core then grows each one's latency by 40-65%, for more grades an hour than fewer at once would
+give (bench/queue_load.py measures both; docs/operators.md)."""
 from __future__ import annotations
 
 import os
