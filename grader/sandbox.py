@@ -726,6 +726,17 @@ def enter() -> bool:
     return False
 
 
+def end_namespace(pid: int, conf: dict) -> None:
+    """Kill a job's PID namespace through its first process, then remove its job directory and
+    cgroups: what an orphaned reaper or monitor does in the grader's place."""
+    try:
+        os.kill(pid, signal.SIGKILL)        # the namespace ends with its first process
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+    _cleanup(conf)
+
+
 def _cleanup(conf: dict) -> None:
     """The grader is gone: remove what it would have removed."""
     shutil.rmtree(conf["job"], ignore_errors=True)
@@ -809,12 +820,7 @@ def _reap_namespace(conf: dict, clean_up: bool) -> None:
     os.close(alive_r)
 
     def orphaned(*_):
-        try:
-            os.kill(pid, signal.SIGKILL)        # the namespace ends with its first process
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        _cleanup(conf)
+        end_namespace(pid, conf)
         os._exit(128 + signal.SIGKILL)
 
     if clean_up:

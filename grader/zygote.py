@@ -294,13 +294,8 @@ def _clean_up_if_orphaned(pid: int, conf: dict, zygote: int) -> None:
     have had: should the zygote die (the grader gone), it kills the namespace and removes the
     job directory and cgroups, as the grader would have."""
     def orphaned(*_):
-        try:
-            os.kill(pid, signal.SIGKILL)        # the namespace ends with its first process
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        from grader.sandbox import _cleanup
-        _cleanup(conf)
+        from grader.sandbox import end_namespace
+        end_namespace(pid, conf)
         os._exit(0)
 
     signal.signal(signal.SIGTERM, orphaned)
