@@ -407,7 +407,8 @@ def _reduce(rec, v):
     return [-out if p.get("negate") else out]
 
 
-# exact whatever order they combine in: folding them slice by slice gives the reduce's values
+# the same values whatever order they combine in (a zero's sign aside, which no comparison
+# sees): folding them slice by slice gives the reduce's values
 _ORDER_FREE = (np.maximum, np.minimum, np.bitwise_and, np.bitwise_or, np.bitwise_xor)
 
 

@@ -95,7 +95,8 @@ COLUMNS_BYTES = 48 * 2**20
 
 def _window_max(conv):
     """conv.max(axis=(3, 5)) as one np.maximum per window offset: NumPy's reduce walks such
-    short axes an element at a time (~30x slower), and a maximum is the same in any order."""
+    short axes an element at a time (~30x slower), and a maximum's value is the same in any
+    order."""
     pool_h, pool_w = conv.shape[3], conv.shape[5]
     out = np.array(conv[:, :, :, 0, :, 0])
     for i in range(pool_h):
