@@ -628,6 +628,15 @@ def validate(program: Program, limits: HardwareLimits, inputs: list[np.ndarray] 
     _check_outputs(program.outputs, allocs)
 
 
+def _reaches_psum(rec: TraceRecord) -> bool:
+    """Does the record read or write PSUM (which neither DMA nor GpSimd reaches)?"""
+    for group in (rec.reads, rec.writes):
+        for r in group:
+            if r.buffer == "psum":
+                return True
+    return False
+
+
 def _where(rec: TraceRecord) -> str:
     return f"instruction {rec.index} ({rec.opcode}{' at ' + str(rec.site) if rec.site else ''})"
 
@@ -662,10 +671,8 @@ def _check_record(rec: TraceRecord, allocs: dict, limits: HardwareLimits, heads:
             if r.alloc_id in inputs:
                 raise ProgramError(f"{_where(rec)}: writes a kernel input")
     if engine is Engine.DMA:
-        for group in (rec.reads, rec.writes):
-            for r in group:
-                if r.buffer == "psum":
-                    raise ProgramError(f"{_where(rec)}: DMA cannot reach PSUM")
+        if _reaches_psum(rec):
+            raise ProgramError(f"{_where(rec)}: DMA cannot reach PSUM")
         if rec.reads and rec.writes and math.prod(rec.reads[0].shape) != math.prod(rec.writes[0].shape):
             raise ProgramError(f"{_where(rec)}: a DMA moves as many elements as it writes")
     elif engine is not Engine.SYNC:
@@ -680,11 +687,8 @@ def _check_record(rec: TraceRecord, allocs: dict, limits: HardwareLimits, heads:
             for r in group:
                 if r.shape and r.buffer in _ON_CHIP and r.shape[0] > pmax:
                     raise ProgramError(f"{_where(rec)}: more than {limits.pmax} partitions")
-        if engine is Engine.GPSIMD:
-            for group in (rec.reads, rec.writes):
-                for r in group:
-                    if r.buffer == "psum":
-                        raise ProgramError(f"{_where(rec)}: GpSimd cannot reach PSUM")
+        if engine is Engine.GPSIMD and _reaches_psum(rec):
+            raise ProgramError(f"{_where(rec)}: GpSimd cannot reach PSUM")
     if rec.mask is not None and rec.writes:
         try:
             np.broadcast_shapes(rec.mask.shape, rec.writes[0].shape)
