@@ -57,6 +57,20 @@ def paused():
             gc.enable()
 
 
+@contextlib.contextmanager
+def off():
+    """The collector off for a stretch that makes many small containers and no cycles
+    (encoding, decoding, scheduling a trace): left on, it would rescan the whole heap every few
+    hundred of them. Its previous state is restored after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def tick(instructions: int) -> None:
     """Called with the trace's length after each instruction: cheap unless it is time to look."""
     if instructions % _EVERY == 0 and not gc.isenabled():

@@ -18,10 +18,10 @@ Model (trn2-cost-model.md section 5):
 """
 from __future__ import annotations
 
-import gc
 import heapq
 from dataclasses import dataclass, field
 
+from .. import collector
 from ..trace import TraceRecord
 from .dependencies import DependencyGraph, dependencies
 from .params import CostParams
@@ -114,13 +114,8 @@ def schedule(trace: list[TraceRecord], params: CostParams, *, dge: bool = True,
     of each record (dependencies.hazards), none if not given."""
     # the scheduler makes no reference cycles but millions of small tuples: left on, the cyclic
     # collector would rescan the whole trace again and again, making the time superlinear
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector.off():
         return _Scheduler(trace, params, dge, graph, hazard_deps).run(overhead_ns)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 class _Scheduler:
