@@ -243,7 +243,7 @@ def _declared(header: dict) -> list[tuple[tuple[int, ...], str]]:
 
 def _parse_execution(done: ChildResult, limits: Limits, shared_output=None) -> ConfigRun:
     """The executor's result. `shared_output`: how to read the expected output from the memory
-    the grader gave the executor (see _output_memory), when it gave some."""
+    the grader gave the executor (see _shared_output), when it gave some."""
     header, pos = wire.read_header_line(done.result)
     if header.get("status") == "mismatch":
         return ConfigRun("mismatch", "its declared outputs cannot be the expected ones",

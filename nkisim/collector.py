@@ -42,7 +42,8 @@ def _collect_if_grown() -> None:
 
 @contextlib.contextmanager
 def paused():
-    """Pause automatic collection for one trace; the previous state is restored after it."""
+    """Pause automatic collection while a long-lived program is made (a kernel traced, or a
+    program decoded and checked), then freeze it; the previous state is restored after."""
     enabled = gc.isenabled()
     gc.disable()
     _collect_if_grown()
