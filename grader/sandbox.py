@@ -45,7 +45,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .zygote import ZYGOTE, set_parent_death_signal
+from .zygote import ZYGOTE, set_parent_death_signal, writer_gone
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
 # namespaces that hold state a job could leave behind or share with the next (SysV segments and
@@ -808,13 +808,7 @@ def _reap_namespace(conf: dict, clean_up: bool) -> None:
         os.close(alive_w)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        os.set_blocking(alive_r, False)
-        try:
-            reaper_gone = os.read(alive_r, 1) == b""           # EOF: no writer left
-        except BlockingIOError:
-            reaper_gone = False
-        os.close(alive_r)
-        if reaper_gone:
+        if writer_gone(alive_r):                 # the reaper died before the prctl
             os._exit(128 + signal.SIGKILL)
         return
     os.close(alive_r)

@@ -57,6 +57,19 @@ def set_parent_death_signal(sig: int, parent: int) -> bool:
     return os.getppid() == parent
 
 
+def writer_gone(alive: int) -> bool:
+    """Has every writer of the pipe `alive` exited? The check a PID namespace's first process
+    makes after its prctl, instead of getppid(), which says 0 there whether its parent (outside
+    the namespace) lives or not. Closes `alive`."""
+    os.set_blocking(alive, False)
+    try:
+        return os.read(alive, 1) == b""          # EOF: no writer left
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(alive)
+
+
 # ----- the grader's end ---------------------------------------------------------------------
 
 def _read_line(sock: socket.socket, buffer: bytes, deadline: float | None) -> tuple[bytes | None, bytes]:
@@ -201,14 +214,8 @@ def _become_job(job: dict, out: int, err: int, result: int, monitor: int, shared
     try:
         if not set_parent_death_signal(signal.SIGKILL, 0 if alive is not None else monitor):
             os._exit(128 + signal.SIGKILL)
-        if alive is not None:
-            os.set_blocking(alive, False)
-            try:
-                gone = os.read(alive, 1) == b""          # EOF: the monitor died before the prctl
-            except BlockingIOError:
-                gone = False
-            if gone:
-                os._exit(128 + signal.SIGKILL)
+        if alive is not None and writer_gone(alive):         # the monitor died before the prctl
+            os._exit(128 + signal.SIGKILL)
         os.setsid()
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
