@@ -158,7 +158,8 @@ def in_process(spec, report: dict, seed: int) -> dict[str, float]:
             rng = np.random.default_rng(np.random.SeedSequence([seed, index, ci]))
             args, kwargs = problems.make_inputs(test.problem, config, rng)
             with ThreadPoolExecutor(max_workers=1) as answer:
-                expected = answer.submit(problems.reference, test.problem, args, kwargs)
+                expected = answer.submit(problems.reference, test.problem, args, kwargs,
+                                         threads=len(os.sched_getaffinity(0)))
                 if test.timed:
                     out = nki.benchmark(warmup=test.warmup, iters=test.iters)(kernel)(*args, **kwargs)
                 else:

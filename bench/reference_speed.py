@@ -4,7 +4,8 @@ For every conv2d configuration of asst4-trainium2, the time the reference (refer
 numpy_reference.py) takes for its answer, against the time BLAS takes for the same arithmetic as
 one float64 GEMM (filters x im2col columns; the reference accumulates in float64), both on one
 BLAS thread, as the grader computes answers. The best of --repeat runs counts for each, so a
-machine busy with other work weighs on both alike.
+machine busy with other work weighs on both alike. With --threads N the reference shares its
+blocks among N threads (as a grade does, one per usable core) and the GEMM has N BLAS threads.
 
     ratio = reference seconds / GEMM seconds      (1.0: as fast as BLAS allows)
 
@@ -12,7 +13,7 @@ With --against FILE (another version of numpy_reference.py, e.g. from `git show
 REV:reference_kernels/numpy_reference.py`), that version is timed too, its runs alternating
 with the current one's, and its answers must be bit-identical.
 
-    python bench/reference_speed.py [--repeat N] [--against FILE]
+    python bench/reference_speed.py [--repeat N] [--threads N] [--against FILE]
 """
 from __future__ import annotations
 
@@ -81,13 +82,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs of each, the best counts (default 3)")
     parser.add_argument("--against", metavar="FILE", help="another numpy_reference.py to time beside this one")
+    parser.add_argument("--threads", type=int, default=1, help="threads of the reference and of the GEMM (default 1)")
     args = parser.parse_args()
     spec = specs.load("asst4-trainium2")
     other = load_reference(args.against) if args.against else None
     seen, total_ref, total_gemm, total_other = set(), 0.0, 0.0, 0.0
     print(f"{'configuration':52} {'reference s':>12} {'float64 GEMM s':>15} {'ratio':>6}"
           + (f" {'--against s':>12}" if other else ""))
-    with threadpool_limits(limits=1, user_api="blas"):
+    with threadpool_limits(limits=1, user_api="blas"):     # each reference thread: one BLAS thread
         for test in spec.tests:
             for c in test.configs:
                 key = tuple(sorted(c.items()))
@@ -95,7 +97,7 @@ def main() -> None:
                     continue
                 seen.add(key)
                 inputs, kwargs = problems.make_inputs("conv2d", c, np.random.default_rng(0))
-                current = lambda: problems.reference("conv2d", inputs, kwargs)   # noqa: E731
+                current = lambda: problems.reference("conv2d", inputs, kwargs, threads=args.threads)   # noqa: E731
                 if other is None:
                     ref, theirs = best(current, args.repeat), None
                 else:
@@ -103,7 +105,8 @@ def main() -> None:
                         raise SystemExit(f"{problems.label('conv2d', c)}: the two references' answers differ")
                     ref, theirs = best_alternating([current, lambda: other(*inputs, **kwargs)], args.repeat)
                     total_other += theirs
-                gemm = gemm_seconds(c, args.repeat)
+                with threadpool_limits(limits=args.threads, user_api="blas"):
+                    gemm = gemm_seconds(c, args.repeat)
                 total_ref, total_gemm = total_ref + ref, total_gemm + gemm
                 print(f"{problems.label('conv2d', c):52} {ref:12.3f} {gemm:15.3f} {ref / gemm:6.2f}"
                       + (f" {theirs:12.3f}" if other else ""), flush=True)

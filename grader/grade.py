@@ -191,11 +191,11 @@ class _Run:
             return _Ready((made, self.answers.lower_answers(ti, index)))
         if (test.file, test.kernel) in self.kernel_ran_ok:
             def both():
-                answer = problems.reference(test.problem, args, kwargs)
+                answer = problems.reference(test.problem, args, kwargs, threads=_answer_threads())
                 return answer, downgrade.lower_answers(test.problem, args, kwargs, answer.dtype,
                                                        np.random.default_rng(check_seq))
             return _Background(both)
-        return _Deferred(lambda: (problems.reference(test.problem, args, kwargs), None))
+        return _Deferred(lambda: (problems.reference(test.problem, args, kwargs, threads=_answer_threads()), None))
 
     # ----- one test ------------------------------------------------------------------------
     def run_test(self, test: TestSpec) -> TestResult:
@@ -465,6 +465,12 @@ class _Background:
         if not ok:
             raise value
         return value
+
+
+def _answer_threads() -> int:
+    """Threads for a reference answer made during a grade: every usable core, so once the child
+    is done the answer has the machine (each thread keeps the grade's one BLAS thread)."""
+    return len(os.sched_getaffinity(0))
 
 
 def _config_label(config: dict) -> str:

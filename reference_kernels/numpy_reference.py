@@ -6,6 +6,8 @@ is one dense matrix product per block of output rows (every filter offset and
 input channel at once) instead of a loop over pixels or offsets.
 """
 
+import threading
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -20,7 +22,7 @@ def transpose_reference(a):
     return np.ascontiguousarray(np.asarray(a).T)
 
 
-def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float64):
+def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float64, threads=1):
     """Conv2d (stride 1, no padding) + bias, then max-pool (window = stride = pool_size).
 
     X: (B, C_in, H, W_in); W: (C_out, C_in, K, K); bias: (C_out,).
@@ -31,6 +33,9 @@ def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float6
     The products are accumulated in ``accumulate_dtype`` (float64 by default,
     so the result is a faithful rounding of the exact value) and the result is
     cast to X.dtype only at the end.
+
+    ``threads``: how many threads share the blocks of the product (the caller limits BLAS to
+    one thread each); the result is the same for any number.
     """
     X = np.asarray(X)
     W = np.asarray(W)
@@ -68,13 +73,14 @@ def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float6
     windows = sliding_window_view(X, (k_h, k_w), axis=(2, 3))    # (B, C_in, H_out, W_out, K, K), no copy
     w_mat = W.reshape(c_out, depth).astype(accumulate_dtype)
     bias_acc = bias.astype(accumulate_dtype)[:, None, None, None]
-    columns = np.empty(depth * images * rows * w_out, dtype=accumulate_dtype)
-    products = np.empty(c_out * images * rows * w_out, dtype=accumulate_dtype)
     result = np.empty((batch, c_out, hp, wp), dtype=X.dtype)
-    for b0 in range(0, batch, images):
-        nb = min(images, batch - b0)
-        for r0 in range(0, used_rows, rows):
-            n = min(rows, used_rows - r0)
+    blocks = [(b0, min(images, batch - b0), r0, min(rows, used_rows - r0))
+              for b0 in range(0, batch, images) for r0 in range(0, used_rows, rows)]
+
+    def work_through(next_block) -> None:
+        columns = np.empty(depth * images * rows * w_out, dtype=accumulate_dtype)
+        products = np.empty(c_out * images * rows * w_out, dtype=accumulate_dtype)
+        for b0, nb, r0, n in iter(next_block, None):
             cols = columns[:depth * nb * n * w_out].reshape(c_in, k_h, k_w, nb, n, w_out)
             # (nb, c_in, n, w_out, kh, kw) -> (c_in, kh, kw, nb, n, w_out): one strided copy
             np.copyto(cols, windows[b0:b0 + nb, :, r0:r0 + n].transpose(1, 4, 5, 0, 2, 3))
@@ -88,6 +94,32 @@ def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float6
                 conv = conv[..., :wp * pool_size].reshape(c_out, nb, n // pool_size, pool_size, wp, pool_size)
                 conv = _window_max(conv)
             result[b0:b0 + nb, :, r0 // pool_size:(r0 + n) // pool_size] = conv.transpose(1, 0, 2, 3)
+
+    # Blocks write disjoint parts of the result and each is the same GEMM call whichever thread
+    # makes it, so the bits do not depend on `threads`; each thread has its own buffers.
+    pending = iter(blocks)
+    lock = threading.Lock()
+
+    def next_block():
+        with lock:
+            return next(pending, None)
+    # Helpers are daemon threads, so a grader that stops waiting for this answer can exit.
+    failed = []
+
+    def helper():
+        try:
+            work_through(next_block)
+        except BaseException as err:        # raised again by the caller below
+            failed.append(err)
+    helpers = [threading.Thread(target=helper, daemon=True, name="reference-block")
+               for _ in range(max(1, min(int(threads), len(blocks))) - 1)]
+    for thread in helpers:
+        thread.start()
+    work_through(next_block)
+    for thread in helpers:
+        thread.join()
+    if failed:
+        raise failed[0]
     return result
 
 COLUMNS_BYTES = 48 * 2**20

@@ -22,8 +22,10 @@ def make_inputs(problem: str, config: dict, rng: np.random.Generator) -> tuple[l
     return get(problem).make_inputs(config, rng)
 
 
-def reference(problem: str, args: list[np.ndarray], kwargs: dict) -> np.ndarray:
-    return get(problem).reference(args, kwargs)
+def reference(problem: str, args: list[np.ndarray], kwargs: dict, threads: int = 1) -> np.ndarray:
+    """The answer, made on `threads` threads (each with the BLAS threads the caller allows); the
+    same bits for any number."""
+    return get(problem).reference(args, kwargs, threads=threads)
 
 
 def work(problem: str, config: dict) -> tuple[float, float]:

@@ -14,7 +14,7 @@ class Problem:
     kernel: str                                 # the function the student's file defines
     config_keys: tuple[str, ...]                # keys every config of this problem must give
     make_inputs: Callable[[dict, np.random.Generator], tuple[list[np.ndarray], dict]]
-    reference: Callable[[list[np.ndarray], dict], np.ndarray]   # in the grader, never student code
+    reference: Callable[..., np.ndarray]   # (args, kwargs, threads=1): in the grader, never student code
     work: Callable[[dict], tuple[float, float]]  # (Tensor Engine FLOPs, HBM bytes) any correct kernel needs
     label: Callable[[dict], str]                 # a config as the student reads it in a message
     # (shape, dtype) of the reference answer, known without computing it: a traced program

@@ -17,8 +17,8 @@ def make_inputs(config: dict, rng: np.random.Generator) -> tuple[list[np.ndarray
     return [x, w, bias], {"pool_size": int(c.get("pool", 1))}
 
 
-def reference(args: list[np.ndarray], kwargs: dict) -> np.ndarray:
-    return conv2d_maxpool_reference(*args, **kwargs)
+def reference(args: list[np.ndarray], kwargs: dict, threads: int = 1) -> np.ndarray:
+    return conv2d_maxpool_reference(*args, **kwargs, threads=threads)
 
 
 def work(config: dict) -> tuple[float, float]:

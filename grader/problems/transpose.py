@@ -12,7 +12,7 @@ def make_inputs(config: dict, rng: np.random.Generator) -> tuple[list[np.ndarray
     return [uniform(rng, np.dtype(config.get("dtype", "float32")), config["m"], config["n"])], {}
 
 
-def reference(args: list[np.ndarray], kwargs: dict) -> np.ndarray:
+def reference(args: list[np.ndarray], kwargs: dict, threads: int = 1) -> np.ndarray:    # one copy: no use for threads
     return transpose_reference(args[0])
 
 

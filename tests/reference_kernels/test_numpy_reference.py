@@ -54,17 +54,19 @@ SHAPES = [  # batch, c_in, c_out, h, w, k, pool, dtype
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s[:7])) + "-" + s[7])
 @pytest.mark.parametrize("blocks", ["one-block", "image-pairs", "row-blocks"])
-def test_the_gemm_reference_gives_the_former_answers(shape, blocks, monkeypatch):
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_gemm_reference_gives_the_former_answers(shape, blocks, threads, monkeypatch):
     """Bit for bit: both accumulate exact products in float64 and round once at the end. The
     whole configuration in one GEMM; two images per GEMM (an odd batch leaves one alone); and
-    with a 1-byte budget, every block the fewest rows it can be (a pooling window's)."""
+    with a 1-byte budget, every block the fewest rows it can be (a pooling window's). Blocks
+    shared by three threads give the same bits."""
     batch, c_in, c_out, h, w, k, pool, dtype = shape
     used_rows = (h - k + 1) // pool * pool
     image_bytes = c_in * k * k * used_rows * (w - k + 1) * 8
     budget = {"one-block": batch * image_bytes, "image-pairs": 2 * image_bytes, "row-blocks": 1}[blocks]
     monkeypatch.setattr(numpy_reference, "COLUMNS_BYTES", budget)
     x, wt, bias = inputs(batch, c_in, c_out, h, w, k, np.dtype(dtype))
-    new, old = conv2d_maxpool_reference(x, wt, bias, pool), former_reference(x, wt, bias, pool)
+    new, old = conv2d_maxpool_reference(x, wt, bias, pool, threads=threads), former_reference(x, wt, bias, pool)
     assert new.shape == old.shape == (batch, c_out, (h - k + 1) // pool, (w - k + 1) // pool)
     assert new.dtype == old.dtype == np.dtype(dtype)
     assert np.array_equal(new, old)
