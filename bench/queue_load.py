@@ -1,7 +1,8 @@
 """Queue load, on a fresh embedded PostgreSQL and Redis with real Celery workers, in three parts:
 
-1. Throughput and concurrency: one sim worker running as many grades at once as the machine has
-   cores (`grader worker`'s default), grading real submissions of asst4-trainium2 (the spec
+1. Throughput and concurrency: one sim worker running as many grades at once as `grader
+   worker` runs by default (workers/capacity.py: one per core with --answer-pool, one per 1.6
+   cores without; --concurrency N to choose), grading real submissions of asst4-trainium2 (the spec
    students are graded with: full grades on the simulator) or, with --spec tiny, a tiny spec
    whose grades take 0.1-0.2 s (a quick run, but fixed per-grade costs dominate it). Each kind of
    submission (good, slow, failing) is graded alone, one at a time, before and again after a
@@ -131,7 +132,7 @@ def main() -> int:
                        **FAST_REAPER})
     upgrade(engine_from_env(pg.url))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    at_once = args.concurrency or sim_grades_at_once()
+    at_once = args.concurrency or sim_grades_at_once(answers_made_ahead=args.answer_pool > 0)
     part1 = Part1(args.spec, SPECS[args.spec], burst, alone, at_once, usable_cores(), bench)
     try:
         print(f"queue_load: part 1 on {args.spec}, parts 2-3 on the tiny spec ({TINY_SPEC.name}); embedded "

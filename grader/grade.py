@@ -56,6 +56,7 @@ class GradeOptions:
     limits: Limits = field(default_factory=Limits)   # per configuration; wall_seconds is also cut to the budget
     hide_paths: tuple[str, ...] = ()      # directories the child must not see (uploads, ...)
     answers: AnswerSet | None = None      # answers made ahead (grader.answer_pool): the run takes its seed
+    threads: int | None = None            # threads for the grade's own work (reference answers); None: every usable core
 
 
 def neuron_available() -> bool:
@@ -178,6 +179,13 @@ class _Run:
                 f"({label}); every later test that runs it fails with this message. Look for a loop "
                 f"that never ends, or work far beyond what the problem needs.")
 
+    def _threads(self) -> int:
+        """Threads for a reference answer made during this grade: its share of the cores (a
+        worker running several grades at once says how many), by default every usable core, so
+        once the child is done the answer has the machine (shared by --jobs tests at once); each
+        thread keeps one BLAS thread."""
+        return self.opt.threads or max(1, len(os.sched_getaffinity(0)) // max(1, self.opt.jobs))
+
     def _reference_answer(self, test: TestSpec, index: int, args: list[np.ndarray], kwargs: dict,
                           check_seq: np.random.SeedSequence):
         """A future of (the reference answer, what the downgrade check compares with, or None:
@@ -191,11 +199,11 @@ class _Run:
             return _Ready((made, self.answers.lower_answers(ti, index)))
         if (test.file, test.kernel) in self.kernel_ran_ok:
             def both():
-                answer = problems.reference(test.problem, args, kwargs, threads=_answer_threads())
+                answer = problems.reference(test.problem, args, kwargs, threads=self._threads())
                 return answer, downgrade.lower_answers(test.problem, args, kwargs, answer.dtype,
                                                        np.random.default_rng(check_seq))
             return _Background(both)
-        return _Deferred(lambda: (problems.reference(test.problem, args, kwargs, threads=_answer_threads()), None))
+        return _Deferred(lambda: (problems.reference(test.problem, args, kwargs, threads=self._threads()), None))
 
     # ----- one test ------------------------------------------------------------------------
     def run_test(self, test: TestSpec) -> TestResult:
@@ -465,12 +473,6 @@ class _Background:
         if not ok:
             raise value
         return value
-
-
-def _answer_threads() -> int:
-    """Threads for a reference answer made during a grade: every usable core, so once the child
-    is done the answer has the machine (each thread keeps the grade's one BLAS thread)."""
-    return len(os.sched_getaffinity(0))
 
 
 def _config_label(config: dict) -> str:

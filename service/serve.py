@@ -131,6 +131,7 @@ def serve(args) -> int:
     from store.instance import remember
     from web.bootstrap import first_admin_login_link
     from workers.broker import EmbeddedRedis
+    from workers.answers import made_ahead
     from workers.capacity import sim_grades_at_once
 
     if args.workers is not None and args.workers < 1:
@@ -170,7 +171,7 @@ def serve(args) -> int:
             print(f"grader serve: {root_note()}")
         print(f"grader serve: starting the workers, beat and the web site; their output goes to {logs}/", flush=True)
         quiet = ["--quiet", "--loglevel", "WARNING"]           # warnings and errors only, in the logs
-        grades_at_once = {Queue.SIM: args.workers or sim_grades_at_once(), Queue.NIGHTLY: 1, Queue.STAFF: 1}
+        grades_at_once = {Queue.SIM: args.workers or sim_grades_at_once(made_ahead()), Queue.NIGHTLY: 1, Queue.STAFF: 1}
         for queue, concurrency in grades_at_once.items():
             children.append(Child(f"{queue.value} worker", [python, "-m", "workers.cli", "worker", "--queue", queue,
                                                             *quiet, "--concurrency", str(concurrency)],

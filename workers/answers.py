@@ -19,6 +19,12 @@ _lock = threading.Lock()
 _warned: list[bool] = []           # said once per process that the pool is off, and why
 
 
+def made_ahead(conf: settings.Settings | None = None) -> bool:
+    """Whether this worker's grades draw answers made ahead (the pool is on and can be hidden)."""
+    conf = conf or settings.load()
+    return conf.answer_pool_size > 0 and grader.answer_pool_is_private()
+
+
 def pool(conf: settings.Settings | None = None):
     conf = conf or settings.load()
     if conf.answer_pool_size <= 0:

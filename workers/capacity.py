@@ -1,10 +1,13 @@
-"""How many simulator grades a worker runs at once by default: one per CPU core this process
-may use, and no more than the memory holds at GRADE_MEMORY_BYTES a grade. Each grade's BLAS and
-its sandboxed children are held to one thread; with answers made ahead (NKI_ANSWER_POOL_SIZE) a
-grade keeps about one core busy, so grades on separate cores barely slow each other. A grade
-that works its answers out runs them beside its kernel and keeps 1.3-1.6 cores busy: one per
-core then grows each one's latency by 40-65%, for more grades an hour than fewer at once would
-give (bench/queue_load.py measures both; docs/operators.md)."""
+"""How many simulator grades a worker runs at once by default, and how many threads each grade
+may use for its own work: as many grades as the cores allow without one grade's latency growing
+by more than 20% against being graded alone (issue 24), and no more than the memory holds at
+GRADE_MEMORY_BYTES a grade.
+
+A grade with answers made ahead (NKI_ANSWER_POOL_SIZE) keeps about one core busy, so a worker
+runs one per core. A grade that works its reference answers out runs them beside its kernel and
+keeps 1.4-1.6 cores busy alone (bench/queue_load.py: good 1.60, slow 1.48, failing 1.01): one
+per core then grew latency by 40-65%, so such a worker runs one grade per COLD_GRADE_CORES.
+Each grade's share of the cores is what its reference answer (and the executor) may spread over."""
 from __future__ import annotations
 
 import os
@@ -12,6 +15,8 @@ import os
 # A full asst4 grade peaks at about 1.2 GB in the worker's process (bench/grade_speed.py) plus
 # its child's tensors: 2 GiB a grade leaves room for both.
 GRADE_MEMORY_BYTES = 2 << 30
+# Cores one grade that works its answers out keeps busy alone, at most (bench/queue_load.py).
+COLD_GRADE_CORES = 1.6
 
 
 def usable_cores() -> int:
@@ -28,7 +33,14 @@ def memory_bytes() -> int | None:
         return None
 
 
-def sim_grades_at_once() -> int:
+def sim_grades_at_once(answers_made_ahead: bool) -> int:
     memory = memory_bytes()
-    by_memory = memory // GRADE_MEMORY_BYTES if memory else usable_cores()
-    return max(1, min(usable_cores(), by_memory))
+    cores = usable_cores()
+    by_cores = cores if answers_made_ahead else int(cores / COLD_GRADE_CORES)
+    by_memory = memory // GRADE_MEMORY_BYTES if memory else cores
+    return max(1, min(by_cores, by_memory))
+
+
+def threads_per_grade(grades_at_once: int) -> int:
+    """Each grade's even share of the usable cores, at least one."""
+    return max(1, usable_cores() // max(1, grades_at_once))

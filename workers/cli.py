@@ -91,8 +91,9 @@ def _worker(args) -> int:
     if args.time_budget is not None and args.time_budget <= 0:
         return _fail("--time-budget must be a positive number of seconds")
     name = (args.name or f"grader-{args.queue}-{os.getpid()}@%h").replace("%h", socket.gethostname())
-    from .capacity import sim_grades_at_once
-    concurrency = args.concurrency or (sim_grades_at_once() if args.queue == Queue.SIM else 1)
+    from .answers import made_ahead
+    from .capacity import sim_grades_at_once, threads_per_grade
+    concurrency = args.concurrency or (sim_grades_at_once(made_ahead()) if args.queue == Queue.SIM else 1)
     if args.queue == Queue.TRN2:
         from grader.neuron import NeuronUnavailable, detect
         try:
@@ -116,6 +117,7 @@ def _worker(args) -> int:
     else:
         os.environ.pop("NKI_NEURON_CORES", None)
     _migrate_if_embedded()
+    os.environ.setdefault("NKI_GRADE_THREADS", str(threads_per_grade(concurrency)))
     os.environ["NKI_WORKER_NAME"] = name
     os.environ["NKI_WORKER_QUEUES"] = args.queue
     if args.time_budget:

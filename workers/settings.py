@@ -46,6 +46,7 @@ class Settings:
     answer_pool_uses: int         # grades one set serves before it is deleted
     answer_pool_max_age_s: float  # a set older than this is never drawn
     answer_pool_dir: str          # where the sets live: only the grader's user may enter it
+    grade_threads: int            # threads one grade may use for its own work; 0: every usable core
 
 
 def load() -> Settings:
@@ -67,4 +68,5 @@ def load() -> Settings:
         answer_pool_max_age_s=_float("NKI_ANSWER_POOL_MAX_AGE_S", 24 * 3600.0),
         answer_pool_dir=os.environ.get("NKI_ANSWER_POOL_DIR")
         or str(Path(os.environ.get("NKI_GRADER_HOME") or "instance").resolve() / "answer-pool"),
+        grade_threads=_count("NKI_GRADE_THREADS", 0),
     )

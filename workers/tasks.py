@@ -128,7 +128,8 @@ def grade_submission(self, run_id: int) -> str:
     try:
         options = grader.GradeOptions(
             backend=backend, cancel=token, on_progress=_progress_writer(claim), time_budget_s=conf.grade_budget_s,
-            neuron_cores=(_pool_core,) if _pool_core is not None else (0,), answers=answers.draw(spec))
+            neuron_cores=(_pool_core,) if _pool_core is not None else (0,), answers=answers.draw(spec),
+            threads=conf.grade_threads or None)
         report = grader.grade(submission, spec, options)
     except Exception as err:  # the grader never raises for student faults: this is ours
         return _infrastructure_fault(self, claim, conf, err)

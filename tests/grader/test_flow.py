@@ -462,6 +462,25 @@ def test_timed_runs_are_checked_at_the_correctness_tolerance(spec):
     assert 1e-3 < error < 1e-4 * 250          # within the old rtol=1e-4 of outputs near 290
 
 
+def test_a_grade_spreads_its_reference_answers_over_the_threads_it_is_given(spec, monkeypatch):
+    """A worker running several grades at once gives each its share of the cores
+    (GradeOptions.threads); by default a lone grade's answers use every usable core."""
+    threads = []
+    real = problems.REGISTRY["conv2d"]
+
+    def counted(args, kwargs, **how):
+        threads.append(how["threads"])
+        return real.reference(args, kwargs, **how)
+
+    monkeypatch.setitem(problems.REGISTRY, "conv2d", dataclasses.replace(real, reference=counted))
+    sub = grader.submission_from_bytes("conv2d.py", CONV, spec)
+    shared = grader.grade(sub, spec, grader.GradeOptions(backend="sim", seed=1, threads=3))
+    assert shared.score.total == 9 and threads == [3] * 5
+    threads.clear()
+    grader.grade(sub, spec, grader.GradeOptions(backend="sim", seed=1))
+    assert threads == [len(os.sched_getaffinity(0))] * 5
+
+
 def test_a_kernel_that_fails_at_once_costs_no_reference_work(spec, monkeypatch):
     calls = []
     real = problems.REGISTRY["conv2d"]
