@@ -21,29 +21,8 @@ def check_output(out, expected: np.ndarray, rtol: float, atol: float) -> CheckRe
     wrong = layout_failure(out.shape, out.dtype, expected.shape, expected.dtype)
     if wrong is not None:
         return wrong
-    # in chunks: float64 copies of a whole 200 MB output would cost more than the comparison
     flat_out, flat_exp = out.reshape(-1), expected.reshape(-1)
-    nonfinite = mismatched = 0
-    first_nonfinite = first_mismatch = None
-    err = 0.0
-    for start in range(0, flat_out.size, CHUNK):
-        o = flat_out[start:start + CHUNK].astype(np.float64)
-        e = flat_exp[start:start + CHUNK].astype(np.float64)
-        finite = np.isfinite(o)
-        if not finite.all():
-            nonfinite += int(o.size - np.count_nonzero(finite))
-            if first_nonfinite is None:
-                first_nonfinite = start + int(np.argmin(finite))
-            continue
-        if nonfinite:
-            continue
-        diff = np.abs(o - e)
-        close = (diff <= atol + rtol * np.abs(e)) & np.isfinite(e)   # np.isclose's rule, finite values
-        err = max(err, float(diff.max()) if o.size else 0.0)
-        if not close.all():
-            mismatched += int(o.size - np.count_nonzero(close))
-            if first_mismatch is None:
-                first_mismatch = start + int(np.argmin(close))
+    nonfinite, first_nonfinite, mismatched, first_mismatch, err = _tally(flat_out, flat_exp, rtol, atol)
     if nonfinite:
         where = _index(first_nonfinite, out.shape)
         return CheckResult(False, f"{nonfinite} output values are NaN or infinite (first at index {where}); "
@@ -67,7 +46,50 @@ def layout_failure(shape: tuple, dtype, expected_shape: tuple, expected_dtype) -
     return None
 
 
-CHUNK = 1 << 20
+CHUNK = 1 << 16      # elements compared at a time: float64 scratch that stays in cache
+
+
+def _tally(out: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> tuple:
+    """(non-finite outputs, the first one's flat index, outputs outside the tolerance, the first
+    one's flat index, the largest |out - expected|) of two flat arrays, compared in float64 a
+    chunk at a time in reused buffers: float64 copies of a whole 200 MB output would cost more
+    than the comparison. Once an output is not finite only non-finite ones are counted (that
+    failure is the one reported)."""
+    size = min(CHUNK, out.size)
+    o, e, diff, bound = (np.empty(size) for _ in range(4))
+    ok, finite = np.empty(size, dtype=bool), np.empty(size, dtype=bool)
+    nonfinite = mismatched = 0
+    first_nonfinite = first_mismatch = None
+    err = 0.0
+    for start in range(0, out.size, CHUNK):
+        n = min(CHUNK, out.size - start)
+        o_, e_, diff_, bound_, ok_, finite_ = o[:n], e[:n], diff[:n], bound[:n], ok[:n], finite[:n]
+        np.copyto(o_, out[start:start + n], casting="unsafe")
+        np.isfinite(o_, out=finite_)
+        bad = n - int(np.count_nonzero(finite_))
+        if bad:
+            nonfinite += bad
+            if first_nonfinite is None:
+                first_nonfinite = start + int(np.argmin(finite_))
+            continue
+        if nonfinite:
+            continue
+        np.copyto(e_, expected[start:start + n], casting="unsafe")
+        np.subtract(o_, e_, out=diff_)
+        np.abs(diff_, out=diff_)
+        np.abs(e_, out=bound_)
+        bound_ *= rtol
+        bound_ += atol                    # atol + rtol * |e|: np.isclose's rule ...
+        np.less_equal(diff_, bound_, out=ok_)
+        np.isfinite(e_, out=finite_)
+        ok_ &= finite_                    # ... on finite values
+        err = max(err, float(diff_.max()))
+        wrong = n - int(np.count_nonzero(ok_))
+        if wrong:
+            mismatched += wrong
+            if first_mismatch is None:
+                first_mismatch = start + int(np.argmin(ok_))
+    return nonfinite, first_nonfinite, mismatched, first_mismatch, err
 
 
 def _index(flat: int, shape: tuple) -> tuple:
