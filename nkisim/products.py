@@ -14,14 +14,15 @@ destination needs nothing more, as its store retires after every earlier one.
 from __future__ import annotations
 
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 
 class Pending:
     """Products in flight, oldest first; `store(item, product)` retires one (on this thread)."""
 
     def __init__(self, threads: int, store, limit: int) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="nkisim-matmul")
+        self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=threads,
+                                                                   thread_name_prefix="nkisim-matmul")
         self._store = store
         self._limit = limit
         self._queue: deque = deque()     # (sequence number, item, future)
@@ -39,11 +40,25 @@ class Pending:
             self.retire_through(self._queue[0][0])
         seq = self._next
         self._next += 1
-        self._queue.append((seq, item, self._pool.submit(multiply, rec, values)))
+        self._queue.append((seq, item, self._start(multiply, rec, values)))
         for r in regions_written:
             self._writes[r.alloc_id] = seq
         for r in regions_read:
             self._reads[r.alloc_id] = seq
+
+    def _start(self, multiply, rec, values) -> Future:
+        if self._pool is not None:
+            try:
+                return self._pool.submit(multiply, rec, values)
+            except RuntimeError:     # no thread could start (a process cap): multiply here from now on
+                self._pool.shutdown(wait=False)
+                self._pool = None
+        future = Future()
+        try:
+            future.set_result(multiply(rec, values))
+        except Exception as err:     # raised when its turn to be stored comes, as a worker's would be
+            future.set_exception(err)
+        return future
 
     def before_read(self, regions) -> None:
         """Retire what must be stored before `regions` are read (a pending write to them)."""
@@ -101,4 +116,5 @@ class Pending:
     def close(self) -> None:
         """Drop what is still pending (after an error) and stop the workers."""
         self._drop()
-        self._pool.shutdown(wait=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)

@@ -197,3 +197,21 @@ def test_a_thread_count_that_is_not_a_whole_positive_number_is_refused():
     for threads in (0, -1, 1.5, "2"):
         with pytest.raises(ValueError, match="threads"):
             execute(program, [np.zeros((128, 128), np.float32), np.zeros((128, N), np.float32)], threads=threads)
+
+
+def test_when_no_worker_thread_can_start_the_products_are_computed_here_with_the_same_bits():
+    """As when a job's process cap is reached: thread creation fails (here, a stack no machine
+    can give), and execution goes on without workers instead of failing an honest kernel."""
+    import threading
+    rng = np.random.default_rng(36)
+    args = (rng.standard_normal((4 * 128, 128), dtype=np.float32),
+            rng.standard_normal((4 * 128, N), dtype=np.float32))
+    one = run(two_groups_interleaved, args, 1)
+    threading.stack_size(1 << 44)
+    try:
+        with pytest.raises(RuntimeError):
+            threading.Thread(target=int).start()      # the condition is real
+        starved = run(two_groups_interleaved, args, 2)
+    finally:
+        threading.stack_size(0)
+    assert np.array_equal(bits(starved), bits(one))
