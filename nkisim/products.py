@@ -25,7 +25,7 @@ class Pending:
                                                                    thread_name_prefix="nkisim-matmul")
         self._store = store
         self._limit = limit
-        self._queue: deque = deque()     # (sequence number, item, future)
+        self._queue: deque = deque()     # (sequence number, item, future, (multiply, rec, values))
         self._next = 0                   # sequence number of the next product
         self._retired = 0                # every product numbered below this is stored
         self._writes: dict[int, int] = {}    # allocation id: the last pending product storing into it
@@ -40,7 +40,7 @@ class Pending:
             self.retire_through(self._queue[0][0])
         seq = self._next
         self._next += 1
-        self._queue.append((seq, item, self._start(multiply, rec, values)))
+        self._queue.append((seq, item, self._start(multiply, rec, values), (multiply, rec, values)))
         for r in regions_written:
             self._writes[r.alloc_id] = seq
         for r in regions_read:
@@ -53,11 +53,7 @@ class Pending:
             except RuntimeError:     # no thread could start (a process cap): multiply here from now on
                 self._pool.shutdown(wait=False)
                 self._pool = None
-        future = Future()
-        try:
-            future.set_result(multiply(rec, values))
-        except Exception as err:     # raised when its turn to be stored comes, as a worker's would be
-            future.set_exception(err)
+        return _here(multiply, rec, values)
         return future
 
     def before_read(self, regions) -> None:
@@ -93,8 +89,10 @@ class Pending:
         raised by `store` when its turn comes, as if it had run then."""
         queue = self._queue
         while queue and queue[0][0] <= seq:
-            number, item, future = queue.popleft()
+            number, item, future, call = queue.popleft()
             self._retired = number + 1
+            if future.cancel():         # no worker took it yet: multiply here rather than sleep
+                future = _here(*call)
             try:
                 self._store(item, future)
             except BaseException:
@@ -109,8 +107,8 @@ class Pending:
             self.retire_through(self._queue[-1][0])
 
     def _drop(self) -> None:
-        for _, _, future in self._queue:
-            future.cancel()
+        for entry in self._queue:
+            entry[2].cancel()
         self._queue.clear()
 
     def close(self) -> None:
@@ -118,3 +116,14 @@ class Pending:
         self._drop()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+
+
+def _here(multiply, rec, values) -> Future:
+    """multiply(rec, values) on this thread, as a done future; its error is raised when its turn
+    to be stored comes, as a worker's would be."""
+    future = Future()
+    try:
+        future.set_result(multiply(rec, values))
+    except Exception as err:
+        future.set_exception(err)
+    return future
