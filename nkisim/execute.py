@@ -577,7 +577,7 @@ def _run(program: Program, mem: _Memory, echo: bool, pending) -> Execution:
         if pending is not None and rec.kind == "matmul":
             # a result tile nothing reads again is never stored (_write_results): not a hazard
             written = rec.writes + [r for r in rec.stores if r.alloc_id not in unread] if rec.stores else rec.writes
-            pending.submit((rec, unread), written, rec.reads, _matmul, rec, values)
+            pending.submit((rec, unread), written, rec.reads, kinds[rec.kind], rec, values)
             continue
         try:
             _write_results(mem, rec, kinds[rec.kind](rec, values), unread)
