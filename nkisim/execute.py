@@ -519,25 +519,28 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
     allocations, {allocation id: flat writable array of its size and dtype}, used as they are
     created (an output computed straight into memory its reader maps: no copy); one that does
     not fit is ignored. `threads` > 1: matmul products are computed on that many worker threads
-    while execution goes on, stored in program order (nkisim.products): the same bits; each
-    worker's BLAS calls follow the caller's BLAS thread limit (the grader's: one). 1, the
-    default: every instruction at once on this thread, no other thread started (a library call
-    takes no more cores than its caller gave it)."""
+    while execution goes on, stored in program order (nkisim.products): the same bits; BLAS
+    is held to one thread meanwhile (one per worker). 1, the default: every instruction at
+    once on this thread, no other thread started (a library call takes no more cores than its
+    caller gave it)."""
     if type(threads) is not int or threads < 1:
         raise ValueError(f"threads must be a whole number of at least 1, not {threads!r}")
     mem = _Memory(program, inputs, fill_nan, placed)
-    pending = None
-    if threads > 1:
-        from .products import Pending
-        pending = Pending(threads, lambda item, future: _retire(mem, item, future), limit=8 * threads)
-    try:
-        return _run(program, mem, echo, pending)
-    except Exception:
-        if pending:          # an earlier matmul's error is the one it would have raised first
-            pending.retire_all()
-        raise
-    finally:
-        if pending is not None:
+    if threads == 1:
+        return _run(program, mem, echo, None)
+    from threadpoolctl import threadpool_limits
+
+    from .products import Pending
+    pending = Pending(threads, lambda item, future: _retire(mem, item, future), limit=8 * threads)
+    # one BLAS thread per worker: the products are small GEMMs, one core each
+    with threadpool_limits(limits=1, user_api="blas"):
+        try:
+            return _run(program, mem, echo, pending)
+        except Exception:
+            if pending:          # an earlier matmul's error is the one it would have raised first
+                pending.retire_all()
+            raise
+        finally:
             pending.close()
 
 
