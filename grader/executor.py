@@ -106,13 +106,14 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
     return header, [np.asarray(o) for o in outputs]
 
 
-def matmul_threads(job: dict) -> int:
+def matmul_threads(job: dict, load: float | None = None) -> int:
     """Worker threads for the matmul products (nkisim.execute's `threads`), each on one BLAS
-    thread: the cores this process may use, or fewer when job.json's "matmul_threads" says so
-    (the grader's share of the machine when several grades run at once). A product is a small
-    GEMM one core does at BLAS speed, so threads beyond the cores only add switching; past
-    MAX_MATMUL_THREADS the executing thread's own work is the limit (and the job's process cap
-    counts threads)."""
+    thread: the cores this process may use that the machine's load leaves free, or fewer when
+    job.json's "matmul_threads" says so (the grade's share of the machine). A product is a small
+    GEMM one core does at BLAS speed: threads beyond the free cores only add switching (on a busy
+    2-core machine 10-20% more CPU for no gain), and past MAX_MATMUL_THREADS the executing
+    thread's own work is the limit (the job's process cap counts threads too). `load`: the
+    one-minute load average, read from the system when None."""
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:            # not Linux
@@ -120,7 +121,14 @@ def matmul_threads(job: dict) -> int:
     asked = job.get("matmul_threads")
     if type(asked) is int and asked >= 1:
         usable = min(asked, usable)
-    return max(1, min(usable, MAX_MATMUL_THREADS))
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (OSError, AttributeError):
+            load = 0.0
+    # the load counts this grade's own work (its tracing child just ran): what it leaves beyond one core
+    free = round(usable - load + 1) if load >= 0 else usable
+    return max(1, min(usable, free, MAX_MATMUL_THREADS))
 
 
 def _attach(job: dict) -> tuple | None:
