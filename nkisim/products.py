@@ -54,7 +54,6 @@ class Pending:
                 self._pool.shutdown(wait=False)
                 self._pool = None
         return _here(multiply, rec, values)
-        return future
 
     def before_read(self, regions) -> None:
         """Retire what must be stored before `regions` are read (a pending write to them)."""
