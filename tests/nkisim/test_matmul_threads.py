@@ -171,6 +171,39 @@ def test_two_accumulation_groups_interleaved_each_add_in_program_order():
     same_at_every_thread_count(two_groups_interleaved, (s_all, m_all), np.concatenate([even, odd]))
 
 
+@nki.jit
+def overwrite_psum_between_matmuls(s_all, m_all, x):
+    """Each round, after a matmul accumulates, a copy overwrites the PSUM tile's first 128
+    columns; the next matmul adds to what the copy left."""
+    rounds = s_all.shape[0] // 128
+    out = nl.ndarray((128, m_all.shape[1]), dtype=nl.float32, buffer=nl.hbm)
+    acc = nl.ndarray((128, m_all.shape[1]), dtype=nl.float32, buffer=nl.psum)
+    x_sb = nl.ndarray((128, 128), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x_sb, src=x)
+    for r in nl.sequential_range(rounds):
+        s_sb = nl.ndarray((128, 128), dtype=s_all.dtype, buffer=nl.sbuf)
+        m_sb = nl.ndarray((128, m_all.shape[1]), dtype=m_all.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s_sb, src=s_all[r * 128:(r + 1) * 128, :])
+        nisa.dma_copy(dst=m_sb, src=m_all[r * 128:(r + 1) * 128, :])
+        acc += nisa.nc_matmul(s_sb, m_sb)
+        acc[:, 0:128] = nisa.tensor_copy(x_sb)
+    nisa.dma_copy(dst=out, src=nisa.tensor_copy(acc))
+    return out
+
+
+def test_psum_overwritten_between_matmuls_keeps_the_writes_in_program_order():
+    rng = np.random.default_rng(37)
+    s_all = rng.standard_normal((ROUNDS * 128, 128), dtype=np.float32)
+    m_all = rng.standard_normal((ROUNDS * 128, N), dtype=np.float32)
+    x = rng.standard_normal((128, 128), dtype=np.float32)
+    with threadpool_limits(limits=1, user_api="blas"):
+        expected = np.zeros((128, N), dtype=np.float32)
+        for r in range(ROUNDS):
+            expected = expected + product(s_all[r * 128:(r + 1) * 128], m_all[r * 128:(r + 1) * 128])
+            expected[:, 0:128] = x
+    same_at_every_thread_count(overwrite_psum_between_matmuls, (s_all, m_all, x), expected)
+
+
 def test_a_product_that_cannot_be_computed_is_reported_at_its_instruction():
     """A program no tracer writes (its third matmul's stationary region cut to 127 rows): the
     error names that matmul with any thread count, though later instructions had started."""
