@@ -204,6 +204,38 @@ def test_psum_overwritten_between_matmuls_keeps_the_writes_in_program_order():
     same_at_every_thread_count(overwrite_psum_between_matmuls, (s_all, m_all, x), expected)
 
 
+@nki.jit
+def print_psum_each_round(s, m_all):
+    """nl.device_print of the PSUM tile right after each accumulation."""
+    rounds = m_all.shape[0] // 128
+    out = nl.ndarray((128, m_all.shape[1]), dtype=nl.float32, buffer=nl.hbm)
+    acc = nl.ndarray((128, m_all.shape[1]), dtype=nl.float32, buffer=nl.psum)
+    s_sb = nl.ndarray((128, 128), dtype=s.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s_sb, src=s)
+    for r in nl.sequential_range(rounds):
+        m_sb = nl.ndarray((128, m_all.shape[1]), dtype=m_all.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=m_sb, src=m_all[r * 128:(r + 1) * 128, :])
+        acc += nisa.nc_matmul(s_sb, m_sb)
+        nl.device_print("acc", acc)
+    nisa.dma_copy(dst=out, src=nisa.tensor_copy(acc))
+    return out
+
+
+def test_device_print_of_psum_shows_every_product_so_far_and_prints_in_order(capsys):
+    rng = np.random.default_rng(38)
+    s = rng.standard_normal((128, 128), dtype=np.float32)
+    m_all = rng.standard_normal((4 * 128, N), dtype=np.float32)
+    program, _ = trace_kernel(print_psum_each_round, (s, m_all), {})
+    runs = []
+    for threads in (1, 2):
+        with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
+            done = execute(program, [s, m_all], threads=threads, echo=True)
+        runs.append((done.printed, capsys.readouterr().out))
+    assert runs[0] == runs[1]                       # the texts, and what echo wrote, in order
+    printed = runs[0][0]
+    assert len(printed) == 4 and len(set(printed)) == 4 and all(t.startswith("acc") for t in printed)
+
+
 def test_a_product_that_cannot_be_computed_is_reported_at_its_instruction():
     """A program no tracer writes (its third matmul's stationary region cut to 127 rows): the
     error names that matmul with any thread count, though later instructions had started."""
