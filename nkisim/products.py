@@ -1,4 +1,4 @@
-"""Matmul products computed on worker threads while the executor goes on: both cores busy.
+"""Matmul products computed on worker threads while the executor goes on: more than one core at work.
 
 A matmul instruction's product (BLAS, which releases the GIL) is handed to a worker; storing it
 (PSUM accumulation, written flags, the memory's caches) is deferred and done by the executing
