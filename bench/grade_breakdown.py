@@ -9,8 +9,9 @@ figures, asserts nothing.
    shared memory, the answer read from the pool, reading results back).
 2. The executor's work in this process, per configuration: the program traced here, executed
    with nkisim.execute.execute on the same inputs, with its matmuls timed apart from everything
-   else; once on one BLAS thread (as grader/executor.py runs it) and once on every usable core,
-   with the outputs compared bit for bit between the two.
+   else; once on one thread and once with its matmul products on a worker thread per usable core
+   (execute's `threads`, as grader/executor.py runs it), one BLAS thread each, with the outputs
+   compared bit for bit between the two (matmul Nt: the products' time summed over the workers).
 
 Timers wrap module attributes of this process only (bench code, not the grader's).
 """
@@ -21,6 +22,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 
@@ -149,14 +151,17 @@ def executor_split(spec, kernel_source: str, seed: int, threads: int, ran: set[s
     from nkisim.runtime import ArgSpec, trace_kernel
     matmul = ex._KINDS["matmul"]
     spent = [0.0]
+    adding = threading.Lock()          # products run on the executor's worker threads
 
     def timed_matmul(rec, v):
         start = time.perf_counter()
         try:
             return matmul(rec, v)
         finally:
-            spent[0] += time.perf_counter() - start
-    print(f"\n== the executor's work in this process (matmuls apart), 1 BLAS thread vs {threads}\n")
+            took = time.perf_counter() - start
+            with adding:
+                spent[0] += took
+    print(f"\n== the executor's work in this process (matmuls apart), 1 thread vs {threads} matmul threads\n")
     print(f"{'test / configuration':44}{'instrs':>8}{'trace':>8}{'decode+val':>11}{'exec 1t':>10}{'matmul 1t':>11}"
           f"{'rest 1t':>9}{'cost+prof':>10}{'exec ' + str(threads) + 't':>10}{'matmul ' + str(threads) + 't':>11}"
           f"{'same bits':>11}")
@@ -185,9 +190,9 @@ def executor_split(spec, kernel_source: str, seed: int, threads: int, ran: set[s
                 figures, outs = [], []
                 for n in (1, threads):
                     spent[0] = 0.0
-                    with np.errstate(all="ignore"), threadpool_limits(limits=n, user_api="blas"):
+                    with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
                         start = time.perf_counter()
-                        done = ex.execute(program, args)
+                        done = ex.execute(program, args, threads=n)
                         figures.append((time.perf_counter() - start, spent[0]))
                     out = done.outputs if not isinstance(done.outputs, dict) else list(done.outputs.values())
                     outs.append([np.ascontiguousarray(o) for o in (out if isinstance(out, (list, tuple)) else [out])])

@@ -7,11 +7,14 @@ cost model's latency, DMA count and profile summary. Inputs come from fixed seed
 allocation ids restart at 1 for every trace, so a digest does not depend on what ran first.
 
     python bench/sim_digest.py [--full] [--only NAME] > digests.txt
-    python bench/sim_digest.py [--full] --check bench/sim_digests.txt
+    python bench/sim_digest.py [--full] --check bench/sim_digests.txt [--threads N]
 
 bench/sim_digests.txt holds the digests (made with --full) of the code as of the cost-model
 change of issue 23 (short fp16 moving rows, the profile's short-row fields, the relaxed reference's
 C1 structure): speed work must leave every one of them unchanged.
+
+--threads: the executor's matmul threads (nkisim.execute's `threads`), by default as
+grader.executor picks them on this machine; the digests must not depend on it.
 
 --full adds the batch-4 224x224 correctness configurations (minutes); the default set has the
 small ones, the batch-1 224x224 performance ones and every transpose and vector-add case.
@@ -37,6 +40,7 @@ import nkisim  # noqa: E402
 nkisim.install()
 
 from grader import problems, spec as specs  # noqa: E402
+from grader.executor import matmul_threads  # noqa: E402
 from nkisim import cost, memory, program as programs  # noqa: E402
 from nkisim.cost.profile import profile_summary  # noqa: E402
 from nkisim.execute import execute  # noqa: E402
@@ -71,8 +75,8 @@ def cases(full: bool):
         yield f"vector_add/{name}", kernel, [a, b], {}
 
 
-def digest(kernel, args, kwargs, platform: str = "trn2") -> str:
-    """The graded path of grader.executor.run, hashed as it goes."""
+def digest(kernel, args, kwargs, platform: str = "trn2", threads: int = 1) -> str:
+    """The graded path of grader.executor.run, hashed as it goes (`threads`: its matmul threads)."""
     memory._ids = itertools.count(1)
     limits = PLATFORMS[platform].hardware_limits()
     h = hashlib.sha256()
@@ -84,7 +88,7 @@ def digest(kernel, args, kwargs, platform: str = "trn2") -> str:
     decoded = programs.decode(data)
     programs.validate(decoded, limits, args)
     with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
-        done = execute(decoded, args)
+        done = execute(decoded, args, threads=threads)
     outputs = done.outputs if isinstance(done.outputs, (list, tuple)) else [done.outputs]
     for out in outputs:
         out = np.ascontiguousarray(out)
@@ -105,7 +109,10 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="also the batch-4 224x224 configurations")
     parser.add_argument("--only", help="only cases whose name contains this")
     parser.add_argument("--check", type=Path, help="compare with a file this script printed; exit 1 on a difference")
+    parser.add_argument("--threads", type=int, default=matmul_threads({}),
+                        help="the executor's matmul threads (default: as grader.executor picks them here)")
     args = parser.parse_args()
+    print(f"executing with {args.threads} matmul thread(s)", file=sys.stderr)
     expected = {}
     if args.check:
         expected = dict(line.split()[::-1] for line in args.check.read_text().splitlines() if line.strip())
@@ -114,7 +121,7 @@ def main() -> None:
         if args.only and args.only not in name:
             continue
         start = time.perf_counter()
-        value = digest(kernel, kargs, kwargs)
+        value = digest(kernel, kargs, kwargs, threads=args.threads)
         took = time.perf_counter() - start
         if args.check:
             want = expected.get(name)

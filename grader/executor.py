@@ -31,6 +31,7 @@ import numpy as np
 from grader import sharedmem      # at import: in the sandbox's view the grader's package is not readable
 
 PRINT_LIMIT = 64 * 1024          # device_print text kept for the report
+MAX_MATMUL_THREADS = 8
 
 
 def _limits(platform: str):
@@ -80,7 +81,7 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
         return {"status": "mismatch", "declared": declared}, []
     with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
         try:
-            done = execute(program, inputs, placed=_placed(program, room))
+            done = execute(program, inputs, placed=_placed(program, room), threads=matmul_threads(job))
         except programs.ProgramError as err:
             return {"status": "invalid", "error": str(err)[:4000]}, []
     outputs = done.outputs if isinstance(done.outputs, (list, tuple)) else [done.outputs]
@@ -103,6 +104,31 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
         header["shared_output"] = True
         return header, []
     return header, [np.asarray(o) for o in outputs]
+
+
+def matmul_threads(job: dict, load: float | None = None) -> int:
+    """Worker threads for the matmul products (nkisim.execute's `threads`), each on one BLAS
+    thread: the cores this process may use that the machine's load leaves free, or fewer when
+    job.json's "matmul_threads" says so (the grade's share of the machine). A product is a small
+    GEMM one core does at BLAS speed: threads beyond the free cores only add switching (on a busy
+    2-core machine 10-20% more CPU for no gain), and past MAX_MATMUL_THREADS the executing
+    thread's own work is the limit (the job's process cap counts threads too). `load`: the
+    one-minute load average, read from the system when None."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:            # not Linux
+        usable = os.cpu_count() or 1
+    asked = job.get("matmul_threads")
+    if type(asked) is int and asked >= 1:
+        usable = min(asked, usable)
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (OSError, AttributeError):
+            load = 0.0
+    # the load counts this grade's own work (its tracing child just ran): what it leaves beyond one core
+    free = round(usable - load + 1) if load >= 0 else usable
+    return max(1, min(usable, free, MAX_MATMUL_THREADS))
 
 
 def _attach(job: dict) -> tuple | None:

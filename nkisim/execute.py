@@ -513,13 +513,38 @@ def _print_text(rec: TraceRecord, values: list[np.ndarray]) -> str:
 # ----- the whole program ---------------------------------------------------------------------------
 
 def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True, echo: bool = False,
-            placed: dict[int, np.ndarray] | None = None) -> Execution:
+            placed: dict[int, np.ndarray] | None = None, threads: int = 1) -> Execution:
     """Run `program` on `inputs` (the kernel's array arguments in order). `echo` also prints
     nl.device_print text as it is produced (local runs). `placed`: memory given for some
     allocations, {allocation id: flat writable array of its size and dtype}, used as they are
     created (an output computed straight into memory its reader maps: no copy); one that does
-    not fit is ignored."""
+    not fit is ignored. `threads` > 1: matmul products are computed on that many worker threads
+    while execution goes on, stored in program order (nkisim.products): the same bits; BLAS
+    is held to one thread meanwhile (one per worker). 1, the default: every instruction at
+    once on this thread, no other thread started (a library call takes no more cores than its
+    caller gave it)."""
+    if type(threads) is not int or threads < 1:
+        raise ValueError(f"threads must be a whole number of at least 1, not {threads!r}")
     mem = _Memory(program, inputs, fill_nan, placed)
+    if threads == 1:
+        return _run(program, mem, echo, None)
+    from threadpoolctl import threadpool_limits
+
+    from .products import Pending
+    pending = Pending(threads, lambda item, future: _retire(mem, item, future), limit=8 * threads)
+    # one BLAS thread per worker: the products are small GEMMs, one core each
+    with threadpool_limits(limits=1, user_api="blas"):
+        try:
+            return _run(program, mem, echo, pending)
+        except Exception:
+            if pending:          # an earlier matmul's error is the one it would have raised first
+                pending.retire_all()
+            raise
+        finally:
+            pending.close()
+
+
+def _run(program: Program, mem: _Memory, echo: bool, pending) -> Execution:
     printed: list[str] = []
     timed: list[TraceRecord] = []
     last_uses = _last_uses(program)
@@ -528,38 +553,77 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
         freed = last_uses.get(index - 1)
         if freed is not None:
             for alloc_id in freed:
+                if pending:
+                    pending.before_release(alloc_id)
                 release(alloc_id)
         if rec.kind == "matmul":
+            if pending:
+                pending.before_read(rec.reads)
             values = [mem.matmul_operand(r) for r in rec.reads]
         else:
+            if pending:
+                pending.before_read(rec.reads)
+                pending.before_write(rec.writes)
+                if rec.stores:
+                    pending.before_write(rec.stores)
             values = [view(r) for r in rec.reads]
         if rec.kind == "print":
             text = _print_text(rec, values)
+            if echo and pending:
+                pending.retire_all()    # text shows only once what ran before it has run
             printed.append(text)
             if echo:
                 print(text, file=sys.stdout)
             continue
         timed.append(rec)
+        unread = last_uses.get(index, nothing)
+        if pending is not None and rec.kind == "matmul":
+            # a result tile nothing reads again is never stored (_write_results): not a hazard
+            written = rec.writes + [r for r in rec.stores if r.alloc_id not in unread] if rec.stores else rec.writes
+            pending.submit((rec, unread), written, rec.reads, kinds[rec.kind], rec, values)
+            continue
         try:
-            results = kinds[rec.kind](rec, values)
-            mask = rec.mask
-            first = True
-            for i, r in enumerate(rec.writes):
-                _store(mem, r, results[i], rec.accumulate if first else False, mask if first else None, adopt=True)
-                first = False
-            if rec.stores:
-                for r in rec.stores:
-                    if r.alloc_id in last_uses.get(index, nothing):
-                        continue            # nothing reads this result tile again (a matmul's, placed)
-                    _store(mem, r, results[0], False, mask)
+            _write_results(mem, rec, kinds[rec.kind](rec, values), unread)
         except ProgramError:
             raise
         except Exception as err:   # a forged program's nonsense; a traced one never gets here
-            where = f" at {rec.site}" if rec.site else ""
-            raise ProgramError(f"instruction {rec.index} ({rec.opcode}{where}) cannot execute: "
-                               f"{type(err).__name__}: {err}") from None
+            raise _cannot_execute(rec, err) from None
+    if pending:
+        pending.retire_all()
     outputs = _outputs(mem, program.outputs)
     return Execution(outputs, timed, printed)
+
+
+def _write_results(mem: _Memory, rec: TraceRecord, results: list, unread) -> None:
+    """Store an instruction's results: writes[0] with its accumulation and mask, other writes
+    plainly, and its extra stores (masked) but those into allocations in `unread`."""
+    mask = rec.mask
+    first = True
+    for i, r in enumerate(rec.writes):
+        _store(mem, r, results[i], rec.accumulate if first else False, mask if first else None, adopt=True)
+        first = False
+    if rec.stores:
+        for r in rec.stores:
+            if r.alloc_id in unread:
+                continue            # nothing reads this result tile again (a matmul's, placed)
+            _store(mem, r, results[0], False, mask)
+
+
+def _retire(mem: _Memory, item: tuple, future) -> None:
+    """Store a matmul's product computed by a worker (nkisim.products), on this thread."""
+    rec, unread = item
+    try:
+        _write_results(mem, rec, future.result(), unread)
+    except ProgramError:
+        raise
+    except Exception as err:
+        raise _cannot_execute(rec, err) from None
+
+
+def _cannot_execute(rec: TraceRecord, err: Exception) -> ProgramError:
+    where = f" at {rec.site}" if rec.site else ""
+    return ProgramError(f"instruction {rec.index} ({rec.opcode}{where}) cannot execute: "
+                        f"{type(err).__name__}: {err}")
 
 
 def _store(mem: _Memory, r: Region, values, accumulate: bool, mask, adopt: bool = False) -> None:
