@@ -19,8 +19,8 @@ from .memory import Allocation, Buffer, MemoryTracker
 from .registry import INSTRUCTIONS
 from .settings import SimSettings
 from .source import user_site
-from .tensor import DeviceTensor, as_shape, check_align, raise_out_of_bounds, same_region
-from .trace import AllocInfo, Engine, TraceRecord
+from .tensor import DeviceTensor, as_shape, check_align, contiguous_strides, raise_out_of_bounds, same_region
+from .trace import AllocInfo, Engine, Region, TraceRecord
 
 _current: contextvars.ContextVar["Machine | None"] = contextvars.ContextVar("nkisim_machine", default=None)
 
@@ -55,6 +55,8 @@ class Machine:
         # every allocation, for the program's table: plain tuples while tracing (a frozen
         # dataclass costs ~1.7 us to make), AllocInfo when the table is asked for
         self._alloc_rows: list[tuple] = []
+        # (shape, dtype, buffer text) of a result tile -> what new_tile derives from them
+        self._result_facts: dict[tuple, tuple] = {}
 
     @property
     def allocations(self) -> dict[int, AllocInfo]:
@@ -102,9 +104,32 @@ class Machine:
                        f"{self.limits.pmax} (nl.tile_size.pmax)",
                 code="err_num_partition_exceed_arch_limit", site=site)
 
-    def new_tile(self, shape, dtype, buffer: Buffer = Buffer.SBUF) -> DeviceTensor:
+    def new_tile(self, shape: tuple, dtype, buffer: Buffer = Buffer.SBUF) -> DeviceTensor:
         """An instruction's result tile: counted for capacity only if the kernel keeps it.
-        allocate(shape, dtype, buffer, transient=True), spelled out: one per instruction."""
+        allocate(shape, dtype, buffer, transient=True), spelled out: one per instruction.
+        `shape` is a tuple of ints (an instruction's own result shape; memset passes what the
+        kernel gave through new_tile_checked).
+
+        What a (shape, dtype, buffer) implies (strides, region geometry, capacity cost) is worked
+        out and checked once per run, the first time (new_tile_checked), and looked up after."""
+        if not isinstance(dtype, np.dtype):
+            dtype = dtypes.to_dtype(dtype)
+        if type(shape) is not tuple:
+            return self.new_tile_checked(shape, dtype, buffer)
+        facts = self._result_facts.get((shape, dtype, buffer.text))
+        if facts is None or facts[0] is not dtype:   # dtype equality ignores tf32's metadata
+            return self.new_tile_checked(shape, dtype, buffer)
+        _, strides, byte_strides, itemsize, name, parts, cost = facts
+        alloc = Allocation(buffer, shape, dtype, 0, None, "", False, True, False)
+        self.memory.admit_known(alloc, cost)
+        self._alloc_rows.append((alloc.id, buffer.text, shape, name, 0, "", None))
+        t = DeviceTensor.whole(alloc, strides)
+        t._region = Region(alloc.id, buffer.text, 0, shape, byte_strides, itemsize, name, parts)
+        return t
+
+    def new_tile_checked(self, shape, dtype, buffer: Buffer = Buffer.SBUF) -> DeviceTensor:
+        """new_tile with every check made here; what it learnt about an all-int shape is kept
+        for the next result of the same shape, dtype and buffer."""
         if not isinstance(dtype, np.dtype):
             dtype = dtypes.to_dtype(dtype)
         shape = tuple(shape)
@@ -113,7 +138,12 @@ class Machine:
         alloc = Allocation(buffer, shape, dtype, 0, None, "", False, True, False)
         self.memory.admit(alloc)
         self._alloc_rows.append((alloc.id, buffer.text, shape, dtypes.name_of(dtype), 0, "", None))
-        return DeviceTensor.whole(alloc)
+        t = DeviceTensor.whole(alloc, contiguous_strides(shape))
+        region = t.region()
+        if all(type(n) is int for n in shape) and len(self._result_facts) < 4096:
+            self._result_facts[(shape, dtype, buffer.text)] = (
+                dtype, t._strides, region.strides, region.itemsize, region.dtype, region.partitions, alloc.cost)
+        return t
 
     # ----- the program ---------------------------------------------------------------------------
     def emit(self, opcode: str, engine: Engine, kind: str, reads, writes, *, params: dict | None = None,

@@ -141,6 +141,25 @@ class MemoryTracker:
         live[alloc.id] = weakref.ref(alloc)
         alloc.tracker = self
 
+    def admit_known(self, alloc: Allocation, cost: int) -> None:
+        """admit() of a result tile whose shape, dtype and buffer admit() has accepted before in
+        this run: its per-tile check (a PSUM tile fits one bank) passed then, and `cost` is what
+        it counted then. The state so far is still checked, as admit() does."""
+        if self.sbuf_bytes > self.peak_sbuf_bytes or self.psum_banks > self.peak_psum_banks:
+            self.check()
+        buffer = alloc.buffer
+        if buffer is Buffer.SBUF:
+            self.sbuf_bytes += cost
+            live = self._live_sbuf
+        elif buffer is Buffer.PSUM:
+            self.psum_banks += cost
+            live = self._live_psum
+        else:
+            return
+        alloc.cost = cost
+        live[alloc.id] = weakref.ref(alloc)
+        alloc.tracker = self
+
     def release(self, alloc: Allocation) -> None:
         """Called when an allocation is garbage: its live range has ended."""
         if alloc.buffer is Buffer.PSUM:

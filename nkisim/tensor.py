@@ -97,14 +97,15 @@ class DeviceTensor:
         self.name = name or alloc.name
 
     @classmethod
-    def whole(cls, alloc: Allocation) -> "DeviceTensor":
+    def whole(cls, alloc: Allocation, strides: tuple) -> "DeviceTensor":
         """DeviceTensor(alloc, alloc.shape): all of a new allocation (an instruction's result
-        tile), its fields set directly: one is made per instruction."""
+        tile, `strides` its contiguous_strides), its fields set directly: one is made per
+        instruction."""
         t = object.__new__(cls)
         t._alloc = alloc
         t._start = 0
         t._offsets = None
-        t._strides = contiguous_strides(alloc.shape)
+        t._strides = strides
         t._invalid = None
         t._oob = ""
         t.shape = alloc.shape

@@ -149,6 +149,6 @@ def memset(m, shape, value, dtype, *, mask=None, engine=0, **kwargs):
     if not isinstance(value, (numbers.Number, np.number)):
         raise UnsupportedOperationError("memset fills with a compile-time number",
                                         code="err_expected_constant_value")
-    result = m.new_tile(shape, dtype, Buffer.SBUF)
+    result = m.new_tile_checked(shape, dtype, Buffer.SBUF)   # the kernel's own shape: any value
     m.emit("memset", eng, "fill", [], [result], params={"value": number(value)}, mask=mask, value=float(value))
     return result
