@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import numbers
+from sys import _getframe
 
 import numpy as np
 
@@ -16,13 +17,13 @@ from .errors import (HardwareLimitError, KernelContractError, MemorySpaceError, 
                      UnsupportedOperationError)
 from .indexing import Predicate
 from .memory import Allocation, Buffer, MemoryTracker
-from .registry import INSTRUCTIONS
+from .registry import ALLOWED, INSTRUCTIONS, RUNNING
 from .settings import SimSettings
-from .source import user_site
+from .source import site_of_frame, user_site
 from .tensor import DeviceTensor, as_shape, check_align, contiguous_strides, raise_out_of_bounds, same_region
 from .trace import AllocInfo, Engine, Region, TraceRecord
 
-_current: contextvars.ContextVar["Machine | None"] = contextvars.ContextVar("nkisim_machine", default=None)
+_current: contextvars.ContextVar["Machine | None"] = RUNNING
 
 # Which buffers each engine may write as an instruction's destination.
 ENGINE_OUTPUTS = {
@@ -151,30 +152,35 @@ class Machine:
         """Append one instruction: `kind` names its value semantics (nkisim.execute), the rest
         is what the cost model sees. Bounds are checked here, on the elements the instruction
         actually touches: a mask may keep overhanging elements out."""
-        spec = INSTRUCTIONS.get(opcode)
-        if spec is None or engine not in spec.engines or kind not in spec.kinds:   # every record goes through the table
+        if (opcode, engine, kind) not in ALLOWED:   # every record goes through the table
             raise RuntimeError(f"nkisim bug: {opcode} ({kind}) on the {engine.label} engine is not in the "
                                "instruction table")
-        site = user_site(2)
+        site = site_of_frame(_getframe(1))      # user_site(2), without two calls
         mask_values = None if mask is None else _mask_values(mask, writes[0].shape if writes else None)
+        # t._region: the region a tensor has made already (region() makes it the first time)
+        read_regions = []
         for t in reads:
             t._alloc.read = True
             if t._invalid is not None:
                 self.check_access(t, mask_values, site)
+            read_regions.append(t._region or t.region())
+        write_regions = []
         for t in writes:
             if t._invalid is not None:
                 self.check_access(t, mask_values, site)
             t._alloc.written = True
-        # t._region: the region a tensor has made already (region() makes it the first time)
-        rec = TraceRecord(len(self.trace), opcode, engine, [t._region or t.region() for t in reads],
-                          [t._region or t.region() for t in writes], site, accumulate, attrs, kind, params or {},
-                          mask_values)
-        self.trace.append(rec)
-        collector.tick(len(self.trace))
+            write_regions.append(t._region or t.region())
+        trace = self.trace
+        rec = TraceRecord(len(trace), opcode, engine, read_regions, write_regions, site, accumulate, attrs, kind,
+                          params or {}, mask_values)
+        trace.append(rec)
+        if len(trace) % collector._EVERY == 0:     # collector.tick, called only when it looks
+            collector.tick(len(trace))
         for t in writes:
-            if t._alloc.transient and t._alloc.producer is None:
-                t._alloc.producer = rec
-                t._alloc.site = site   # a result tile was allocated where its instruction ran
+            alloc = t._alloc
+            if alloc.transient and alloc.producer is None:
+                alloc.producer = rec
+                alloc.site = site   # a result tile was allocated where its instruction ran
         return rec
 
     @staticmethod

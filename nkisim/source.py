@@ -47,13 +47,25 @@ _sites: dict[tuple[str, int], SourceSite] = {}
 
 def user_site(skip: int = 1) -> SourceSite | None:
     """The line of the kernel that called us (the innermost frame outside nkisim)."""
-    frame = user_frame(skip + 1)
-    if frame is None:
-        return None
-    key = (frame.f_code.co_filename, frame.f_lineno)
-    site = _sites.get(key)
-    if site is None:        # one object per line (equal by value, so sharing it changes nothing)
-        site = SourceSite(*key)
-        if len(_sites) < 1 << 16:
-            _sites[key] = site
-    return site
+    return site_of_frame(sys._getframe(skip))
+
+
+def site_of_frame(frame) -> SourceSite | None:
+    """The line of the innermost frame outside nkisim, from `frame` outward: user_frame's walk
+    and user_site's lookup in one function (tracing asks once per instruction)."""
+    internal = _internal
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        inside = internal.get(filename)
+        if inside is None:
+            inside = _is_internal(filename)
+        if not inside:
+            key = (filename, frame.f_lineno)
+            site = _sites.get(key)
+            if site is None:        # one object per line (equal by value, so sharing it changes nothing)
+                site = SourceSite(*key)
+                if len(_sites) < 1 << 16:
+                    _sites[key] = site
+            return site
+        frame = frame.f_back
+    return None

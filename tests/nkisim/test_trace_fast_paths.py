@@ -124,3 +124,26 @@ def test_a_tfloat32_result_after_a_float32_one_of_the_same_shape_keeps_its_name(
     assert [r.writes[0].dtype for r in copies] == ["float32", "tfloat32", "float32"]
     names = {a.id: a.dtype for a in run.program.allocs}
     assert [names[r.writes[0].alloc_id] for r in copies] == ["float32", "tfloat32", "float32"]
+
+
+# ----- the instruction table, checked by one set lookup per record (Machine.emit) -----------------
+
+def test_a_record_outside_the_instruction_table_is_refused():
+    from nkisim.machine import Machine
+    from nkisim.memory import Buffer
+    from nkisim.trace import Engine
+    machine = Machine()
+    with machine.activate():
+        t = machine.allocate((128, 4), np.float32, Buffer.SBUF)
+        for opcode, engine, kind in (("tensor_copy", Engine.TENSOR, "copy"),      # an engine it cannot run on
+                                     ("tensor_copy", Engine.VECTOR, "matmul"),    # a kind it never computes
+                                     ("no_such_op", Engine.VECTOR, "copy"),
+                                     ("tensor_copy", 4, "copy")):                 # engine 4 is no engine
+            with pytest.raises((RuntimeError, AttributeError)) as info:
+                machine.emit(opcode, engine, kind, [t], [t])
+            if info.type is RuntimeError:
+                assert "nkisim bug" in str(info.value) and "instruction table" in str(info.value)
+        assert machine.trace == []
+        machine.emit("tensor_copy", Engine.VECTOR, "copy", [t], [t])        # what the table allows
+        machine.emit("tensor_copy", 5, "copy", [t], [t])                    # the Vector engine's number
+        assert [r.opcode for r in machine.trace] == ["tensor_copy", "tensor_copy"]
