@@ -50,22 +50,43 @@ def user_site(skip: int = 1) -> SourceSite | None:
     return site_of_frame(sys._getframe(skip))
 
 
+# (id of a code object, bytecode offset) -> (the code object, its SourceSite): a frame's f_lineno
+# scans the code's line table from its start (~4 us at line 300 of a kernel); the offset of the
+# call instruction is read directly. The entry holds the code object, so its id stays its own.
+_at_offset: dict[tuple[int, int], tuple] = {}
+
+
 def site_of_frame(frame) -> SourceSite | None:
     """The line of the innermost frame outside nkisim, from `frame` outward: user_frame's walk
     and user_site's lookup in one function (tracing asks once per instruction)."""
     internal = _internal
     while frame is not None:
-        filename = frame.f_code.co_filename
+        code = frame.f_code
+        filename = code.co_filename
         inside = internal.get(filename)
         if inside is None:
             inside = _is_internal(filename)
         if not inside:
-            key = (filename, frame.f_lineno)
-            site = _sites.get(key)
-            if site is None:        # one object per line (equal by value, so sharing it changes nothing)
-                site = SourceSite(*key)
-                if len(_sites) < 1 << 16:
-                    _sites[key] = site
+            if frame.f_trace is not None:       # a tracer (debugger, coverage) may set f_lineno itself
+                return _site(filename, frame.f_lineno)
+            offset = (id(code), frame.f_lasti)
+            found = _at_offset.get(offset)
+            if found is not None and found[0] is code:
+                return found[1]
+            site = _site(filename, frame.f_lineno)
+            if len(_at_offset) < 1 << 16:
+                _at_offset[offset] = (code, site)
             return site
         frame = frame.f_back
     return None
+
+
+def _site(filename: str, lineno: int) -> SourceSite:
+    """One object per line (equal by value, so sharing it changes nothing)."""
+    key = (filename, lineno)
+    site = _sites.get(key)
+    if site is None:
+        site = SourceSite(filename, lineno)
+        if len(_sites) < 1 << 16:
+            _sites[key] = site
+    return site
