@@ -13,6 +13,7 @@ from sys import _getframe
 import numpy as np
 
 from . import collector, dtypes
+from .alu import binary_op
 from .errors import (HardwareLimitError, KernelContractError, MemorySpaceError, OutsideKernelError, ShapeError,
                      UnsupportedOperationError)
 from .indexing import Predicate
@@ -255,8 +256,8 @@ class Machine:
     def update_in_place(self, target: DeviceTensor, other, opname: str) -> None:
         """`target += other` (and -=, *=, /=). Into PSUM with a fresh matmul result this is
         the Tensor Engine's own accumulation; otherwise an element-wise instruction."""
-        from .alu import binary_op
-        self.check_writable(target, f"'{opname}' in place")
+        if target._alloc.is_input:
+            self.check_writable(target, f"'{opname}' in place")
         if target.buffer.is_hbm:
             raise MemorySpaceError(f"cannot update HBM tensor {target._label()} in place",
                                    remedy="use nisa.dma_copy(dst=..., src=..., dst_rmw_op=np.add)")
@@ -265,7 +266,8 @@ class Machine:
             if other.buffer.is_hbm:
                 raise MemorySpaceError(f"operand {other._label()} is in HBM",
                                        remedy="load it into SBUF with nisa.dma_copy first")
-            check_align(other.shape, target.shape, f"{opname} in place", "value ", "target")
+            if other.shape != target.shape:
+                check_align(other.shape, target.shape, f"{opname} in place", "value ", "target")
             if self.accumulates(target, other, opname):
                 return
             self.emit("tensor_tensor", Engine.VECTOR, "binary", [target, other], [target],

@@ -198,6 +198,72 @@ class DeviceTensor:
 
     # ----- indexing ----------------------------------------------------------------------------
     def __getitem__(self, key) -> "DeviceTensor":
+        """A view. Fast path: a strided tensor subscripted with in-bounds ints and slices of
+        non-negative int bounds and a positive int step (what tiled kernels write, several times
+        per instruction); anything else, including every subscript that is refused or overhangs,
+        is left to _subscript, which checks it and says what is wrong."""
+        strides = self._strides
+        shape = self.shape
+        if type(key) is not tuple:
+            key = (key,)
+        if strides is None or len(key) > len(shape):
+            return self._subscript(key)
+        start = self._start
+        par = self.par_axis
+        new_shape = []
+        new_strides = []
+        dropped = 0
+        dim = 0
+        for k in key:
+            size = shape[dim]
+            if type(k) is slice:
+                step, lo, hi = k.step, k.start, k.stop
+                if step is None:
+                    step = 1
+                elif type(step) is not int or step < 1 or (step != 1 and dim == par and self._alloc.buffer.on_chip):
+                    return self._subscript(key)
+                if lo is None:
+                    lo = 0
+                elif type(lo) is not int or lo < 0:
+                    return self._subscript(key)
+                if hi is None:
+                    hi = size
+                elif type(hi) is not int or hi < 0:
+                    return self._subscript(key)
+                length = -(-(hi - lo) // step)
+                if length <= 0 or lo + (length - 1) * step >= size:     # empty, or overhangs
+                    return self._subscript(key)
+                new_shape.append(length)
+                start += lo * strides[dim]
+                new_strides.append(strides[dim] * step)
+            elif type(k) is int and 0 <= k < size:
+                start += k * strides[dim]
+                if dim < par:
+                    dropped += 1
+            else:
+                return self._subscript(key)
+            dim += 1
+        while dim < len(shape):                    # dimensions the subscript leaves out: all of them
+            new_shape.append(shape[dim])
+            new_strides.append(strides[dim])
+            dim += 1
+        t = object.__new__(DeviceTensor)           # what _view makes, its fields set directly
+        alloc = t._alloc = self._alloc
+        t._start = start
+        t._offsets = None
+        t._strides = tuple(new_strides)
+        t._invalid = None
+        t._oob = self._oob
+        t.shape = tuple(new_shape)
+        t.dtype = self.dtype
+        t.par_axis = par - dropped if par > dropped else 0
+        t._region = None
+        t.name = self.name or alloc.name
+        return t
+
+    def _subscript(self, key) -> "DeviceTensor":
+        """Any subscript: checked, then a strided view, or a gathered one (advanced indexing, or
+        a slice that overhangs, its outside elements marked invalid)."""
         label = self.name or "tensor"
         key, advanced = normalize_key(key, self.shape, label)
         if advanced:

@@ -147,3 +147,84 @@ def test_a_record_outside_the_instruction_table_is_refused():
         machine.emit("tensor_copy", Engine.VECTOR, "copy", [t], [t])        # what the table allows
         machine.emit("tensor_copy", 5, "copy", [t], [t])                    # the Vector engine's number
         assert [r.opcode for r in machine.trace] == ["tensor_copy", "tensor_copy"]
+
+
+# ----- subscripts (DeviceTensor.__getitem__'s fast path against _subscript, which checks all) -------
+
+def _fields(t):
+    return (t._alloc, t._start, t._strides, None if t._offsets is None else t._offsets.tolist(),
+            None if t._invalid is None else t._invalid.tolist(), t._oob, t.shape, t.dtype, t.par_axis, t.name)
+
+
+def _outcome(view):
+    try:
+        return ("view", _fields(view()))
+    except Exception as err:          # noqa: BLE001 - whatever the checked path raises, the fast one must
+        return ("error", type(err), str(err))
+
+
+def test_every_subscript_gives_the_view_or_the_error_of_the_checked_path():
+    import random
+
+    from nkisim.machine import Machine
+    from nkisim.memory import Buffer
+    rng = random.Random(24)
+    bounds = [None, 0, 1, 2, 3, 5, 7, 8, 9, -1, -3, 2.0, np.int64(2), True]
+    steps = [None, None, 1, 2, 3, 0, -1, 2.0, np.int64(2)]
+    machine = Machine()
+    with machine.activate():
+        tensors = [machine.allocate((8, 6), np.float32, Buffer.SBUF, name="t"),
+                   machine.allocate((4, 8, 5), np.float16, Buffer.SBUF, par_axis=1),     # block dim first
+                   machine.allocate((3, 7, 5), np.float32, Buffer.HBM, name="h"),
+                   machine.allocate((8, 0, 3), np.float32, Buffer.SBUF)]
+        tensors.append(tensors[0][1:7, 0:6:2])                                       # a strided view
+        tensors.append(tensors[1][2])
+        seen = {"view": 0, "error": 0}
+        for _ in range(6000):
+            t = rng.choice(tensors)
+            key = []
+            for _ in range(rng.randint(0, t.ndim + 1)):
+                kind = rng.random()
+                if kind < 0.6:
+                    key.append(slice(rng.choice(bounds), rng.choice(bounds), rng.choice(steps)))
+                elif kind < 0.95:
+                    key.append(rng.choice([0, 1, 2, 4, 7, 8, -1, -9, np.int64(1), True, 1.0]))
+                else:
+                    key.append(rng.choice([Ellipsis, None, "x"]))
+            key = tuple(key) if len(key) != 1 or rng.random() < 0.5 else key[0]
+            fast, checked = _outcome(lambda: t[key]), _outcome(lambda: t._subscript(key if isinstance(key, tuple)
+                                                                                      else (key,)))
+            assert fast == checked, (t, key)
+            seen[fast[0]] += 1
+        assert seen["view"] > 1000 and seen["error"] > 300        # both sides were exercised
+
+
+@nki.jit
+def k_overhanging_slice_read(x):
+    out = nl.ndarray((128, 4), nl.float32, buffer=nl.hbm)
+    t = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    for j in range(3):
+        y = nisa.tensor_copy(t[:, j * 3:j * 3 + 4])  # <overhang-read>
+    nisa.dma_copy(dst=out, src=y)                         # the third window reached column 9 of 8
+    return out
+
+
+def test_a_window_that_overhangs_after_in_bounds_ones_is_still_refused():
+    with pytest.raises(errors.OutOfBoundsError) as info:
+        nkisim.run_kernel(k_overhanging_slice_read, (f32(128, 8),), {})
+    assert "index range [6, 9] exceed dimension size of 8" in info.value.detail
+    assert info.value.site.lineno == line_of("overhang-read")           # the copy that reads it
+
+
+@nki.jit
+def k_partition_stride(x):
+    t = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    a = t[0:64, 0:8:2]                                    # a free-dim stride: fine
+    return t[0:128:2, 0:8]  # <partition-stride>
+
+
+def test_a_partition_stride_after_a_free_stride_is_still_refused():
+    refused(errors.IndexingError, "err_partition_dim_stride_not_supported", "partition-stride",
+            k_partition_stride, f32(128, 8))
