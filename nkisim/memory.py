@@ -81,8 +81,18 @@ class Allocation:
         return f"Allocation(#{self.id} {self.buffer.value} {self.dtype}{list(self.shape)})"
 
     def __del__(self) -> None:
-        if self.tracker is not None:
-            self.tracker.release(self)
+        # MemoryTracker.release, spelled out: one call less per instruction result
+        tracker = self.tracker
+        if tracker is not None:
+            buffer = self.buffer
+            if buffer is Buffer.SBUF:
+                tracker.sbuf_bytes -= self.cost
+                tracker._live_sbuf.pop(self.id, None)
+            elif buffer is Buffer.PSUM:
+                tracker.psum_banks -= self.cost
+                tracker._live_psum.pop(self.id, None)
+            else:
+                tracker.release(self)
 
     @property
     def size(self) -> int:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import nkisim
+import nkisim.memory
 from nkisim import errors
 
 nkisim.install()
@@ -104,6 +105,26 @@ def k_results_dropped_at_once(x):
 def test_results_dropped_at_once_are_released_on_the_fast_path():
     run = nkisim.run_kernel(k_results_dropped_at_once, (f32(128, 8192),), {})
     assert run.peak_sbuf_bytes == 2 * 32768                    # t and one y at a time
+
+
+@nki.jit
+def k_matmuls_dropped_at_once(x):
+    out = nl.ndarray((128, 512), nl.float32, buffer=nl.hbm)
+    a = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+    b = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=x[:, 0:128])
+    nisa.dma_copy(dst=b, src=x)
+    for _ in range(20):                                         # each result dies at the next
+        p = nisa.nc_matmul(a, b)
+    y = nisa.tensor_copy(p)
+    nisa.dma_copy(dst=out, src=y)
+    return out
+
+
+def test_psum_results_dropped_at_once_give_their_bank_back():
+    run = nkisim.run_kernel(k_matmuls_dropped_at_once, (f32(128, 512),), {})
+    assert run.peak_psum_banks == 1                             # counted as each next one is made
+    assert run.machine.memory.psum_banks == 0 and not run.machine.memory.live[nkisim.memory.Buffer.PSUM]
 
 
 @nki.jit
