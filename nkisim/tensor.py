@@ -22,6 +22,7 @@ from . import dtypes
 from .errors import DeviceValueError, IndexingError, OutOfBoundsError, ShapeError
 from .indexing import gather_indices, normalize_key, out_of_bound_message
 from .memory import Allocation
+from .registry import RUNNING
 from .trace import Region
 
 _HOST_READ_REMEDY = ("device tensors hold their values on the NeuronCore; compute with nki.isa "
@@ -187,7 +188,15 @@ class DeviceTensor:
             start, strides = affine
         else:
             start, strides = self._start, self._strides
-        byte_strides = (strides[0] * item, strides[1] * item) if len(strides) == 2 else tuple(s * item for s in strides)
+        n = len(strides)      # tiles and their slices have 2 to 4 dims: no generator for those
+        if n == 2:
+            byte_strides = (strides[0] * item, strides[1] * item)
+        elif n == 3:
+            byte_strides = (strides[0] * item, strides[1] * item, strides[2] * item)
+        elif n == 4:
+            byte_strides = (strides[0] * item, strides[1] * item, strides[2] * item, strides[3] * item)
+        else:
+            byte_strides = tuple(s * item for s in strides)
         return Region(alloc.id, alloc.buffer.text, start, self.shape, byte_strides, item, name, parts)
 
     def _view(self, shape, *, start=None, strides=None, offsets=None, par_axis=None, invalid=None,
@@ -366,8 +375,7 @@ class DeviceTensor:
         return self._view(offsets.shape, offsets=offsets, par_axis=0, invalid=invalid, oob=oob)
 
     def __setitem__(self, key, value) -> None:
-        from .machine import current_machine
-        current_machine().assign(self[key], value)
+        _machine().assign(self[key], value)
 
     # ----- shape methods -------------------------------------------------------------------------
     def reshape(self, *shape, **kwargs) -> "DeviceTensor":
@@ -441,7 +449,7 @@ class DeviceTensor:
 
     # ----- arithmetic lowers to instructions -------------------------------------------------------
     def _binary(self, other, opname: str, reverse: bool = False):
-        from .instructions.language_ops import elementwise_binary
+        elementwise_binary = _language_ops().elementwise_binary
         return elementwise_binary(opname, other, self) if reverse else elementwise_binary(opname, self, other)
 
     def __add__(self, o): return self._binary(o, "add")
@@ -480,14 +488,34 @@ class DeviceTensor:
         return elementwise_unary("invert", self)
 
     def _inplace(self, other, opname: str):
-        from .machine import current_machine
-        current_machine().update_in_place(self, other, opname)
+        _machine().update_in_place(self, other, opname)
         return self
 
     def __iadd__(self, o): return self._inplace(o, "add")
     def __isub__(self, o): return self._inplace(o, "subtract")
     def __imul__(self, o): return self._inplace(o, "multiply")
     def __itruediv__(self, o): return self._inplace(o, "divide")
+
+
+def _machine():
+    """The running machine (nkisim.machine.current_machine, whose error comes outside a
+    kernel), read from the ContextVar directly: a function-level import costs ~0.7 us, and
+    `t[...] = x` and `acc += ...` run once per instruction."""
+    machine = RUNNING.get()
+    if machine is None:
+        from .machine import current_machine
+        machine = current_machine()
+    return machine
+
+
+_late: list = []      # nkisim.instructions.language_ops, imported at first use (it imports this module)
+
+
+def _language_ops():
+    if not _late:
+        from .instructions import language_ops
+        _late.append(language_ops)
+    return _late[0]
 
 
 def _reshaped_strides(shape: tuple, strides: tuple, new_shape: tuple) -> tuple | None:

@@ -249,3 +249,55 @@ def k_partition_stride(x):
 def test_a_partition_stride_after_a_free_stride_is_still_refused():
     refused(errors.IndexingError, "err_partition_dim_stride_not_supported", "partition-stride",
             k_partition_stride, f32(128, 8))
+
+
+# ----- nc_matmul: operand dtypes checked by identity first, sizes compared before check_limit -----
+
+def _matmul_after_valid_ones(dtype, moving_free=512, stationary_free=128):
+    @nki.jit
+    def kernel(x):
+        a = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+        b = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=x[:, 0:128])
+        nisa.dma_copy(dst=b, src=x)
+        for _ in range(3):
+            p = nisa.nc_matmul(a, b)                            # valid: fp32, 128 x 512
+        s = nl.ndarray((128, stationary_free), dtype, buffer=nl.sbuf)
+        mv = nl.ndarray((128, moving_free), dtype, buffer=nl.sbuf)
+        nisa.memset(shape=(128, stationary_free), value=0, dtype=dtype)
+        return nisa.nc_matmul(s, mv)  # <matmul-after-valid>
+    return kernel
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "uint8", "bool_"])
+def test_a_matmul_of_integer_tiles_after_float_ones_is_still_refused(dtype):
+    refused(errors.DtypeError, "err_instruction_unsupported_dtypes", "matmul-after-valid",
+            _matmul_after_valid_ones(getattr(nl, dtype)), f32(128, 512),
+            fragments=("operand 'stationary' of 'nc_matmul' has dtype",))
+
+
+@pytest.mark.parametrize("moving_free, stationary_free, fragment", [
+    (513, 128, "free size of moving 513"), (512, 129, "free size of stationary 129")])
+def test_a_matmul_over_the_pe_array_after_valid_ones_is_still_refused(moving_free, stationary_free, fragment):
+    refused(errors.HardwareLimitError, "err_size_of_dimension_exceed_arch_limit", "matmul-after-valid",
+            _matmul_after_valid_ones(nl.float32, moving_free, stationary_free), f32(128, 512),
+            fragments=(fragment,))
+
+
+@nki.jit
+def k_tf32_matmul(x):
+    out = nl.ndarray((128, 512), nl.float32, buffer=nl.hbm)
+    a = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+    b = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=x[:, 0:128])
+    nisa.dma_copy(dst=b, src=x)
+    p = nisa.nc_matmul(nisa.tensor_copy(a, dtype=nl.tfloat32), nisa.tensor_copy(b, dtype=nl.tfloat32))
+    nisa.dma_copy(dst=out, src=nisa.tensor_copy(p))
+    return out
+
+
+def test_a_tf32_matmul_is_accepted_by_the_checked_dtype_path():
+    run = nkisim.run_kernel(k_tf32_matmul, (f32(128, 512),), {})
+    (matmul,) = [r for r in run.program.records if r.opcode == "nc_matmul"]
+    assert (matmul.attrs["dtype"], matmul.attrs["moving_dtype"]) == ("tfloat32", "tfloat32")
+    assert (matmul.attrs["k"], matmul.attrs["m"], matmul.attrs["n"]) == (128, 128, 512)
