@@ -25,6 +25,7 @@ from .tensor import DeviceTensor, as_shape, check_align, contiguous_strides, rai
 from .trace import AllocInfo, Engine, Region, TraceRecord
 
 _current: contextvars.ContextVar["Machine | None"] = RUNNING
+_new_object = object.__new__
 
 # Which buffers each engine may write as an instruction's destination.
 ENGINE_OUTPUTS = {
@@ -59,6 +60,9 @@ class Machine:
         self._alloc_rows: list[tuple] = []
         # (shape, dtype, buffer text) of a result tile -> what new_tile derives from them
         self._result_facts: dict[tuple, tuple] = {}
+        # (the calling frame, its kernel line) of the innermost nki.isa call running, set by the
+        # instruction wrapper (nkisim.registry.instruction) for Machine.emit
+        self.entry: tuple | None = None
 
     @property
     def allocations(self) -> dict[int, AllocInfo]:
@@ -124,9 +128,21 @@ class Machine:
         _, strides, byte_strides, itemsize, name, parts, cost = facts
         alloc = Allocation(buffer, shape, dtype, 0, None, "", False, True, False)
         self.memory.admit_known(alloc, cost)
-        self._alloc_rows.append((alloc.id, buffer.text, shape, name, 0, "", None))
-        t = DeviceTensor.whole(alloc, strides)
-        t._region = Region(alloc.id, buffer.text, 0, shape, byte_strides, itemsize, name, parts)
+        text = buffer.text
+        self._alloc_rows.append((alloc.id, text, shape, name, 0, "", None))
+        # DeviceTensor.whole(alloc, strides), its fields set here: one call less per instruction
+        t = _new_object(DeviceTensor)
+        t._alloc = alloc
+        t._start = 0
+        t._offsets = None
+        t._strides = strides
+        t._invalid = None
+        t._oob = ""
+        t.shape = shape
+        t.dtype = dtype
+        t.par_axis = 0
+        t._region = Region(alloc.id, text, 0, shape, byte_strides, itemsize, name, parts)
+        t.name = ""
         return t
 
     def new_tile_checked(self, shape, dtype, buffer: Buffer = Buffer.SBUF) -> DeviceTensor:
@@ -156,7 +172,16 @@ class Machine:
         if (opcode, engine, kind) not in ALLOWED:   # every record goes through the table
             raise RuntimeError(f"nkisim bug: {opcode} ({kind}) on the {engine.label} engine is not in the "
                                "instruction table")
-        site = site_of_frame(_getframe(1))      # user_site(2), without two calls
+        # the kernel line (user_site(2)): the innermost frame outside nkisim, walking out from
+        # the caller. Called by an instruction function that the wrapper called from frame F,
+        # that walk passes the function's and the wrapper's frames (both nkisim's) and starts
+        # again at F: the wrapper's answer is the same. Exactly then is frame 3 here F itself
+        # (the frame F called into is the wrapper, whose callee is the function).
+        entry = self.entry
+        if entry is not None and _getframe(3) is entry[0]:
+            site = entry[1]
+        else:
+            site = site_of_frame(_getframe(1))
         mask_values = None if mask is None else _mask_values(mask, writes[0].shape if writes else None)
         # t._region: the region a tensor has made already (region() makes it the first time)
         read_regions = []

@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+from sys import _getframe
 from dataclasses import dataclass
 from typing import Callable
 
 from .errors import ArgumentError, NKISimError, SimulatorFailure
-from .source import user_site
+from .source import site_of_frame, user_site
 from .trace import Engine
 
 
@@ -103,12 +104,20 @@ def instruction(name: str, *engines: Engine, kinds: tuple[str, ...]):
             machine = running()
             if machine is None:
                 machine = _outside()
+            # the kernel line of this call, found here from the caller's frame: Machine.emit
+            # uses it when it is called by `fn` itself (see Machine.emit), instead of walking
+            # out through fn's and this frame (each walked frame is made into an object)
+            caller = _getframe(1)
+            outer = machine.entry
+            machine.entry = (caller, site_of_frame(caller))
             try:
                 return fn(machine, *args, **kwargs)
             except _PASS_THROUGH:
                 raise
             except Exception as exc:
                 raise translate(exc, label, public, args, kwargs) from exc
+            finally:
+                machine.entry = outer
 
         call.__signature__ = public
         return call

@@ -58,24 +58,25 @@ _at_offset: dict[tuple[int, int], tuple] = {}
 
 def site_of_frame(frame) -> SourceSite | None:
     """The line of the innermost frame outside nkisim, from `frame` outward: user_frame's walk
-    and user_site's lookup in one function (tracing asks once per instruction)."""
+    and user_site's lookup in one function (tracing asks once per instruction). A frame found at
+    a call offset seen before is outside nkisim (only those are kept): its filename is not
+    looked at again."""
     internal = _internal
     while frame is not None:
         code = frame.f_code
+        traced = frame.f_trace is not None      # a tracer (debugger, coverage) may set f_lineno itself
+        if not traced:
+            found = _at_offset.get((id(code), frame.f_lasti))
+            if found is not None and found[0] is code:
+                return found[1]
         filename = code.co_filename
         inside = internal.get(filename)
         if inside is None:
             inside = _is_internal(filename)
         if not inside:
-            if frame.f_trace is not None:       # a tracer (debugger, coverage) may set f_lineno itself
-                return _site(filename, frame.f_lineno)
-            offset = (id(code), frame.f_lasti)
-            found = _at_offset.get(offset)
-            if found is not None and found[0] is code:
-                return found[1]
             site = _site(filename, frame.f_lineno)
-            if len(_at_offset) < 1 << 16:
-                _at_offset[offset] = (code, site)
+            if not traced and len(_at_offset) < 1 << 16:
+                _at_offset[(id(code), frame.f_lasti)] = (code, site)
             return site
         frame = frame.f_back
     return None

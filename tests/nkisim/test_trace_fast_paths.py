@@ -301,3 +301,35 @@ def test_a_tf32_matmul_is_accepted_by_the_checked_dtype_path():
     (matmul,) = [r for r in run.program.records if r.opcode == "nc_matmul"]
     assert (matmul.attrs["dtype"], matmul.attrs["moving_dtype"]) == ("tfloat32", "tfloat32")
     assert (matmul.attrs["k"], matmul.attrs["m"], matmul.attrs["n"]) == (128, 128, 512)
+
+
+# ----- the kernel line of a record, found by the instruction wrapper (Machine.emit) ----------------
+
+class _EngineThatTraces:
+    """An engine argument whose int() runs kernel code inside the instruction: a record emitted
+    there belongs to this line, not to the line of the instruction being traced."""
+
+    def __init__(self, tile):
+        self.tile = tile
+
+    def __int__(self):
+        self.tile[0:1, 0:1] = 2.0  # <inside-int>
+        nisa.tensor_copy(self.tile)  # <inside-int-copy>
+        return 0
+
+
+@nki.jit
+def k_engine_that_traces(x):
+    out = nl.ndarray((128, 4), nl.float32, buffer=nl.hbm)
+    t = nl.ndarray((128, 4), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    y = nisa.tensor_scalar(t, nl.add, 1.0, engine=_EngineThatTraces(t))  # <outer-call>
+    nisa.dma_copy(dst=out, src=y)
+    return out
+
+
+def test_records_made_by_kernel_code_inside_an_instruction_keep_their_own_lines():
+    run = nkisim.run_kernel(k_engine_that_traces, (f32(128, 4),), {})
+    lines = [(r.opcode, r.site.lineno) for r in run.program.records]
+    assert lines[1:4] == [("memset", line_of("inside-int")), ("tensor_copy", line_of("inside-int-copy")),
+                          ("tensor_scalar", line_of("outer-call"))]
