@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import numbers
+import weakref
 from sys import _getframe
 
 import numpy as np
@@ -26,6 +27,8 @@ from .trace import AllocInfo, Engine, Region, TraceRecord
 
 _current: contextvars.ContextVar["Machine | None"] = RUNNING
 _new_object = object.__new__
+_weakref = weakref.ref
+_SBUF = Buffer.SBUF
 
 # Which buffers each engine may write as an instruction's destination.
 ENGINE_OUTPUTS = {
@@ -127,7 +130,17 @@ class Machine:
             return self.new_tile_checked(shape, dtype, buffer)
         _, strides, byte_strides, itemsize, name, parts, cost = facts
         alloc = Allocation(buffer, shape, dtype, 0, None, "", False, True, False)
-        self.memory.admit_known(alloc, cost)
+        memory = self.memory
+        if buffer is _SBUF and memory.sbuf_bytes <= memory.peak_sbuf_bytes and \
+                memory.psum_banks <= memory.peak_psum_banks:
+            # memory.admit_known(alloc, cost) when it has nothing to check: an SBUF result
+            # counted, below the peaks already checked
+            memory.sbuf_bytes += cost
+            alloc.cost = cost
+            memory._live_sbuf[alloc.id] = _weakref(alloc)
+            alloc.tracker = memory
+        else:
+            memory.admit_known(alloc, cost)
         text = buffer.text
         self._alloc_rows.append((alloc.id, text, shape, name, 0, "", None))
         # DeviceTensor.whole(alloc, strides), its fields set here: one call less per instruction

@@ -8,11 +8,11 @@ import numbers
 import numpy as np
 
 from .. import dtypes
-from ..alu import binary_op, reduce_op
+from ..alu import NkiOp, binary_op, reduce_op
 from ..errors import MemorySpaceError, ShapeError, UnsupportedOperationError
 from ..memory import Buffer
 from ..registry import instruction
-from ..tensor import check_align
+from ..tensor import DeviceTensor, check_align
 from ..trace import Engine
 from .common import (ON_CHIP, broadcast_shape, engine_unspecified, number, operand, out_dtype, partitions,
                      resolve_engine, same_partitions, scalar_operand)
@@ -21,6 +21,7 @@ _ELEMENTWISE = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 _VECTOR, _GPSIMD = Engine.VECTOR, Engine.GPSIMD        # module constants: read once per instruction
 _SBUF, _PSUM = Buffer.SBUF, Buffer.PSUM
 _INT32_ON_GPSIMD = ("add", "subtract", "multiply")
+_SELF_PROMOTING = dtypes.SELF_PROMOTING
 
 
 def _no_psum_on_gpsimd(eng: Engine, instr: str, *tiles) -> None:
@@ -45,9 +46,14 @@ def tensor_copy(m, src, *, mask=None, dtype=None, engine=0, **kwargs):
 def tensor_tensor(m, data1, data2, op, *, dtype=None, mask=None, engine=0, **kwargs):
     # the checks of every instruction, in their order, with the calls that would only return
     # skipped (tracing's budget is a few microseconds per instruction)
-    operand(data1, "tensor_tensor", "data1", mask=mask)
-    operand(data2, "tensor_tensor", "data2", mask=mask)
-    alu = binary_op(op, "tensor_tensor")
+    # operand() has nothing to say about a whole-partition on-chip tile with no invalid elements
+    if not (type(data1) is DeviceTensor and data1._invalid is None and data1.par_axis == 0
+            and data1._alloc.buffer.on_chip):
+        operand(data1, "tensor_tensor", "data1", mask=mask)
+    if not (type(data2) is DeviceTensor and data2._invalid is None and data2.par_axis == 0
+            and data2._alloc.buffer.on_chip):
+        operand(data2, "tensor_tensor", "data2", mask=mask)
+    alu = op if type(op) is NkiOp and op.kind == "binary" else binary_op(op, "tensor_tensor")
     shape1, shape2 = data1.shape, data2.shape
     same_shape = shape1 == shape2
     if not same_shape and shape1[:1] != shape2[:1]:
@@ -59,7 +65,7 @@ def tensor_tensor(m, data1, data2, op, *, dtype=None, mask=None, engine=0, **kwa
     if alu.bitvec and not (dtype1.kind in "iub" and data2.dtype.kind in "iub"):
         raise UnsupportedOperationError(f"bitwise {alu!r} needs integer operands in 'tensor_tensor'",
                                         code="err_bitvec_operand_must_be_integer")
-    promoted = dtypes.promote(dtype1, data2.dtype)
+    promoted = dtype1 if dtype1 is data2.dtype and id(dtype1) in _SELF_PROMOTING else dtypes.promote(dtype1, data2.dtype)
     result_dtype = promoted if dtype is None else dtypes.to_dtype(dtype)
     name = alu.name
     # int32 add/subtract/multiply and power run on GpSimd (kind first: a dtype comparison is slow)

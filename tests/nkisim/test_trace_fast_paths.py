@@ -333,3 +333,75 @@ def test_records_made_by_kernel_code_inside_an_instruction_keep_their_own_lines(
     lines = [(r.opcode, r.site.lineno) for r in run.program.records]
     assert lines[1:4] == [("memset", line_of("inside-int")), ("tensor_copy", line_of("inside-int-copy")),
                           ("tensor_scalar", line_of("outer-call"))]
+
+
+# ----- tensor_tensor's inline operand, op and promotion checks -------------------------------------
+
+def _tensor_tensor_after_valid_ones(make_operands, op=None, mask=None):
+    @nki.jit
+    def kernel(x):
+        t = nl.ndarray((128, 4), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        for _ in range(3):
+            y = nisa.tensor_tensor(t, t, op=nl.add)            # valid: the fast checks pass
+        a, b = make_operands(x, t)
+        r = nisa.tensor_tensor(a, b, op=op or nl.add, mask=mask)  # <tt-after-valid>
+        out = nl.ndarray((128, 4), nl.float32, buffer=nl.hbm)
+        nisa.dma_copy(dst=out, src=r)
+        return out
+    return kernel
+
+
+def _blocks(x, t):
+    b = nl.ndarray((2, nl.par_dim(128), 4), nl.float32, buffer=nl.sbuf)     # partition dimension second
+    return t, b
+
+
+def _overhang(x, t):
+    return t, t[:, 2:6]
+
+
+@pytest.mark.parametrize("make_operands, exc_type, code, fragment", [
+    (lambda x, t: (t, x), errors.MemorySpaceError, "err_unsupported_memory", "operand 'data2'"),
+    (lambda x, t: (x, t), errors.MemorySpaceError, "err_unsupported_memory", "operand 'data1'"),
+    (lambda x, t: (t, 3.0), errors.ShapeError, "err_operand_must_be_tensor", "operand 'data2'"),
+    (_blocks, errors.ShapeError, "err_failed_to_infer_tile_from_local_tensor", "operand 'data2'"),
+    (_overhang, errors.OutOfBoundsError, "err_tensor_access_out_of_bound", "index range [2, 5]"),
+])
+def test_operands_the_fast_check_does_not_pass_are_still_refused(make_operands, exc_type, code, fragment):
+    import warnings
+
+    from nkisim.instructions.language_ops import BlockDimensionWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BlockDimensionWarning)    # the deprecated layout, on purpose
+        refused(exc_type, code, "tt-after-valid", _tensor_tensor_after_valid_ones(make_operands), f32(128, 4),
+                fragments=(fragment,))
+
+
+def test_an_overhanging_operand_that_a_mask_keeps_inside_is_accepted():
+    i_p, i_f = nl.mgrid[0:128, 0:4]
+    run = nkisim.run_kernel(_tensor_tensor_after_valid_ones(_overhang, mask=(i_f < 2)), (f32(128, 4),), {})
+    assert [r.opcode for r in run.program.records][-2:] == ["tensor_tensor", "dma_copy"]
+
+
+def test_an_op_that_is_not_binary_is_still_refused():
+    refused(errors.UnsupportedOperationError, "err_instruction_unsupported_op", "tt-after-valid",
+            _tensor_tensor_after_valid_ones(lambda x, t: (t, t), op=nl.exp), f32(128, 4),
+            fragments=("'tensor_tensor'",))
+
+
+@pytest.mark.parametrize("dtype, expected", [("bool_", "uint8"), ("tfloat32", "float32"), ("bfloat16", "bfloat16"),
+                                             ("int32", "int32"), ("float8_e4m3", "float8_e4m3fn")])
+def test_two_tiles_of_one_dtype_promote_as_promote_says(dtype, expected):
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray((128, 4), nl.float32, buffer=nl.hbm)
+        t = nl.ndarray((128, 4), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        c = nisa.tensor_copy(t, dtype=getattr(nl, dtype))
+        y = nisa.tensor_tensor(c, c, op=nl.maximum)
+        nisa.dma_copy(dst=out, src=nisa.tensor_copy(y, dtype=nl.float32))
+        return out
+    run = nkisim.run_kernel(kernel, (f32(128, 4),), {})
+    (record,) = [r for r in run.program.records if r.opcode == "tensor_tensor"]
+    assert record.writes[0].dtype == expected
