@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+from itertools import repeat
 import numbers
 import weakref
 from sys import _getframe
@@ -70,8 +71,13 @@ class Machine:
     @property
     def allocations(self) -> dict[int, AllocInfo]:
         """Every allocation made so far, by id, in the order they were made."""
-        make = AllocInfo._make
-        return {row[0]: make(row) for row in self._alloc_rows}
+        return {info.id: info for info in self.allocation_table()}
+
+    def allocation_table(self) -> list[AllocInfo]:
+        """Every allocation made so far, in the order they were made (so by increasing id, each
+        once): the program's table. Each row is a 7-tuple made here, so it becomes an AllocInfo
+        without AllocInfo._make's length check, and in one C loop (one row per instruction)."""
+        return list(map(tuple.__new__, repeat(AllocInfo), self._alloc_rows))
 
     @contextlib.contextmanager
     def activate(self):

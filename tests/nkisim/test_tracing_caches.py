@@ -85,3 +85,19 @@ def test_sites_found_from_the_call_offset_are_the_lines_a_tracer_sees():
                      + [("dma_copy", first + 6)])
     assert _traced_sites(_LONG_KERNEL, "long_kernel", settrace=True) == sites
     assert _traced_sites(_LONG_KERNEL, "long_kernel") == sites      # cached entries from before the tracer
+
+
+def test_the_allocation_table_is_every_row_as_an_allocinfo_in_order():
+    import nkisim
+    from nkisim.runtime import ArgSpec, trace_kernel
+    from nkisim.trace import AllocInfo
+    nkisim.install()
+    from reference_kernels import conv2d_optimized
+    program, machine = trace_kernel(conv2d_optimized.fused_conv2d_maxpool,
+                                    [ArgSpec((1, 128, 8, 8), np.float32), ArgSpec((128, 128, 3, 3), np.float32),
+                                     ArgSpec((128,), np.float32)], {"pool_size": 2})
+    rows = machine._alloc_rows
+    assert len(rows) > 30 and all(type(info) is AllocInfo for info in program.allocs)
+    assert program.allocs == [AllocInfo._make(row) for row in rows]
+    assert [info.id for info in program.allocs] == sorted({row[0] for row in rows})      # increasing, each once
+    assert machine.allocations == {info.id: info for info in program.allocs}
