@@ -29,6 +29,7 @@ from .trace import AllocInfo, Engine, Region, TraceRecord
 _current: contextvars.ContextVar["Machine | None"] = RUNNING
 _new_object = object.__new__
 _weakref = weakref.ref
+_TICK_EVERY = collector._EVERY
 _SBUF = Buffer.SBUF
 
 # Which buffers each engine may write as an instruction's destination.
@@ -216,11 +217,25 @@ class Machine:
             t._alloc.written = True
             write_regions.append(t._region or t.region())
         trace = self.trace
-        rec = TraceRecord(len(trace), opcode, engine, read_regions, write_regions, site, accumulate, attrs, kind,
-                          params or {}, mask_values)
+        index = len(trace)
+        # TraceRecord(index, opcode, engine, read_regions, write_regions, site, accumulate, attrs, kind,
+        # params or {}, mask_values), its fields set here: one call less per instruction
+        rec = _new_object(TraceRecord)
+        rec.index = index
+        rec.opcode = opcode
+        rec.engine = engine
+        rec.reads = read_regions
+        rec.writes = write_regions
+        rec.site = site
+        rec.accumulate = accumulate
+        rec.attrs = attrs
+        rec.kind = kind
+        rec.params = params or {}
+        rec.mask = mask_values
+        rec.stores = []
         trace.append(rec)
-        if len(trace) % collector._EVERY == 0:     # collector.tick, called only when it looks
-            collector.tick(len(trace))
+        if (index + 1) % _TICK_EVERY == 0:     # collector.tick, called only when it looks
+            collector.tick(index + 1)
         for t in writes:
             alloc = t._alloc
             if alloc.transient and alloc.producer is None:

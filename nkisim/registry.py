@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .errors import ArgumentError, NKISimError, SimulatorFailure
-from .source import site_of_frame, user_site
+from .source import SITE_AT_OFFSET, site_of_frame, user_site
 from .trace import Engine
 
 
@@ -108,8 +108,14 @@ def instruction(name: str, *engines: Engine, kinds: tuple[str, ...]):
             # uses it when it is called by `fn` itself (see Machine.emit), instead of walking
             # out through fn's and this frame (each walked frame is made into an object)
             caller = _getframe(1)
+            code = caller.f_code
+            known = SITE_AT_OFFSET.get((id(code), caller.f_lasti))     # site_of_frame's first look, inline
+            if known is not None and known[0] is code and caller.f_trace is None:
+                site = known[1]
+            else:
+                site = site_of_frame(caller)
             outer = machine.entry
-            machine.entry = (caller, site_of_frame(caller))
+            machine.entry = (caller, site)
             try:
                 return fn(machine, *args, **kwargs)
             except _PASS_THROUGH:

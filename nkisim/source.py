@@ -53,7 +53,7 @@ def user_site(skip: int = 1) -> SourceSite | None:
 # (id of a code object, bytecode offset) -> (the code object, its SourceSite): a frame's f_lineno
 # scans the code's line table from its start (~4 us at line 300 of a kernel); the offset of the
 # call instruction is read directly. The entry holds the code object, so its id stays its own.
-_at_offset: dict[tuple[int, int], tuple] = {}
+SITE_AT_OFFSET: dict[tuple[int, int], tuple] = {}
 
 
 def site_of_frame(frame) -> SourceSite | None:
@@ -66,7 +66,7 @@ def site_of_frame(frame) -> SourceSite | None:
         code = frame.f_code
         traced = frame.f_trace is not None      # a tracer (debugger, coverage) may set f_lineno itself
         if not traced:
-            found = _at_offset.get((id(code), frame.f_lasti))
+            found = SITE_AT_OFFSET.get((id(code), frame.f_lasti))
             if found is not None and found[0] is code:
                 return found[1]
         filename = code.co_filename
@@ -75,8 +75,8 @@ def site_of_frame(frame) -> SourceSite | None:
             inside = _is_internal(filename)
         if not inside:
             site = _site(filename, frame.f_lineno)
-            if not traced and len(_at_offset) < 1 << 16:
-                _at_offset[(id(code), frame.f_lasti)] = (code, site)
+            if not traced and len(SITE_AT_OFFSET) < 1 << 16:
+                SITE_AT_OFFSET[(id(code), frame.f_lasti)] = (code, site)
             return site
         frame = frame.f_back
     return None
