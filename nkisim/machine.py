@@ -65,6 +65,7 @@ class Machine:
         self._alloc_rows: list[tuple] = []
         # (shape, dtype, buffer text) of a result tile -> what new_tile derives from them
         self._result_facts: dict[tuple, tuple] = {}
+        self._last_result: tuple = (None, None, None, None)     # (shape, dtype, buffer, facts)
         # (the calling frame, its kernel line) of the innermost nki.isa call running, set by the
         # instruction wrapper (nkisim.registry.instruction) for Machine.emit
         self.entry: tuple | None = None
@@ -128,13 +129,18 @@ class Machine:
 
         What a (shape, dtype, buffer) implies (strides, region geometry, capacity cost) is worked
         out and checked once per run, the first time (new_tile_checked), and looked up after."""
-        if not isinstance(dtype, np.dtype):
-            dtype = dtypes.to_dtype(dtype)
-        if type(shape) is not tuple:
-            return self.new_tile_checked(shape, dtype, buffer)
-        facts = self._result_facts.get((shape, dtype, buffer.text))
-        if facts is None or facts[0] is not dtype:   # dtype equality ignores tf32's metadata
-            return self.new_tile_checked(shape, dtype, buffer)
+        last = self._last_result     # the same shape, dtype and buffer objects as the last result
+        if shape is last[0] and dtype is last[1] and buffer is last[2]:   # (an instruction in a loop)
+            facts = last[3]
+        else:
+            if not isinstance(dtype, np.dtype):
+                dtype = dtypes.to_dtype(dtype)
+            if type(shape) is not tuple:
+                return self.new_tile_checked(shape, dtype, buffer)
+            facts = self._result_facts.get((shape, dtype, buffer.text))
+            if facts is None or facts[0] is not dtype:   # dtype equality ignores tf32's metadata
+                return self.new_tile_checked(shape, dtype, buffer)
+            self._last_result = (shape, dtype, buffer, facts)   # holds them: their ids stay theirs
         _, strides, byte_strides, itemsize, name, parts, cost = facts
         alloc = Allocation(buffer, shape, dtype, 0, None, "", False, True, False)
         memory = self.memory
