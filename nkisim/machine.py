@@ -304,7 +304,7 @@ class Machine:
             return False
         if rec is not self.trace[-1]:      # something ran since: the copy keeps program order
             return False
-        if dest.buffer not in ENGINE_OUTPUTS.get(rec.engine, ()):
+        if dest._alloc.buffer not in ENGINE_OUTPUTS.get(rec.engine, ()):
             return False
         if rec.mask is not None and rec.mask.shape != () and \
                 np.broadcast_shapes(rec.mask.shape, dest.shape) != dest.shape:
@@ -323,12 +323,12 @@ class Machine:
         the Tensor Engine's own accumulation; otherwise an element-wise instruction."""
         if target._alloc.is_input:
             self.check_writable(target, f"'{opname}' in place")
-        if target.buffer.is_hbm:
+        if target._alloc.buffer.is_hbm:        # ._alloc.buffer: .buffer is a property call
             raise MemorySpaceError(f"cannot update HBM tensor {target._label()} in place",
                                    remedy="use nisa.dma_copy(dst=..., src=..., dst_rmw_op=np.add)")
         op = binary_op(opname)
         if isinstance(other, DeviceTensor):
-            if other.buffer.is_hbm:
+            if other._alloc.buffer.is_hbm:
                 raise MemorySpaceError(f"operand {other._label()} is in HBM",
                                        remedy="load it into SBUF with nisa.dma_copy first")
             if other.shape != target.shape:
@@ -348,7 +348,7 @@ class Machine:
         """`psum += nc_matmul(...)` (or `psum = psum + nc_matmul(...)`): the matmul accumulates
         into the PSUM tile itself, as the Tensor Engine does."""
         producer = other._alloc.producer
-        if (opname == "add" and target.buffer is Buffer.PSUM and producer is not None
+        if (opname == "add" and target._alloc.buffer is Buffer.PSUM and producer is not None
                 and producer.engine is Engine.TENSOR and producer.opcode == "nc_matmul"):
             return self._place_result(other, target, accumulate=True)
         return False

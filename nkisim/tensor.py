@@ -227,10 +227,6 @@ class DeviceTensor:
             size = shape[dim]
             if type(k) is slice:
                 step, lo, hi = k.step, k.start, k.stop
-                if step is None:
-                    step = 1
-                elif type(step) is not int or step < 1 or (step != 1 and dim == par and self._alloc.buffer.on_chip):
-                    return self._subscript(key)
                 if lo is None:
                     lo = 0
                 elif type(lo) is not int or lo < 0:
@@ -239,12 +235,20 @@ class DeviceTensor:
                     hi = size
                 elif type(hi) is not int or hi < 0:
                     return self._subscript(key)
-                length = -(-(hi - lo) // step)
-                if length <= 0 or lo + (length - 1) * step >= size:     # empty, or overhangs
-                    return self._subscript(key)
+                if step is None:                   # step 1: the last index is hi - 1
+                    length = hi - lo
+                    if length <= 0 or hi > size:   # empty, or overhangs
+                        return self._subscript(key)
+                    new_strides.append(strides[dim])
+                else:
+                    if type(step) is not int or step < 1 or (step != 1 and dim == par and self._alloc.buffer.on_chip):
+                        return self._subscript(key)
+                    length = -(-(hi - lo) // step)
+                    if length <= 0 or lo + (length - 1) * step >= size:     # empty, or overhangs
+                        return self._subscript(key)
+                    new_strides.append(strides[dim] * step)
                 new_shape.append(length)
                 start += lo * strides[dim]
-                new_strides.append(strides[dim] * step)
             elif type(k) is int and 0 <= k < size:
                 start += k * strides[dim]
                 if dim < par:
