@@ -101,3 +101,12 @@ def test_the_allocation_table_is_every_row_as_an_allocinfo_in_order():
     assert program.allocs == [AllocInfo._make(row) for row in rows]
     assert [info.id for info in program.allocs] == sorted({row[0] for row in rows})      # increasing, each once
     assert machine.allocations == {info.id: info for info in program.allocs}
+
+
+def test_every_self_promoting_dtype_promotes_to_itself():
+    # tensor_tensor skips promote() for two tiles of one dtype in dtypes.SELF_PROMOTING
+    listed = [d for d in dtypes.SUPPORTED if id(d) in dtypes.SELF_PROMOTING]
+    assert len(listed) == len(dtypes.SELF_PROMOTING) == len(dtypes.SUPPORTED) - 1
+    for d in listed:
+        assert dtypes.promote(d, d) is d and dtypes._promote(d, d) is d
+    assert id(dtypes.tfloat32) not in dtypes.SELF_PROMOTING and id(np.dtype(bool)) not in dtypes.SELF_PROMOTING
