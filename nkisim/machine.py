@@ -69,6 +69,8 @@ class Machine:
         # (the calling frame, its kernel line) of the innermost nki.isa call running, set by the
         # instruction wrapper (nkisim.registry.instruction) for Machine.emit
         self.entry: tuple | None = None
+        # (code, bytecode offset, kernel line) of the last instruction call from kernel code
+        self.last_call: tuple = (None, -1, None)
 
     @property
     def allocations(self) -> dict[int, AllocInfo]:

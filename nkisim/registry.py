@@ -108,12 +108,17 @@ def instruction(name: str, *engines: Engine, kinds: tuple[str, ...]):
             # uses it when it is called by `fn` itself (see Machine.emit), instead of walking
             # out through fn's and this frame (each walked frame is made into an object)
             caller = _getframe(1)
-            code = caller.f_code
-            known = SITE_AT_OFFSET.get((id(code), caller.f_lasti))     # site_of_frame's first look, inline
-            if known is not None and known[0] is code and caller.f_trace is None:
-                site = known[1]
+            code, offset = caller.f_code, caller.f_lasti
+            last = machine.last_call          # the same call as the last one (a loop's body)?
+            if code is last[0] and offset == last[1] and caller.f_trace is None:
+                site = last[2]
             else:
-                site = site_of_frame(caller)
+                known = SITE_AT_OFFSET.get((id(code), offset))     # site_of_frame's first look, inline
+                if known is not None and known[0] is code and caller.f_trace is None:
+                    site = known[1]
+                    machine.last_call = (code, offset, site)         # only a site found at this offset
+                else:
+                    site = site_of_frame(caller)
             outer = machine.entry
             machine.entry = (caller, site)
             try:
