@@ -142,6 +142,11 @@ def promote(a: np.dtype, b: np.dtype) -> np.dtype:
     return result
 
 
+# ids of the canonical dtype objects d for which promote(d, d) is d itself (all supported types
+# but bool, which promotes to uint8): an instruction on two tiles of one such type skips promote
+SELF_PROMOTING = frozenset(id(d) for d in SUPPORTED if d != bool_)
+
+
 def _promote(a: np.dtype, b: np.dtype) -> np.dtype:
     a = bool_ if a == bool_ else a
     if a == bool_:

@@ -7,22 +7,30 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+from itertools import repeat
 import numbers
+import weakref
+from sys import _getframe
 
 import numpy as np
 
 from . import collector, dtypes
+from .alu import binary_op
 from .errors import (HardwareLimitError, KernelContractError, MemorySpaceError, OutsideKernelError, ShapeError,
                      UnsupportedOperationError)
 from .indexing import Predicate
 from .memory import Allocation, Buffer, MemoryTracker
-from .registry import INSTRUCTIONS
+from .registry import ALLOWED, INSTRUCTIONS, RUNNING
 from .settings import SimSettings
-from .source import user_site
-from .tensor import DeviceTensor, as_shape, check_align, raise_out_of_bounds, same_region
-from .trace import AllocInfo, Engine, TraceRecord
+from .source import site_of_frame, user_site
+from .tensor import DeviceTensor, as_shape, check_align, contiguous_strides, raise_out_of_bounds, same_region
+from .trace import AllocInfo, Engine, Region, TraceRecord
 
-_current: contextvars.ContextVar["Machine | None"] = contextvars.ContextVar("nkisim_machine", default=None)
+_current: contextvars.ContextVar["Machine | None"] = RUNNING
+_new_object = object.__new__
+_weakref = weakref.ref
+_TICK_EVERY = collector._EVERY
+_SBUF = Buffer.SBUF
 
 # Which buffers each engine may write as an instruction's destination.
 ENGINE_OUTPUTS = {
@@ -55,12 +63,25 @@ class Machine:
         # every allocation, for the program's table: plain tuples while tracing (a frozen
         # dataclass costs ~1.7 us to make), AllocInfo when the table is asked for
         self._alloc_rows: list[tuple] = []
+        # (shape, dtype, buffer text) of a result tile -> what new_tile derives from them
+        self._result_facts: dict[tuple, tuple] = {}
+        self._last_result: tuple = (None, None, None, None)     # (shape, dtype, buffer, facts)
+        # (the calling frame, its kernel line) of the innermost nki.isa call running, set by the
+        # instruction wrapper (nkisim.registry.instruction) for Machine.emit
+        self.entry: tuple | None = None
+        # (code, bytecode offset, kernel line) of the last instruction call from kernel code
+        self.last_call: tuple = (None, -1, None)
 
     @property
     def allocations(self) -> dict[int, AllocInfo]:
         """Every allocation made so far, by id, in the order they were made."""
-        make = AllocInfo._make
-        return {row[0]: make(row) for row in self._alloc_rows}
+        return {info.id: info for info in self.allocation_table()}
+
+    def allocation_table(self) -> list[AllocInfo]:
+        """Every allocation made so far, in the order they were made (so by increasing id, each
+        once): the program's table. Each row is a 7-tuple made here, so it becomes an AllocInfo
+        without AllocInfo._make's length check, and in one C loop (one row per instruction)."""
+        return list(map(tuple.__new__, repeat(AllocInfo), self._alloc_rows))
 
     @contextlib.contextmanager
     def activate(self):
@@ -102,9 +123,59 @@ class Machine:
                        f"{self.limits.pmax} (nl.tile_size.pmax)",
                 code="err_num_partition_exceed_arch_limit", site=site)
 
-    def new_tile(self, shape, dtype, buffer: Buffer = Buffer.SBUF) -> DeviceTensor:
+    def new_tile(self, shape: tuple, dtype, buffer: Buffer = Buffer.SBUF) -> DeviceTensor:
         """An instruction's result tile: counted for capacity only if the kernel keeps it.
-        allocate(shape, dtype, buffer, transient=True), spelled out: one per instruction."""
+        allocate(shape, dtype, buffer, transient=True), spelled out: one per instruction.
+        `shape` is a tuple of ints (an instruction's own result shape; memset passes what the
+        kernel gave through new_tile_checked).
+
+        What a (shape, dtype, buffer) implies (strides, region geometry, capacity cost) is worked
+        out and checked once per run, the first time (new_tile_checked), and looked up after."""
+        last = self._last_result     # the same shape, dtype and buffer objects as the last result
+        if shape is last[0] and dtype is last[1] and buffer is last[2]:   # (an instruction in a loop)
+            facts = last[3]
+        else:
+            if not isinstance(dtype, np.dtype):
+                dtype = dtypes.to_dtype(dtype)
+            if type(shape) is not tuple:
+                return self.new_tile_checked(shape, dtype, buffer)
+            facts = self._result_facts.get((shape, dtype, buffer.text))
+            if facts is None or facts[0] is not dtype:   # dtype equality ignores tf32's metadata
+                return self.new_tile_checked(shape, dtype, buffer)
+            self._last_result = (shape, dtype, buffer, facts)   # holds them: their ids stay theirs
+        _, strides, byte_strides, itemsize, name, parts, cost = facts
+        alloc = Allocation(buffer, shape, dtype, 0, None, "", False, True, False)
+        memory = self.memory
+        if buffer is _SBUF and memory.sbuf_bytes <= memory.peak_sbuf_bytes and \
+                memory.psum_banks <= memory.peak_psum_banks:
+            # memory.admit_known(alloc, cost) when it has nothing to check: an SBUF result
+            # counted, below the peaks already checked
+            memory.sbuf_bytes += cost
+            alloc.cost = cost
+            memory._live_sbuf[alloc.id] = _weakref(alloc)
+            alloc.tracker = memory
+        else:
+            memory.admit_known(alloc, cost)
+        text = buffer.text
+        self._alloc_rows.append((alloc.id, text, shape, name, 0, "", None))
+        # DeviceTensor.whole(alloc, strides), its fields set here: one call less per instruction
+        t = _new_object(DeviceTensor)
+        t._alloc = alloc
+        t._start = 0
+        t._offsets = None
+        t._strides = strides
+        t._invalid = None
+        t._oob = ""
+        t.shape = shape
+        t.dtype = dtype
+        t.par_axis = 0
+        t._region = Region(alloc.id, text, 0, shape, byte_strides, itemsize, name, parts)
+        t.name = ""
+        return t
+
+    def new_tile_checked(self, shape, dtype, buffer: Buffer = Buffer.SBUF) -> DeviceTensor:
+        """new_tile with every check made here; what it learnt about an all-int shape is kept
+        for the next result of the same shape, dtype and buffer."""
         if not isinstance(dtype, np.dtype):
             dtype = dtypes.to_dtype(dtype)
         shape = tuple(shape)
@@ -113,7 +184,12 @@ class Machine:
         alloc = Allocation(buffer, shape, dtype, 0, None, "", False, True, False)
         self.memory.admit(alloc)
         self._alloc_rows.append((alloc.id, buffer.text, shape, dtypes.name_of(dtype), 0, "", None))
-        return DeviceTensor.whole(alloc)
+        t = DeviceTensor.whole(alloc, contiguous_strides(shape))
+        region = t.region()
+        if all(type(n) is int for n in shape) and len(self._result_facts) < 4096:
+            self._result_facts[(shape, dtype, buffer.text)] = (
+                dtype, t._strides, region.strides, region.itemsize, region.dtype, region.partitions, alloc.cost)
+        return t
 
     # ----- the program ---------------------------------------------------------------------------
     def emit(self, opcode: str, engine: Engine, kind: str, reads, writes, *, params: dict | None = None,
@@ -121,30 +197,58 @@ class Machine:
         """Append one instruction: `kind` names its value semantics (nkisim.execute), the rest
         is what the cost model sees. Bounds are checked here, on the elements the instruction
         actually touches: a mask may keep overhanging elements out."""
-        spec = INSTRUCTIONS.get(opcode)
-        if spec is None or engine not in spec.engines or kind not in spec.kinds:   # every record goes through the table
+        if (opcode, engine, kind) not in ALLOWED:   # every record goes through the table
             raise RuntimeError(f"nkisim bug: {opcode} ({kind}) on the {engine.label} engine is not in the "
                                "instruction table")
-        site = user_site(2)
+        # the kernel line (user_site(2)): the innermost frame outside nkisim, walking out from
+        # the caller. Called by an instruction function that the wrapper called from frame F,
+        # that walk passes the function's and the wrapper's frames (both nkisim's) and starts
+        # again at F: the wrapper's answer is the same. Exactly then is frame 3 here F itself
+        # (the frame F called into is the wrapper, whose callee is the function).
+        entry = self.entry
+        if entry is not None and _getframe(3) is entry[0]:
+            site = entry[1]
+        else:
+            site = site_of_frame(_getframe(1))
         mask_values = None if mask is None else _mask_values(mask, writes[0].shape if writes else None)
+        # t._region: the region a tensor has made already (region() makes it the first time)
+        read_regions = []
         for t in reads:
             t._alloc.read = True
             if t._invalid is not None:
                 self.check_access(t, mask_values, site)
+            read_regions.append(t._region or t.region())
+        write_regions = []
         for t in writes:
             if t._invalid is not None:
                 self.check_access(t, mask_values, site)
             t._alloc.written = True
-        # t._region: the region a tensor has made already (region() makes it the first time)
-        rec = TraceRecord(len(self.trace), opcode, engine, [t._region or t.region() for t in reads],
-                          [t._region or t.region() for t in writes], site, accumulate, attrs, kind, params or {},
-                          mask_values)
-        self.trace.append(rec)
-        collector.tick(len(self.trace))
+            write_regions.append(t._region or t.region())
+        trace = self.trace
+        index = len(trace)
+        # TraceRecord(index, opcode, engine, read_regions, write_regions, site, accumulate, attrs, kind,
+        # params or {}, mask_values), its fields set here: one call less per instruction
+        rec = _new_object(TraceRecord)
+        rec.index = index
+        rec.opcode = opcode
+        rec.engine = engine
+        rec.reads = read_regions
+        rec.writes = write_regions
+        rec.site = site
+        rec.accumulate = accumulate
+        rec.attrs = attrs
+        rec.kind = kind
+        rec.params = params or {}
+        rec.mask = mask_values
+        rec.stores = []
+        trace.append(rec)
+        if (index + 1) % _TICK_EVERY == 0:     # collector.tick, called only when it looks
+            collector.tick(index + 1)
         for t in writes:
-            if t._alloc.transient and t._alloc.producer is None:
-                t._alloc.producer = rec
-                t._alloc.site = site   # a result tile was allocated where its instruction ran
+            alloc = t._alloc
+            if alloc.transient and alloc.producer is None:
+                alloc.producer = rec
+                alloc.site = site   # a result tile was allocated where its instruction ran
         return rec
 
     @staticmethod
@@ -202,7 +306,7 @@ class Machine:
             return False
         if rec is not self.trace[-1]:      # something ran since: the copy keeps program order
             return False
-        if dest.buffer not in ENGINE_OUTPUTS.get(rec.engine, ()):
+        if dest._alloc.buffer not in ENGINE_OUTPUTS.get(rec.engine, ()):
             return False
         if rec.mask is not None and rec.mask.shape != () and \
                 np.broadcast_shapes(rec.mask.shape, dest.shape) != dest.shape:
@@ -219,17 +323,18 @@ class Machine:
     def update_in_place(self, target: DeviceTensor, other, opname: str) -> None:
         """`target += other` (and -=, *=, /=). Into PSUM with a fresh matmul result this is
         the Tensor Engine's own accumulation; otherwise an element-wise instruction."""
-        from .alu import binary_op
-        self.check_writable(target, f"'{opname}' in place")
-        if target.buffer.is_hbm:
+        if target._alloc.is_input:
+            self.check_writable(target, f"'{opname}' in place")
+        if target._alloc.buffer.is_hbm:        # ._alloc.buffer: .buffer is a property call
             raise MemorySpaceError(f"cannot update HBM tensor {target._label()} in place",
                                    remedy="use nisa.dma_copy(dst=..., src=..., dst_rmw_op=np.add)")
         op = binary_op(opname)
         if isinstance(other, DeviceTensor):
-            if other.buffer.is_hbm:
+            if other._alloc.buffer.is_hbm:
                 raise MemorySpaceError(f"operand {other._label()} is in HBM",
                                        remedy="load it into SBUF with nisa.dma_copy first")
-            check_align(other.shape, target.shape, f"{opname} in place", "value ", "target")
+            if other.shape != target.shape:
+                check_align(other.shape, target.shape, f"{opname} in place", "value ", "target")
             if self.accumulates(target, other, opname):
                 return
             self.emit("tensor_tensor", Engine.VECTOR, "binary", [target, other], [target],
@@ -245,7 +350,7 @@ class Machine:
         """`psum += nc_matmul(...)` (or `psum = psum + nc_matmul(...)`): the matmul accumulates
         into the PSUM tile itself, as the Tensor Engine does."""
         producer = other._alloc.producer
-        if (opname == "add" and target.buffer is Buffer.PSUM and producer is not None
+        if (opname == "add" and target._alloc.buffer is Buffer.PSUM and producer is not None
                 and producer.engine is Engine.TENSOR and producer.opcode == "nc_matmul"):
             return self._place_result(other, target, accumulate=True)
         return False

@@ -81,8 +81,18 @@ class Allocation:
         return f"Allocation(#{self.id} {self.buffer.value} {self.dtype}{list(self.shape)})"
 
     def __del__(self) -> None:
-        if self.tracker is not None:
-            self.tracker.release(self)
+        # MemoryTracker.release, spelled out: one call less per instruction result
+        tracker = self.tracker
+        if tracker is not None:
+            buffer = self.buffer
+            if buffer is Buffer.SBUF:
+                tracker.sbuf_bytes -= self.cost
+                tracker._live_sbuf.pop(self.id, None)
+            elif buffer is Buffer.PSUM:
+                tracker.psum_banks -= self.cost
+                tracker._live_psum.pop(self.id, None)
+            else:
+                tracker.release(self)
 
     @property
     def size(self) -> int:
@@ -138,6 +148,25 @@ class MemoryTracker:
             live = self._live_sbuf
         else:
             return
+        live[alloc.id] = weakref.ref(alloc)
+        alloc.tracker = self
+
+    def admit_known(self, alloc: Allocation, cost: int) -> None:
+        """admit() of a result tile whose shape, dtype and buffer admit() has accepted before in
+        this run: its per-tile check (a PSUM tile fits one bank) passed then, and `cost` is what
+        it counted then. The state so far is still checked, as admit() does."""
+        if self.sbuf_bytes > self.peak_sbuf_bytes or self.psum_banks > self.peak_psum_banks:
+            self.check()
+        buffer = alloc.buffer
+        if buffer is Buffer.SBUF:
+            self.sbuf_bytes += cost
+            live = self._live_sbuf
+        elif buffer is Buffer.PSUM:
+            self.psum_banks += cost
+            live = self._live_psum
+        else:
+            return
+        alloc.cost = cost
         live[alloc.id] = weakref.ref(alloc)
         alloc.tracker = self
 

@@ -7,13 +7,15 @@ instructions here, nki.language functions in nki/language.py): an exception that
 already a typed NKISimError becomes one that names the kernel's own file:line."""
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
+from sys import _getframe
 from dataclasses import dataclass
 from typing import Callable
 
 from .errors import ArgumentError, NKISimError, SimulatorFailure
-from .source import user_site
+from .source import SITE_AT_OFFSET, site_of_frame, user_site
 from .trace import Engine
 
 
@@ -26,6 +28,12 @@ class InstructionSpec:
 
 
 INSTRUCTIONS: dict[str, InstructionSpec] = {}
+# (name, engine, kind) of every record the table allows: one set lookup per traced instruction
+ALLOWED: set[tuple[str, Engine, str]] = set()
+
+# The running machine (nkisim.machine.Machine.activate sets it). It lives here, where every
+# instruction call reads it, so that read is one C call (machine imports this module).
+RUNNING: contextvars.ContextVar = contextvars.ContextVar("nkisim_machine", default=None)
 
 # Left alone: typed errors already say everything; resource exhaustion and warnings
 # (BlockDimensionWarning under -W error) must keep their own type for the caller.
@@ -70,20 +78,10 @@ def kernel_facing(fn: Callable, label: str, signature: inspect.Signature | None 
     return facing
 
 
-def _current_machine():
-    """The running machine: nkisim.machine's ContextVar, imported on the first instruction
-    (machine imports this module) and read here directly (an import statement per instruction
-    cost ~1 us, and a call to current_machine another 0.1); outside a kernel,
-    current_machine() raises its error."""
-    global _current_machine
-    from .machine import _current, current_machine
-    get = _current.get
-
-    def running():
-        machine = get()
-        return machine if machine is not None else current_machine()
-    _current_machine = running
-    return running()
+def _outside():
+    """What an instruction called outside a kernel gets: current_machine()'s error."""
+    from .machine import current_machine
+    return current_machine()
 
 
 def instruction(name: str, *engines: Engine, kinds: tuple[str, ...]):
@@ -94,19 +92,43 @@ def instruction(name: str, *engines: Engine, kinds: tuple[str, ...]):
         if name in INSTRUCTIONS:
             raise RuntimeError(f"instruction {name!r} registered twice")
         INSTRUCTIONS[name] = InstructionSpec(name, engines, fn, tuple(kinds))
+        ALLOWED.update((name, engine, kind) for engine in engines for kind in kinds)
         sig = inspect.signature(fn)
         public = sig.replace(parameters=list(sig.parameters.values())[1:])
         label = f"nisa.{fn.__name__}"
 
+        running = RUNNING.get
+
         @functools.wraps(fn)
         def call(*args, **kwargs):
-            machine = _current_machine()
+            machine = running()
+            if machine is None:
+                machine = _outside()
+            # the kernel line of this call, found here from the caller's frame: Machine.emit
+            # uses it when it is called by `fn` itself (see Machine.emit), instead of walking
+            # out through fn's and this frame (each walked frame is made into an object)
+            caller = _getframe(1)
+            code, offset = caller.f_code, caller.f_lasti
+            last = machine.last_call          # the same call as the last one (a loop's body)?
+            if code is last[0] and offset == last[1] and caller.f_trace is None:
+                site = last[2]
+            else:
+                known = SITE_AT_OFFSET.get((id(code), offset))     # site_of_frame's first look, inline
+                if known is not None and known[0] is code and caller.f_trace is None:
+                    site = known[1]
+                    machine.last_call = (code, offset, site)         # only a site found at this offset
+                else:
+                    site = site_of_frame(caller)
+            outer = machine.entry
+            machine.entry = (caller, site)
             try:
                 return fn(machine, *args, **kwargs)
             except _PASS_THROUGH:
                 raise
             except Exception as exc:
                 raise translate(exc, label, public, args, kwargs) from exc
+            finally:
+                machine.entry = outer
 
         call.__signature__ = public
         return call

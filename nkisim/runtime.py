@@ -206,7 +206,7 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
             del frame
         outputs = _output_regions(result, k.__name__, _last_line(k.func))
         # the allocation table (one tuple per allocation) is made while the collector is still paused
-        program = Program(kernel=k.__name__, allocs=list(machine.allocations.values()), records=machine.trace,
+        program = Program(kernel=k.__name__, allocs=machine.allocation_table(), records=machine.trace,
                           outputs=outputs, compile_options=dict(compile_options or {}),
                           platform=getattr(machine.settings, "platform", "trn2"))
     return program, machine

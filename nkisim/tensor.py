@@ -22,6 +22,7 @@ from . import dtypes
 from .errors import DeviceValueError, IndexingError, OutOfBoundsError, ShapeError
 from .indexing import gather_indices, normalize_key, out_of_bound_message
 from .memory import Allocation
+from .registry import RUNNING
 from .trace import Region
 
 _HOST_READ_REMEDY = ("device tensors hold their values on the NeuronCore; compute with nki.isa "
@@ -97,14 +98,15 @@ class DeviceTensor:
         self.name = name or alloc.name
 
     @classmethod
-    def whole(cls, alloc: Allocation) -> "DeviceTensor":
+    def whole(cls, alloc: Allocation, strides: tuple) -> "DeviceTensor":
         """DeviceTensor(alloc, alloc.shape): all of a new allocation (an instruction's result
-        tile), its fields set directly: one is made per instruction."""
+        tile, `strides` its contiguous_strides), its fields set directly: one is made per
+        instruction."""
         t = object.__new__(cls)
         t._alloc = alloc
         t._start = 0
         t._offsets = None
-        t._strides = contiguous_strides(alloc.shape)
+        t._strides = strides
         t._invalid = None
         t._oob = ""
         t.shape = alloc.shape
@@ -186,7 +188,15 @@ class DeviceTensor:
             start, strides = affine
         else:
             start, strides = self._start, self._strides
-        byte_strides = (strides[0] * item, strides[1] * item) if len(strides) == 2 else tuple(s * item for s in strides)
+        n = len(strides)      # tiles and their slices have 2 to 4 dims: no generator for those
+        if n == 2:
+            byte_strides = (strides[0] * item, strides[1] * item)
+        elif n == 3:
+            byte_strides = (strides[0] * item, strides[1] * item, strides[2] * item)
+        elif n == 4:
+            byte_strides = (strides[0] * item, strides[1] * item, strides[2] * item, strides[3] * item)
+        else:
+            byte_strides = tuple(s * item for s in strides)
         return Region(alloc.id, alloc.buffer.text, start, self.shape, byte_strides, item, name, parts)
 
     def _view(self, shape, *, start=None, strides=None, offsets=None, par_axis=None, invalid=None,
@@ -197,6 +207,76 @@ class DeviceTensor:
 
     # ----- indexing ----------------------------------------------------------------------------
     def __getitem__(self, key) -> "DeviceTensor":
+        """A view. Fast path: a strided tensor subscripted with in-bounds ints and slices of
+        non-negative int bounds and a positive int step (what tiled kernels write, several times
+        per instruction); anything else, including every subscript that is refused or overhangs,
+        is left to _subscript, which checks it and says what is wrong."""
+        strides = self._strides
+        shape = self.shape
+        if type(key) is not tuple:
+            key = (key,)
+        if strides is None or len(key) > len(shape):
+            return self._subscript(key)
+        start = self._start
+        par = self.par_axis
+        new_shape = []
+        new_strides = []
+        dropped = 0
+        dim = 0
+        for k in key:
+            size = shape[dim]
+            if type(k) is slice:
+                step, lo, hi = k.step, k.start, k.stop
+                if lo is None:
+                    lo = 0
+                elif type(lo) is not int or lo < 0:
+                    return self._subscript(key)
+                if hi is None:
+                    hi = size
+                elif type(hi) is not int or hi < 0:
+                    return self._subscript(key)
+                if step is None:                   # step 1: the last index is hi - 1
+                    length = hi - lo
+                    if length <= 0 or hi > size:   # empty, or overhangs
+                        return self._subscript(key)
+                    new_strides.append(strides[dim])
+                else:
+                    if type(step) is not int or step < 1 or (step != 1 and dim == par and self._alloc.buffer.on_chip):
+                        return self._subscript(key)
+                    length = -(-(hi - lo) // step)
+                    if length <= 0 or lo + (length - 1) * step >= size:     # empty, or overhangs
+                        return self._subscript(key)
+                    new_strides.append(strides[dim] * step)
+                new_shape.append(length)
+                start += lo * strides[dim]
+            elif type(k) is int and 0 <= k < size:
+                start += k * strides[dim]
+                if dim < par:
+                    dropped += 1
+            else:
+                return self._subscript(key)
+            dim += 1
+        while dim < len(shape):                    # dimensions the subscript leaves out: all of them
+            new_shape.append(shape[dim])
+            new_strides.append(strides[dim])
+            dim += 1
+        t = object.__new__(DeviceTensor)           # what _view makes, its fields set directly
+        alloc = t._alloc = self._alloc
+        t._start = start
+        t._offsets = None
+        t._strides = tuple(new_strides)
+        t._invalid = None
+        t._oob = self._oob
+        t.shape = tuple(new_shape)
+        t.dtype = self.dtype
+        t.par_axis = par - dropped if par > dropped else 0
+        t._region = None
+        t.name = self.name or alloc.name
+        return t
+
+    def _subscript(self, key) -> "DeviceTensor":
+        """Any subscript: checked, then a strided view, or a gathered one (advanced indexing, or
+        a slice that overhangs, its outside elements marked invalid)."""
         label = self.name or "tensor"
         key, advanced = normalize_key(key, self.shape, label)
         if advanced:
@@ -299,8 +379,7 @@ class DeviceTensor:
         return self._view(offsets.shape, offsets=offsets, par_axis=0, invalid=invalid, oob=oob)
 
     def __setitem__(self, key, value) -> None:
-        from .machine import current_machine
-        current_machine().assign(self[key], value)
+        _machine().assign(self[key], value)
 
     # ----- shape methods -------------------------------------------------------------------------
     def reshape(self, *shape, **kwargs) -> "DeviceTensor":
@@ -374,7 +453,7 @@ class DeviceTensor:
 
     # ----- arithmetic lowers to instructions -------------------------------------------------------
     def _binary(self, other, opname: str, reverse: bool = False):
-        from .instructions.language_ops import elementwise_binary
+        elementwise_binary = _language_ops().elementwise_binary
         return elementwise_binary(opname, other, self) if reverse else elementwise_binary(opname, self, other)
 
     def __add__(self, o): return self._binary(o, "add")
@@ -413,14 +492,34 @@ class DeviceTensor:
         return elementwise_unary("invert", self)
 
     def _inplace(self, other, opname: str):
-        from .machine import current_machine
-        current_machine().update_in_place(self, other, opname)
+        _machine().update_in_place(self, other, opname)
         return self
 
     def __iadd__(self, o): return self._inplace(o, "add")
     def __isub__(self, o): return self._inplace(o, "subtract")
     def __imul__(self, o): return self._inplace(o, "multiply")
     def __itruediv__(self, o): return self._inplace(o, "divide")
+
+
+def _machine():
+    """The running machine (nkisim.machine.current_machine, whose error comes outside a
+    kernel), read from the ContextVar directly: a function-level import costs ~0.7 us, and
+    `t[...] = x` and `acc += ...` run once per instruction."""
+    machine = RUNNING.get()
+    if machine is None:
+        from .machine import current_machine
+        machine = current_machine()
+    return machine
+
+
+_late: list = []      # nkisim.instructions.language_ops, imported at first use (it imports this module)
+
+
+def _language_ops():
+    if not _late:
+        from .instructions import language_ops
+        _late.append(language_ops)
+    return _late[0]
 
 
 def _reshaped_strides(shape: tuple, strides: tuple, new_shape: tuple) -> tuple | None:

@@ -19,43 +19,53 @@ def _matmul_dtype(t, param: str) -> None:
                          code="err_instruction_unsupported_dtypes")
 
 
+# the Tensor Engine's input types as their canonical dtype objects (a tile's dtype is one of these
+# unless it carries metadata, as tf32 does); anything else is checked by _matmul_dtype
+_MATMUL_TYPES = frozenset(id(d) for d in dtypes.MATMUL_INPUT_TYPES)
+
+
 @instruction("nc_matmul", Engine.TENSOR, kinds=("matmul",))
 def nc_matmul(m, stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False,
               is_transpose=False, tile_position=(), tile_size=(), mask=None, **kwargs):
+    # the checks in their order, with the calls that would only return skipped (one matmul is
+    # traced per PSUM accumulation step: tens of thousands per conv2d configuration)
     operand(stationary, "nc_matmul", "stationary", SBUF_ONLY, mask=mask)
     operand(moving, "nc_matmul", "moving", SBUF_ONLY, mask=mask)
-    _matmul_dtype(stationary, "stationary")
-    _matmul_dtype(moving, "moving")
+    if id(stationary.dtype) not in _MATMUL_TYPES:    # by identity: the common types pass at once
+        _matmul_dtype(stationary, "stationary")
+    if id(moving.dtype) not in _MATMUL_TYPES:
+        _matmul_dtype(moving, "moving")
     limits = m.limits
-    k, k2 = partitions(stationary), partitions(moving)
-    m_size, n_size = free_size(stationary), free_size(moving)
+    s_shape, m_shape = stationary.shape, moving.shape
+    k = s_shape[0] if s_shape else 1
+    k2 = m_shape[0] if m_shape else 1
+    m_size, n_size = math.prod(s_shape[1:]), math.prod(m_shape[1:])
     if k != k2:
         raise ShapeError(
             f"contraction (partition) sizes of 'nc_matmul' differ: stationary{list(stationary.shape)} "
             f"has {k}, moving{list(moving.shape)} has {k2}",
             remedy="both operands must hold the same contraction rows on their partitions",
             code="err_param_shape_incompatible_with_matmul")
-    check_limit(m_size, limits.gemm_stationary_fmax, "free size of stationary", "nc_matmul",
-                "stationary may be at most 128x128: tile its free dimension by "
-                "nl.tile_size.gemm_stationary_fmax")
-    check_limit(n_size, limits.gemm_moving_fmax, "free size of moving", "nc_matmul",
-                "moving may be at most 128x512 (one 2 KiB PSUM bank of fp32): tile its free "
-                "dimensions by nl.tile_size.gemm_moving_fmax")
+    if m_size > limits.gemm_stationary_fmax:
+        check_limit(m_size, limits.gemm_stationary_fmax, "free size of stationary", "nc_matmul",
+                    "stationary may be at most 128x128: tile its free dimension by "
+                    "nl.tile_size.gemm_stationary_fmax")
+    if n_size > limits.gemm_moving_fmax:
+        check_limit(n_size, limits.gemm_moving_fmax, "free size of moving", "nc_matmul",
+                    "moving may be at most 128x512 (one 2 KiB PSUM bank of fp32): tile its free "
+                    "dimensions by nl.tile_size.gemm_moving_fmax")
     if bool(tile_position) != bool(tile_size):
         raise UnsupportedOperationError("tile_position and tile_size of 'nc_matmul' must be given together")
-    out_shape = (m_size,) + tuple(moving.shape[1:])
+    out_shape = (m_size,) + m_shape[1:]
     result = m.new_tile(out_shape, dtypes.float32, Buffer.PSUM)
+    # what the cost model needs, from the operand regions alone (the executor derives them again
+    # from a program's regions, never trusting a claim): their dtypes, k, and the m and n above
+    s_region = stationary._region or stationary.region()
+    m_region = moving._region or moving.region()
     m.emit("nc_matmul", Engine.TENSOR, "matmul", [stationary, moving], [result], mask=mask,
-           **matmul_attrs(stationary.region(), moving.region()), is_transpose=bool(is_transpose))
+           dtype=s_region.dtype, moving_dtype=m_region.dtype, k=k, m=m_size, n=n_size,
+           is_transpose=bool(is_transpose))
     return result
-
-
-def matmul_attrs(stationary, moving) -> dict:
-    """What the cost model needs of a matmul, derived from its operand regions alone (the
-    executor derives them again from a program's regions, never trusting a claim)."""
-    k = stationary.shape[0] if stationary.shape else 1
-    return {"dtype": stationary.dtype, "moving_dtype": moving.dtype, "k": k,
-            "m": math.prod(stationary.shape[1:]), "n": math.prod(moving.shape[1:])}
 
 
 @instruction("nc_transpose", Engine.TENSOR, Engine.VECTOR, kinds=("transpose",))

@@ -8,16 +8,20 @@ import numbers
 import numpy as np
 
 from .. import dtypes
-from ..alu import binary_op, reduce_op
+from ..alu import NkiOp, binary_op, reduce_op
 from ..errors import MemorySpaceError, ShapeError, UnsupportedOperationError
 from ..memory import Buffer
 from ..registry import instruction
-from ..tensor import check_align
+from ..tensor import DeviceTensor, check_align
 from ..trace import Engine
 from .common import (ON_CHIP, broadcast_shape, engine_unspecified, number, operand, out_dtype, partitions,
                      resolve_engine, same_partitions, scalar_operand)
 
 _ELEMENTWISE = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+_VECTOR, _GPSIMD = Engine.VECTOR, Engine.GPSIMD        # module constants: read once per instruction
+_SBUF, _PSUM = Buffer.SBUF, Buffer.PSUM
+_INT32_ON_GPSIMD = ("add", "subtract", "multiply")
+_SELF_PROMOTING = dtypes.SELF_PROMOTING
 
 
 def _no_psum_on_gpsimd(eng: Engine, instr: str, *tiles) -> None:
@@ -40,37 +44,49 @@ def tensor_copy(m, src, *, mask=None, dtype=None, engine=0, **kwargs):
 
 @instruction("tensor_tensor", Engine.VECTOR, Engine.GPSIMD, kinds=("binary", "select"))
 def tensor_tensor(m, data1, data2, op, *, dtype=None, mask=None, engine=0, **kwargs):
-    # the checks of every instruction, with the calls that would only return skipped
-    # (tracing's budget is a few microseconds per instruction)
-    operand(data1, "tensor_tensor", "data1", mask=mask)
-    operand(data2, "tensor_tensor", "data2", mask=mask)
-    alu = binary_op(op, "tensor_tensor")
-    if data1.shape[:1] != data2.shape[:1]:
+    # the checks of every instruction, in their order, with the calls that would only return
+    # skipped (tracing's budget is a few microseconds per instruction)
+    # operand() has nothing to say about a whole-partition on-chip tile with no invalid elements
+    if not (type(data1) is DeviceTensor and data1._invalid is None and data1.par_axis == 0
+            and data1._alloc.buffer.on_chip):
+        operand(data1, "tensor_tensor", "data1", mask=mask)
+    if not (type(data2) is DeviceTensor and data2._invalid is None and data2.par_axis == 0
+            and data2._alloc.buffer.on_chip):
+        operand(data2, "tensor_tensor", "data2", mask=mask)
+    alu = op if type(op) is NkiOp and op.kind == "binary" else binary_op(op, "tensor_tensor")
+    shape1, shape2 = data1.shape, data2.shape
+    same_shape = shape1 == shape2
+    if not same_shape and shape1[:1] != shape2[:1]:
         same_partitions("tensor_tensor", data1=data1, data2=data2)
-    if data1._alloc.buffer is Buffer.PSUM and data2._alloc.buffer is Buffer.PSUM:
+    if data1._alloc.buffer is _PSUM and data2._alloc.buffer is _PSUM:
         raise MemorySpaceError("both inputs of 'tensor_tensor' are in PSUM; at most one may be",
                                remedy="copy one of them to SBUF with nisa.tensor_copy first")
-    if alu.bitvec and not (data1.dtype.kind in "iub" and data2.dtype.kind in "iub"):
+    dtype1 = data1.dtype
+    if alu.bitvec and not (dtype1.kind in "iub" and data2.dtype.kind in "iub"):
         raise UnsupportedOperationError(f"bitwise {alu!r} needs integer operands in 'tensor_tensor'",
                                         code="err_bitvec_operand_must_be_integer")
-    promoted = dtypes.promote(data1.dtype, data2.dtype)
+    promoted = dtype1 if dtype1 is data2.dtype and id(dtype1) in _SELF_PROMOTING else dtypes.promote(dtype1, data2.dtype)
     result_dtype = promoted if dtype is None else dtypes.to_dtype(dtype)
-    int32_op = alu.name in ("add", "subtract", "multiply") and data1.dtype == dtypes.int32
-    default = Engine.GPSIMD if alu.name == "power" or int32_op else Engine.VECTOR
+    name = alu.name
+    # int32 add/subtract/multiply and power run on GpSimd (kind first: a dtype comparison is slow)
+    int32_op = name in _INT32_ON_GPSIMD and dtype1.kind == "i" and dtype1 == dtypes.int32
+    default = _GPSIMD if name == "power" or int32_op else _VECTOR
     if type(engine) is int and engine == 0:
         eng = default
     else:
         eng = resolve_engine(engine, default, (Engine.VECTOR, Engine.GPSIMD), "tensor_tensor")
-    if eng is Engine.GPSIMD:
+    if eng is _GPSIMD:
         _no_psum_on_gpsimd(eng, "tensor_tensor", data1, data2)
-    shape = data1.shape if data1.shape == data2.shape else broadcast_shape("tensor_tensor", data1.shape, data2.shape)
-    if data1.shape != shape:
-        check_align(data1.shape, shape, "tensor_tensor", "", "")
-    if data2.shape != shape:
-        check_align(data2.shape, shape, "tensor_tensor", "", "")
-    result = m.new_tile(shape, result_dtype, Buffer.SBUF)
-    m.emit("tensor_tensor", eng, "binary", [data1, data2], [result], params={"op": alu.name}, mask=mask,
-           op=alu.name)
+    if same_shape:
+        shape = shape1
+    else:
+        shape = broadcast_shape("tensor_tensor", shape1, shape2)
+        if shape1 != shape:
+            check_align(shape1, shape, "tensor_tensor", "", "")
+        if shape2 != shape:
+            check_align(shape2, shape, "tensor_tensor", "", "")
+    result = m.new_tile(shape, result_dtype, _SBUF)
+    m.emit("tensor_tensor", eng, "binary", [data1, data2], [result], params={"op": name}, mask=mask, op=name)
     return result
 
 
@@ -149,6 +165,6 @@ def memset(m, shape, value, dtype, *, mask=None, engine=0, **kwargs):
     if not isinstance(value, (numbers.Number, np.number)):
         raise UnsupportedOperationError("memset fills with a compile-time number",
                                         code="err_expected_constant_value")
-    result = m.new_tile(shape, dtype, Buffer.SBUF)
+    result = m.new_tile_checked(shape, dtype, Buffer.SBUF)   # the kernel's own shape: any value
     m.emit("memset", eng, "fill", [], [result], params={"value": number(value)}, mask=mask, value=float(value))
     return result
