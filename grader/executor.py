@@ -11,8 +11,8 @@ Writes to the result pipe (GRADER_RESULT_FD) a JSON header (a length-prefixed fr
 grader.wire), then each output array in .npy format. Header fields: status ("ok" | "invalid" |
 "mismatch"), error, printed (nl.device_print text), opcodes, matmul_flops, instructions,
 dma_count, latency_us, profile; for "mismatch", declared. When the grader shares memory with it
-(grader.sharedmem: GRADER_SHARED_FD, its layout in job.json's "shared"), the inputs are read there
-and the expected output is computed into its room: the header says shared_output: true and no
+(grader.sharedmem: GRADER_SHARED_FD, its layout in job.json's "shared"), the inputs are read there,
+in place, and the expected output is computed into its room: the header says shared_output: true and no
 array follows.
 
 What tracing already knows is used before any execution: when job.json gives the output the
@@ -60,7 +60,7 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
         data = fh.read()
     shared = _attach(job)
     if shared is not None:
-        _, inputs, room = shared          # the arrays keep the mapping alive
+        inputs, room = shared             # the arrays keep their mappings alive
     else:
         inputs = [np.load(os.path.join("inputs", f"arg{i}.npy"), allow_pickle=False, mmap_mode="r")
                   for i in range(job["n_inputs"])]
@@ -107,14 +107,17 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
 
 def _attach(job: dict) -> tuple | None:
     """The memory the grader shares with this process (grader.sharedmem: the inputs, and room
-    for the expected output), when it gave some: (mapping, inputs, output room or None)."""
-    fd = os.environ.pop("GRADER_SHARED_FD", None)
+    for the expected output), when it gave some: (inputs, output room or None)."""
+    listed = os.environ.pop("GRADER_SHARED_FD", None)
     layout = job.get("shared")
-    if fd is None or not isinstance(layout, dict):
+    if listed is None or not isinstance(layout, dict):
         return None
-    attached = sharedmem.attach(int(fd), layout)
-    os.close(int(fd))
-    return attached
+    fds = [int(fd) for fd in listed.split(",")]
+    try:
+        return sharedmem.attach(fds, layout)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _placed(program, room) -> dict | None:

@@ -24,7 +24,7 @@ from .answer_pool import layout as answers_layout
 from .checks import check_output, layout_failure
 from .errors import GraderInputError
 from .events import CancelToken, ConfigEvent, ProgressEvent
-from .inputs import check_seed, config_inputs, config_seed
+from .inputs import check_seed, config_inputs, config_seed, shared_config_inputs
 from .precheck import compute_violations
 from .report import Report, TestResult
 from .runner import ConfigRun, RunnerJob, run_configuration
@@ -297,20 +297,32 @@ class _Run:
     # ----- one configuration: traced in a sandboxed child, executed by a trusted process -----------
     def _run_config(self, test: TestSpec, index: int, config: dict) -> dict:
         seq = config_seed(self.seed, self.spec.tests.index(test), index)
-        args, kwargs = config_inputs(test.problem, config, seq)
-        check_seq = check_seed(seq)           # the downgrade check's samples
-        # the answer is worked out here, in the grader's process (beside the run once the kernel has run)
-        expected_future = self._reference_answer(test, index, args, kwargs, check_seq)
-        limits = self._config_limits(sum(a.nbytes for a in args))
-        fspec = self.spec.files[test.file]
-        job = RunnerJob(backend=self.backend, filename=fspec.filename, source=self.sub.files[test.file],
-                        function=test.kernel, args=args, kwargs=kwargs,
-                        mode="benchmark" if test.timed else "correctness", warmup=test.warmup, iters=test.iters,
-                        platform=self.spec.platform, job_root=self.base, hide_paths=(self.root,) + self.hidden,
-                        neuron_core=self.cores[index % len(self.cores)] if self.backend == Backend.NEURON else None,
-                        neuron=self.neuron, input_names=fspec.functions[test.kernel][:len(args)],
-                        thresholds_us=test.thresholds_us, expected_output=problems.output(test.problem, config))
-        run = run_configuration(job, limits, self.cancel_event)
+        # the simulator's inputs are drawn straight into the sealed memory its executor maps: the
+        # one copy, which the reference answer below is worked out from as well
+        shared = None
+        if self.backend == Backend.SIM:
+            shared, kwargs = shared_config_inputs(test.problem, config, seq)
+            args = shared.arrays
+        else:
+            args, kwargs = config_inputs(test.problem, config, seq)
+        try:
+            check_seq = check_seed(seq)           # the downgrade check's samples
+            # the answer is worked out here, in the grader's process (beside the run once the kernel has run)
+            expected_future = self._reference_answer(test, index, args, kwargs, check_seq)
+            limits = self._config_limits(sum(a.nbytes for a in args))
+            fspec = self.spec.files[test.file]
+            job = RunnerJob(backend=self.backend, filename=fspec.filename, source=self.sub.files[test.file],
+                            function=test.kernel, args=args, kwargs=kwargs,
+                            mode="benchmark" if test.timed else "correctness", warmup=test.warmup, iters=test.iters,
+                            platform=self.spec.platform, job_root=self.base, hide_paths=(self.root,) + self.hidden,
+                            neuron_core=self.cores[index % len(self.cores)] if self.backend == Backend.NEURON else None,
+                            neuron=self.neuron, input_names=fspec.functions[test.kernel][:len(args)],
+                            thresholds_us=test.thresholds_us, expected_output=problems.output(test.problem, config),
+                            shared_inputs=shared)
+            run = run_configuration(job, limits, self.cancel_event)
+        finally:
+            if shared is not None:
+                shared.close()          # the arrays stay readable
         label = _config_label(config)
         detail = {"config": label, "wall_s": run.wall_s}
         output = "\n".join(part for part in (run.child_output, run.printed) if part)

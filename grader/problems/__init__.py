@@ -18,8 +18,10 @@ def get(name: str) -> Problem:
         raise ValueError(f"unknown problem {name!r}: known problems are {', '.join(sorted(REGISTRY))}") from None
 
 
-def make_inputs(problem: str, config: dict, rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
-    return get(problem).make_inputs(config, rng)
+def make_inputs(problem: str, config: dict, rng: np.random.Generator, empty=np.empty) -> tuple[list[np.ndarray], dict]:
+    """A configuration's inputs and keyword arguments, each array made by `empty` (np.empty's
+    signature) and written once."""
+    return get(problem).make_inputs(config, rng, empty)
 
 
 def reference(problem: str, args: list[np.ndarray], kwargs: dict) -> np.ndarray:

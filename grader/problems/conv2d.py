@@ -5,15 +5,15 @@ import numpy as np
 
 from reference_kernels.numpy_reference import conv2d_maxpool_reference
 
-from .base import Problem, uniform
+from .base import Problem, uniform, zeros
 
 
-def make_inputs(config: dict, rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
+def make_inputs(config: dict, rng: np.random.Generator, empty=np.empty) -> tuple[list[np.ndarray], dict]:
     c = config
     dtype = np.dtype(c.get("dtype", "float32"))
-    x = uniform(rng, dtype, c["batch"], c["c_in"], c["height"], c["width"])
-    w = uniform(rng, dtype, c["c_out"], c["c_in"], c["k"], c["k"])
-    bias = uniform(rng, dtype, c["c_out"]) if c.get("bias") else np.zeros(c["c_out"], dtype)
+    x = uniform(rng, dtype, c["batch"], c["c_in"], c["height"], c["width"], empty=empty)
+    w = uniform(rng, dtype, c["c_out"], c["c_in"], c["k"], c["k"], empty=empty)
+    bias = uniform(rng, dtype, c["c_out"], empty=empty) if c.get("bias") else zeros(dtype, c["c_out"], empty=empty)
     return [x, w, bias], {"pool_size": int(c.get("pool", 1))}
 
 

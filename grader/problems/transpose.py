@@ -8,8 +8,8 @@ from reference_kernels.numpy_reference import transpose_reference
 from .base import Problem, uniform
 
 
-def make_inputs(config: dict, rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
-    return [uniform(rng, np.dtype(config.get("dtype", "float32")), config["m"], config["n"])], {}
+def make_inputs(config: dict, rng: np.random.Generator, empty=np.empty) -> tuple[list[np.ndarray], dict]:
+    return [uniform(rng, np.dtype(config.get("dtype", "float32")), config["m"], config["n"], empty=empty)], {}
 
 
 def reference(args: list[np.ndarray], kwargs: dict) -> np.ndarray:
