@@ -51,8 +51,7 @@ def _profile(trace, timeline, job: dict) -> dict | None:
 
 
 def run(job: dict) -> tuple[dict, list[np.ndarray]]:
-    from threadpoolctl import threadpool_limits
-
+    from grader.jobs import single_threaded_blas
     from nkisim import collector, cost
     from nkisim import program as programs
     from nkisim.execute import execute
@@ -78,7 +77,7 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
     expected = job.get("expected_output")
     if expected is not None and declared is not None and declared != [expected]:
         return {"status": "mismatch", "declared": declared}, []
-    with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
+    with np.errstate(all="ignore"), single_threaded_blas():
         try:
             done = execute(program, inputs, placed=_placed(program, room))
         except programs.ProgramError as err:

@@ -365,6 +365,12 @@ def main() -> None:
             importlib.import_module(name)
         except Exception:       # noqa: BLE001 - a job that needs it will import it and fail there
             pass
+    jobs = sys.modules.get("grader.jobs")
+    if jobs is not None:
+        try:
+            jobs.blas_controller()      # the BLAS libraries found once, not by every job
+        except Exception:       # noqa: BLE001 - each job finds them itself then
+            pass
     gc.freeze()         # the preloaded objects stay out of every collection: forks share their pages
     serve(control, parent)
 
