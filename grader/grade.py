@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 import os
 import secrets
 import shutil
@@ -27,7 +28,7 @@ from .events import CancelToken, ConfigEvent, ProgressEvent
 from .inputs import check_seed, config_inputs, config_seed, shared_config_inputs
 from .precheck import compute_violations
 from .report import Report, TestResult
-from .runner import ConfigRun, RunnerJob, run_configuration
+from .runner import ConfigRun, RunnerJob, run_configuration, trace_configuration
 from .sandbox import Limits, capabilities
 from .spec import AssignmentSpec, TestSpec
 from .static import static_findings
@@ -297,30 +298,53 @@ class _Run:
     # ----- one configuration: traced in a sandboxed child, executed by a trusted process -----------
     def _run_config(self, test: TestSpec, index: int, config: dict) -> dict:
         seq = config_seed(self.seed, self.spec.tests.index(test), index)
+        fspec = self.spec.files[test.file]
+        job = RunnerJob(backend=self.backend, filename=fspec.filename, source=self.sub.files[test.file],
+                        function=test.kernel, args=[], kwargs={},
+                        mode="benchmark" if test.timed else "correctness", warmup=test.warmup, iters=test.iters,
+                        platform=self.spec.platform, job_root=self.base, hide_paths=(self.root,) + self.hidden,
+                        neuron_core=self.cores[index % len(self.cores)] if self.backend == Backend.NEURON else None,
+                        neuron=self.neuron, thresholds_us=test.thresholds_us,
+                        expected_output=problems.output(test.problem, config))
+        # tracing needs no input value: on the simulator it starts first, and the inputs are drawn
+        # (and the reference answer begun) while the kernel's child traces
+        signature = problems.signature(test.problem, config) if self.backend == Backend.SIM else None
+        tracing = None
+        if signature is not None:
+            specs, kwargs = signature
+            limits = self._config_limits(sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in specs))
+            ahead = dataclasses.replace(job, kwargs=kwargs, arg_specs=specs,
+                                        input_names=fspec.functions[test.kernel][:len(specs)])
+            stop = threading.Event()         # set when this configuration ends in an error of the grader's
+            tracing = _Background(lambda: trace_configuration(ahead, limits, _EitherSet(self.cancel_event, stop)),
+                                  name="trace")
         # the simulator's inputs are drawn straight into the sealed memory its executor maps: the
         # one copy, which the reference answer below is worked out from as well
         shared = None
-        if self.backend == Backend.SIM:
-            shared, kwargs = shared_config_inputs(test.problem, config, seq)
-            args = shared.arrays
-        else:
-            args, kwargs = config_inputs(test.problem, config, seq)
         try:
+            if self.backend == Backend.SIM:
+                shared, kwargs = shared_config_inputs(test.problem, config, seq)
+                args = shared.arrays
+            else:
+                args, kwargs = config_inputs(test.problem, config, seq)
+            if tracing is None:
+                limits = self._config_limits(sum(a.nbytes for a in args))
+            elif [(a.shape, a.dtype) for a in args] != [(tuple(s), np.dtype(d)) for s, d in specs] or kwargs != ahead.kwargs:
+                raise RuntimeError(f"{test.problem}'s signature is not what its inputs are drawn as")
             check_seq = check_seed(seq)           # the downgrade check's samples
             # the answer is worked out here, in the grader's process (beside the run once the kernel has run)
             expected_future = self._reference_answer(test, index, args, kwargs, check_seq)
-            limits = self._config_limits(sum(a.nbytes for a in args))
-            fspec = self.spec.files[test.file]
-            job = RunnerJob(backend=self.backend, filename=fspec.filename, source=self.sub.files[test.file],
-                            function=test.kernel, args=args, kwargs=kwargs,
-                            mode="benchmark" if test.timed else "correctness", warmup=test.warmup, iters=test.iters,
-                            platform=self.spec.platform, job_root=self.base, hide_paths=(self.root,) + self.hidden,
-                            neuron_core=self.cores[index % len(self.cores)] if self.backend == Backend.NEURON else None,
-                            neuron=self.neuron, input_names=fspec.functions[test.kernel][:len(args)],
-                            thresholds_us=test.thresholds_us, expected_output=problems.output(test.problem, config),
-                            shared_inputs=shared)
-            run = run_configuration(job, limits, self.cancel_event)
+            job = dataclasses.replace(job, args=args, kwargs=kwargs, input_names=fspec.functions[test.kernel][:len(args)],
+                                      shared_inputs=shared)
+            run = run_configuration(job, limits, self.cancel_event,
+                                    traced=tracing.result() if tracing is not None else None)
+        except BaseException:
+            if tracing is not None:
+                stop.set()                  # its child is killed: nobody will read what it traced
+            raise
         finally:
+            if tracing is not None:
+                tracing.thread.join()         # never a child left tracing behind an error here
             if shared is not None:
                 shared.close()          # the arrays stay readable
         label = _config_label(config)
@@ -436,6 +460,17 @@ class _Run:
         return "; ".join(notes)
 
 
+class _EitherSet:
+    """Set when either event is (what run_child watches to kill a child: the grade's cancel, or
+    one configuration's own stop)."""
+
+    def __init__(self, *events: threading.Event) -> None:
+        self.events = events
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self.events)
+
+
 class _Deferred:
     """A computation run only when its result is asked for (the Future interface grade uses)."""
 
@@ -460,9 +495,9 @@ class _Background:
     """A computation started at once on a daemon thread: when the kernel fails and nobody asks
     for the answer, the grader's process need not wait for it to exit (a pool thread it must)."""
 
-    def __init__(self, compute: Callable[[], tuple]) -> None:
+    def __init__(self, compute: Callable[[], tuple], name: str = "reference-answer") -> None:
         self.value: list = []
-        self.thread = threading.Thread(target=self._run, args=(compute,), daemon=True, name="reference-answer")
+        self.thread = threading.Thread(target=self._run, args=(compute,), daemon=True, name=name)
         self.thread.start()
 
     def _run(self, compute) -> None:

@@ -56,6 +56,8 @@ class RunnerJob:
     # `args` as drawn into sealed shared memory (grader.sharedmem), given to the executor as they
     # are; None: the simulator's executor gets a sealed copy of `args`. The caller closes it.
     shared_inputs: sharedmem.SharedInputs | None = None
+    # (shape, dtype) of each array argument, for tracing before `args` are drawn; None: `args`'
+    arg_specs: list | None = None
 
 
 @dataclass
@@ -75,17 +77,32 @@ class ConfigRun:
     declared: list | None = None        # mismatch: (shape, dtype name) of each output the program declares
 
 
-def run_configuration(job: RunnerJob, limits: Limits, cancel: threading.Event | None = None) -> ConfigRun:
-    base = tempfile.mkdtemp(prefix="cfg-", dir=job.job_root or None)
+def run_configuration(job: RunnerJob, limits: Limits, cancel: threading.Event | None = None,
+                      traced: tuple | ConfigRun | None = None) -> ConfigRun:
+    """Trace (unless `traced`, what trace_configuration gave for this job, is given) and execute."""
+    if traced is None:
+        traced = trace_configuration(job, limits, cancel)
+    if isinstance(traced, ConfigRun):
+        return traced
+    artifact, child = traced
+    base = tempfile.mkdtemp(prefix="exec-", dir=job.job_root or None)
     try:
-        traced = _trace(job, os.path.join(base, "trace"), limits, cancel)
-        if isinstance(traced, ConfigRun):
-            return traced
-        artifact, child = traced
         done = _execute(job, os.path.join(base, "exec"), artifact, limits, cancel)
         done.child_output = wire.bounded_text(child.output, 4000)
         done.wall_s = round(child.wall_seconds + done.wall_s, 3)
         return done
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def trace_configuration(job: RunnerJob, limits: Limits,
+                        cancel: threading.Event | None = None) -> tuple[memoryview, ChildResult] | ConfigRun:
+    """The untrusted half alone: the artifact and the child's result, or the run's verdict when
+    tracing failed. It needs no input value (job.arg_specs will do), so it may run while the
+    inputs are drawn."""
+    base = tempfile.mkdtemp(prefix="trace-", dir=job.job_root or None)
+    try:
+        return _trace(job, os.path.join(base, "trace"), limits, cancel)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -110,7 +127,7 @@ def _trace(job: RunnerJob, workdir: str, limits: Limits, cancel) -> tuple[memory
     with open(os.path.join(workdir, "job.json"), "w") as fh:
         # what tracing needs, and nothing that tells a timed run from a correctness run
         json.dump({"backend": job.backend, "file": job.filename, "function": job.function,
-                   "inputs": [[list(a.shape), a.dtype.str] for a in job.args], "kwargs": job.kwargs,
+                   "inputs": _input_specs(job), "kwargs": job.kwargs,
                    "platform": job.platform, "compile_options": job.compile_options,
                    "line": job.neuron["line"] if job.neuron else None}, fh)
     child = run_child([sys.executable, "-I", "-m", "grader.child"], workdir, limits=limits,
@@ -131,6 +148,12 @@ def _trace(job: RunnerJob, workdir: str, limits: Limits, cancel) -> tuple[memory
         return ConfigRun("invalid", f"the kernel's process sent back a malformed result ({err})",
                          child_output=wire.bounded_text(child.output, 4000), wall_s=child.wall_seconds)
     return memoryview(child.result)[pos:], child          # no copy: the grader holds one result at most
+
+
+def _input_specs(job: RunnerJob) -> list:
+    if job.arg_specs is not None:
+        return [[[int(n) for n in shape], np.dtype(dtype).str] for shape, dtype in job.arg_specs]
+    return [[list(a.shape), a.dtype.str] for a in job.args]
 
 
 def _kernel_error(header: dict) -> str:

@@ -24,6 +24,13 @@ def make_inputs(problem: str, config: dict, rng: np.random.Generator, empty=np.e
     return get(problem).make_inputs(config, rng, empty)
 
 
+def signature(problem: str, config: dict) -> tuple[list[tuple[tuple[int, ...], np.dtype]], dict] | None:
+    """([(shape, dtype) of each array argument], keyword arguments) of `config` without drawing
+    them, as make_inputs gives them; None when the problem cannot tell."""
+    known = get(problem).signature
+    return known(config) if known is not None else None
+
+
 def reference(problem: str, args: list[np.ndarray], kwargs: dict) -> np.ndarray:
     return get(problem).reference(args, kwargs)
 

@@ -28,6 +28,10 @@ class Problem:
     sample: Callable | None = None
     slice_output: Callable | None = None
     sampled_reference: Callable | None = None
+    # what the kernel is called with, known without drawing a value: ([(shape, dtype) of each
+    # array argument], the scalar keyword arguments), as make_inputs gives them; tracing needs no
+    # more, so it can start before the inputs are drawn (None: it waits for them)
+    signature: Callable[[dict], tuple[list[tuple[tuple[int, ...], np.dtype]], dict]] | None = None
 
     def roofline_us(self, config: dict) -> float:
         """Lower bound on Trn2 latency: fixed overhead + max(compute at peak, traffic at DMA bandwidth)."""

@@ -17,6 +17,13 @@ def make_inputs(config: dict, rng: np.random.Generator, empty=np.empty) -> tuple
     return [x, w, bias], {"pool_size": int(c.get("pool", 1))}
 
 
+def signature(config: dict) -> tuple[list[tuple[tuple[int, ...], np.dtype]], dict]:
+    c = config
+    dtype = np.dtype(c.get("dtype", "float32"))
+    return ([((c["batch"], c["c_in"], c["height"], c["width"]), dtype), ((c["c_out"], c["c_in"], c["k"], c["k"]), dtype),
+             ((c["c_out"],), dtype)], {"pool_size": int(c.get("pool", 1))})
+
+
 def reference(args: list[np.ndarray], kwargs: dict) -> np.ndarray:
     return conv2d_maxpool_reference(*args, **kwargs)
 
@@ -63,4 +70,5 @@ def sampled_reference(args: list[np.ndarray], kwargs: dict, channels: np.ndarray
 PROBLEM = Problem(name="conv2d", kernel="fused_conv2d_maxpool",
                   config_keys=("batch", "c_in", "c_out", "height", "width", "k"),
                   make_inputs=make_inputs, reference=reference, work=work, label=label, output=output,
-                  sample=sample, slice_output=slice_output, sampled_reference=sampled_reference)
+                  sample=sample, slice_output=slice_output, sampled_reference=sampled_reference,
+                  signature=signature)

@@ -12,6 +12,10 @@ def make_inputs(config: dict, rng: np.random.Generator, empty=np.empty) -> tuple
     return [uniform(rng, np.dtype(config.get("dtype", "float32")), config["m"], config["n"], empty=empty)], {}
 
 
+def signature(config: dict) -> tuple[list[tuple[tuple[int, ...], np.dtype]], dict]:
+    return [((config["m"], config["n"]), np.dtype(config.get("dtype", "float32")))], {}
+
+
 def reference(args: list[np.ndarray], kwargs: dict) -> np.ndarray:
     return transpose_reference(args[0])
 
@@ -31,4 +35,4 @@ def label(config: dict) -> str:
 
 PROBLEM = Problem(name="transpose", kernel="matrix_transpose", config_keys=("m", "n"),
                   make_inputs=make_inputs, reference=reference, work=work, label=label, output=output,
-                  allowed_instructions=frozenset({"nc_transpose"}))
+                  allowed_instructions=frozenset({"nc_transpose"}), signature=signature)
