@@ -125,6 +125,8 @@ class _Run:
         self.timeouts: dict[tuple[str, str], str] = {}   # (file, kernel) -> the message its timeout gave
         self.kernel_ran_ok: set[tuple[str, str]] = set()  # kernels that produced an output once
         self.budget_cut: list[str] = []                  # tests the budget left unrun
+        self.order: list[TestSpec] = []                  # the order tests run in, one at a time
+        self.ahead: _Tracing | None = None               # the next configuration's trace, begun early
         self.lock = threading.Lock()
         self.done = 0
         self.cores = list(options.neuron_cores)
@@ -299,25 +301,9 @@ class _Run:
     def _run_config(self, test: TestSpec, index: int, config: dict) -> dict:
         seq = config_seed(self.seed, self.spec.tests.index(test), index)
         fspec = self.spec.files[test.file]
-        job = RunnerJob(backend=self.backend, filename=fspec.filename, source=self.sub.files[test.file],
-                        function=test.kernel, args=[], kwargs={},
-                        mode="benchmark" if test.timed else "correctness", warmup=test.warmup, iters=test.iters,
-                        platform=self.spec.platform, job_root=self.base, hide_paths=(self.root,) + self.hidden,
-                        neuron_core=self.cores[index % len(self.cores)] if self.backend == Backend.NEURON else None,
-                        neuron=self.neuron, thresholds_us=test.thresholds_us,
-                        expected_output=problems.output(test.problem, config))
-        # tracing needs no input value: on the simulator it starts first, and the inputs are drawn
-        # (and the reference answer begun) while the kernel's child traces
-        signature = problems.signature(test.problem, config) if self.backend == Backend.SIM else None
-        tracing = None
-        if signature is not None:
-            specs, kwargs = signature
-            limits = self._config_limits(sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in specs))
-            ahead = dataclasses.replace(job, kwargs=kwargs, arg_specs=specs,
-                                        input_names=fspec.functions[test.kernel][:len(specs)])
-            stop = threading.Event()         # set when this configuration ends in an error of the grader's
-            tracing = _Background(lambda: trace_configuration(ahead, limits, _EitherSet(self.cancel_event, stop)),
-                                  name="trace")
+        # tracing needs no input value: on the simulator it starts before the inputs are drawn (or
+        # began while the configuration before ran), and the executor once both are done
+        tracing = self._take_trace(test, index, config)
         # the simulator's inputs are drawn straight into the sealed memory its executor maps: the
         # one copy, which the reference answer below is worked out from as well
         shared = None
@@ -327,24 +313,25 @@ class _Run:
                 args = shared.arrays
             else:
                 args, kwargs = config_inputs(test.problem, config, seq)
-            if tracing is None:
-                limits = self._config_limits(sum(a.nbytes for a in args))
-            elif [(a.shape, a.dtype) for a in args] != [(tuple(s), np.dtype(d)) for s, d in specs] or kwargs != ahead.kwargs:
+            if tracing is not None and ([(a.shape, a.dtype) for a in args] != tracing.specs or kwargs != tracing.kwargs):
                 raise RuntimeError(f"{test.problem}'s signature is not what its inputs are drawn as")
+            limits = self._config_limits(sum(a.nbytes for a in args))
             check_seq = check_seed(seq)           # the downgrade check's samples
             # the answer is worked out here, in the grader's process (beside the run once the kernel has run)
             expected_future = self._reference_answer(test, index, args, kwargs, check_seq)
-            job = dataclasses.replace(job, args=args, kwargs=kwargs, input_names=fspec.functions[test.kernel][:len(args)],
-                                      shared_inputs=shared)
-            run = run_configuration(job, limits, self.cancel_event,
-                                    traced=tracing.result() if tracing is not None else None)
+            job = dataclasses.replace(self._job(test, index, config), args=args, kwargs=kwargs,
+                                      input_names=fspec.functions[test.kernel][:len(args)], shared_inputs=shared)
+            traced = tracing.background.result() if tracing is not None else None
+            if traced is not None and not isinstance(traced, ConfigRun):
+                self._trace_next(test, index)     # traced while this one executes
+            elif isinstance(traced, ConfigRun):
+                limits = tracing.limits          # what the tracing child ran under, for its messages
+            run = run_configuration(job, limits, self.cancel_event, traced=traced)
         except BaseException:
             if tracing is not None:
-                stop.set()                  # its child is killed: nobody will read what it traced
+                tracing.discard()             # its child is killed: nobody will read what it traced
             raise
         finally:
-            if tracing is not None:
-                tracing.thread.join()         # never a child left tracing behind an error here
             if shared is not None:
                 shared.close()          # the arrays stay readable
         label = _config_label(config)
@@ -394,6 +381,59 @@ class _Run:
             return dict(base, status=TestStatus.PASSED, message="ok")
         return self._timed(test, config, label, run, base)
 
+    def _job(self, test: TestSpec, index: int, config: dict) -> RunnerJob:
+        """A configuration's job, without its inputs."""
+        fspec = self.spec.files[test.file]
+        return RunnerJob(backend=self.backend, filename=fspec.filename, source=self.sub.files[test.file],
+                         function=test.kernel, args=[], kwargs={},
+                         mode="benchmark" if test.timed else "correctness", warmup=test.warmup, iters=test.iters,
+                         platform=self.spec.platform, job_root=self.base, hide_paths=(self.root,) + self.hidden,
+                         neuron_core=self.cores[index % len(self.cores)] if self.backend == Backend.NEURON else None,
+                         neuron=self.neuron, thresholds_us=test.thresholds_us,
+                         expected_output=problems.output(test.problem, config))
+
+    def _start_trace(self, test: TestSpec, index: int, config: dict) -> _Tracing | None:
+        """Begin tracing a configuration from its signature (None: the problem has none, or the
+        backend is not the simulator); its child runs under that configuration's own limits."""
+        signature = problems.signature(test.problem, config) if self.backend == Backend.SIM else None
+        if signature is None:
+            return None
+        specs, kwargs = signature
+        limits = self._config_limits(sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in specs))
+        job = dataclasses.replace(self._job(test, index, config), kwargs=kwargs, arg_specs=specs,
+                                  input_names=self.spec.files[test.file].functions[test.kernel][:len(specs)])
+        stop = threading.Event()
+        background = _Background(lambda: trace_configuration(job, limits, _EitherSet(self.cancel_event, stop)),
+                                 name="trace")
+        return _Tracing((test.name, index), background, stop, limits,
+                        [(tuple(shape), np.dtype(dtype)) for shape, dtype in specs], kwargs)
+
+    def _take_trace(self, test: TestSpec, index: int, config: dict) -> _Tracing | None:
+        """This configuration's trace: begun early if it was the one expected next, else now (one
+        begun for a configuration that is not run is killed)."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None and ahead.key == (test.name, index):
+            return ahead
+        if ahead is not None:
+            ahead.discard()
+        return self._start_trace(test, index, config)
+
+    def _trace_next(self, test: TestSpec, index: int) -> None:
+        """Begin tracing the configuration that runs next (when tests run one at a time), so its
+        child traces while this one's executes; it is killed should that one not run after all."""
+        if self.opt.jobs > 1 or test not in self.order:
+            return
+        if index + 1 < len(test.configs):
+            after, at = test, index + 1
+        else:
+            position = self.order.index(test) + 1
+            if position >= len(self.order):
+                return
+            after, at = self.order[position], 0
+        if after.file not in self.sub.files or after.file in self.rejected or not after.configs:
+            return
+        self.ahead = self._start_trace(after, at, after.configs[at])
+
     def _timed(self, test: TestSpec, config: dict, label: str, run: ConfigRun, base: dict) -> dict:
         if run.latency_us is None:
             return dict(base, status=TestStatus.ERROR, message=f"{label}: no valid latency was measured")
@@ -420,6 +460,7 @@ class _Run:
                 self.flags.append(f"simulated_platform:{self.spec.platform}")
             untimed = [t for t in self.spec.tests if not t.timed]
             timed = [t for t in self.spec.tests if t.timed]
+            self.order = untimed + timed
             # each reference answer is worked out beside a single-threaded child: one BLAS thread
             # apiece keeps the two off each other's core (two threads here made it 20% slower)
             with threadpool_limits(limits=1, user_api="blas"):
@@ -428,6 +469,9 @@ class _Run:
                         for test, result in zip(batch, pool.map(self.run_test, batch)):
                             self.results[test.name] = result
         finally:
+            if self.ahead is not None:          # begun for a configuration that did not run
+                self.ahead.discard()
+                self.ahead = None
             shutil.rmtree(self.base, ignore_errors=True)
         ordered = [self.results[t.name] for t in self.spec.tests]
         missing = [fs.filename for key, fs in self.spec.files.items() if key not in self.sub.files]
@@ -458,6 +502,21 @@ class _Run:
         if self.budget_cut:
             notes.append(f"the {self.budget_s:g} s time budget ran out before {len(self.budget_cut)} tests")
         return "; ".join(notes)
+
+
+@dataclass
+class _Tracing:
+    """A configuration's tracing child, running on a thread of its own."""
+    key: tuple                          # (test name, configuration index)
+    background: _Background
+    stop: threading.Event
+    limits: Limits
+    specs: list                         # [(shape, dtype)] it traces for
+    kwargs: dict
+
+    def discard(self) -> None:
+        self.stop.set()
+        self.background.thread.join()
 
 
 class _EitherSet:
