@@ -80,7 +80,8 @@ class Timers:
             row[which + " wall"] = row.get(which + " wall", 0.0) + result.wall_seconds
             row[which + " cpu"] = row.get(which + " cpu", 0.0) + (result.cpu_seconds or 0.0)
         self._wrap(runner, "run_child", "children", child)
-        self._wrap(GRADE, "config_inputs", "inputs")
+        self._wrap(GRADE, "config_inputs", "inputs")            # other backends
+        self._wrap(GRADE, "shared_config_inputs", "inputs")     # the simulator: into shared memory
         self._wrap(GRADE, "check_output", "compare")
         self._wrap(downgrade, "check", "downgrade")
 

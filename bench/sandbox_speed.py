@@ -4,8 +4,8 @@ For each configuration below (the optimized reference conv2d, asst4-trainium2's 
 best of --rounds runs of:
 
 - sandboxed: grader.runner.run_configuration, as a grade runs it (job directories, the traced
-  child from the warm zygote, the program and inputs handed to the executor child, outputs read
-  back). CPU time = the grader process's own (time.process_time) + each child's (user + system,
+  child from the warm zygote, the program and the inputs' sealed memory handed to the executor
+  child, outputs read back; the inputs drawn there once, before the clock). CPU time = the grader process's own (time.process_time) + each child's (user + system,
   its namespace's processes and the zygote's monitor for it included, as the monitor reports it)
   + the zygote's own (the forks it makes for the run; /proc/PID/schedstat, in ns).
 - unsandboxed: the same work in this process, trusting the kernel: trace, execute, and for a
@@ -41,7 +41,7 @@ from threadpoolctl import threadpool_limits
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grader import problems, runner, sandbox, spec as specs  # noqa: E402
+from grader import problems, runner, sandbox, sharedmem, spec as specs  # noqa: E402
 from grader.zygote import ZYGOTE  # noqa: E402
 
 KERNEL = ROOT / "reference_kernels" / "conv2d_optimized.py"
@@ -58,11 +58,14 @@ def configurations(spec, names):
 
 
 def job_for(spec, test, config, source: str) -> runner.RunnerJob:
-    args, kwargs = problems.make_inputs(test.problem, config, np.random.default_rng(0))
+    """The job a grade runs: its inputs drawn into the sealed memory the executor maps."""
+    shared, kwargs = sharedmem.draw(lambda empty: problems.make_inputs(test.problem, config,
+                                                                        np.random.default_rng(0), empty))
     return runner.RunnerJob(backend="sim", filename="conv2d.py", source=source, function=test.kernel,
-                            args=args, kwargs=kwargs, mode="benchmark" if test.timed else "correctness",
+                            args=shared.arrays, kwargs=kwargs, mode="benchmark" if test.timed else "correctness",
                             warmup=test.warmup, iters=test.iters, platform=spec.platform,
-                            thresholds_us=test.thresholds_us, expected_output=problems.output(test.problem, config))
+                            thresholds_us=test.thresholds_us, expected_output=problems.output(test.problem, config),
+                            shared_inputs=shared)
 
 
 class ChildCPU:

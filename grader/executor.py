@@ -11,8 +11,8 @@ Writes to the result pipe (GRADER_RESULT_FD) a JSON header (a length-prefixed fr
 grader.wire), then each output array in .npy format. Header fields: status ("ok" | "invalid" |
 "mismatch"), error, printed (nl.device_print text), opcodes, matmul_flops, instructions,
 dma_count, latency_us, profile; for "mismatch", declared. When the grader shares memory with it
-(grader.sharedmem: GRADER_SHARED_FD, its layout in job.json's "shared"), the inputs are read there
-and the expected output is computed into its room: the header says shared_output: true and no
+(grader.sharedmem: GRADER_SHARED_FD, its layout in job.json's "shared"), the inputs are read there,
+in place, and the expected output is computed into its room: the header says shared_output: true and no
 array follows.
 
 What tracing already knows is used before any execution: when job.json gives the output the
@@ -52,8 +52,7 @@ def _profile(trace, timeline, job: dict) -> dict | None:
 
 
 def run(job: dict) -> tuple[dict, list[np.ndarray]]:
-    from threadpoolctl import threadpool_limits
-
+    from grader.jobs import single_threaded_blas
     from nkisim import collector, cost
     from nkisim import program as programs
     from nkisim.execute import execute
@@ -61,7 +60,7 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
         data = fh.read()
     shared = _attach(job)
     if shared is not None:
-        _, inputs, room = shared          # the arrays keep the mapping alive
+        inputs, room = shared             # the arrays keep their mappings alive
     else:
         inputs = [np.load(os.path.join("inputs", f"arg{i}.npy"), allow_pickle=False, mmap_mode="r")
                   for i in range(job["n_inputs"])]
@@ -79,7 +78,7 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
     expected = job.get("expected_output")
     if expected is not None and declared is not None and declared != [expected]:
         return {"status": "mismatch", "declared": declared}, []
-    with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
+    with np.errstate(all="ignore"), single_threaded_blas():
         try:
             done = execute(program, inputs, placed=_placed(program, room), threads=matmul_threads(job))
         except programs.ProgramError as err:
@@ -133,14 +132,17 @@ def matmul_threads(job: dict, load: float | None = None) -> int:
 
 def _attach(job: dict) -> tuple | None:
     """The memory the grader shares with this process (grader.sharedmem: the inputs, and room
-    for the expected output), when it gave some: (mapping, inputs, output room or None)."""
-    fd = os.environ.pop("GRADER_SHARED_FD", None)
+    for the expected output), when it gave some: (inputs, output room or None)."""
+    listed = os.environ.pop("GRADER_SHARED_FD", None)
     layout = job.get("shared")
-    if fd is None or not isinstance(layout, dict):
+    if listed is None or not isinstance(layout, dict):
         return None
-    attached = sharedmem.attach(int(fd), layout)
-    os.close(int(fd))
-    return attached
+    fds = [int(fd) for fd in listed.split(",")]
+    try:
+        return sharedmem.attach(fds, layout)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _placed(program, room) -> dict | None:

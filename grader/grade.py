@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 import os
 import secrets
 import shutil
@@ -24,10 +25,10 @@ from .answer_pool import layout as answers_layout
 from .checks import check_output, layout_failure
 from .errors import GraderInputError
 from .events import CancelToken, ConfigEvent, ProgressEvent
-from .inputs import check_seed, config_inputs, config_seed
+from .inputs import check_seed, config_inputs, config_seed, shared_config_inputs
 from .precheck import compute_violations
 from .report import Report, TestResult
-from .runner import ConfigRun, RunnerJob, run_configuration
+from .runner import ConfigRun, RunnerJob, run_configuration, trace_configuration
 from .sandbox import Limits, capabilities
 from .spec import AssignmentSpec, TestSpec
 from .static import static_findings
@@ -56,7 +57,7 @@ class GradeOptions:
     limits: Limits = field(default_factory=Limits)   # per configuration; wall_seconds is also cut to the budget
     hide_paths: tuple[str, ...] = ()      # directories the child must not see (uploads, ...)
     answers: AnswerSet | None = None      # answers made ahead (grader.answer_pool): the run takes its seed
-    threads: int | None = None            # threads for the grade's own work (reference answers); None: every usable core
+    threads: int | None = None            # threads for the grade's own work (reference answers, matmuls); None: every usable core
 
 
 def neuron_available() -> bool:
@@ -125,6 +126,8 @@ class _Run:
         self.timeouts: dict[tuple[str, str], str] = {}   # (file, kernel) -> the message its timeout gave
         self.kernel_ran_ok: set[tuple[str, str]] = set()  # kernels that produced an output once
         self.budget_cut: list[str] = []                  # tests the budget left unrun
+        self.order: list[TestSpec] = []                  # the order tests run in, one at a time
+        self.ahead: _Tracing | None = None               # the next configuration's trace, begun early
         self.lock = threading.Lock()
         self.done = 0
         self.cores = list(options.neuron_cores)
@@ -180,10 +183,10 @@ class _Run:
                 f"that never ends, or work far beyond what the problem needs.")
 
     def _threads(self) -> int:
-        """Threads for a reference answer made during this grade: its share of the cores (a
-        worker running several grades at once says how many), by default every usable core, so
-        once the child is done the answer has the machine (shared by --jobs tests at once); each
-        thread keeps one BLAS thread."""
+        """Threads for this grade's own work, a reference answer's blocks and the executor's
+        matmul products: its share of the cores (a worker running several grades at once says
+        how many), by default every usable core (shared by --jobs tests at once), so once the
+        child is done the answer has the machine; each thread keeps one BLAS thread."""
         return self.opt.threads or max(1, len(os.sched_getaffinity(0)) // max(1, self.opt.jobs))
 
     def _reference_answer(self, test: TestSpec, index: int, args: list[np.ndarray], kwargs: dict,
@@ -305,20 +308,40 @@ class _Run:
     # ----- one configuration: traced in a sandboxed child, executed by a trusted process -----------
     def _run_config(self, test: TestSpec, index: int, config: dict) -> dict:
         seq = config_seed(self.seed, self.spec.tests.index(test), index)
-        args, kwargs = config_inputs(test.problem, config, seq)
-        check_seq = check_seed(seq)           # the downgrade check's samples
-        # the answer is worked out here, in the grader's process (beside the run once the kernel has run)
-        expected_future = self._reference_answer(test, index, args, kwargs, check_seq)
-        limits = self._config_limits(sum(a.nbytes for a in args))
         fspec = self.spec.files[test.file]
-        job = RunnerJob(backend=self.backend, filename=fspec.filename, source=self.sub.files[test.file],
-                        function=test.kernel, args=args, kwargs=kwargs,
-                        mode="benchmark" if test.timed else "correctness", warmup=test.warmup, iters=test.iters,
-                        platform=self.spec.platform, job_root=self.base, hide_paths=(self.root,) + self.hidden,
-                        neuron_core=self.cores[index % len(self.cores)] if self.backend == Backend.NEURON else None,
-                        neuron=self.neuron, input_names=fspec.functions[test.kernel][:len(args)],
-                        thresholds_us=test.thresholds_us, expected_output=problems.output(test.problem, config))
-        run = run_configuration(job, limits, self.cancel_event)
+        # tracing needs no input value: on the simulator it starts before the inputs are drawn (or
+        # began while the configuration before ran), and the executor once both are done
+        tracing = self._take_trace(test, index, config)
+        # the simulator's inputs are drawn straight into the sealed memory its executor maps: the
+        # one copy, which the reference answer below is worked out from as well
+        shared = None
+        try:
+            if self.backend == Backend.SIM:
+                shared, kwargs = shared_config_inputs(test.problem, config, seq)
+                args = shared.arrays
+            else:
+                args, kwargs = config_inputs(test.problem, config, seq)
+            if tracing is not None and ([(a.shape, a.dtype) for a in args] != tracing.specs or kwargs != tracing.kwargs):
+                raise RuntimeError(f"{test.problem}'s signature is not what its inputs are drawn as")
+            limits = self._config_limits(sum(a.nbytes for a in args))
+            check_seq = check_seed(seq)           # the downgrade check's samples
+            # the answer is worked out here, in the grader's process (beside the run once the kernel has run)
+            expected_future = self._reference_answer(test, index, args, kwargs, check_seq)
+            job = dataclasses.replace(self._job(test, index, config), args=args, kwargs=kwargs,
+                                      input_names=fspec.functions[test.kernel][:len(args)], shared_inputs=shared)
+            traced = tracing.background.result() if tracing is not None else None
+            if traced is not None and not isinstance(traced, ConfigRun):
+                self._trace_next(test, index)     # traced while this one executes
+            elif isinstance(traced, ConfigRun):
+                limits = tracing.limits          # what the tracing child ran under, for its messages
+            run = run_configuration(job, limits, self.cancel_event, traced=traced)
+        except BaseException:
+            if tracing is not None:
+                tracing.discard()             # its child is killed: nobody will read what it traced
+            raise
+        finally:
+            if shared is not None:
+                shared.close()          # the arrays stay readable
         label = _config_label(config)
         detail = {"config": label, "wall_s": run.wall_s}
         output = "\n".join(part for part in (run.child_output, run.printed) if part)
@@ -366,6 +389,59 @@ class _Run:
             return dict(base, status=TestStatus.PASSED, message="ok")
         return self._timed(test, config, label, run, base)
 
+    def _job(self, test: TestSpec, index: int, config: dict) -> RunnerJob:
+        """A configuration's job, without its inputs."""
+        fspec = self.spec.files[test.file]
+        return RunnerJob(backend=self.backend, filename=fspec.filename, source=self.sub.files[test.file],
+                         function=test.kernel, args=[], kwargs={},
+                         mode="benchmark" if test.timed else "correctness", warmup=test.warmup, iters=test.iters,
+                         platform=self.spec.platform, job_root=self.base, hide_paths=(self.root,) + self.hidden,
+                         neuron_core=self.cores[index % len(self.cores)] if self.backend == Backend.NEURON else None,
+                         neuron=self.neuron, thresholds_us=test.thresholds_us,
+                         expected_output=problems.output(test.problem, config), matmul_threads=self._threads())
+
+    def _start_trace(self, test: TestSpec, index: int, config: dict) -> _Tracing | None:
+        """Begin tracing a configuration from its signature (None: the problem has none, or the
+        backend is not the simulator); its child runs under that configuration's own limits."""
+        signature = problems.signature(test.problem, config) if self.backend == Backend.SIM else None
+        if signature is None:
+            return None
+        specs, kwargs = signature
+        limits = self._config_limits(sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in specs))
+        job = dataclasses.replace(self._job(test, index, config), kwargs=kwargs, arg_specs=specs,
+                                  input_names=self.spec.files[test.file].functions[test.kernel][:len(specs)])
+        stop = threading.Event()
+        background = _Background(lambda: trace_configuration(job, limits, _EitherSet(self.cancel_event, stop)),
+                                 name="trace")
+        return _Tracing((test.name, index), background, stop, limits,
+                        [(tuple(shape), np.dtype(dtype)) for shape, dtype in specs], kwargs)
+
+    def _take_trace(self, test: TestSpec, index: int, config: dict) -> _Tracing | None:
+        """This configuration's trace: begun early if it was the one expected next, else now (one
+        begun for a configuration that is not run is killed)."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None and ahead.key == (test.name, index):
+            return ahead
+        if ahead is not None:
+            ahead.discard()
+        return self._start_trace(test, index, config)
+
+    def _trace_next(self, test: TestSpec, index: int) -> None:
+        """Begin tracing the configuration that runs next (when tests run one at a time), so its
+        child traces while this one's executes; it is killed should that one not run after all."""
+        if self.opt.jobs > 1 or test not in self.order:
+            return
+        if index + 1 < len(test.configs):
+            after, at = test, index + 1
+        else:
+            position = self.order.index(test) + 1
+            if position >= len(self.order):
+                return
+            after, at = self.order[position], 0
+        if after.file not in self.sub.files or after.file in self.rejected or not after.configs:
+            return
+        self.ahead = self._start_trace(after, at, after.configs[at])
+
     def _timed(self, test: TestSpec, config: dict, label: str, run: ConfigRun, base: dict) -> dict:
         if run.latency_us is None:
             return dict(base, status=TestStatus.ERROR, message=f"{label}: no valid latency was measured")
@@ -392,6 +468,7 @@ class _Run:
                 self.flags.append(f"simulated_platform:{self.spec.platform}")
             untimed = [t for t in self.spec.tests if not t.timed]
             timed = [t for t in self.spec.tests if t.timed]
+            self.order = untimed + timed
             # each reference answer is worked out beside a single-threaded child: one BLAS thread
             # apiece keeps the two off each other's core (two threads here made it 20% slower)
             with threadpool_limits(limits=1, user_api="blas"):
@@ -400,6 +477,9 @@ class _Run:
                         for test, result in zip(batch, pool.map(self.run_test, batch)):
                             self.results[test.name] = result
         finally:
+            if self.ahead is not None:          # begun for a configuration that did not run
+                self.ahead.discard()
+                self.ahead = None
             shutil.rmtree(self.base, ignore_errors=True)
         ordered = [self.results[t.name] for t in self.spec.tests]
         missing = [fs.filename for key, fs in self.spec.files.items() if key not in self.sub.files]
@@ -432,6 +512,32 @@ class _Run:
         return "; ".join(notes)
 
 
+@dataclass
+class _Tracing:
+    """A configuration's tracing child, running on a thread of its own."""
+    key: tuple                          # (test name, configuration index)
+    background: _Background
+    stop: threading.Event
+    limits: Limits
+    specs: list                         # [(shape, dtype)] it traces for
+    kwargs: dict
+
+    def discard(self) -> None:
+        self.stop.set()
+        self.background.thread.join()
+
+
+class _EitherSet:
+    """Set when either event is (what run_child watches to kill a child: the grade's cancel, or
+    one configuration's own stop)."""
+
+    def __init__(self, *events: threading.Event) -> None:
+        self.events = events
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self.events)
+
+
 class _Deferred:
     """A computation run only when its result is asked for (the Future interface grade uses)."""
 
@@ -456,9 +562,9 @@ class _Background:
     """A computation started at once on a daemon thread: when the kernel fails and nobody asks
     for the answer, the grader's process need not wait for it to exit (a pool thread it must)."""
 
-    def __init__(self, compute: Callable[[], tuple]) -> None:
+    def __init__(self, compute: Callable[[], tuple], name: str = "reference-answer") -> None:
         self.value: list = []
-        self.thread = threading.Thread(target=self._run, args=(compute,), daemon=True, name="reference-answer")
+        self.thread = threading.Thread(target=self._run, args=(compute,), daemon=True, name=name)
         self.thread.start()
 
     def _run(self, compute) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import problems
+from . import problems, sharedmem
 
 
 def config_seed(seed: int, test_index: int, config_index: int) -> np.random.SeedSequence:
@@ -14,6 +14,13 @@ def config_seed(seed: int, test_index: int, config_index: int) -> np.random.Seed
 
 def config_inputs(problem: str, config: dict, seq: np.random.SeedSequence) -> tuple[list[np.ndarray], dict]:
     return problems.make_inputs(problem, config, np.random.default_rng(seq))
+
+
+def shared_config_inputs(problem: str, config: dict,
+                         seq: np.random.SeedSequence) -> tuple[sharedmem.SharedInputs, dict]:
+    """The same inputs, drawn straight into sealed memory the executor maps (grader.sharedmem):
+    one copy in all, written once. The caller closes it (its arrays stay valid)."""
+    return sharedmem.draw(lambda empty: problems.make_inputs(problem, config, np.random.default_rng(seq), empty))
 
 
 def check_seed(seq: np.random.SeedSequence) -> np.random.SeedSequence:

@@ -9,6 +9,24 @@ import os
 import sys
 from typing import Callable
 
+_BLAS: list = []        # the process's threadpoolctl controller, once made
+
+
+def blas_controller():
+    """threadpoolctl's view of the BLAS libraries loaded here. Finding them (every loaded
+    library scanned and opened with ctypes) costs ~3 ms in a freshly forked child, for every
+    configuration: the zygote makes it once, before it forks (grader.zygote), and each job
+    inherits it, as it inherits the libraries themselves."""
+    if not _BLAS:
+        from threadpoolctl import ThreadpoolController
+        _BLAS.append(ThreadpoolController())
+    return _BLAS[0]
+
+
+def single_threaded_blas():
+    """A context in which BLAS runs one thread, as threadpool_limits(limits=1, user_api="blas")."""
+    return blas_controller().limit(limits=1, user_api="blas")
+
 
 def serve_job(run: Callable[[dict], tuple], write: Callable[..., None],
               on_error: Callable[[BaseException, dict], tuple]) -> None:

@@ -53,6 +53,12 @@ class RunnerJob:
     max_instructions: int = 2_000_000
     thresholds_us: dict | None = None   # for the profile's picture
     expected_output: tuple | None = None  # (shape, dtype) the test expects; None: no check before executing
+    # `args` as drawn into sealed shared memory (grader.sharedmem), given to the executor as they
+    # are; None: the simulator's executor gets a sealed copy of `args`. The caller closes it.
+    shared_inputs: sharedmem.SharedInputs | None = None
+    # (shape, dtype) of each array argument, for tracing before `args` are drawn; None: `args`'
+    arg_specs: list | None = None
+    matmul_threads: int | None = None   # the simulator's executor: at most this many matmul threads (the grade's share of the cores)
 
 
 @dataclass
@@ -72,17 +78,32 @@ class ConfigRun:
     declared: list | None = None        # mismatch: (shape, dtype name) of each output the program declares
 
 
-def run_configuration(job: RunnerJob, limits: Limits, cancel: threading.Event | None = None) -> ConfigRun:
-    base = tempfile.mkdtemp(prefix="cfg-", dir=job.job_root or None)
+def run_configuration(job: RunnerJob, limits: Limits, cancel: threading.Event | None = None,
+                      traced: tuple | ConfigRun | None = None) -> ConfigRun:
+    """Trace (unless `traced`, what trace_configuration gave for this job, is given) and execute."""
+    if traced is None:
+        traced = trace_configuration(job, limits, cancel)
+    if isinstance(traced, ConfigRun):
+        return traced
+    artifact, child = traced
+    base = tempfile.mkdtemp(prefix="exec-", dir=job.job_root or None)
     try:
-        traced = _trace(job, os.path.join(base, "trace"), limits, cancel)
-        if isinstance(traced, ConfigRun):
-            return traced
-        artifact, child = traced
         done = _execute(job, os.path.join(base, "exec"), artifact, limits, cancel)
         done.child_output = wire.bounded_text(child.output, 4000)
         done.wall_s = round(child.wall_seconds + done.wall_s, 3)
         return done
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def trace_configuration(job: RunnerJob, limits: Limits,
+                        cancel: threading.Event | None = None) -> tuple[memoryview, ChildResult] | ConfigRun:
+    """The untrusted half alone: the artifact and the child's result, or the run's verdict when
+    tracing failed. It needs no input value (job.arg_specs will do), so it may run while the
+    inputs are drawn."""
+    base = tempfile.mkdtemp(prefix="trace-", dir=job.job_root or None)
+    try:
+        return _trace(job, os.path.join(base, "trace"), limits, cancel)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -107,7 +128,7 @@ def _trace(job: RunnerJob, workdir: str, limits: Limits, cancel) -> tuple[memory
     with open(os.path.join(workdir, "job.json"), "w") as fh:
         # what tracing needs, and nothing that tells a timed run from a correctness run
         json.dump({"backend": job.backend, "file": job.filename, "function": job.function,
-                   "inputs": [[list(a.shape), a.dtype.str] for a in job.args], "kwargs": job.kwargs,
+                   "inputs": _input_specs(job), "kwargs": job.kwargs,
                    "platform": job.platform, "compile_options": job.compile_options,
                    "line": job.neuron["line"] if job.neuron else None}, fh)
     child = run_child([sys.executable, "-I", "-m", "grader.child"], workdir, limits=limits,
@@ -128,6 +149,12 @@ def _trace(job: RunnerJob, workdir: str, limits: Limits, cancel) -> tuple[memory
         return ConfigRun("invalid", f"the kernel's process sent back a malformed result ({err})",
                          child_output=wire.bounded_text(child.output, 4000), wall_s=child.wall_seconds)
     return memoryview(child.result)[pos:], child          # no copy: the grader holds one result at most
+
+
+def _input_specs(job: RunnerJob) -> list:
+    if job.arg_specs is not None:
+        return [[[int(n) for n in shape], np.dtype(dtype).str] for shape, dtype in job.arg_specs]
+    return [[list(a.shape), a.dtype.str] for a in job.args]
 
 
 def _kernel_error(header: dict) -> str:
@@ -159,16 +186,23 @@ def _process_failure(child: ChildResult, limits: Limits, who: str) -> ConfigRun 
 def _execute(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel) -> ConfigRun:
     # the simulator's executor gets the inputs (and room for the output) in memory shared with
     # it alone (grader.sharedmem); the Neuron runner reads files
-    shared = sharedmem.create(job.args, job.expected_output if _expected_output(job) else None) \
-        if job.backend == Backend.SIM else None
+    if job.backend != Backend.SIM:
+        return _execute_with(job, workdir, artifact, limits, cancel, None)
+    inputs = job.shared_inputs if job.shared_inputs is not None else sharedmem.share(job.args)
+    room = None
     try:
-        return _execute_with(job, workdir, artifact, limits, cancel, shared)
+        expected = _expected_output(job)
+        room = sharedmem.output_room(*expected) if expected else None
+        return _execute_with(job, workdir, artifact, limits, cancel, (inputs, room))
     finally:
-        if shared is not None:
-            os.close(shared[0])
+        if inputs is not job.shared_inputs:
+            inputs.close()
+        if room is not None:
+            os.close(room[0])
 
 
 def _execute_with(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel, shared) -> ConfigRun:
+    """`shared`: (SharedInputs, (output memfd, size) or None) for the simulator's executor."""
     if shared is None:
         os.makedirs(os.path.join(workdir, "inputs"))
         for i, a in enumerate(job.args):
@@ -178,41 +212,43 @@ def _execute_with(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel
     name = "program.bin" if job.backend == Backend.SIM else "kernel.neff"
     with open(os.path.join(workdir, name), "wb") as fh:
         fh.write(artifact)
+    inputs, room = shared if shared is not None else (None, None)
+    layout = {"inputs": inputs.layout, "output": room[1] if room else None} if shared is not None else None
     with open(os.path.join(workdir, "job.json"), "w") as fh:
         json.dump({"n_inputs": len(job.args), "mode": job.mode, "platform": job.platform,
                    "max_instructions": job.max_instructions, "thresholds_us": job.thresholds_us,
                    "warmup": job.warmup, "iters": job.iters, "neuron_core": job.neuron_core,
                    "neuron": job.neuron, "input_names": list(job.input_names),
-                   "expected_output": _expected_output(job), "shared": shared[1] if shared else None}, fh)
+                   "expected_output": _expected_output(job), "shared": layout,
+                   "matmul_threads": job.matmul_threads}, fh)
     module = "grader.executor" if name == "program.bin" else "grader.neuron"
+    fds = () if shared is None else (inputs.fd,) + ((room[0],) if room else ())
     done = run_child([sys.executable, "-I", "-m", module], workdir, limits=limits,
                      env=minimal_env(_neuron_env(job, limits)), hide_paths=(job.job_root,) + tuple(job.hide_paths),
-                     own_uid=job.backend == Backend.SIM, cancel=cancel, shared_fd=shared[0] if shared else None)
-    if shared is not None:
-        sharedmem.release_inputs(*shared)
+                     own_uid=job.backend == Backend.SIM, cancel=cancel, shared_fds=fds)
     failed = _process_failure(done, limits, "running the kernel's program")
     if failed is not None:
         if failed.status == "crashed" and done.killed_by == "memory limit":
             failed.message = "the kernel's program needs more memory than the grader allows"
         return failed
     try:
-        return _parse_execution(done, limits, _shared_output(shared, job))
+        return _parse_execution(done, limits, _shared_output(room, job))
     except wire.BadResult as err:
         return ConfigRun("invalid", f"running the kernel's program gave a malformed result ({err})",
                          wall_s=done.wall_seconds)
 
 
-def _shared_output(shared, job: RunnerJob):
-    """A function giving the expected output from the output's room in the shared memory (see
+def _shared_output(room, job: RunnerJob):
+    """A function giving the expected output from its room in shared memory (see
     grader.sharedmem); None without such a room."""
-    if shared is None or not shared[1].get("output"):
+    if room is None:
         return None
-    fd, layout = shared
+    fd, size = room
 
     def read() -> np.ndarray:
         shape, dtype = job.expected_output
         try:
-            return sharedmem.read_output(fd, layout, shape, np.dtype(dtype))
+            return sharedmem.read_output(fd, size, shape, np.dtype(dtype))
         except ValueError as err:
             raise wire.BadResult(str(err)) from None
     return read

@@ -558,21 +558,20 @@ def _module_of(argv: list[str]) -> str | None:
 
 
 def _launch(argv: list[str], workdir: str, env: dict[str, str], fds: tuple[int, int, int],
-            shared: int | None = None):
+            shared: tuple[int, ...] = ()):
     """Start the child through the zygote when it can run it, else as a fresh process. `shared`:
-    one more descriptor the child inherits, its number in GRADER_SHARED_FD."""
+    more descriptors the child inherits, their numbers in GRADER_SHARED_FD (comma-separated)."""
     module = _module_of(argv)
     if module is not None:
-        child = ZYGOTE.spawn(module, workdir, env, fds + ((shared,) if shared is not None else ()))
+        child = ZYGOTE.spawn(module, workdir, env, fds + tuple(shared))
         if child is not None:
             return child
     out, err, result = fds
-    extra = {"GRADER_SHARED_FD": str(shared)} if shared is not None else {}
+    extra = {"GRADER_SHARED_FD": ",".join(str(fd) for fd in shared)} if shared else {}
     return subprocess.Popen(argv, cwd=workdir, env=dict(env, GRADER_RESULT_FD=str(result),
                                                         GRADER_PARENT_PID=str(os.getpid()), **extra),
                             stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                            pass_fds=(result,) + ((shared,) if shared is not None else ()),
-                            start_new_session=True, close_fds=True)
+                            pass_fds=(result, *shared), start_new_session=True, close_fds=True)
 
 
 @dataclass
@@ -610,7 +609,7 @@ def kill_all_children() -> int:
 def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, str],
               hide_paths: tuple[str, ...] = (), own_uid: bool = True,
               cancel: threading.Event | None = None, view_extra: tuple[str, ...] = (),
-              shared_fd: int | None = None) -> ChildResult:
+              shared_fds: tuple[int, ...] = ()) -> ChildResult:
     """Run `argv` (a Python child that calls `enter()` first) in `workdir` under the sandbox;
     the child finds the result pipe's descriptor in GRADER_RESULT_FD. No preexec_fn: the
     grader runs tests from several threads, where forking with Python code is unsafe, so the
@@ -619,9 +618,10 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
     Neuron device nodes and runtime files are not open to an arbitrary uid. Setting `cancel`
     kills the child's whole process group at once and returns a result marked cancelled (its
     job directory removed). `view_extra`: more files or directories the child may read (a
-    trusted process that runs another grader module, say), beside view_plan(). `shared_fd`: a
-    descriptor the child inherits as well (only trusted children get one: the memory the executor
-    shares with the grader, grader.sharedmem), its number in the child's GRADER_SHARED_FD."""
+    trusted process that runs another grader module, say), beside view_plan(). `shared_fds`:
+    descriptors the child inherits as well (only trusted children get any: the memory the
+    executor shares with the grader, grader.sharedmem), their numbers in the child's
+    GRADER_SHARED_FD, comma-separated."""
     caps = capabilities()
     cgroups = _make_cgroups(caps, limits)
     userns = 0 if os.geteuid() == 0 else CLONE_NEWUSER
@@ -644,7 +644,7 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
     pipes = [os.pipe() for _ in range(3)]            # stdout, stderr, result
     start = time.monotonic()
     try:
-        proc = _launch(argv, workdir, child_env, tuple(w for _, w in pipes), shared_fd)
+        proc = _launch(argv, workdir, child_env, tuple(w for _, w in pipes), tuple(shared_fds))
     except BaseException:
         for r, _ in pipes:
             os.close(r)

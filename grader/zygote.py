@@ -5,8 +5,9 @@ Starting a fresh Python and importing NumPy and nkisim costs about 0.15 s, paid 
 configuration the grader runs: most of the sandbox's overhead. The zygote pays it once. It
 imports the named modules (never student code), then waits on the control socket FD for job
 requests, each a JSON message {module, cwd, env} with four descriptors: a reply socket and
-the write ends of the job's stdout, stderr and result pipes; and for a trusted job a fifth, the
-memory it shares with the grader (grader.sharedmem; the job gets it as fd 4, GRADER_SHARED_FD).
+the write ends of the job's stdout, stderr and result pipes; and for a trusted job up to two more,
+the memory it shares with the grader (grader.sharedmem; the job gets them as fds 4 and 5, listed in
+GRADER_SHARED_FD).
 
 For every request it forks a monitor, which forks the job process and reports on the reply
 socket the job's pid, then its exit code (as `subprocess` gives it: negative for a signal) and
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import fcntl
 import gc
 import importlib
 import json
@@ -43,7 +45,8 @@ import time
 
 CLONE_NEWPID = 0x20000000
 RESULT_FD = 3
-SHARED_FD = 4            # a job's one shared descriptor, when it has one (the executor's, grader.sharedmem)
+SHARED_FD = 4            # a job's first shared descriptor, when it has any (the executor's, grader.sharedmem)
+MAX_SHARED = 2
 MAX_REQUEST = 1 << 20
 PR_SET_PDEATHSIG = 1
 
@@ -159,7 +162,7 @@ class Zygote:
 
     def spawn(self, module: str, workdir: str, env: dict[str, str], fds: tuple[int, ...]) -> _ZygoteChild | None:
         """Start `module` as a job: `fds` are its stdout, stderr and result pipes, and optionally
-        one shared descriptor (the job gets it as fd 4, named in GRADER_SHARED_FD)."""
+        up to MAX_SHARED shared descriptors (the job gets them from fd 4 on, listed in GRADER_SHARED_FD)."""
         message = json.dumps({"module": module, "cwd": workdir, "env": env}).encode()
         for attempt in (1, 2):                  # again with a new zygote if this one just died
             child = self._request(self._ensure(fresh=attempt == 2), message, fds)
@@ -206,7 +209,7 @@ atexit.register(ZYGOTE.stop)
 
 # ----- the server's end ---------------------------------------------------------------------
 
-def _become_job(job: dict, out: int, err: int, result: int, monitor: int, shared: int | None = None,
+def _become_job(job: dict, out: int, err: int, result: int, monitor: int, shared: tuple[int, ...] = (),
                 alive: int | None = None) -> None:
     """In the forked job process: never returns. `alive`: the read end of a pipe the monitor
     holds open, when the job is the first process of a PID namespace the monitor made (its
@@ -222,16 +225,18 @@ def _become_job(job: dict, out: int, err: int, result: int, monitor: int, shared
         os.dup2(out, 1)
         os.dup2(err, 2)
         os.dup2(result, RESULT_FD)
-        if shared is not None:
-            os.dup2(shared, SHARED_FD)
-        os.closerange((RESULT_FD if shared is None else SHARED_FD) + 1, os.sysconf("SC_OPEN_MAX"))
+        # moved above every target number first: one of them may be another's source
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, SHARED_FD + MAX_SHARED) for fd in shared]
+        for number, fd in enumerate(high, SHARED_FD):
+            os.dup2(fd, number)
+        os.closerange(RESULT_FD + len(shared) + 1, os.sysconf("SC_OPEN_MAX"))
         os.chdir(job["cwd"])
         os.environ.clear()
         os.environ.update(job["env"])
         os.environ["GRADER_RESULT_FD"] = str(RESULT_FD)
         os.environ["GRADER_PARENT_PID"] = str(monitor)
-        if shared is not None:
-            os.environ["GRADER_SHARED_FD"] = str(SHARED_FD)
+        if shared:
+            os.environ["GRADER_SHARED_FD"] = ",".join(str(SHARED_FD + i) for i in range(len(shared)))
         sys.argv = [job["module"]]
         # a fresh copy runs as __main__, as under -m; its imports stay preloaded
         sys.modules.pop(job["module"], None)
@@ -281,7 +286,7 @@ def _monitor(job: dict, fds: list[int], zygote: int) -> None:
             os.close(reply)
             if alive_w is not None:
                 os.close(alive_w)
-            _become_job(job, out, err, result, monitor, shared[0] if shared else None, alive_r)
+            _become_job(job, out, err, result, monitor, tuple(shared), alive_r)
         if conf is not None:
             os.close(alive_r)
             _clean_up_if_orphaned(pid, dict(conf, job=job["cwd"]), zygote)
@@ -333,12 +338,12 @@ def serve(control: socket.socket, parent: int) -> None:
         if any(key.fileobj == grader for key, _ in events.select()):
             return                                      # the grader is gone
         try:
-            message, fds, _, _ = socket.recv_fds(control, MAX_REQUEST, 5)
+            message, fds, _, _ = socket.recv_fds(control, MAX_REQUEST, 4 + MAX_SHARED)
         except (OSError, InterruptedError):
             return
         if not message:
             return                                      # the grader closed the socket
-        if len(fds) not in (4, 5):
+        if not 4 <= len(fds) <= 4 + MAX_SHARED:
             for fd in fds:
                 os.close(fd)
             continue
@@ -359,6 +364,12 @@ def main() -> None:
         try:
             importlib.import_module(name)
         except Exception:       # noqa: BLE001 - a job that needs it will import it and fail there
+            pass
+    jobs = sys.modules.get("grader.jobs")
+    if jobs is not None:
+        try:
+            jobs.blas_controller()      # the BLAS libraries found once, not by every job
+        except Exception:       # noqa: BLE001 - each job finds them itself then
             pass
     gc.freeze()         # the preloaded objects stay out of every collection: forks share their pages
     serve(control, parent)

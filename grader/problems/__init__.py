@@ -18,8 +18,17 @@ def get(name: str) -> Problem:
         raise ValueError(f"unknown problem {name!r}: known problems are {', '.join(sorted(REGISTRY))}") from None
 
 
-def make_inputs(problem: str, config: dict, rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
-    return get(problem).make_inputs(config, rng)
+def make_inputs(problem: str, config: dict, rng: np.random.Generator, empty=np.empty) -> tuple[list[np.ndarray], dict]:
+    """A configuration's inputs and keyword arguments, each array made by `empty` (np.empty's
+    signature) and written once."""
+    return get(problem).make_inputs(config, rng, empty)
+
+
+def signature(problem: str, config: dict) -> tuple[list[tuple[tuple[int, ...], np.dtype]], dict] | None:
+    """([(shape, dtype) of each array argument], keyword arguments) of `config` without drawing
+    them, as make_inputs gives them; None when the problem cannot tell."""
+    known = get(problem).signature
+    return known(config) if known is not None else None
 
 
 def reference(problem: str, args: list[np.ndarray], kwargs: dict, threads: int = 1) -> np.ndarray:

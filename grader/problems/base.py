@@ -13,7 +13,8 @@ class Problem:
     name: str                                   # the spec's `problem = "..."`
     kernel: str                                 # the function the student's file defines
     config_keys: tuple[str, ...]                # keys every config of this problem must give
-    make_inputs: Callable[[dict, np.random.Generator], tuple[list[np.ndarray], dict]]
+    # (config, rng, empty): the arrays made with `empty` (np.empty's signature), drawn from rng
+    make_inputs: Callable[[dict, np.random.Generator, Callable], tuple[list[np.ndarray], dict]]
     reference: Callable[..., np.ndarray]   # (args, kwargs, threads=1): in the grader, never student code
     work: Callable[[dict], tuple[float, float]]  # (Tensor Engine FLOPs, HBM bytes) any correct kernel needs
     label: Callable[[dict], str]                 # a config as the student reads it in a message
@@ -27,6 +28,10 @@ class Problem:
     sample: Callable | None = None
     slice_output: Callable | None = None
     sampled_reference: Callable | None = None
+    # what the kernel is called with, known without drawing a value: ([(shape, dtype) of each
+    # array argument], the scalar keyword arguments), as make_inputs gives them; tracing needs no
+    # more, so it can start before the inputs are drawn (None: it waits for them)
+    signature: Callable[[dict], tuple[list[tuple[tuple[int, ...], np.dtype]], dict]] | None = None
 
     def roofline_us(self, config: dict) -> float:
         """Lower bound on Trn2 latency: fixed overhead + max(compute at peak, traffic at DMA bandwidth)."""
@@ -36,7 +41,29 @@ class Problem:
         return (p.bench_overhead_ns + max(flops / peak, moved / p.dma_bytes_per_ns)) / 1e3
 
 
-def uniform(rng: np.random.Generator, dtype: np.dtype, *shape: int) -> np.ndarray:
-    """Uniform [0, 1) values in `dtype`, as the course's np.random.rand inputs. Not copied
-    when `dtype` is float32 already (a batch-4 224x224 image is 205 MB)."""
-    return rng.random(shape, dtype=np.float32).astype(dtype, copy=False)
+DRAW_CHUNK = 1 << 20        # float32 values drawn at a time for a narrower dtype (4 MB)
+
+
+def uniform(rng: np.random.Generator, dtype: np.dtype, *shape: int, empty=np.empty) -> np.ndarray:
+    """Uniform [0, 1) values in `dtype`, as the course's np.random.rand inputs: float32 draws
+    (then cast), in an array made by `empty` (np.empty's signature: shared memory, say), which
+    the draw is the only write to. A narrower dtype is drawn in float32 chunks, which give the
+    same values as one whole draw (a float32 draw keeps the unused half of each 64-bit word for
+    the next call), so no float32 copy of a whole input is ever made."""
+    out = empty(shape, dtype)
+    if out.dtype == np.float32:
+        rng.random(out=out, dtype=np.float32)
+        return out
+    flat = out.reshape(-1)
+    chunk = np.empty(min(DRAW_CHUNK, flat.size), np.float32)
+    for start in range(0, flat.size, DRAW_CHUNK):
+        part = chunk[:min(DRAW_CHUNK, flat.size - start)]
+        rng.random(out=part, dtype=np.float32)
+        flat[start:start + part.size] = part
+    return out
+
+
+def zeros(dtype: np.dtype, *shape: int, empty=np.empty) -> np.ndarray:
+    out = empty(shape, dtype)
+    out.fill(0)
+    return out

@@ -5,16 +5,23 @@ import numpy as np
 
 from reference_kernels.numpy_reference import conv2d_maxpool_reference
 
-from .base import Problem, uniform
+from .base import Problem, uniform, zeros
 
 
-def make_inputs(config: dict, rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
+def make_inputs(config: dict, rng: np.random.Generator, empty=np.empty) -> tuple[list[np.ndarray], dict]:
     c = config
     dtype = np.dtype(c.get("dtype", "float32"))
-    x = uniform(rng, dtype, c["batch"], c["c_in"], c["height"], c["width"])
-    w = uniform(rng, dtype, c["c_out"], c["c_in"], c["k"], c["k"])
-    bias = uniform(rng, dtype, c["c_out"]) if c.get("bias") else np.zeros(c["c_out"], dtype)
+    x = uniform(rng, dtype, c["batch"], c["c_in"], c["height"], c["width"], empty=empty)
+    w = uniform(rng, dtype, c["c_out"], c["c_in"], c["k"], c["k"], empty=empty)
+    bias = uniform(rng, dtype, c["c_out"], empty=empty) if c.get("bias") else zeros(dtype, c["c_out"], empty=empty)
     return [x, w, bias], {"pool_size": int(c.get("pool", 1))}
+
+
+def signature(config: dict) -> tuple[list[tuple[tuple[int, ...], np.dtype]], dict]:
+    c = config
+    dtype = np.dtype(c.get("dtype", "float32"))
+    return ([((c["batch"], c["c_in"], c["height"], c["width"]), dtype), ((c["c_out"], c["c_in"], c["k"], c["k"]), dtype),
+             ((c["c_out"],), dtype)], {"pool_size": int(c.get("pool", 1))})
 
 
 def reference(args: list[np.ndarray], kwargs: dict, threads: int = 1) -> np.ndarray:
@@ -63,4 +70,5 @@ def sampled_reference(args: list[np.ndarray], kwargs: dict, channels: np.ndarray
 PROBLEM = Problem(name="conv2d", kernel="fused_conv2d_maxpool",
                   config_keys=("batch", "c_in", "c_out", "height", "width", "k"),
                   make_inputs=make_inputs, reference=reference, work=work, label=label, output=output,
-                  sample=sample, slice_output=slice_output, sampled_reference=sampled_reference)
+                  sample=sample, slice_output=slice_output, sampled_reference=sampled_reference,
+                  signature=signature)

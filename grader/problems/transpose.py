@@ -8,8 +8,12 @@ from reference_kernels.numpy_reference import transpose_reference
 from .base import Problem, uniform
 
 
-def make_inputs(config: dict, rng: np.random.Generator) -> tuple[list[np.ndarray], dict]:
-    return [uniform(rng, np.dtype(config.get("dtype", "float32")), config["m"], config["n"])], {}
+def make_inputs(config: dict, rng: np.random.Generator, empty=np.empty) -> tuple[list[np.ndarray], dict]:
+    return [uniform(rng, np.dtype(config.get("dtype", "float32")), config["m"], config["n"], empty=empty)], {}
+
+
+def signature(config: dict) -> tuple[list[tuple[tuple[int, ...], np.dtype]], dict]:
+    return [((config["m"], config["n"]), np.dtype(config.get("dtype", "float32")))], {}
 
 
 def reference(args: list[np.ndarray], kwargs: dict, threads: int = 1) -> np.ndarray:    # one copy: no use for threads
@@ -31,4 +35,4 @@ def label(config: dict) -> str:
 
 PROBLEM = Problem(name="transpose", kernel="matrix_transpose", config_keys=("m", "n"),
                   make_inputs=make_inputs, reference=reference, work=work, label=label, output=output,
-                  allowed_instructions=frozenset({"nc_transpose"}))
+                  allowed_instructions=frozenset({"nc_transpose"}), signature=signature)

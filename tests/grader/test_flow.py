@@ -464,21 +464,29 @@ def test_timed_runs_are_checked_at_the_correctness_tolerance(spec):
 
 def test_a_grade_spreads_its_reference_answers_over_the_threads_it_is_given(spec, monkeypatch):
     """A worker running several grades at once gives each its share of the cores
-    (GradeOptions.threads); by default a lone grade's answers use every usable core."""
-    threads = []
+    (GradeOptions.threads), for its reference answers and its executor's matmul threads; by
+    default a lone grade uses every usable core."""
+    import grader.grade as grade_module
+    threads, executors = [], []
     real = problems.REGISTRY["conv2d"]
+    run_configuration = grade_module.run_configuration
 
     def counted(args, kwargs, **how):
         threads.append(how["threads"])
         return real.reference(args, kwargs, **how)
 
+    def run(job, *rest, **kw):
+        executors.append(job.matmul_threads)
+        return run_configuration(job, *rest, **kw)
+
     monkeypatch.setitem(problems.REGISTRY, "conv2d", dataclasses.replace(real, reference=counted))
+    monkeypatch.setattr(grade_module, "run_configuration", run)
     sub = grader.submission_from_bytes("conv2d.py", CONV, spec)
     shared = grader.grade(sub, spec, grader.GradeOptions(backend="sim", seed=1, threads=3))
-    assert shared.score.total == 9 and threads == [3] * 5
-    threads.clear()
+    assert shared.score.total == 9 and threads == [3] * 5 and executors == [3] * 5
+    threads.clear(), executors.clear()
     grader.grade(sub, spec, grader.GradeOptions(backend="sim", seed=1))
-    assert threads == [len(os.sched_getaffinity(0))] * 5
+    assert threads == executors == [len(os.sched_getaffinity(0))] * 5
 
 
 def test_a_kernel_that_fails_at_once_costs_no_reference_work(spec, monkeypatch):

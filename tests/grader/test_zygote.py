@@ -82,6 +82,19 @@ def test_a_job_finds_what_either_child_imports_loaded_and_its_cpu_time_comes_bac
     assert result.cpu_seconds is not None and result.cpu_seconds >= 0.3
 
 
+def test_a_job_inherits_the_blas_libraries_found_once_and_the_executor_runs_blas_on_one_thread(tmp_path):
+    # finding them costs a forked child ~3 ms per configuration: the zygote does it before it
+    # forks; the executor's single-threaded BLAS (what its results' bits and the grade's CPU
+    # planning rely on) still holds, read from the library itself inside the context
+    body = ("import grader.jobs as j; print('found', bool(j._BLAS))\n"
+            "    with j.single_threaded_blas():\n"
+            "        print('threads', sorted({c.num_threads for c in j.blas_controller().select(user_api='blas').lib_controllers}))")
+    result = run(job_dir(tmp_path, body))
+    assert result.returncode == 0, result.output
+    assert "found True" in result.stdout
+    assert "threads [1]" in result.stdout, result.stdout
+
+
 def test_exit_codes_signals_and_timeouts_come_back_as_from_a_process(tmp_path):
     exited = run(job_dir(tmp_path, "import os; os._exit(7)"))
     assert exited.returncode == 7 and exited.killed_by == "" and exited.result == b""

@@ -1,0 +1,114 @@
+"""A simulated configuration's kernel is traced while its inputs are drawn (grader.grade starts the
+tracing child from the problem's signature: the arguments' shapes, dtypes and scalars, which
+tracing needs and which hold no value). So the signature must be exactly what the inputs are
+drawn as, for every configuration a spec can hold; a grade traced this way is the grade it was."""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grader import problems, sandbox, spec as specs
+from grader.grade import GradeOptions, grade
+from grader.inputs import config_inputs, config_seed
+from grader.runner import ConfigRun, RunnerJob, run_configuration, trace_configuration
+from grader.sandbox import Limits
+from grader.spec import parse
+from grader.submission import Submission
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = sorted({(t.problem, tuple(sorted(c.items()))) for name in specs.available()
+                  for t in specs.load(name).tests for c in t.configs})
+
+
+@pytest.mark.parametrize("problem, items", CONFIGS, ids=lambda v: "-".join(map(str, v)) if isinstance(v, tuple) else v)
+def test_every_configuration_a_spec_holds_has_the_signature_its_inputs_are_drawn_as(problem, items):
+    config = dict(items)
+    args, kwargs = config_inputs(problem, config, config_seed(5, 0, 0))
+    specs_, signed_kwargs = problems.signature(problem, config)
+    assert [(a.shape, a.dtype) for a in args] == [(tuple(s), np.dtype(d)) for s, d in specs_]
+    assert kwargs == signed_kwargs
+
+
+def test_a_configuration_traced_from_its_signature_runs_as_one_traced_from_its_inputs(tmp_path):
+    """The same program, outputs and latency as tracing from the drawn arrays."""
+    source = (ROOT / "reference_kernels" / "conv2d_optimized.py").read_text()
+    config = dict(batch=1, c_in=128, c_out=128, height=12, width=10, k=3, bias=True, pool=2, dtype="float16")
+    args, kwargs = config_inputs("conv2d", config, config_seed(8, 1, 0))
+    job = RunnerJob(backend="sim", filename="conv2d.py", source=source, function="fused_conv2d_maxpool",
+                    args=args, kwargs=kwargs, mode="benchmark", job_root=str(tmp_path),
+                    expected_output=problems.output("conv2d", config))
+    specs_, signed_kwargs = problems.signature("conv2d", config)
+    ahead = RunnerJob(**dict(job.__dict__, args=[], kwargs=signed_kwargs, arg_specs=specs_))
+    traced = trace_configuration(ahead, Limits(wall_seconds=120.0))
+    assert not isinstance(traced, ConfigRun), traced.message
+    first = run_configuration(job, Limits(wall_seconds=120.0), traced=traced)
+    again = run_configuration(job, Limits(wall_seconds=120.0))
+    assert first.status == again.status == "ok", (first.message, again.message)
+    assert bytes(traced[0]) and first.latency_us == again.latency_us and first.instructions == again.instructions
+    assert first.outputs[0].tobytes() == again.outputs[0].tobytes()
+
+
+# ----------------------------------------------------------------------------- the next configuration's trace
+
+BASE = dict(batch=1, c_in=128, c_out=128, height=10, width=10, k=3, bias=True, pool=1, dtype="float32")
+A, B, C = BASE, dict(BASE, height=12), dict(BASE, width=12)
+SPEC = parse({
+    "assignment": "trace-ahead", "spec_version": "1", "thresholds_version": "test", "platform": "trn2",
+    "files": {"conv2d": {"archive_path": "conv2d.py",
+                         "functions": {"fused_conv2d_maxpool": ["X", "W", "bias", "pool_size"]}}},
+    "tolerances": {"correctness": {"rtol": 1e-5, "atol": 1e-8}, "float32": {"rtol": 1e-4, "atol": 1e-4}},
+    "tests": [{"name": "two", "kind": "correctness", "file": "conv2d", "problem": "conv2d", "points": 1.0,
+               "configs": [A, B]},
+              {"name": "one", "kind": "correctness", "file": "conv2d", "problem": "conv2d", "points": 1.0,
+               "configs": [C]}]})
+HONEST = (ROOT / "reference_kernels" / "conv2d_relaxed.py").read_text()
+
+
+def wrapped(body: str) -> str:
+    """The honest kernel, but `body` first (it sees only shapes: the kernel is being traced)."""
+    return HONEST + ("\n\n_honest = fused_conv2d_maxpool\n\n\ndef fused_conv2d_maxpool(X, W, bias, pool_size=1):\n"
+                     + "".join(f"    {line}\n" for line in body.splitlines())
+                     + "    return _honest(X, W, bias, pool_size)\n")
+
+
+def grade_it(source: str, wall: float):
+    sub = Submission(files={"conv2d": source}, filenames={"conv2d": "conv2d.py"},
+                     sha256=hashlib.sha256(source.encode()).hexdigest(), origin="conv2d.py")
+    start = time.monotonic()
+    report = grade(sub, SPEC, GradeOptions(backend="sim", seed=3, limits=Limits(wall_seconds=wall)))
+    return report, time.monotonic() - start
+
+
+def nothing_left_running():
+    return not sandbox._RUNNING and not [t for t in threading.enumerate() if t.name == "trace"]
+
+
+def test_a_kernel_that_hangs_tracing_the_next_configuration_times_out_naming_that_configuration():
+    """Its trace began while the configuration before it executed: the timeout still counts the
+    limit of one configuration and names the one that hung."""
+    report, _ = grade_it(wrapped("if X.shape[2] == 12:\n    while True:\n        pass"), wall=4.0)
+    two, one = report.tests
+    assert two.status == "error" and two.points == 0, (two.status, two.message)
+    assert "stopped after 4 s, the limit for one configuration" in two.message, two.message
+    assert "10x10" not in two.message and "12x10" in two.message, two.message
+    assert [c["config"] for c in two.details["configs"]] == ["B=1 C_in=128 C_out=128 10x10 pool=1 float32",
+                                                             "B=1 C_in=128 C_out=128 12x10 pool=1 float32"]
+    assert one.status == "error" and one.details.get("not_run") == "timed_out"
+    assert nothing_left_running()
+
+
+def test_a_trace_begun_for_a_configuration_that_never_runs_is_killed_at_once():
+    """The first configuration fails (its program declares the wrong output), so the second never
+    runs; its trace, begun early and hanging, is killed when the grade moves on, not waited for."""
+    source = wrapped("if X.shape[2] == X.shape[3] == 10:\n    pool_size = 2\nif X.shape[2] == 12:\n    while True:\n        pass")
+    report, took = grade_it(source, wall=60.0)
+    two, one = report.tests
+    assert two.status == "failed" and "output shape" in two.message, (two.status, two.message)
+    assert one.status == "passed", (one.status, one.message)
+    assert took < 45, took               # not the 60 s the hanging trace was allowed
+    assert nothing_left_running()
