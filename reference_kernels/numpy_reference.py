@@ -6,7 +6,7 @@ is one dense matrix product per block of output rows (every filter offset and
 input channel at once) instead of a loop over pixels or offsets.
 """
 
-import threading
+from collections import deque
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -22,7 +22,7 @@ def transpose_reference(a):
     return np.ascontiguousarray(np.asarray(a).T)
 
 
-def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float64, threads=1):
+def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float64, spread=None):
     """Conv2d (stride 1, no padding) + bias, then max-pool (window = stride = pool_size).
 
     X: (B, C_in, H, W_in); W: (C_out, C_in, K, K); bias: (C_out,).
@@ -34,8 +34,9 @@ def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float6
     so the result is a faithful rounding of the exact value) and the result is
     cast to X.dtype only at the end.
 
-    ``threads``: how many threads share the blocks of the product (the caller limits BLAS to
-    one thread each); the result is the same for any number.
+    ``spread``: None, or a function that runs the function it is given on several threads at
+    once and returns when every one has returned (the caller limits BLAS to one thread each):
+    the threads then share the blocks of the product. The result is the same either way.
     """
     X = np.asarray(X)
     W = np.asarray(W)
@@ -77,10 +78,14 @@ def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float6
     blocks = [(b0, min(images, batch - b0), r0, min(rows, used_rows - r0))
               for b0 in range(0, batch, images) for r0 in range(0, used_rows, rows)]
 
-    def work_through(next_block) -> None:
+    def work_through() -> None:
         columns = np.empty(depth * images * rows * w_out, dtype=accumulate_dtype)
         products = np.empty(c_out * images * rows * w_out, dtype=accumulate_dtype)
-        for b0, nb, r0, n in iter(next_block, None):
+        while True:
+            try:
+                b0, nb, r0, n = pending.popleft()     # thread-safe
+            except IndexError:
+                return
             cols = columns[:depth * nb * n * w_out].reshape(c_in, k_h, k_w, nb, n, w_out)
             # (nb, c_in, n, w_out, kh, kw) -> (c_in, kh, kw, nb, n, w_out): one strided copy
             np.copyto(cols, windows[b0:b0 + nb, :, r0:r0 + n].transpose(1, 4, 5, 0, 2, 3))
@@ -96,30 +101,12 @@ def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float6
             result[b0:b0 + nb, :, r0 // pool_size:(r0 + n) // pool_size] = conv.transpose(1, 0, 2, 3)
 
     # Blocks write disjoint parts of the result and each is the same GEMM call whichever thread
-    # makes it, so the bits do not depend on `threads`; each thread has its own buffers.
-    pending = iter(blocks)
-    lock = threading.Lock()
-
-    def next_block():
-        with lock:
-            return next(pending, None)
-    # Helpers are daemon threads, so a grader that stops waiting for this answer can exit.
-    failed = []
-
-    def helper():
-        try:
-            work_through(next_block)
-        except BaseException as err:        # raised again by the caller below
-            failed.append(err)
-    helpers = [threading.Thread(target=helper, daemon=True, name="reference-block")
-               for _ in range(max(1, min(int(threads), len(blocks))) - 1)]
-    for thread in helpers:
-        thread.start()
-    work_through(next_block)
-    for thread in helpers:
-        thread.join()
-    if failed:
-        raise failed[0]
+    # makes it, so the bits do not depend on `spread`; each thread has its own buffers.
+    pending = deque(blocks)
+    if spread is None:
+        work_through()
+    else:
+        spread(work_through)
     return result
 
 COLUMNS_BYTES = 48 * 2**20

@@ -2,6 +2,7 @@
 adding a problem is one module that builds a Problem and one line in the registry."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -67,3 +68,28 @@ def zeros(dtype: np.dtype, *shape: int, empty=np.empty) -> np.ndarray:
     out = empty(shape, dtype)
     out.fill(0)
     return out
+
+
+def on_threads(threads: int) -> Callable[[Callable[[], None]], None]:
+    """A `spread` for the references: runs a function on `threads` threads at once (this one and
+    threads - 1 daemon threads, so a grader that stops waiting for an answer can still exit) and
+    returns when all have returned, raising the first error any of them raised."""
+    def spread(work: Callable[[], None]) -> None:
+        failed: list[BaseException] = []
+
+        def helper() -> None:
+            try:
+                work()
+            except BaseException as err:        # raised again below, on the caller's thread
+                failed.append(err)
+        helpers = [threading.Thread(target=helper, daemon=True, name="reference-blocks") for _ in range(threads - 1)]
+        for thread in helpers:
+            thread.start()
+        try:
+            work()
+        finally:
+            for thread in helpers:
+                thread.join()
+        if failed:
+            raise failed[0]
+    return spread

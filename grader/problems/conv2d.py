@@ -5,7 +5,7 @@ import numpy as np
 
 from reference_kernels.numpy_reference import conv2d_maxpool_reference
 
-from .base import Problem, uniform, zeros
+from .base import Problem, on_threads, uniform, zeros
 
 
 def make_inputs(config: dict, rng: np.random.Generator, empty=np.empty) -> tuple[list[np.ndarray], dict]:
@@ -25,7 +25,7 @@ def signature(config: dict) -> tuple[list[tuple[tuple[int, ...], np.dtype]], dic
 
 
 def reference(args: list[np.ndarray], kwargs: dict, threads: int = 1) -> np.ndarray:
-    return conv2d_maxpool_reference(*args, **kwargs, threads=threads)
+    return conv2d_maxpool_reference(*args, **kwargs, spread=on_threads(threads) if threads > 1 else None)
 
 
 def work(config: dict) -> tuple[float, float]:

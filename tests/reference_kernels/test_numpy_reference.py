@@ -4,6 +4,7 @@ every shape the grader uses, blocks split anywhere, pooling that drops rows and 
 import numpy as np
 import pytest
 
+from grader.problems.base import on_threads
 from reference_kernels import numpy_reference
 from reference_kernels.numpy_reference import conv2d_maxpool_reference
 
@@ -66,7 +67,8 @@ def test_the_gemm_reference_gives_the_former_answers(shape, blocks, threads, mon
     budget = {"one-block": batch * image_bytes, "image-pairs": 2 * image_bytes, "row-blocks": 1}[blocks]
     monkeypatch.setattr(numpy_reference, "COLUMNS_BYTES", budget)
     x, wt, bias = inputs(batch, c_in, c_out, h, w, k, np.dtype(dtype))
-    new, old = conv2d_maxpool_reference(x, wt, bias, pool, threads=threads), former_reference(x, wt, bias, pool)
+    spread = None if threads == 1 else on_threads(threads)
+    new, old = conv2d_maxpool_reference(x, wt, bias, pool, spread=spread), former_reference(x, wt, bias, pool)
     assert new.shape == old.shape == (batch, c_out, (h - k + 1) // pool, (w - k + 1) // pool)
     assert new.dtype == old.dtype == np.dtype(dtype)
     assert np.array_equal(new, old)
@@ -94,3 +96,17 @@ def test_bad_shapes_still_raise_clearly():
         conv2d_maxpool_reference(x[:, :, :2, :2], wt, bias)
     with pytest.raises(ValueError, match="pool_size"):
         conv2d_maxpool_reference(x, wt, bias, 0)
+
+
+def test_work_spread_over_threads_runs_on_each_and_raises_what_a_helper_raised():
+    import threading
+    seen, lock = [], threading.Lock()
+
+    def work():
+        with lock:
+            seen.append(threading.current_thread().name)
+            if len(seen) == 2:
+                raise MemoryError("block buffers")
+    with pytest.raises(MemoryError, match="block buffers"):
+        on_threads(3)(work)
+    assert len(seen) == 3 and threading.current_thread().name in seen
