@@ -14,7 +14,8 @@ change of issue 23 (short fp16 moving rows, the profile's short-row fields, the 
 C1 structure): speed work must leave every one of them unchanged.
 
 --threads: the executor's matmul threads (nkisim.execute's `threads`), by default as
-grader.executor picks them on this machine; the digests must not depend on it.
+grader.executor picks them on this machine when idle and at least 2, so the check covers the
+worker threads whatever the load; the digests must not depend on it.
 
 --full adds the batch-4 224x224 correctness configurations (minutes); the default set has the
 small ones, the batch-1 224x224 performance ones and every transpose and vector-add case.
@@ -109,8 +110,9 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="also the batch-4 224x224 configurations")
     parser.add_argument("--only", help="only cases whose name contains this")
     parser.add_argument("--check", type=Path, help="compare with a file this script printed; exit 1 on a difference")
-    parser.add_argument("--threads", type=int, default=matmul_threads({}),
-                        help="the executor's matmul threads (default: as grader.executor picks them here)")
+    parser.add_argument("--threads", type=int, default=max(2, matmul_threads({}, load=0.0)),
+                        help="the executor's matmul threads (default: as grader.executor picks them on this "
+                             "machine when idle, at least 2; 1: no worker threads)")
     args = parser.parse_args()
     print(f"executing with {args.threads} matmul thread(s)", file=sys.stderr)
     expected = {}

@@ -110,8 +110,8 @@ def matmul_threads(job: dict, load: float | None = None) -> int:
     thread: the cores this process may use that the machine's load leaves free, or fewer when
     job.json's "matmul_threads" says so (the grade's share of the machine). A product is a small
     GEMM one core does at BLAS speed: threads beyond the free cores only add switching (on a busy
-    2-core machine 10-20% more CPU for no gain), and past MAX_MATMUL_THREADS the executing
-    thread's own work is the limit (the job's process cap counts threads too). `load`: the
+    2-core machine 10-20% more CPU for no gain; docs/operators.md), and past MAX_MATMUL_THREADS
+    the executing thread's own work is the limit (the job's process cap counts threads too). `load`: the
     one-minute load average, read from the system when None."""
     try:
         usable = len(os.sched_getaffinity(0))
