@@ -228,6 +228,13 @@ def out_of_bound_message(name: str, dim: int, lo: int, hi: int, size: int, singl
             f"[{lo}, {hi}] exceed dimension size of {size}")
 
 
+def raise_empty_dimension(message: str, dim: int) -> None:
+    """An index into a size-0 dimension: no element of it exists, so no mask can make the
+    access valid; said at the subscript (clipping the index into the dimension is impossible)."""
+    raise OutOfBoundsError(message, remedy=f"dimension {dim} has no elements: give the tensor at least one "
+                                             "element along it, or skip the access when its size is 0")
+
+
 def gather_indices(key: tuple, shape: tuple[int, ...], name: str) -> tuple[tuple, np.ndarray | None, str]:
     """Per-dimension index arrays of an advanced subscript, clipped into the tensor, with which
     elements fell outside it and the bounds message for them: bounds are the business of the
@@ -248,6 +255,9 @@ def gather_indices(key: tuple, shape: tuple[int, ...], name: str) -> tuple[tuple
         if outside.any():
             if not oob:
                 oob = out_of_bound_message(name, dim, int(vals.min()), int(vals.max()), size, vals.ndim == 0)
+            if size == 0:
+                raise_empty_dimension(out_of_bound_message(name, dim, int(vals.min()), int(vals.max()), 0,
+                                                           vals.ndim == 0), dim)
             bad = outside if bad is None else (bad | outside)
             vals = np.clip(vals, 0, max(size - 1, 0))
         arrays.append(vals)

@@ -23,7 +23,7 @@ from .memory import Allocation, Buffer, MemoryTracker
 from .registry import ALLOWED, INSTRUCTIONS, RUNNING
 from .settings import SimSettings
 from .source import site_of_frame, user_site
-from .tensor import DeviceTensor, as_shape, check_align, contiguous_strides, raise_out_of_bounds, same_region
+from .tensor import DeviceTensor, check_align, checked_shape, contiguous_strides, raise_out_of_bounds, same_region
 from .trace import AllocInfo, Engine, Region, TraceRecord
 
 _current: contextvars.ContextVar["Machine | None"] = RUNNING
@@ -96,7 +96,7 @@ class Machine:
                  transient: bool = False, is_input: bool = False, input_index: int | None = None,
                  site=None) -> DeviceTensor:
         if not transient:   # instruction results arrive with checked int shapes and dtypes
-            shape = as_shape(shape)
+            shape = checked_shape(shape)
             dtype = dtypes.to_dtype(dtype)
         elif not isinstance(dtype, np.dtype):
             dtype = dtypes.to_dtype(dtype)

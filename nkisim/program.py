@@ -77,14 +77,22 @@ MAX_DIMS = 8
 _REGION_COLUMNS = 3 + 2 * MAX_DIMS + 3      # id, start, ndim, shape, strides, dtype, offsets, partitions
 
 
+# padding of the unused dimensions, by the number of used ones (a row is built in one list
+# display: one region per distinct operand of a program)
+_ONES = [(1,) * (MAX_DIMS - n) for n in range(MAX_DIMS + 1)]
+_ZEROS = [(0,) * (MAX_DIMS - n) for n in range(MAX_DIMS + 1)]
+
+
 def _enc_region(r: Region, arrays: _Arrays, dtype_codes: dict) -> list:
     """One row of the region matrix; unused dimensions are 1 with stride 0."""
-    pad = MAX_DIMS - len(r.shape)
-    strides = list(r.strides) if r.strides is not None else [0] * len(r.shape)
+    shape = r.shape
+    n = len(shape)
+    strides = r.strides if r.strides is not None else (0,) * n
     offsets = arrays.add(r.offsets.astype(np.int64, copy=False)) if r.offsets is not None else -1
     code = dtype_codes.setdefault(r.dtype, len(dtype_codes))
-    return ([r.alloc_id, r.start, len(r.shape)] + list(r.shape) + [1] * pad + strides + [0] * pad
-            + [code, offsets, r.partitions])
+    if n > MAX_DIMS:     # a row of the wrong length, refused by np.array as before
+        return [r.alloc_id, r.start, n, *shape, *strides, code, offsets, r.partitions]
+    return [r.alloc_id, r.start, n, *shape, *_ONES[n], *strides, *_ZEROS[n], code, offsets, r.partitions]
 
 
 class _Table:
@@ -124,6 +132,9 @@ def encode(program: Program) -> bytes:
         return _encode(program)
 
 
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
 def _encode(program: Program) -> bytes:
     arrays = _Arrays()
     dtype_codes: dict[str, int] = {}
@@ -153,10 +164,26 @@ def _encode(program: Program) -> bytes:
     # a kernel line's site is one object for all its instructions: found by identity, its
     # dataclass hash (a Python call) is paid once per object (the program keeps them alive)
     site_by_id: dict[int, int] = {}
+    # repr(attrs) is most of a head key (~1 us for a matmul's six): an opcode's last attrs of
+    # plain values (exact type str, int, bool or None) lend their text to equal attrs with the
+    # same keys in the same order and the same value types, which have the same repr (floats do
+    # not: -0.0 == 0.0; nor containers, by their items' types)
+    last_attrs: dict = {}
     for rec in program.records:
         params = rec.params
         params = repr(params) if params else "{}"
-        key = (rec.opcode, rec.engine, rec.kind, rec.accumulate, params, repr(rec.attrs))   # Engine == its int
+        attrs = rec.attrs
+        opcode = rec.opcode
+        last = last_attrs.get(opcode)
+        kinds = tuple(map(type, attrs.values()))
+        # types first: values are compared only when all are plain (an array's == is no bool)
+        if last is not None and kinds == last[2] and tuple(attrs) == last[1] and attrs == last[0]:
+            text = last[3]
+        else:
+            text = repr(attrs)
+            if _PLAIN.issuperset(kinds):
+                last_attrs[opcode] = (attrs, tuple(attrs), kinds, text)
+        key = (opcode, rec.engine, rec.kind, rec.accumulate, params, text)   # Engine == its int
         if "array" in params:
             key = id(rec)
         head = head_index.get(key)

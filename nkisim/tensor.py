@@ -20,7 +20,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import DeviceValueError, IndexingError, OutOfBoundsError, ShapeError
-from .indexing import gather_indices, normalize_key, out_of_bound_message
+from .indexing import gather_indices, normalize_key, out_of_bound_message, raise_empty_dimension
 from .memory import Allocation
 from .registry import RUNNING
 from .trace import Region
@@ -54,6 +54,19 @@ def as_shape(shape) -> tuple[int, ...]:
     if isinstance(shape, (numbers.Integral, float)):
         shape = (shape,)
     return tuple(integral(s, "a shape entry") for s in shape)
+
+
+def checked_shape(shape) -> tuple[int, ...]:
+    """A shape the kernel gives for a new tensor (nl.ndarray, nl.zeros, nisa.memset, reshape):
+    integral entries, none negative. A negative size would count negative bytes toward on-chip
+    capacity while tracing (hiding the tiles a kernel really keeps) and fail only at execution."""
+    shape = as_shape(shape)
+    for dim, n in enumerate(shape):
+        if n < 0:
+            raise ShapeError(f"dimension {dim} of shape {list(shape)} is negative ({n})",
+                             remedy="a size counts elements: give every dimension a size of 0 or more "
+                                    "(check the arithmetic that computes it)")
+    return shape
 
 
 def contiguous_strides(shape: tuple) -> tuple[int, ...]:
@@ -357,6 +370,9 @@ class DeviceTensor:
             if bad.any():
                 if not oob:
                     oob = out_of_bound_message(label, dim, int(idx.min()), int(idx.max()), size, length is None)
+                if size == 0:
+                    raise_empty_dimension(out_of_bound_message(label, dim, int(idx.min()), int(idx.max()), 0,
+                                                               length is None), dim)
                 invalid = bad if invalid is None else (invalid | bad)
                 idx = np.clip(idx, 0, max(size - 1, 0))
             index.append(idx)
@@ -390,9 +406,10 @@ class DeviceTensor:
         if kwargs:
             raise TypeError(f"reshape() got unexpected keyword arguments {sorted(kwargs)}")
         new_shape = as_shape(shape)
-        if -1 in new_shape:
+        if new_shape.count(-1) == 1:      # the one size left for NumPy-style inference
             known = math.prod(s for s in new_shape if s != -1)
-            new_shape = tuple(self.size // known if s == -1 else s for s in new_shape)
+            new_shape = tuple(self.size // known if s == -1 and known > 0 else s for s in new_shape)
+        new_shape = checked_shape(new_shape)
         if math.prod(new_shape) != self.size:
             raise ShapeError(f"cannot reshape {self._label()} ({self.size} elements) into "
                              f"{list(new_shape)} ({math.prod(new_shape)} elements)",

@@ -14,7 +14,7 @@ from ..machine import current_machine
 from ..memory import Buffer
 from ..registry import instruction
 from ..source import user_site
-from ..tensor import DeviceTensor, as_shape, check_align
+from ..tensor import DeviceTensor, check_align, checked_shape
 from ..trace import Engine
 from .common import ANY_HBM, ON_CHIP, SBUF_ONLY, broadcast_shape, number, operand, out_dtype
 from .dma import dma_move
@@ -68,7 +68,7 @@ def _partition_axis(shape, buffer: Buffer) -> int:
 def ndarray(shape, dtype=dtypes.float32, *, buffer=None, name="", **kwargs):
     buf = _buffer(buffer)
     raw = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    return current_machine().allocate(as_shape(raw), dtype, buf, par_axis=_partition_axis(raw, buf),
+    return current_machine().allocate(checked_shape(raw), dtype, buf, par_axis=_partition_axis(raw, buf),
                                       name=name, site=user_site(2))
 
 
@@ -81,7 +81,7 @@ def _filled(shape, value, dtype, buffer, name):
                                code="err_hbm_tensor_with_init_value_not_supported")
     m = current_machine()
     raw = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    t = m.allocate(as_shape(raw), dtype, buf, par_axis=_partition_axis(raw, buf), name=name, site=user_site(3))
+    t = m.allocate(checked_shape(raw), dtype, buf, par_axis=_partition_axis(raw, buf), name=name, site=user_site(3))
     m.emit("memset", Engine.VECTOR, "fill", [], [t], params={"value": number(value)}, value=float(value))
     return t
 
@@ -153,7 +153,7 @@ def copy(src, *, mask=None, dtype=None, **kwargs):
 
 def broadcast_to(src, *, shape, **kwargs):
     operand(src, "broadcast_to", "src")
-    shape = as_shape(shape)
+    shape = checked_shape(shape)
     if shape == src.shape:
         return src
     m = current_machine()

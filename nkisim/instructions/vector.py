@@ -12,7 +12,7 @@ from ..alu import NkiOp, binary_op, reduce_op
 from ..errors import MemorySpaceError, ShapeError, UnsupportedOperationError
 from ..memory import Buffer
 from ..registry import instruction
-from ..tensor import DeviceTensor, check_align
+from ..tensor import DeviceTensor, check_align, checked_shape
 from ..trace import Engine
 from .common import (ON_CHIP, broadcast_shape, engine_unspecified, number, operand, out_dtype, partitions,
                      resolve_engine, same_partitions, scalar_operand)
@@ -165,6 +165,6 @@ def memset(m, shape, value, dtype, *, mask=None, engine=0, **kwargs):
     if not isinstance(value, (numbers.Number, np.number)):
         raise UnsupportedOperationError("memset fills with a compile-time number",
                                         code="err_expected_constant_value")
-    result = m.new_tile_checked(shape, dtype, Buffer.SBUF)   # the kernel's own shape: any value
+    result = m.new_tile_checked(checked_shape(shape), dtype, Buffer.SBUF)   # the kernel's own shape
     m.emit("memset", eng, "fill", [], [result], params={"value": number(value)}, mask=mask, value=float(value))
     return result

@@ -199,3 +199,33 @@ def test_inputs_must_match_what_the_program_was_traced_for():
     program = programs.decode(programs.encode(traced(args)))
     with pytest.raises(programs.ProgramError, match="input 1"):
         programs.validate(program, LIMITS, [args[0], args[1][:, :10]])
+
+
+def fills_of_both_zeros(x):
+    """Fills alternating 0.0 and -0.0 (equal as floats, different bits), and a loop of equal
+    matmuls: each record keeps its own attributes through encoding."""
+    out = nl.ndarray((128, 128), nl.float32, buffer=nl.hbm)
+    x_sb = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x_sb, src=x)
+    acc = nl.zeros((128, 128), nl.float32, buffer=nl.psum)
+    for i in nl.sequential_range(4):
+        for value in (0.0, -0.0):
+            nisa.memset((128, 128), value, nl.float32)
+        acc += nisa.nc_matmul(x_sb, x_sb)
+    nisa.dma_copy(dst=out, src=nisa.tensor_copy(acc))
+    return out
+
+
+def test_encoding_keeps_each_instructions_attributes_and_shares_equal_ones():
+    x = np.ones((128, 128), np.float32)
+    program, _ = trace_kernel(fills_of_both_zeros, [ArgSpec(x.shape, x.dtype)], {}, nkisim.SimSettings(), {})
+    data = programs.encode(program)
+    decoded = programs.decode(data)
+    fills = [r.attrs["value"] for r in decoded.records if r.opcode == "memset" and r.writes[0].shape == (128, 128)
+             and r.writes[0].buffer == "sbuf"]
+    assert [np.signbit(v) for v in fills] == [False, True] * 4
+    matmuls = [r.attrs for r in decoded.records if r.opcode == "nc_matmul"]
+    assert len(matmuls) == 4 and all(a == matmuls[0] for a in matmuls)
+    (length,) = struct.unpack("<Q", data[8:16])
+    heads = json.loads(data[16:16 + length])["heads"]
+    assert sum(1 for h in heads if h[0] == "nc_matmul") == 1
