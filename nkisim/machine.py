@@ -158,17 +158,7 @@ class Machine:
             memory.admit_known(alloc, cost)
         text = buffer.text
         self._alloc_rows.append((alloc.id, text, shape, name, 0, "", None))
-        # DeviceTensor.whole(alloc, strides), its fields set here: one call less per instruction
-        t = _new_object(DeviceTensor)
-        t._alloc = alloc
-        t._start = 0
-        t._offsets = None
-        t._strides = strides
-        t._invalid = None
-        t._oob = ""
-        t.shape = shape
-        t.dtype = dtype
-        t.par_axis = 0
+        t = DeviceTensor.whole(alloc, strides)
         t._region = Region(alloc.id, text, 0, shape, byte_strides, itemsize, name, parts)
         t.name = ""
         return t

@@ -6,12 +6,12 @@ correct version, to show the same harness passes a right kernel.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import nkisim
+from marker_lines import marker_lines
 from nkisim import errors
 
 nkisim.install()
@@ -21,14 +21,8 @@ import neuronxcc.nki.isa as nisa  # noqa: E402
 import neuronxcc.nki.language as nl  # noqa: E402
 
 THIS_FILE = os.path.abspath(__file__)
-_LINES = Path(THIS_FILE).read_text().splitlines()
+line_of = marker_lines(THIS_FILE)
 
-
-def line_of(tag: str) -> int:
-    """The line of this file that ends with the marker comment `# <tag>`."""
-    hits = [n for n, text in enumerate(_LINES, 1) if text.rstrip().endswith(f"# <{tag}>")]
-    assert len(hits) == 1, f"marker <{tag}> found {len(hits)} times"
-    return hits[0]
 
 
 def assert_raised_at(err: errors.NKISimError, code: str, tag: str) -> None:

@@ -3,12 +3,12 @@ line: calls that do not fit an instruction's signature, and exceptions from insi
 simulator, become typed NKISimErrors at the calling line with the original kept as cause;
 typed errors and warnings pass through unchanged."""
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import nkisim
+from marker_lines import marker_lines
 from nkisim import errors
 from nkisim.registry import kernel_facing
 
@@ -19,13 +19,8 @@ import neuronxcc.nki.isa as nisa  # noqa: E402
 import neuronxcc.nki.language as nl  # noqa: E402
 
 THIS_FILE = os.path.abspath(__file__)
-_LINES = Path(THIS_FILE).read_text().splitlines()
+line_of = marker_lines(THIS_FILE)
 
-
-def line_of(tag: str) -> int:
-    hits = [n for n, text in enumerate(_LINES, 1) if text.rstrip().endswith(f"# <{tag}>")]
-    assert len(hits) == 1, f"marker <{tag}> found {len(hits)} times"
-    return hits[0]
 
 
 def raised_at(exc_type, code, tag, kernel, *args):

@@ -3,12 +3,12 @@ nl.loop_reduce), and what it says about names it does not simulate or that are n
 The kernels follow the NKI documentation's own examples, written afresh; every invalid
 variant must fail with a typed error at this file's line marked `# <tag>`."""
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import nkisim
+from marker_lines import marker_lines
 from nkisim import errors
 
 nkisim.install()
@@ -18,13 +18,7 @@ import neuronxcc.nki.isa as nisa  # noqa: E402
 import neuronxcc.nki.language as nl  # noqa: E402
 
 THIS_FILE = os.path.abspath(__file__)
-_LINES = Path(THIS_FILE).read_text().splitlines()
-
-
-def line_of(tag: str) -> int:
-    hits = [n for n, text in enumerate(_LINES, 1) if text.rstrip().endswith(f"# <{tag}>")]
-    assert len(hits) == 1, f"marker <{tag}> found {len(hits)} times"
-    return hits[0]
+line_of = marker_lines(THIS_FILE)
 
 
 def raised_at(exc_type, code, tag, kernel, *args, **kwargs):

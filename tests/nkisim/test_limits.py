@@ -9,12 +9,12 @@ A few positive tests pin down what must *not* be an error (tiles rebound in a lo
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import nkisim
+from marker_lines import marker_lines
 from nkisim import errors
 
 nkisim.install()
@@ -25,15 +25,9 @@ import neuronxcc.nki.language as nl  # noqa: E402
 from nkisim.instructions.language_ops import BlockDimensionWarning  # noqa: E402
 
 THIS_FILE = os.path.abspath(__file__)
-_LINES = Path(THIS_FILE).read_text().splitlines()
+line_of = marker_lines(THIS_FILE)
 DEFAULT_USABLE_SBUF = 224 * 1024 - 8   # 229368 bytes per partition (Trn2 keeps 8 B for the runtime)
 
-
-def line_of(tag: str) -> int:
-    """The line of this file that ends with the marker comment `# <tag>`."""
-    hits = [n for n, text in enumerate(_LINES, 1) if text.rstrip().endswith(f"# <{tag}>")]
-    assert len(hits) == 1, f"marker <{tag}> found {len(hits)} times"
-    return hits[0]
 
 
 def run(kernel, *args, settings=None, **kwargs):

@@ -5,12 +5,12 @@ still fails with the kernel's own line (marked `# <tag>`)."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import nkisim
+from marker_lines import marker_lines
 from nkisim import errors
 
 nkisim.install()
@@ -20,13 +20,8 @@ import neuronxcc.nki.isa as nisa  # noqa: E402
 import neuronxcc.nki.language as nl  # noqa: E402
 
 THIS_FILE = os.path.abspath(__file__)
-_LINES = Path(THIS_FILE).read_text().splitlines()
+line_of = marker_lines(THIS_FILE)
 
-
-def line_of(tag: str) -> int:
-    hits = [n for n, text in enumerate(_LINES, 1) if text.rstrip().endswith(f"# <{tag}>")]
-    assert len(hits) == 1
-    return hits[0]
 
 
 def rand(*shape, seed=0):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import nkisim
+from marker_lines import marker_lines
 from nkisim import errors, platforms
 from nkisim.settings import HardwareLimits, SimSettings
 
@@ -22,15 +23,10 @@ import neuronxcc.nki.language as nl  # noqa: E402
 
 THIS_FILE = os.path.abspath(__file__)
 REPO = Path(THIS_FILE).parents[2]
-_LINES = Path(THIS_FILE).read_text().splitlines()
+line_of = marker_lines(THIS_FILE)
 TRN1 = SimSettings(platform="trn1")
 TRN2 = SimSettings(platform="trn2")
 
-
-def line_of(tag: str) -> int:
-    hits = [n for n, text in enumerate(_LINES, 1) if text.rstrip().endswith(f"# <{tag}>")]
-    assert len(hits) == 1, f"marker <{tag}> found {len(hits)} times"
-    return hits[0]
 
 
 def run(kernel, *args, settings):

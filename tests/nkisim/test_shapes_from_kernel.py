@@ -7,12 +7,12 @@ while tracing, which a hostile kernel could use to hide the tiles it really keep
 dimension is allowed at creation (a remainder tile of an exact split is harmless while it is
 not touched); reading or writing any element of it is out of bounds, as on hardware."""
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import nkisim
+from marker_lines import marker_lines
 from nkisim import errors
 
 nkisim.install()
@@ -22,13 +22,7 @@ import neuronxcc.nki.isa as nisa  # noqa: E402
 import neuronxcc.nki.language as nl  # noqa: E402
 
 THIS_FILE = os.path.abspath(__file__)
-_LINES = Path(THIS_FILE).read_text().splitlines()
-
-
-def line_of(tag: str) -> int:
-    hits = [n for n, text in enumerate(_LINES, 1) if text.rstrip().endswith(f"# <{tag}>")]
-    assert len(hits) == 1, f"marker <{tag}> found {len(hits)} times"
-    return hits[0]
+line_of = marker_lines(THIS_FILE)
 
 
 def refused_at(exc_type, tag, kernel, *args):

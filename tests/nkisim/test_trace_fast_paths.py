@@ -9,12 +9,12 @@ breaks a hardware rule.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import nkisim
+from marker_lines import marker_lines
 import nkisim.memory
 from nkisim import errors
 
@@ -25,13 +25,7 @@ import neuronxcc.nki.isa as nisa  # noqa: E402
 import neuronxcc.nki.language as nl  # noqa: E402
 
 THIS_FILE = os.path.abspath(__file__)
-_LINES = Path(THIS_FILE).read_text().splitlines()
-
-
-def line_of(tag: str) -> int:
-    hits = [n for n, text in enumerate(_LINES, 1) if text.rstrip().endswith(f"# <{tag}>")]
-    assert len(hits) == 1, f"marker <{tag}> found {len(hits)} times"
-    return hits[0]
+line_of = marker_lines(THIS_FILE)
 
 
 def f32(*shape):
