@@ -35,7 +35,7 @@ class _Memory:
     """The allocations' values, created at first touch: flat arrays in each allocation's dtype."""
 
     def __init__(self, program: Program, inputs: list[np.ndarray], fill_nan: bool,
-                 placed: dict[int, np.ndarray] | None = None) -> None:
+                 placed: dict[int, np.ndarray] | None, overwritten: set[int], zero_based: set[int]) -> None:
         self.allocs = {a.id: a for a in program.allocs}
         self.inputs = inputs
         self.placed = dict(placed or {})
@@ -43,7 +43,7 @@ class _Memory:
         self.fill_nan = fill_nan
         self.arrays: dict[int, np.ndarray] = {}
         self.written: dict[int, np.ndarray] = {}    # PSUM only: which elements hold a value
-        self.overwritten, self.zero_based = _first_writes(program)
+        self.overwritten, self.zero_based = overwritten, zero_based
         self.zero_pending = set(self.zero_based)     # those not yet written
         # fp32 copies of narrower allocations the PE array reads (see matmul_operand)
         self.widened: dict[int, tuple[str, np.ndarray]] = {}
@@ -51,6 +51,8 @@ class _Memory:
 
     def flat(self, alloc_id: int, dtype_name: str) -> np.ndarray:
         arr = self.arrays.get(alloc_id)
+        if arr is not None and arr.dtype is _DTYPES.get(dtype_name):
+            return arr                 # already in that dtype (a view of it as it would hold the same bits)
         if arr is None:
             arr = self.arrays[alloc_id] = self._create(self.allocs[alloc_id])
         if dtypes.name_of(arr.dtype) != dtype_name:
@@ -85,7 +87,9 @@ class _Memory:
     def view(self, r: Region) -> np.ndarray:
         """The region's elements: a strided view (reads and writes go through it) or, for a
         gathered region, a copy (writes use `write`)."""
-        flat = self.flat(r.alloc_id, r.dtype)
+        flat = self.arrays.get(r.alloc_id)
+        if flat is None or flat.dtype is not _DTYPES.get(r.dtype):
+            flat = self.flat(r.alloc_id, r.dtype)
         if r.offsets is not None:
             return flat[r.offsets]
         if math.prod(r.shape) == 0:
@@ -125,17 +129,26 @@ class _Memory:
         """Make `values` the allocation's memory, when they are all of it, in order, in its
         dtype, and a fresh array nothing else holds (an instruction's result): an instruction
         writing a whole new tile then neither creates the tile's memory nor copies into it."""
-        if (type(values) is not np.ndarray or values.base is not None or r.offsets is not None or r.start
-                or r.alloc_id in self.pinned or not values.flags.c_contiguous or not values.flags.writeable):
+        if type(values) is not np.ndarray or values.base is not None or r.offsets is not None or r.start:
             return False
-        a = self.allocs[r.alloc_id]
-        if (a.input_index is not None or r.dtype != a.dtype or values.dtype != dtypes.to_dtype(a.dtype)
-                or values.size != math.prod(a.shape) or r.strides != _contiguous(r.shape, r.itemsize)):
+        alloc_id = r.alloc_id
+        if alloc_id in self.pinned:
             return False
-        self.arrays[r.alloc_id] = values.reshape(-1)
-        self.written.pop(r.alloc_id, None)
-        self.changed(r.alloc_id)
+        a = self.allocs[alloc_id]
+        if a.input_index is not None or r.dtype != a.dtype:
+            return False
+        dtype = _DTYPES.get(a.dtype)
+        if dtype is None:
+            dtype = dtypes.to_dtype(a.dtype)
+        if (values.dtype != dtype or values.size != math.prod(a.shape) or not values.flags.c_contiguous
+                or not values.flags.writeable or r.strides != _contiguous(r.shape, r.itemsize)):
+            return False
+        self.arrays[alloc_id] = values.reshape(-1)
+        self.written.pop(alloc_id, None)
+        if self.widened or self.read_narrow:
+            self.changed(alloc_id)
         return True
+
 
     def changed(self, alloc_id: int) -> None:
         """The allocation's values are about to change: its widened copy is stale."""
@@ -210,6 +223,8 @@ def _covers(r: Region, size: int) -> bool:
 
 
 _CONTIGUOUS: dict = {}
+# NKI dtype name -> the dtype dtypes.to_dtype gives (a dict lookup per region otherwise costs a call)
+_DTYPES: dict = dict(dtypes._BY_NAME)
 
 
 def _contiguous(shape: tuple, itemsize: int) -> tuple:
@@ -227,24 +242,50 @@ def _contiguous(shape: tuple, itemsize: int) -> tuple:
     return found
 
 
-def _last_uses(program: Program) -> dict[int, list[int]]:
-    """For each instruction, the allocations nothing after it touches (never the outputs'):
+def _plan(program: Program) -> tuple[dict[int, list[int]], set[int], set[int]]:
+    """One pass over the program (it costs about what executing an instruction does, so only
+    one): (for each instruction, the allocations nothing after it touches, never the outputs':
     freed as the program runs, so executing holds about what the kernel held live, not every
-    tile it ever allocated."""
+    tile it ever allocated; the allocations whose first access is an unmasked write of every
+    element by a non-accumulating instruction; the PSUM ones whose accumulating first write
+    adds to zeros). The last two need no garbage fill, nor the second its written-flags (most
+    instruction results and matmul accumulators)."""
+    sizes = {a.id: math.prod(a.shape) for a in program.allocs if a.input_index is None}
+    psum = {a.id for a in program.allocs if a.buffer == "psum"}
     last: dict[int, int] = {}
+    seen: set[int] = set()
+    full: set[int] = set()
+    zero_based: set[int] = set()
+    see = seen.add
     for index, rec in enumerate(program.records):
         for r in rec.reads:
-            last[r.alloc_id] = index
-        for r in rec.writes:
-            last[r.alloc_id] = index
-        for r in rec.stores:
-            last[r.alloc_id] = index
+            alloc_id = r.alloc_id
+            last[alloc_id] = index
+            see(alloc_id)
+        writes, stores = rec.writes, rec.stores
+        for i, r in enumerate(writes + stores if stores else writes):
+            alloc_id = r.alloc_id
+            last[alloc_id] = index
+            if alloc_id in seen:
+                continue
+            see(alloc_id)
+            size = sizes.get(alloc_id)
+            # as execute() writes them: writes[0] with the record's accumulate and mask, other
+            # writes plainly, stores (a matmul's result tile beside its accumulator) masked
+            first = i == 0 and bool(writes)
+            mask = rec.mask if first or i >= len(writes) else None
+            if not size or mask is not None or not _covers(r, size):
+                continue
+            if not (first and rec.accumulate):
+                full.add(alloc_id)
+            elif alloc_id in psum:
+                zero_based.add(alloc_id)
     for r in _regions(program.outputs):
         last.pop(r.alloc_id, None)
     by_index: dict[int, list[int]] = {}
     for alloc_id, index in last.items():
         by_index.setdefault(index, []).append(alloc_id)
-    return by_index
+    return by_index, full, zero_based
 
 
 def _regions(outputs):
@@ -253,37 +294,6 @@ def _regions(outputs):
     else:
         for item in (outputs.values() if isinstance(outputs, dict) else outputs):
             yield from _regions(item)
-
-
-def _first_writes(program: Program) -> tuple[set[int], set[int]]:
-    """Allocations whose first access is an unmasked write of every element: (those written by
-    a non-accumulating instruction, PSUM ones its accumulating first write adds to zeros).
-    Neither needs a garbage fill, nor the second its written-flags (most instruction results
-    and matmul accumulators)."""
-    sizes = {a.id: math.prod(a.shape) for a in program.allocs if a.input_index is None}
-    psum = {a.id for a in program.allocs if a.buffer == "psum"}
-    seen: set[int] = set()
-    full: set[int] = set()
-    zero_based: set[int] = set()
-    for rec in program.records:
-        for r in rec.reads:
-            seen.add(r.alloc_id)
-        for i, r in enumerate(rec.writes + rec.stores if rec.stores else rec.writes):
-            if r.alloc_id in seen:
-                continue
-            seen.add(r.alloc_id)
-            size = sizes.get(r.alloc_id)
-            # as execute() writes them: writes[0] with the record's accumulate and mask, other
-            # writes plainly, stores (a matmul's result tile beside its accumulator) masked
-            first = i == 0 and bool(rec.writes)
-            mask = rec.mask if first or i >= len(rec.writes) else None
-            if not size or mask is not None or not _covers(r, size):
-                continue
-            if not (first and rec.accumulate):
-                full.add(r.alloc_id)
-            elif r.alloc_id in psum:
-                zero_based.add(r.alloc_id)
-    return full, zero_based
 
 
 # ----- value semantics, one function per kind ------------------------------------------------------
@@ -525,9 +535,10 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
     caller gave it)."""
     if type(threads) is not int or threads < 1:
         raise ValueError(f"threads must be a whole number of at least 1, not {threads!r}")
-    mem = _Memory(program, inputs, fill_nan, placed)
+    last_uses, overwritten, zero_based = _plan(program)
+    mem = _Memory(program, inputs, fill_nan, placed, overwritten, zero_based)
     if threads == 1:
-        return _run(program, mem, echo, None)
+        return _run(program, mem, echo, None, last_uses)
     from threadpoolctl import threadpool_limits
 
     from .products import Pending
@@ -535,7 +546,7 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
     # one BLAS thread per worker: the products are small GEMMs, one core each
     with threadpool_limits(limits=1, user_api="blas"):
         try:
-            return _run(program, mem, echo, pending)
+            return _run(program, mem, echo, pending, last_uses)
         except Exception:
             if pending:          # an earlier matmul's error is the one it would have raised first
                 pending.retire_all()
@@ -544,10 +555,9 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
             pending.close()
 
 
-def _run(program: Program, mem: _Memory, echo: bool, pending) -> Execution:
+def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[int, list[int]]) -> Execution:
     printed: list[str] = []
     timed: list[TraceRecord] = []
-    last_uses = _last_uses(program)
     view, release, kinds, nothing = mem.view, mem.release, _KINDS, ()
     for index, rec in enumerate(program.records):
         freed = last_uses.get(index - 1)
@@ -629,7 +639,8 @@ def _cannot_execute(rec: TraceRecord, err: Exception) -> ProgramError:
 def _store(mem: _Memory, r: Region, values, accumulate: bool, mask, adopt: bool = False) -> None:
     """Write an instruction's values into `r`. `adopt`: the values are this write's own (not
     also stored elsewhere), so they may become the allocation's memory (_Memory.adopt)."""
-    values = _fit(values, r.shape)
+    if type(values) is not np.ndarray or values.shape != r.shape:
+        values = _fit(values, r.shape)
     keep = None
     if mask is not None:
         keep = np.broadcast_to(mask, r.shape)
@@ -649,7 +660,9 @@ def _store(mem: _Memory, r: Region, values, accumulate: bool, mask, adopt: bool 
             if written is not None:
                 old = np.where(written, old, np.float32(0))
             values = old + _f32(values)
-    values = dtypes.cast(values, dtypes.to_dtype(r.dtype))
+    dtype = _DTYPES.get(r.dtype)
+    if dtype is None or values.dtype is not dtype or dtype.metadata:   # the same array cast would give
+        values = dtypes.cast(values, dtypes.to_dtype(r.dtype))
     if adopt and keep is None and mem.adopt(r, values):
         return
     flat = mem.flat(r.alloc_id, r.dtype)
