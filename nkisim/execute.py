@@ -92,11 +92,12 @@ class _Memory:
             flat = self.flat(r.alloc_id, r.dtype)
         if r.offsets is not None:
             return flat[r.offsets]
-        if math.prod(r.shape) == 0:
-            return np.empty(r.shape, dtype=flat.dtype)
+        shape = r.shape
+        if 0 in shape:
+            return np.empty(shape, dtype=flat.dtype)
         # NumPy checks the geometry stays inside the allocation; positional arguments: with
         # keywords the constructor takes 2-3 us, a quarter of an instruction's budget
-        return np.ndarray(r.shape, flat.dtype, flat, r.start * r.itemsize, r.strides)
+        return np.ndarray(shape, flat.dtype, flat, r.start * r.itemsize, r.strides)
 
     def matmul_operand(self, r: Region) -> np.ndarray:
         """The region as the PE array multiplies it: in fp32, rounded to its own dtype first.
@@ -160,7 +161,8 @@ class _Memory:
         """The allocation's last instruction has run: its memory goes, as its tile's would."""
         self.arrays.pop(alloc_id, None)
         self.written.pop(alloc_id, None)
-        self.changed(alloc_id)
+        if self.widened or self.read_narrow:
+            self.changed(alloc_id)
 
     def write(self, r: Region, values: np.ndarray, keep: np.ndarray | None, flat: np.ndarray) -> None:
         """Write `values` into `r`, whose allocation's flat array (self.flat) is `flat`."""
@@ -263,6 +265,19 @@ def _plan(program: Program) -> tuple[dict[int, list[int]], set[int], set[int]]:
             last[alloc_id] = index
             see(alloc_id)
         writes, stores = rec.writes, rec.stores
+        if len(writes) == 1 and not stores:        # most instructions: the loop below, unrolled
+            r = writes[0]
+            alloc_id = r.alloc_id
+            last[alloc_id] = index
+            if alloc_id not in seen:
+                see(alloc_id)
+                size = sizes.get(alloc_id)
+                if size and rec.mask is None and _covers(r, size):
+                    if not rec.accumulate:
+                        full.add(alloc_id)
+                    elif alloc_id in psum:
+                        zero_based.add(alloc_id)
+            continue
         for i, r in enumerate(writes + stores if stores else writes):
             alloc_id = r.alloc_id
             last[alloc_id] = index
@@ -297,6 +312,9 @@ def _regions(outputs):
 
 
 # ----- value semantics, one function per kind ------------------------------------------------------
+
+_FLOAT32 = np.dtype(np.float32)
+
 
 def _f32(v: np.ndarray) -> np.ndarray:
     return v if v.dtype == np.float32 else v.astype(np.float32)
@@ -354,7 +372,9 @@ def _binary(rec, v):
     op = _binary_op(rec.params["op"])
     a, b = v
     shape = rec.writes[0].shape
-    if not op.bitvec:
+    if a.dtype is _FLOAT32 and b.dtype is _FLOAT32 and not op.bitvec:
+        pass                          # fp32 already (what _f32 below would give)
+    elif not op.bitvec:
         if a.dtype.kind in "iu" and b.dtype.kind in "iu" and op.name != "divide":    # exact integers
             a, b = a.astype(np.int64), b.astype(np.int64)
         else:
@@ -559,14 +579,16 @@ def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[in
     printed: list[str] = []
     timed: list[TraceRecord] = []
     view, release, kinds, nothing = mem.view, mem.release, _KINDS, ()
+    uses, time_it = last_uses.get, timed.append
     for index, rec in enumerate(program.records):
-        freed = last_uses.get(index - 1)
+        freed = uses(index - 1)
         if freed is not None:
             for alloc_id in freed:
                 if pending:
                     pending.before_release(alloc_id)
                 release(alloc_id)
-        if rec.kind == "matmul":
+        kind = rec.kind
+        if kind == "matmul":
             if pending:
                 pending.before_read(rec.reads)
             values = [mem.matmul_operand(r) for r in rec.reads]
@@ -577,7 +599,7 @@ def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[in
                 if rec.stores:
                     pending.before_write(rec.stores)
             values = [view(r) for r in rec.reads]
-        if rec.kind == "print":
+        if kind == "print":
             text = _print_text(rec, values)
             if echo and pending:
                 pending.retire_all()    # text shows only once what ran before it has run
@@ -585,15 +607,15 @@ def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[in
             if echo:
                 print(text, file=sys.stdout)
             continue
-        timed.append(rec)
-        unread = last_uses.get(index, nothing)
-        if pending is not None and rec.kind == "matmul":
+        time_it(rec)
+        unread = uses(index, nothing)
+        if pending is not None and kind == "matmul":
             # a result tile nothing reads again is never stored (_write_results): not a hazard
             written = rec.writes + [r for r in rec.stores if r.alloc_id not in unread] if rec.stores else rec.writes
             pending.submit((rec, unread), written, rec.reads, kinds[rec.kind], rec, values)
             continue
         try:
-            _write_results(mem, rec, kinds[rec.kind](rec, values), unread)
+            _write_results(mem, rec, kinds[kind](rec, values), unread)
         except ProgramError:
             raise
         except Exception as err:   # a forged program's nonsense; a traced one never gets here
@@ -608,6 +630,9 @@ def _write_results(mem: _Memory, rec: TraceRecord, results: list, unread) -> Non
     """Store an instruction's results: writes[0] with its accumulation and mask, other writes
     plainly, and its extra stores (masked) but those into allocations in `unread`."""
     mask = rec.mask
+    if len(rec.writes) == 1 and not rec.stores:          # most instructions
+        _store(mem, rec.writes[0], results[0], rec.accumulate, mask, adopt=True)
+        return
     first = True
     for i, r in enumerate(rec.writes):
         _store(mem, r, results[i], rec.accumulate if first else False, mask if first else None, adopt=True)
