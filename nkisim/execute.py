@@ -141,8 +141,10 @@ class _Memory:
         dtype = _DTYPES.get(a.dtype)
         if dtype is None:
             dtype = dtypes.to_dtype(a.dtype)
-        if (values.dtype != dtype or values.size != math.prod(a.shape) or not values.flags.c_contiguous
-                or not values.flags.writeable or r.strides != _contiguous(r.shape, r.itemsize)):
+        if values.dtype != dtype or values.size != math.prod(a.shape):
+            return False
+        flags = values.flags
+        if not flags.c_contiguous or not flags.writeable or r.strides != _contiguous(r.shape, r.itemsize):
             return False
         self.arrays[alloc_id] = values.reshape(-1)
         self.written.pop(alloc_id, None)
@@ -615,7 +617,11 @@ def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[in
             pending.submit((rec, unread), written, rec.reads, kinds[rec.kind], rec, values)
             continue
         try:
-            _write_results(mem, rec, kinds[kind](rec, values), unread)
+            results = kinds[kind](rec, values)
+            if len(rec.writes) == 1 and not rec.stores:      # most instructions: _write_results' short path
+                _store(mem, rec.writes[0], results[0], rec.accumulate, rec.mask, adopt=True)
+            else:
+                _write_results(mem, rec, results, unread)
         except ProgramError:
             raise
         except Exception as err:   # a forged program's nonsense; a traced one never gets here
