@@ -256,36 +256,31 @@ def _plan(program: Program) -> tuple[dict[int, list[int]], set[int], set[int]]:
     instruction results and matmul accumulators)."""
     sizes = {a.id: math.prod(a.shape) for a in program.allocs if a.input_index is None}
     psum = {a.id for a in program.allocs if a.buffer == "psum"}
-    last: dict[int, int] = {}
-    seen: set[int] = set()
+    last: dict[int, int] = {}          # its keys: every allocation accessed so far
     full: set[int] = set()
     zero_based: set[int] = set()
-    see = seen.add
     for index, rec in enumerate(program.records):
         for r in rec.reads:
-            alloc_id = r.alloc_id
-            last[alloc_id] = index
-            see(alloc_id)
+            last[r.alloc_id] = index
         writes, stores = rec.writes, rec.stores
         if len(writes) == 1 and not stores:        # most instructions: the loop below, unrolled
             r = writes[0]
             alloc_id = r.alloc_id
-            last[alloc_id] = index
-            if alloc_id not in seen:
-                see(alloc_id)
+            if alloc_id not in last:
                 size = sizes.get(alloc_id)
                 if size and rec.mask is None and _covers(r, size):
                     if not rec.accumulate:
                         full.add(alloc_id)
                     elif alloc_id in psum:
                         zero_based.add(alloc_id)
+            last[alloc_id] = index
             continue
         for i, r in enumerate(writes + stores if stores else writes):
             alloc_id = r.alloc_id
+            accessed = alloc_id in last
             last[alloc_id] = index
-            if alloc_id in seen:
+            if accessed:
                 continue
-            see(alloc_id)
             size = sizes.get(alloc_id)
             # as execute() writes them: writes[0] with the record's accumulate and mask, other
             # writes plainly, stores (a matmul's result tile beside its accumulator) masked
