@@ -595,7 +595,7 @@ def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[in
                 pending.before_write(rec.writes)
                 if rec.stores:
                     pending.before_write(rec.stores)
-            values = [view(r) for r in rec.reads]
+            values = list(map(view, rec.reads))     # no comprehension frame per instruction
         if kind == "print":
             text = _print_text(rec, values)
             if echo and pending:
