@@ -366,7 +366,10 @@ def _binary_op(name) -> alu.NkiOp:
 
 
 def _binary(rec, v):
-    op = _binary_op(rec.params["op"])
+    name = rec.params["op"]
+    op = _BINARY.get(name) if type(name) is str else None
+    if op is None:
+        op = _binary_op(name)
     a, b = v
     shape = rec.writes[0].shape
     if a.dtype is _FLOAT32 and b.dtype is _FLOAT32 and not op.bitvec:
@@ -577,13 +580,18 @@ def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[in
     timed: list[TraceRecord] = []
     view, release, kinds, nothing = mem.view, mem.release, _KINDS, ()
     uses, time_it = last_uses.get, timed.append
+    drop_array, drop_written = mem.arrays.pop, mem.written.pop
     for index, rec in enumerate(program.records):
         freed = uses(index - 1)
         if freed is not None:
             for alloc_id in freed:
                 if pending:
                     pending.before_release(alloc_id)
-                release(alloc_id)
+                if mem.widened or mem.read_narrow:
+                    release(alloc_id)
+                else:                            # release(alloc_id) without its call
+                    drop_array(alloc_id, None)
+                    drop_written(alloc_id, None)
         kind = rec.kind
         if kind == "matmul":
             if pending:
