@@ -613,8 +613,8 @@ def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[in
                 print(text, file=sys.stdout)
             continue
         time_it(rec)
-        unread = uses(index, nothing)
         if pending is not None and kind == "matmul":
+            unread = uses(index, nothing)
             # a result tile nothing reads again is never stored (_write_results): not a hazard
             written = rec.writes + [r for r in rec.stores if r.alloc_id not in unread] if rec.stores else rec.writes
             pending.submit((rec, unread), written, rec.reads, kinds[rec.kind], rec, values)
@@ -624,7 +624,7 @@ def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[in
             if len(rec.writes) == 1 and not rec.stores:      # most instructions: _write_results' short path
                 _store(mem, rec.writes[0], results[0], rec.accumulate, rec.mask, adopt=True)
             else:
-                _write_results(mem, rec, results, unread)
+                _write_results(mem, rec, results, uses(index, nothing))
         except ProgramError:
             raise
         except Exception as err:   # a forged program's nonsense; a traced one never gets here
