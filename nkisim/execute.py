@@ -35,7 +35,7 @@ class _Memory:
     """The allocations' values, created at first touch: flat arrays in each allocation's dtype."""
 
     def __init__(self, program: Program, inputs: list[np.ndarray], fill_nan: bool,
-                 placed: dict[int, np.ndarray] | None = None) -> None:
+                 placed: dict[int, np.ndarray] | None, overwritten: set[int], zero_based: set[int]) -> None:
         self.allocs = {a.id: a for a in program.allocs}
         self.inputs = inputs
         self.placed = dict(placed or {})
@@ -43,7 +43,7 @@ class _Memory:
         self.fill_nan = fill_nan
         self.arrays: dict[int, np.ndarray] = {}
         self.written: dict[int, np.ndarray] = {}    # PSUM only: which elements hold a value
-        self.overwritten, self.zero_based = _first_writes(program)
+        self.overwritten, self.zero_based = overwritten, zero_based
         self.zero_pending = set(self.zero_based)     # those not yet written
         # fp32 copies of narrower allocations the PE array reads (see matmul_operand)
         self.widened: dict[int, tuple[str, np.ndarray]] = {}
@@ -51,6 +51,8 @@ class _Memory:
 
     def flat(self, alloc_id: int, dtype_name: str) -> np.ndarray:
         arr = self.arrays.get(alloc_id)
+        if arr is not None and arr.dtype is _DTYPES.get(dtype_name):
+            return arr                 # already in that dtype (a view of it as it would hold the same bits)
         if arr is None:
             arr = self.arrays[alloc_id] = self._create(self.allocs[alloc_id])
         if dtypes.name_of(arr.dtype) != dtype_name:
@@ -85,14 +87,17 @@ class _Memory:
     def view(self, r: Region) -> np.ndarray:
         """The region's elements: a strided view (reads and writes go through it) or, for a
         gathered region, a copy (writes use `write`)."""
-        flat = self.flat(r.alloc_id, r.dtype)
+        flat = self.arrays.get(r.alloc_id)
+        if flat is None or flat.dtype is not _DTYPES.get(r.dtype):
+            flat = self.flat(r.alloc_id, r.dtype)
         if r.offsets is not None:
             return flat[r.offsets]
-        if math.prod(r.shape) == 0:
-            return np.empty(r.shape, dtype=flat.dtype)
+        shape = r.shape
+        if 0 in shape:
+            return np.empty(shape, dtype=flat.dtype)
         # NumPy checks the geometry stays inside the allocation; positional arguments: with
         # keywords the constructor takes 2-3 us, a quarter of an instruction's budget
-        return np.ndarray(r.shape, flat.dtype, flat, r.start * r.itemsize, r.strides)
+        return np.ndarray(shape, flat.dtype, flat, r.start * r.itemsize, r.strides)
 
     def matmul_operand(self, r: Region) -> np.ndarray:
         """The region as the PE array multiplies it: in fp32, rounded to its own dtype first.
@@ -125,17 +130,28 @@ class _Memory:
         """Make `values` the allocation's memory, when they are all of it, in order, in its
         dtype, and a fresh array nothing else holds (an instruction's result): an instruction
         writing a whole new tile then neither creates the tile's memory nor copies into it."""
-        if (type(values) is not np.ndarray or values.base is not None or r.offsets is not None or r.start
-                or r.alloc_id in self.pinned or not values.flags.c_contiguous or not values.flags.writeable):
+        if type(values) is not np.ndarray or values.base is not None or r.offsets is not None or r.start:
             return False
-        a = self.allocs[r.alloc_id]
-        if (a.input_index is not None or r.dtype != a.dtype or values.dtype != dtypes.to_dtype(a.dtype)
-                or values.size != math.prod(a.shape) or r.strides != _contiguous(r.shape, r.itemsize)):
+        alloc_id = r.alloc_id
+        if alloc_id in self.pinned:
             return False
-        self.arrays[r.alloc_id] = values.reshape(-1)
-        self.written.pop(r.alloc_id, None)
-        self.changed(r.alloc_id)
+        a = self.allocs[alloc_id]
+        if a.input_index is not None or r.dtype != a.dtype:
+            return False
+        dtype = _DTYPES.get(a.dtype)
+        if dtype is None:
+            dtype = dtypes.to_dtype(a.dtype)
+        if values.dtype != dtype or values.size != math.prod(a.shape):
+            return False
+        flags = values.flags
+        if not flags.c_contiguous or not flags.writeable or r.strides != _contiguous(r.shape, r.itemsize):
+            return False
+        self.arrays[alloc_id] = values.reshape(-1)
+        self.written.pop(alloc_id, None)
+        if self.widened or self.read_narrow:
+            self.changed(alloc_id)
         return True
+
 
     def changed(self, alloc_id: int) -> None:
         """The allocation's values are about to change: its widened copy is stale."""
@@ -147,7 +163,8 @@ class _Memory:
         """The allocation's last instruction has run: its memory goes, as its tile's would."""
         self.arrays.pop(alloc_id, None)
         self.written.pop(alloc_id, None)
-        self.changed(alloc_id)
+        if self.widened or self.read_narrow:
+            self.changed(alloc_id)
 
     def write(self, r: Region, values: np.ndarray, keep: np.ndarray | None, flat: np.ndarray) -> None:
         """Write `values` into `r`, whose allocation's flat array (self.flat) is `flat`."""
@@ -210,6 +227,8 @@ def _covers(r: Region, size: int) -> bool:
 
 
 _CONTIGUOUS: dict = {}
+# NKI dtype name -> the dtype dtypes.to_dtype gives (a dict lookup per region otherwise costs a call)
+_DTYPES: dict = dict(dtypes._BY_NAME)
 
 
 def _contiguous(shape: tuple, itemsize: int) -> tuple:
@@ -227,24 +246,58 @@ def _contiguous(shape: tuple, itemsize: int) -> tuple:
     return found
 
 
-def _last_uses(program: Program) -> dict[int, list[int]]:
-    """For each instruction, the allocations nothing after it touches (never the outputs'):
+def _plan(program: Program) -> tuple[dict[int, list[int]], set[int], set[int]]:
+    """One pass over the program (it costs about what executing an instruction does, so only
+    one): (for each instruction, the allocations nothing after it touches, never the outputs':
     freed as the program runs, so executing holds about what the kernel held live, not every
-    tile it ever allocated."""
-    last: dict[int, int] = {}
+    tile it ever allocated; the allocations whose first access is an unmasked write of every
+    element by a non-accumulating instruction; the PSUM ones whose accumulating first write
+    adds to zeros). The last two need no garbage fill, nor the second its written-flags (most
+    instruction results and matmul accumulators)."""
+    sizes = {a.id: math.prod(a.shape) for a in program.allocs if a.input_index is None}
+    psum = {a.id for a in program.allocs if a.buffer == "psum"}
+    last: dict[int, int] = {}          # its keys: every allocation accessed so far
+    full: set[int] = set()
+    zero_based: set[int] = set()
     for index, rec in enumerate(program.records):
         for r in rec.reads:
             last[r.alloc_id] = index
-        for r in rec.writes:
-            last[r.alloc_id] = index
-        for r in rec.stores:
-            last[r.alloc_id] = index
+        writes, stores = rec.writes, rec.stores
+        if len(writes) == 1 and not stores:        # most instructions: the loop below, unrolled
+            r = writes[0]
+            alloc_id = r.alloc_id
+            if alloc_id not in last:
+                size = sizes.get(alloc_id)
+                if size and rec.mask is None and _covers(r, size):
+                    if not rec.accumulate:
+                        full.add(alloc_id)
+                    elif alloc_id in psum:
+                        zero_based.add(alloc_id)
+            last[alloc_id] = index
+            continue
+        for i, r in enumerate(writes + stores if stores else writes):
+            alloc_id = r.alloc_id
+            accessed = alloc_id in last
+            last[alloc_id] = index
+            if accessed:
+                continue
+            size = sizes.get(alloc_id)
+            # as execute() writes them: writes[0] with the record's accumulate and mask, other
+            # writes plainly, stores (a matmul's result tile beside its accumulator) masked
+            first = i == 0 and bool(writes)
+            mask = rec.mask if first or i >= len(writes) else None
+            if not size or mask is not None or not _covers(r, size):
+                continue
+            if not (first and rec.accumulate):
+                full.add(alloc_id)
+            elif alloc_id in psum:
+                zero_based.add(alloc_id)
     for r in _regions(program.outputs):
         last.pop(r.alloc_id, None)
     by_index: dict[int, list[int]] = {}
     for alloc_id, index in last.items():
         by_index.setdefault(index, []).append(alloc_id)
-    return by_index
+    return by_index, full, zero_based
 
 
 def _regions(outputs):
@@ -255,38 +308,10 @@ def _regions(outputs):
             yield from _regions(item)
 
 
-def _first_writes(program: Program) -> tuple[set[int], set[int]]:
-    """Allocations whose first access is an unmasked write of every element: (those written by
-    a non-accumulating instruction, PSUM ones its accumulating first write adds to zeros).
-    Neither needs a garbage fill, nor the second its written-flags (most instruction results
-    and matmul accumulators)."""
-    sizes = {a.id: math.prod(a.shape) for a in program.allocs if a.input_index is None}
-    psum = {a.id for a in program.allocs if a.buffer == "psum"}
-    seen: set[int] = set()
-    full: set[int] = set()
-    zero_based: set[int] = set()
-    for rec in program.records:
-        for r in rec.reads:
-            seen.add(r.alloc_id)
-        for i, r in enumerate(rec.writes + rec.stores if rec.stores else rec.writes):
-            if r.alloc_id in seen:
-                continue
-            seen.add(r.alloc_id)
-            size = sizes.get(r.alloc_id)
-            # as execute() writes them: writes[0] with the record's accumulate and mask, other
-            # writes plainly, stores (a matmul's result tile beside its accumulator) masked
-            first = i == 0 and bool(rec.writes)
-            mask = rec.mask if first or i >= len(rec.writes) else None
-            if not size or mask is not None or not _covers(r, size):
-                continue
-            if not (first and rec.accumulate):
-                full.add(r.alloc_id)
-            elif r.alloc_id in psum:
-                zero_based.add(r.alloc_id)
-    return full, zero_based
-
-
 # ----- value semantics, one function per kind ------------------------------------------------------
+
+_FLOAT32 = np.dtype(np.float32)
+
 
 def _f32(v: np.ndarray) -> np.ndarray:
     return v if v.dtype == np.float32 else v.astype(np.float32)
@@ -341,10 +366,15 @@ def _binary_op(name) -> alu.NkiOp:
 
 
 def _binary(rec, v):
-    op = _binary_op(rec.params["op"])
+    name = rec.params["op"]
+    op = _BINARY.get(name) if type(name) is str else None
+    if op is None:
+        op = _binary_op(name)
     a, b = v
     shape = rec.writes[0].shape
-    if not op.bitvec:
+    if a.dtype is _FLOAT32 and b.dtype is _FLOAT32 and not op.bitvec:
+        pass                          # fp32 already (what _f32 below would give)
+    elif not op.bitvec:
         if a.dtype.kind in "iu" and b.dtype.kind in "iu" and op.name != "divide":    # exact integers
             a, b = a.astype(np.int64), b.astype(np.int64)
         else:
@@ -525,9 +555,10 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
     caller gave it)."""
     if type(threads) is not int or threads < 1:
         raise ValueError(f"threads must be a whole number of at least 1, not {threads!r}")
-    mem = _Memory(program, inputs, fill_nan, placed)
+    last_uses, overwritten, zero_based = _plan(program)
+    mem = _Memory(program, inputs, fill_nan, placed, overwritten, zero_based)
     if threads == 1:
-        return _run(program, mem, echo, None)
+        return _run(program, mem, echo, None, last_uses)
     from threadpoolctl import threadpool_limits
 
     from .products import Pending
@@ -535,7 +566,7 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
     # one BLAS thread per worker: the products are small GEMMs, one core each
     with threadpool_limits(limits=1, user_api="blas"):
         try:
-            return _run(program, mem, echo, pending)
+            return _run(program, mem, echo, pending, last_uses)
         except Exception:
             if pending:          # an earlier matmul's error is the one it would have raised first
                 pending.retire_all()
@@ -544,19 +575,25 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
             pending.close()
 
 
-def _run(program: Program, mem: _Memory, echo: bool, pending) -> Execution:
+def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[int, list[int]]) -> Execution:
     printed: list[str] = []
     timed: list[TraceRecord] = []
-    last_uses = _last_uses(program)
     view, release, kinds, nothing = mem.view, mem.release, _KINDS, ()
+    uses, time_it = last_uses.get, timed.append
+    drop_array, drop_written = mem.arrays.pop, mem.written.pop
     for index, rec in enumerate(program.records):
-        freed = last_uses.get(index - 1)
+        freed = uses(index - 1)
         if freed is not None:
             for alloc_id in freed:
                 if pending:
                     pending.before_release(alloc_id)
-                release(alloc_id)
-        if rec.kind == "matmul":
+                if mem.widened or mem.read_narrow:
+                    release(alloc_id)
+                else:                            # release(alloc_id) without its call
+                    drop_array(alloc_id, None)
+                    drop_written(alloc_id, None)
+        kind = rec.kind
+        if kind == "matmul":
             if pending:
                 pending.before_read(rec.reads)
             values = [mem.matmul_operand(r) for r in rec.reads]
@@ -566,8 +603,8 @@ def _run(program: Program, mem: _Memory, echo: bool, pending) -> Execution:
                 pending.before_write(rec.writes)
                 if rec.stores:
                     pending.before_write(rec.stores)
-            values = [view(r) for r in rec.reads]
-        if rec.kind == "print":
+            values = list(map(view, rec.reads))     # no comprehension frame per instruction
+        if kind == "print":
             text = _print_text(rec, values)
             if echo and pending:
                 pending.retire_all()    # text shows only once what ran before it has run
@@ -575,15 +612,19 @@ def _run(program: Program, mem: _Memory, echo: bool, pending) -> Execution:
             if echo:
                 print(text, file=sys.stdout)
             continue
-        timed.append(rec)
-        unread = last_uses.get(index, nothing)
-        if pending is not None and rec.kind == "matmul":
+        time_it(rec)
+        if pending is not None and kind == "matmul":
+            unread = uses(index, nothing)
             # a result tile nothing reads again is never stored (_write_results): not a hazard
             written = rec.writes + [r for r in rec.stores if r.alloc_id not in unread] if rec.stores else rec.writes
             pending.submit((rec, unread), written, rec.reads, kinds[rec.kind], rec, values)
             continue
         try:
-            _write_results(mem, rec, kinds[rec.kind](rec, values), unread)
+            results = kinds[kind](rec, values)
+            if len(rec.writes) == 1 and not rec.stores:      # most instructions: _write_results' short path
+                _store(mem, rec.writes[0], results[0], rec.accumulate, rec.mask, adopt=True)
+            else:
+                _write_results(mem, rec, results, uses(index, nothing))
         except ProgramError:
             raise
         except Exception as err:   # a forged program's nonsense; a traced one never gets here
@@ -598,6 +639,9 @@ def _write_results(mem: _Memory, rec: TraceRecord, results: list, unread) -> Non
     """Store an instruction's results: writes[0] with its accumulation and mask, other writes
     plainly, and its extra stores (masked) but those into allocations in `unread`."""
     mask = rec.mask
+    if len(rec.writes) == 1 and not rec.stores:          # most instructions
+        _store(mem, rec.writes[0], results[0], rec.accumulate, mask, adopt=True)
+        return
     first = True
     for i, r in enumerate(rec.writes):
         _store(mem, r, results[i], rec.accumulate if first else False, mask if first else None, adopt=True)
@@ -629,7 +673,8 @@ def _cannot_execute(rec: TraceRecord, err: Exception) -> ProgramError:
 def _store(mem: _Memory, r: Region, values, accumulate: bool, mask, adopt: bool = False) -> None:
     """Write an instruction's values into `r`. `adopt`: the values are this write's own (not
     also stored elsewhere), so they may become the allocation's memory (_Memory.adopt)."""
-    values = _fit(values, r.shape)
+    if type(values) is not np.ndarray or values.shape != r.shape:
+        values = _fit(values, r.shape)
     keep = None
     if mask is not None:
         keep = np.broadcast_to(mask, r.shape)
@@ -649,7 +694,9 @@ def _store(mem: _Memory, r: Region, values, accumulate: bool, mask, adopt: bool 
             if written is not None:
                 old = np.where(written, old, np.float32(0))
             values = old + _f32(values)
-    values = dtypes.cast(values, dtypes.to_dtype(r.dtype))
+    dtype = _DTYPES.get(r.dtype)
+    if dtype is None or values.dtype is not dtype or dtype.metadata:   # the same array cast would give
+        values = dtypes.cast(values, dtypes.to_dtype(r.dtype))
     if adopt and keep is None and mem.adopt(r, values):
         return
     flat = mem.flat(r.alloc_id, r.dtype)
