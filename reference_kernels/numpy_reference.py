@@ -22,7 +22,8 @@ def transpose_reference(a):
     return np.ascontiguousarray(np.asarray(a).T)
 
 
-def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float64, spread=None):
+def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float64, spread=None,
+                              columns_bytes=None):
     """Conv2d (stride 1, no padding) + bias, then max-pool (window = stride = pool_size).
 
     X: (B, C_in, H, W_in); W: (C_out, C_in, K, K); bias: (C_out,).
@@ -37,6 +38,8 @@ def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float6
     ``spread``: None, or a function that runs the function it is given on several threads at
     once and returns when every one has returned (the caller limits BLAS to one thread each):
     the threads then share the blocks of the product. The result is the same either way.
+    ``columns_bytes``: the columns each block may hold (default COLUMNS_BYTES; threads that
+    share the work may each take a part of it, so they hold no more memory together).
     """
     X = np.asarray(X)
     W = np.asarray(W)
@@ -66,11 +69,12 @@ def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float6
     depth = c_in * k_h * k_w
     itemsize = np.dtype(accumulate_dtype).itemsize
     image_bytes = depth * used_rows * w_out * itemsize
-    if image_bytes <= COLUMNS_BYTES:
-        images, rows = max(1, min(batch, COLUMNS_BYTES // image_bytes)), used_rows
+    budget = COLUMNS_BYTES if columns_bytes is None else columns_bytes
+    if image_bytes <= budget:
+        images, rows = max(1, min(batch, budget // image_bytes)), used_rows
     else:
         images = 1
-        rows = max(pool_size, COLUMNS_BYTES // (depth * w_out * itemsize) // pool_size * pool_size)
+        rows = max(pool_size, budget // (depth * w_out * itemsize) // pool_size * pool_size)
     windows = sliding_window_view(X, (k_h, k_w), axis=(2, 3))    # (B, C_in, H_out, W_out, K, K), no copy
     w_mat = W.reshape(c_out, depth).astype(accumulate_dtype)
     bias_acc = bias.astype(accumulate_dtype)[:, None, None, None]

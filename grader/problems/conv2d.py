@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from reference_kernels import numpy_reference
 from reference_kernels.numpy_reference import conv2d_maxpool_reference
 
 from .base import Problem, on_threads, uniform, zeros
@@ -25,7 +26,11 @@ def signature(config: dict) -> tuple[list[tuple[tuple[int, ...], np.dtype]], dic
 
 
 def reference(args: list[np.ndarray], kwargs: dict, threads: int = 1) -> np.ndarray:
-    return conv2d_maxpool_reference(*args, **kwargs, spread=on_threads(threads) if threads > 1 else None)
+    if threads <= 1:
+        return conv2d_maxpool_reference(*args, **kwargs)
+    # each thread its part of the one-thread column budget: no more memory than one thread
+    return conv2d_maxpool_reference(*args, **kwargs, spread=on_threads(threads),
+                                    columns_bytes=numpy_reference.COLUMNS_BYTES // threads)
 
 
 def work(config: dict) -> tuple[float, float]:
