@@ -110,3 +110,15 @@ def test_work_spread_over_threads_runs_on_each_and_raises_what_a_helper_raised()
     with pytest.raises(MemoryError, match="block buffers"):
         on_threads(3)(work)
     assert len(seen) == 3 and threading.current_thread().name in seen
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_an_answer_shared_over_threads_is_the_one_thread_answer(monkeypatch, threads):
+    """The grader's way (grader.problems): threads each take their part of the column budget,
+    so the blocks differ from one thread's; the bits do not."""
+    from grader import problems
+    x, wt, bias = inputs(4, 128, 128, 32, 16, 3, np.float32, seed=4)
+    monkeypatch.setattr(numpy_reference, "COLUMNS_BYTES", 128 * 9 * 30 * 14 * 8 * 2)    # two images a block
+    one = problems.reference("conv2d", [x, wt, bias], {"pool_size": 2}, threads=1)
+    shared = problems.reference("conv2d", [x, wt, bias], {"pool_size": 2}, threads=threads)
+    assert np.array_equal(one, shared) and np.array_equal(one, former_reference(x, wt, bias, 2))
