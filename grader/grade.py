@@ -40,6 +40,11 @@ from .zygote import ZYGOTE
 
 GRADER_VERSION = "0.1.0"
 ALWAYS_ALLOWED = {"dma_copy", "tensor_copy", "memset"}   # data movement, not compute
+# The simulator's executor can multiply on worker threads (nkisim.products), but each product's
+# own Python holds the GIL: on 2 idle cores two threads cut execution's wall time ~5% for ~29%
+# more CPU (bench/exec_threads.py), and a grade's other core is busy with its reference answer
+# or another grade. CPU is what a worker runs short of, so a grade asks for one thread.
+EXECUTOR_MATMUL_THREADS = 1
 
 
 @dataclass
@@ -57,7 +62,7 @@ class GradeOptions:
     limits: Limits = field(default_factory=Limits)   # per configuration; wall_seconds is also cut to the budget
     hide_paths: tuple[str, ...] = ()      # directories the child must not see (uploads, ...)
     answers: AnswerSet | None = None      # answers made ahead (grader.answer_pool): the run takes its seed
-    threads: int | None = None            # threads for the grade's own work (reference answers, matmuls); None: every usable core
+    threads: int | None = None            # threads for the grade's own work (reference answers); None: every usable core
 
 
 def neuron_available() -> bool:
@@ -183,8 +188,7 @@ class _Run:
                 f"that never ends, or work far beyond what the problem needs.")
 
     def _threads(self) -> int:
-        """Threads for this grade's own work, a reference answer's blocks and the executor's
-        matmul products: its share of the cores (a worker running several grades at once says
+        """Threads for this grade's own work, a reference answer's blocks: its share of the cores (a worker running several grades at once says
         how many), by default every usable core (shared by --jobs tests at once), so once the
         child is done the answer has the machine; each thread keeps one BLAS thread."""
         return self.opt.threads or max(1, len(os.sched_getaffinity(0)) // max(1, self.opt.jobs))
@@ -398,7 +402,7 @@ class _Run:
                          platform=self.spec.platform, job_root=self.base, hide_paths=(self.root,) + self.hidden,
                          neuron_core=self.cores[index % len(self.cores)] if self.backend == Backend.NEURON else None,
                          neuron=self.neuron, thresholds_us=test.thresholds_us,
-                         expected_output=problems.output(test.problem, config), matmul_threads=self._threads())
+                         expected_output=problems.output(test.problem, config), matmul_threads=EXECUTOR_MATMUL_THREADS)
 
     def _start_trace(self, test: TestSpec, index: int, config: dict) -> _Tracing | None:
         """Begin tracing a configuration from its signature (None: the problem has none, or the

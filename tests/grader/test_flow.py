@@ -464,8 +464,8 @@ def test_timed_runs_are_checked_at_the_correctness_tolerance(spec):
 
 def test_a_grade_spreads_its_reference_answers_over_the_threads_it_is_given(spec, monkeypatch):
     """A worker running several grades at once gives each its share of the cores
-    (GradeOptions.threads), for its reference answers and its executor's matmul threads; by
-    default a lone grade uses every usable core."""
+    (GradeOptions.threads) for its reference answers; by default a lone grade uses every
+    usable core. Its executor multiplies on one thread (grade.EXECUTOR_MATMUL_THREADS)."""
     import grader.grade as grade_module
     threads, executors = [], []
     real = problems.REGISTRY["conv2d"]
@@ -483,10 +483,10 @@ def test_a_grade_spreads_its_reference_answers_over_the_threads_it_is_given(spec
     monkeypatch.setattr(grade_module, "run_configuration", run)
     sub = grader.submission_from_bytes("conv2d.py", CONV, spec)
     shared = grader.grade(sub, spec, grader.GradeOptions(backend="sim", seed=1, threads=3))
-    assert shared.score.total == 9 and threads == [3] * 5 and executors == [3] * 5
+    assert shared.score.total == 9 and threads == [3] * 5 and executors == [1] * 5
     threads.clear(), executors.clear()
     grader.grade(sub, spec, grader.GradeOptions(backend="sim", seed=1))
-    assert threads == executors == [len(os.sched_getaffinity(0))] * 5
+    assert threads == [len(os.sched_getaffinity(0))] * 5 and executors == [1] * 5
 
 
 def test_a_kernel_that_fails_at_once_costs_no_reference_work(spec, monkeypatch):
