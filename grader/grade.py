@@ -26,6 +26,7 @@ from .checks import check_output, layout_failure
 from .errors import GraderInputError
 from .events import CancelToken, ConfigEvent, ProgressEvent
 from .inputs import check_seed, config_inputs, config_seed, shared_config_inputs
+from .malloc import return_big_buffers
 from .precheck import compute_violations
 from .report import Report, TestResult
 from .runner import ConfigRun, RunnerJob, run_configuration, trace_configuration
@@ -464,6 +465,7 @@ class _Run:
 
     # ----- the whole run ----------------------------------------------------------------------
     def grade(self) -> Report:
+        return_big_buffers()            # a grade's large buffers leave no resident copies behind
         start = time.monotonic()
         self.deadline = start + self.budget_s
         try:
