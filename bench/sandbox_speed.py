@@ -43,7 +43,6 @@ sys.path.insert(0, str(ROOT))
 
 from grader import problems, runner, sandbox, sharedmem, spec as specs  # noqa: E402
 from grader.zygote import ZYGOTE  # noqa: E402
-from grader.grade import EXECUTOR_MATMUL_THREADS  # noqa: E402
 
 KERNEL = ROOT / "reference_kernels" / "conv2d_optimized.py"
 QUICK = ("conv_small",)
@@ -66,7 +65,7 @@ def job_for(spec, test, config, source: str) -> runner.RunnerJob:
                             args=shared.arrays, kwargs=kwargs, mode="benchmark" if test.timed else "correctness",
                             warmup=test.warmup, iters=test.iters, platform=spec.platform,
                             thresholds_us=test.thresholds_us, expected_output=problems.output(test.problem, config),
-                            shared_inputs=shared, matmul_threads=EXECUTOR_MATMUL_THREADS)   # as a grade asks
+                            shared_inputs=shared, processes=1)   # one process, as the in-process run
 
 
 class ChildCPU:

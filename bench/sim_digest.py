@@ -7,15 +7,16 @@ cost model's latency, DMA count and profile summary. Inputs come from fixed seed
 allocation ids restart at 1 for every trace, so a digest does not depend on what ran first.
 
     python bench/sim_digest.py [--full] [--only NAME] > digests.txt
-    python bench/sim_digest.py [--full] --check bench/sim_digests.txt [--threads N]
+    python bench/sim_digest.py [--full] --check bench/sim_digests.txt [--threads N] [--processes N]
 
 bench/sim_digests.txt holds the digests (made with --full) of the code as of the cost-model
 change of issue 23 (short fp16 moving rows, the profile's short-row fields, the relaxed reference's
 C1 structure): speed work must leave every one of them unchanged.
 
---threads: the executor's matmul threads (nkisim.execute's `threads`), by default as
-grader.executor picks them on this machine when idle and at least 2, so the check covers the
-worker threads whatever the load; the digests must not depend on it.
+--threads: the executor's matmul threads (nkisim.execute's `threads`), by default 2, so the
+check covers the worker threads; the digests must not depend on it.
+--processes: execute as a grade with that share of the cores does (grader.executor): split into
+that many processes (nkisim.split) when the program allows it, else on one thread. Default 1.
 
 --full adds the batch-4 224x224 correctness configurations (minutes); the default set has the
 small ones, the batch-1 224x224 performance ones and every transpose and vector-add case.
@@ -26,6 +27,8 @@ import argparse
 import hashlib
 import itertools
 import json
+import math
+import mmap
 import sys
 import time
 from pathlib import Path
@@ -41,9 +44,9 @@ import nkisim  # noqa: E402
 nkisim.install()
 
 from grader import problems, spec as specs  # noqa: E402
-from grader.executor import matmul_threads  # noqa: E402
-from nkisim import cost, memory, program as programs  # noqa: E402
+from nkisim import cost, dtypes, memory, program as programs  # noqa: E402
 from nkisim.cost.profile import profile_summary  # noqa: E402
+from nkisim import split  # noqa: E402
 from nkisim.execute import execute  # noqa: E402
 from nkisim.platforms import PLATFORMS  # noqa: E402
 from nkisim.runtime import ArgSpec, trace_kernel  # noqa: E402
@@ -76,8 +79,9 @@ def cases(full: bool):
         yield f"vector_add/{name}", kernel, [a, b], {}
 
 
-def digest(kernel, args, kwargs, platform: str = "trn2", threads: int = 1) -> str:
-    """The graded path of grader.executor.run, hashed as it goes (`threads`: its matmul threads)."""
+def digest(kernel, args, kwargs, platform: str = "trn2", threads: int = 1, processes: int = 1) -> str:
+    """The graded path of grader.executor.run, hashed as it goes (`threads`: its matmul threads;
+    `processes` > 1: split as grader.executor splits it, when the program allows)."""
     memory._ids = itertools.count(1)
     limits = PLATFORMS[platform].hardware_limits()
     h = hashlib.sha256()
@@ -89,7 +93,16 @@ def digest(kernel, args, kwargs, platform: str = "trn2", threads: int = 1) -> st
     decoded = programs.decode(data)
     programs.validate(decoded, limits, args)
     with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
-        done = execute(decoded, args, threads=threads)
+        parts = split.plan(decoded, processes)
+        if parts is not None:             # the output in memory the forked parts share, as the grader's room is
+            out = decoded.outputs
+            alloc = next(a for a in decoded.allocs if a.id == out.alloc_id)
+            dtype = dtypes.to_dtype(alloc.dtype)
+            size = math.prod(alloc.shape)
+            room = np.frombuffer(mmap.mmap(-1, max(1, size * dtype.itemsize)), dtype=dtype, count=size)
+            done = split.execute_split(decoded, args, parts, room)
+        else:
+            done = execute(decoded, args, threads=threads)
     outputs = done.outputs if isinstance(done.outputs, (list, tuple)) else [done.outputs]
     for out in outputs:
         out = np.ascontiguousarray(out)
@@ -110,11 +123,13 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="also the batch-4 224x224 configurations")
     parser.add_argument("--only", help="only cases whose name contains this")
     parser.add_argument("--check", type=Path, help="compare with a file this script printed; exit 1 on a difference")
-    parser.add_argument("--threads", type=int, default=max(2, matmul_threads({}, load=0.0)),
-                        help="the executor's matmul threads (default: as grader.executor picks them on this "
-                             "machine when idle, at least 2; 1: no worker threads)")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="the executor's matmul threads (default 2; 1: no worker threads)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="processes executing a program that splits (grader.executor's share of the cores)")
     args = parser.parse_args()
-    print(f"executing with {args.threads} matmul thread(s)", file=sys.stderr)
+    print(f"executing with {args.threads} matmul thread(s), split into {args.processes} process(es) where "
+          f"programs allow", file=sys.stderr)
     expected = {}
     if args.check:
         expected = dict(line.split()[::-1] for line in args.check.read_text().splitlines() if line.strip())
@@ -123,7 +138,7 @@ def main() -> None:
         if args.only and args.only not in name:
             continue
         start = time.perf_counter()
-        value = digest(kernel, kargs, kwargs, threads=args.threads)
+        value = digest(kernel, kargs, kwargs, threads=args.threads, processes=args.processes)
         took = time.perf_counter() - start
         if args.check:
             want = expected.get(name)

@@ -10,10 +10,12 @@ any amount of work within its caps.
 Writes to the result pipe (GRADER_RESULT_FD) a JSON header (a length-prefixed frame, see
 grader.wire), then each output array in .npy format. Header fields: status ("ok" | "invalid" |
 "mismatch"), error, printed (nl.device_print text), opcodes, matmul_flops, instructions,
-dma_count, latency_us, profile; for "mismatch", declared. When the grader shares memory with it
+dma_count, latency_us, profile, processes; for "mismatch", declared. When the grader shares memory with it
 (grader.sharedmem: GRADER_SHARED_FD, its layout in job.json's "shared"), the inputs are read there,
 in place, and the expected output is computed into its room: the header says shared_output: true and no
-array follows.
+array follows. With that room, and job.json's "processes" above 1 (the grade's share of the
+cores), a program whose output splits into independent shares (nkisim.split: a conv2d's
+blocks) is executed by that many processes at once, each writing its share into the room.
 
 What tracing already knows is used before any execution: when job.json gives the output the
 test expects ([shape, dtype]) and the valid program declares outputs that cannot be it (their
@@ -31,7 +33,7 @@ import numpy as np
 from grader import sharedmem      # at import: in the sandbox's view the grader's package is not readable
 
 PRINT_LIMIT = 64 * 1024          # device_print text kept for the report
-MAX_MATMUL_THREADS = 8
+MAX_PROCESSES = 8
 
 
 def _limits(platform: str):
@@ -53,7 +55,7 @@ def _profile(trace, timeline, job: dict) -> dict | None:
 
 def run(job: dict) -> tuple[dict, list[np.ndarray]]:
     from grader.jobs import single_threaded_blas
-    from nkisim import collector, cost
+    from nkisim import collector, cost, split
     from nkisim import program as programs
     from nkisim.execute import execute
     with open("program.bin", "rb") as fh:
@@ -78,9 +80,14 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
     expected = job.get("expected_output")
     if expected is not None and declared is not None and declared != [expected]:
         return {"status": "mismatch", "declared": declared}, []
+    placed = _placed(program, room)
+    parts = split.plan(program, processes(job)) if placed is not None else None
     with np.errstate(all="ignore"), single_threaded_blas():
         try:
-            done = execute(program, inputs, placed=_placed(program, room), threads=matmul_threads(job))
+            if parts is not None:         # independent shares of the output, each in its own process
+                done = split.execute_split(program, inputs, parts, next(iter(placed.values())))
+            else:
+                done = execute(program, inputs, placed=placed)
         except programs.ProgramError as err:
             return {"status": "invalid", "error": str(err)[:4000]}, []
     outputs = done.outputs if isinstance(done.outputs, (list, tuple)) else [done.outputs]
@@ -91,7 +98,7 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
               "opcodes": sorted({r.opcode for r in done.trace}),
               "matmul_flops": sum(2 * r.attrs["k"] * r.attrs["m"] * r.attrs["n"]
                                   for r in done.trace if r.kind == "matmul"),
-              "instructions": len(done.trace)}
+              "instructions": len(done.trace), "processes": len(parts) if parts is not None else 1}
     if job["mode"] == "benchmark":
         dge = cost.uses_dge(program.compile_options)
         timeline = cost.time_trace(done.trace, program.allocs, dge=dge, limits=_limits(job.get("platform", "trn2")))
@@ -105,29 +112,14 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
     return header, [np.asarray(o) for o in outputs]
 
 
-def matmul_threads(job: dict, load: float | None = None) -> int:
-    """Worker threads for the matmul products (nkisim.execute's `threads`), each on one BLAS
-    thread: the cores this process may use that the machine's load leaves free, or fewer when
-    job.json's "matmul_threads" says so (the grade's share of the machine). A product is a small
-    GEMM one core does at BLAS speed: threads beyond the free cores only add switching (on a busy
-    2-core machine 10-20% more CPU for no gain; docs/operators.md), and past MAX_MATMUL_THREADS
-    the executing thread's own work is the limit (the job's process cap counts threads too). `load`: the
-    one-minute load average, read from the system when None."""
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:            # not Linux
-        usable = os.cpu_count() or 1
-    asked = job.get("matmul_threads")
-    if type(asked) is int and asked >= 1:
-        usable = min(asked, usable)
-    if load is None:
-        try:
-            load = os.getloadavg()[0]
-        except (OSError, AttributeError):
-            load = 0.0
-    # the load counts this grade's own work (its tracing child just ran): what it leaves beyond one core
-    free = round(usable - load + 1) if load >= 0 else usable
-    return max(1, min(usable, free, MAX_MATMUL_THREADS))
+def processes(job: dict) -> int:
+    """How many processes may execute the program at once: job.json's "processes", the grade's
+    share of the machine's cores (a grade's other work shares them too), at most MAX_PROCESSES
+    (each holds its own tiles; past a few, the parts' shared work is most of each)."""
+    asked = job.get("processes")
+    if type(asked) is not int or asked < 1:
+        return 1
+    return min(asked, MAX_PROCESSES)
 
 
 def _attach(job: dict) -> tuple | None:

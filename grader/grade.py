@@ -41,11 +41,6 @@ from .zygote import ZYGOTE
 
 GRADER_VERSION = "0.1.0"
 ALWAYS_ALLOWED = {"dma_copy", "tensor_copy", "memset"}   # data movement, not compute
-# The simulator's executor can multiply on worker threads (nkisim.products), but each product's
-# own Python holds the GIL: on 2 idle cores two threads cut execution's wall time ~5% for ~29%
-# more CPU (bench/exec_threads.py), and a grade's other core is busy with its reference answer
-# or another grade. CPU is what a worker runs short of, so a grade asks for one thread.
-EXECUTOR_MATMUL_THREADS = 1
 
 
 @dataclass
@@ -403,7 +398,7 @@ class _Run:
                          platform=self.spec.platform, job_root=self.base, hide_paths=(self.root,) + self.hidden,
                          neuron_core=self.cores[index % len(self.cores)] if self.backend == Backend.NEURON else None,
                          neuron=self.neuron, thresholds_us=test.thresholds_us,
-                         expected_output=problems.output(test.problem, config), matmul_threads=EXECUTOR_MATMUL_THREADS)
+                         expected_output=problems.output(test.problem, config), processes=self._threads())
 
     def _start_trace(self, test: TestSpec, index: int, config: dict) -> _Tracing | None:
         """Begin tracing a configuration from its signature (None: the problem has none, or the

@@ -58,7 +58,9 @@ class RunnerJob:
     shared_inputs: sharedmem.SharedInputs | None = None
     # (shape, dtype) of each array argument, for tracing before `args` are drawn; None: `args`'
     arg_specs: list | None = None
-    matmul_threads: int | None = None   # the simulator's executor: at most this many matmul threads (the grade's share of the cores)
+    # the simulator's executor: at most this many processes execute the program at once, each a share
+    # of its output (nkisim.split); the grade's share of the cores
+    processes: int = 1
 
 
 @dataclass
@@ -76,6 +78,7 @@ class ConfigRun:
     latency_us: float | None = None
     profile: dict | None = None
     declared: list | None = None        # mismatch: (shape, dtype name) of each output the program declares
+    processes: int = 1                  # how many processes executed the program (nkisim.split)
 
 
 def run_configuration(job: RunnerJob, limits: Limits, cancel: threading.Event | None = None,
@@ -220,7 +223,7 @@ def _execute_with(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel
                    "warmup": job.warmup, "iters": job.iters, "neuron_core": job.neuron_core,
                    "neuron": job.neuron, "input_names": list(job.input_names),
                    "expected_output": _expected_output(job), "shared": layout,
-                   "matmul_threads": job.matmul_threads}, fh)
+                   "processes": job.processes}, fh)
     module = "grader.executor" if name == "program.bin" else "grader.neuron"
     fds = () if shared is None else (inputs.fd,) + ((room[0],) if room else ())
     done = run_child([sys.executable, "-I", "-m", module], workdir, limits=limits,
@@ -312,4 +315,5 @@ def _parse_execution(done: ChildResult, limits: Limits, shared_output=None) -> C
                      instructions=wire.bounded_int(header.get("instructions", 0), 0, 1 << 40, "instruction count"),
                      dma_count=wire.bounded_int(header.get("dma_count", 0), 0, 1 << 40, "DMA count"),
                      latency_us=float(latency) if latency is not None else None,
-                     profile=profile if isinstance(profile, dict) else None)
+                     profile=profile if isinstance(profile, dict) else None,
+                     processes=wire.bounded_int(header.get("processes", 1), 1, 64, "process count"))

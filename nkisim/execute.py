@@ -35,12 +35,14 @@ class _Memory:
     """The allocations' values, created at first touch: flat arrays in each allocation's dtype."""
 
     def __init__(self, program: Program, inputs: list[np.ndarray], fill_nan: bool,
-                 placed: dict[int, np.ndarray] | None, overwritten: set[int], zero_based: set[int]) -> None:
+                 placed: dict[int, np.ndarray] | None, overwritten: set[int], zero_based: set[int],
+                 filled: frozenset = frozenset()) -> None:
         self.allocs = {a.id: a for a in program.allocs}
         self.inputs = inputs
         self.placed = dict(placed or {})
         self.pinned = set(self.placed)               # memory given by the caller: written in place, never replaced
         self.fill_nan = fill_nan
+        self.filled = filled                         # placed memory that already holds its starting values
         self.arrays: dict[int, np.ndarray] = {}
         self.written: dict[int, np.ndarray] = {}    # PSUM only: which elements hold a value
         self.overwritten, self.zero_based = overwritten, zero_based
@@ -70,6 +72,14 @@ class _Memory:
         if (arr is None or arr.shape != (math.prod(a.shape),) or not arr.flags.writeable
                 or dtypes.name_of(arr.dtype) != dtypes.name_of(dtype)):
             arr = np.empty(math.prod(a.shape), dtype=dtype)
+        elif a.id in self.filled:
+            return arr                             # filled before this run began (nkisim.split)
+        return self.fill(a, arr)
+
+    def fill(self, a, arr: np.ndarray) -> np.ndarray:
+        """Give a new allocation's memory the values it starts with: nothing where its first
+        instruction writes all of it, else NaN (integers: a byte pattern) or zeros."""
+        dtype = dtypes.to_dtype(a.dtype)
         if a.id in self.overwritten:
             pass                                   # its first instruction writes all of it
         elif a.id in self.zero_based:              # its first instruction adds to zeros, all of it
@@ -543,7 +553,8 @@ def _print_text(rec: TraceRecord, values: list[np.ndarray]) -> str:
 # ----- the whole program ---------------------------------------------------------------------------
 
 def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True, echo: bool = False,
-            placed: dict[int, np.ndarray] | None = None, threads: int = 1) -> Execution:
+            placed: dict[int, np.ndarray] | None = None, threads: int = 1,
+            filled: frozenset = frozenset()) -> Execution:
     """Run `program` on `inputs` (the kernel's array arguments in order). `echo` also prints
     nl.device_print text as it is produced (local runs). `placed`: memory given for some
     allocations, {allocation id: flat writable array of its size and dtype}, used as they are
@@ -552,11 +563,13 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
     while execution goes on, stored in program order (nkisim.products): the same bits; BLAS
     is held to one thread meanwhile (one per worker). 1, the default: every instruction at
     once on this thread, no other thread started (a library call takes no more cores than its
-    caller gave it)."""
+    caller gave it). `filled`: ids of placed allocations whose memory already holds the values
+    they start with (nkisim.split fills an output shared by several processes once, before they
+    start). A ProgramError raised while executing carries the failing instruction's index in `at`."""
     if type(threads) is not int or threads < 1:
         raise ValueError(f"threads must be a whole number of at least 1, not {threads!r}")
     last_uses, overwritten, zero_based = _plan(program)
-    mem = _Memory(program, inputs, fill_nan, placed, overwritten, zero_based)
+    mem = _Memory(program, inputs, fill_nan, placed, overwritten, zero_based, filled)
     if threads == 1:
         return _run(program, mem, echo, None, last_uses)
     from threadpoolctl import threadpool_limits
@@ -581,54 +594,64 @@ def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[in
     view, release, kinds, nothing = mem.view, mem.release, _KINDS, ()
     uses, time_it = last_uses.get, timed.append
     drop_array, drop_written = mem.arrays.pop, mem.written.pop
-    for index, rec in enumerate(program.records):
-        freed = uses(index - 1)
-        if freed is not None:
-            for alloc_id in freed:
+    rec = None
+    try:
+        for index, rec in enumerate(program.records):
+            freed = uses(index - 1)
+            if freed is not None:
+                for alloc_id in freed:
+                    if pending:
+                        pending.before_release(alloc_id)
+                    if mem.widened or mem.read_narrow:
+                        release(alloc_id)
+                    else:                            # release(alloc_id) without its call
+                        drop_array(alloc_id, None)
+                        drop_written(alloc_id, None)
+            kind = rec.kind
+            if kind == "matmul":
                 if pending:
-                    pending.before_release(alloc_id)
-                if mem.widened or mem.read_narrow:
-                    release(alloc_id)
-                else:                            # release(alloc_id) without its call
-                    drop_array(alloc_id, None)
-                    drop_written(alloc_id, None)
-        kind = rec.kind
-        if kind == "matmul":
-            if pending:
-                pending.before_read(rec.reads)
-            values = [mem.matmul_operand(r) for r in rec.reads]
-        else:
-            if pending:
-                pending.before_read(rec.reads)
-                pending.before_write(rec.writes)
-                if rec.stores:
-                    pending.before_write(rec.stores)
-            values = list(map(view, rec.reads))     # no comprehension frame per instruction
-        if kind == "print":
-            text = _print_text(rec, values)
-            if echo and pending:
-                pending.retire_all()    # text shows only once what ran before it has run
-            printed.append(text)
-            if echo:
-                print(text, file=sys.stdout)
-            continue
-        time_it(rec)
-        if pending is not None and kind == "matmul":
-            unread = uses(index, nothing)
-            # a result tile nothing reads again is never stored (_write_results): not a hazard
-            written = rec.writes + [r for r in rec.stores if r.alloc_id not in unread] if rec.stores else rec.writes
-            pending.submit((rec, unread), written, rec.reads, kinds[rec.kind], rec, values)
-            continue
-        try:
-            results = kinds[kind](rec, values)
-            if len(rec.writes) == 1 and not rec.stores:      # most instructions: _write_results' short path
-                _store(mem, rec.writes[0], results[0], rec.accumulate, rec.mask, adopt=True)
+                    pending.before_read(rec.reads)
+                values = [mem.matmul_operand(r) for r in rec.reads]
             else:
-                _write_results(mem, rec, results, uses(index, nothing))
-        except ProgramError:
-            raise
-        except Exception as err:   # a forged program's nonsense; a traced one never gets here
-            raise _cannot_execute(rec, err) from None
+                if pending:
+                    pending.before_read(rec.reads)
+                    pending.before_write(rec.writes)
+                    if rec.stores:
+                        pending.before_write(rec.stores)
+                values = list(map(view, rec.reads))     # no comprehension frame per instruction
+            if kind == "print":
+                text = _print_text(rec, values)
+                if echo and pending:
+                    pending.retire_all()    # text shows only once what ran before it has run
+                printed.append(text)
+                if echo:
+                    print(text, file=sys.stdout)
+                continue
+            time_it(rec)
+            if pending is not None and kind == "matmul":
+                unread = uses(index, nothing)
+                # a result tile nothing reads again is never stored (_write_results): not a hazard
+                written = rec.writes + [r for r in rec.stores if r.alloc_id not in unread] if rec.stores else rec.writes
+                pending.submit((rec, unread), written, rec.reads, kinds[rec.kind], rec, values)
+                continue
+            try:
+                results = kinds[kind](rec, values)
+                if len(rec.writes) == 1 and not rec.stores:      # most instructions: _write_results' short path
+                    _store(mem, rec.writes[0], results[0], rec.accumulate, rec.mask, adopt=True)
+                else:
+                    _write_results(mem, rec, results, uses(index, nothing))
+            except ProgramError:
+                raise
+            except Exception as err:   # a forged program's nonsense; a traced one never gets here
+                raise _cannot_execute(rec, err) from None
+    except Exception as err:
+        # which instruction raised it (None: a product retired late, its own error says which)
+        if pending is None and rec is not None and getattr(err, "at", None) is None:
+            try:
+                err.at = rec.index
+            except AttributeError:
+                pass
+        raise
     if pending:
         pending.retire_all()
     outputs = _outputs(mem, program.outputs)

@@ -465,7 +465,7 @@ def test_timed_runs_are_checked_at_the_correctness_tolerance(spec):
 def test_a_grade_spreads_its_reference_answers_over_the_threads_it_is_given(spec, monkeypatch):
     """A worker running several grades at once gives each its share of the cores
     (GradeOptions.threads) for its reference answers; by default a lone grade uses every
-    usable core. Its executor multiplies on one thread (grade.EXECUTOR_MATMUL_THREADS)."""
+    usable core. Its executor may run the program in as many processes (nkisim.split)."""
     import grader.grade as grade_module
     threads, executors = [], []
     real = problems.REGISTRY["conv2d"]
@@ -476,17 +476,18 @@ def test_a_grade_spreads_its_reference_answers_over_the_threads_it_is_given(spec
         return real.reference(args, kwargs, **how)
 
     def run(job, *rest, **kw):
-        executors.append(job.matmul_threads)
+        executors.append(job.processes)
         return run_configuration(job, *rest, **kw)
 
     monkeypatch.setitem(problems.REGISTRY, "conv2d", dataclasses.replace(real, reference=counted))
     monkeypatch.setattr(grade_module, "run_configuration", run)
     sub = grader.submission_from_bytes("conv2d.py", CONV, spec)
     shared = grader.grade(sub, spec, grader.GradeOptions(backend="sim", seed=1, threads=3))
-    assert shared.score.total == 9 and threads == [3] * 5 and executors == [1] * 5
+    assert shared.score.total == 9 and threads == [3] * 5 and executors == [3] * 5
     threads.clear(), executors.clear()
     grader.grade(sub, spec, grader.GradeOptions(backend="sim", seed=1))
-    assert threads == [len(os.sched_getaffinity(0))] * 5 and executors == [1] * 5
+    usable = len(os.sched_getaffinity(0))
+    assert threads == [usable] * 5 and executors == [usable] * 5
 
 
 def test_a_kernel_that_fails_at_once_costs_no_reference_work(spec, monkeypatch):

@@ -1,0 +1,385 @@
+"""One program executed by several processes at once: each runs the instructions its share of
+the output needs, on its own copy of every tile, and writes its share into the one output.
+
+A conv2d kernel computes each block of its output from the inputs, the weights it prepared
+once, and tiles no other block reads. So the output's stores are split into consecutive ranges
+and each part executes the stores of its range with everything they depend on (the weights'
+preparation then runs in every part). Each part executes its instructions in program order,
+on the same values the whole program would give them, so the output has the same bits.
+
+What an instruction depends on is found per allocation: the instructions that wrote to an
+allocation since an unmasked, non-accumulating write of all of it (which makes earlier values
+irrelevant) are what a read of it, an accumulating write to it or a masked write to it
+depends on.
+
+A program is split only when that is safe and worth it (`plan` gives None otherwise):
+- its output is one whole allocation the caller gives as memory every part writes to (shared);
+- nothing reads the output, accumulates into it or writes it under a mask, and no two parts
+  write the same element of it (then which part writes last would decide its value);
+- nothing writes an input (inputs are the caller's, shared by every part);
+- the largest part is well under the whole program's work.
+Instructions no store needs (a device_print, dead code) go to the first part with what they
+read. Errors: every part stops at its first failing instruction; the one raised is the earliest
+in program order, which is the one the whole program stops at.
+"""
+from __future__ import annotations
+
+import bisect
+import builtins
+import json
+import math
+import os
+import struct
+
+import numpy as np
+
+from . import dtypes
+from .execute import Execution, _contiguous, _covers, _plan, execute
+from .program import Program, ProgramError
+from .trace import Region
+
+WORTH_IT = 0.8                    # split only when the largest part is below this share of the work
+MATMUL_US_PER_MFLOP = 10.0        # a part's cost: ~100 GFLOP/s per core ...
+INSTRUCTION_US = 5.0              # ... and a few microseconds of Python per instruction
+ELEMENT_US = 0.001
+
+
+def plan(program: Program, parts: int, largest_share: float = WORTH_IT) -> list[list[int]] | None:
+    """The instructions each of `parts` processes executes (indices into program.records, in
+    order), or None when the program cannot be split safely, or usefully: the costliest part
+    would be above `largest_share` of the whole program's work."""
+    if type(parts) is not int or parts < 2:
+        return None
+    records = program.records
+    out = program.outputs
+    if not isinstance(out, Region) or out.offsets is not None or out.start != 0:
+        return None
+    allocs = {a.id: a for a in program.allocs}
+    target = allocs.get(out.alloc_id)
+    if target is None or target.input_index is not None or out.dtype != target.dtype \
+            or out.shape != target.shape or out.strides != _contiguous(out.shape, out.itemsize):
+        return None
+    found = _dependencies(program, allocs, out.alloc_id)
+    if found is None:
+        return None
+    deps, node_of, stores = found
+    if len(stores) < parts:
+        return None
+    lo, hi = _needed_by(deps, node_of, stores)
+    weights = [_cost(rec) for rec in records]
+    bounds = _balance(lo, hi, weights, len(stores), parts, largest_share)
+    if bounds is None:
+        return None
+    lo_a, hi_a = np.asarray(lo), np.asarray(hi)
+    chosen = [np.flatnonzero((lo_a < b) & (hi_a >= a)).tolist() for a, b in zip(bounds, bounds[1:])]
+    if not _disjoint_outputs(records, chosen, stores, out, target):
+        return None
+    return chosen
+
+
+def _dependencies(program: Program, allocs: dict, output_id: int):
+    """(the dependency graph: for each node, the earlier nodes it needs; each instruction's node;
+    the indices of the instructions writing the output, in order), or None when the program
+    must not be split. Nodes are instructions and allocation states: a write that leaves part
+    of an allocation's earlier values makes a state needing its instruction and the state
+    before, so a read needs one node however many partial writes came before it (a tile
+    loaded row by row and read by every matmul stays linear)."""
+    sizes = {a.id: math.prod(a.shape) for a in program.allocs}
+    inputs = {a.id for a in program.allocs if a.input_index is not None}
+    state: dict[int, int] = {}            # allocation: the node holding its current values
+    deps: list[list[int]] = []
+    node_of: list[int] = []
+    stores: list[int] = []
+    for i, rec in enumerate(program.records):
+        needs: list[int] = []
+        for r in rec.reads:
+            if r.alloc_id == output_id:
+                return None                   # the output read back: parts would race on it
+            found = state.get(r.alloc_id)
+            if found is not None:
+                needs.append(found)
+        regions = rec.writes + rec.stores if rec.stores else rec.writes
+        whole = []
+        for k, r in enumerate(regions):
+            partial = rec.mask is not None and (k == 0 or k >= len(rec.writes))
+            adds = k == 0 and rec.accumulate
+            alloc_id = r.alloc_id
+            if alloc_id in inputs:
+                return None
+            if alloc_id == output_id:
+                if partial or adds:
+                    return None
+                if not stores or stores[-1] != i:
+                    stores.append(i)
+            if partial or adds:
+                found = state.get(alloc_id)
+                if found is not None:
+                    needs.append(found)
+            whole.append(not partial and not adds and _covers(r, sizes.get(alloc_id, -1)))
+        me = len(deps)
+        deps.append(needs)
+        node_of.append(me)
+        for r, covers in zip(regions, whole):
+            before = state.get(r.alloc_id)
+            if covers or before is None:
+                state[r.alloc_id] = me
+            else:                             # the earlier values it kept, and this write
+                state[r.alloc_id] = len(deps)
+                deps.append([me, before])
+    return deps, node_of, stores
+
+
+def _needed_by(deps: list[list[int]], node_of: list[int], stores: list[int]) -> tuple[list[int], list[int]]:
+    """For each instruction, the first and last store (by rank among the stores) that needs it;
+    an instruction no store needs counts as needed by the first (it runs in the first part)."""
+    n = len(deps)
+    lo, hi = [len(stores)] * n, [-1] * n
+    for rank, i in enumerate(stores):
+        lo[node_of[i]] = hi[node_of[i]] = rank
+    instruction = bytearray(n)
+    for node in node_of:
+        instruction[node] = 1
+    for i in range(n - 1, -1, -1):
+        a, b = lo[i], hi[i]
+        if b < 0:
+            if not instruction[i]:
+                continue                      # values nothing reads
+            a = b = lo[i] = hi[i] = 0
+        for j in deps[i]:
+            if a < lo[j]:
+                lo[j] = a
+            if b > hi[j]:
+                hi[j] = b
+    return [lo[node] for node in node_of], [hi[node] for node in node_of]
+
+
+def _cost(rec) -> float:
+    """Rough microseconds one instruction takes to execute (only the parts' balance uses it)."""
+    if rec.kind == "matmul":
+        a = rec.attrs
+        return INSTRUCTION_US + MATMUL_US_PER_MFLOP * 2e-6 * a.get("k", 0) * a.get("m", 0) * a.get("n", 0)
+    elements = math.prod(rec.writes[0].shape) if rec.writes else 0
+    return INSTRUCTION_US + ELEMENT_US * elements
+
+
+def _balance(lo: list[int], hi: list[int], weights: list[float], n_stores: int, parts: int,
+             largest_share: float) -> list[int] | None:
+    """Store ranks [0, b1, ..., n_stores] cutting the stores into `parts` ranges, the costliest
+    part as cheap as it can be, or None when it would still be most of the work. A part
+    [a, b) executes every instruction needed by a store in it: all but those needed only
+    before a (hi < a) or only from b on (lo >= b)."""
+    total = float(sum(weights))
+    by_hi = np.bincount(hi, weights=weights, minlength=n_stores)
+    by_lo = np.bincount(lo, weights=weights, minlength=n_stores + 1)
+    before = np.concatenate(([0.0], np.cumsum(by_hi)))               # before[a]: weight with hi < a
+    from_on = np.concatenate((np.cumsum(by_lo[::-1])[::-1], [0.0]))  # from_on[b]: weight with lo >= b
+
+    def cost(a: int, b: int) -> float:
+        return total - before[a] - from_on[b]
+
+    def cut(limit: float) -> list[int] | None:
+        bounds, a = [0], 0
+        for k in range(parts - 1):
+            # the furthest b whose part [a, b) stays within the limit, leaving a store for each part after
+            last = n_stores - (parts - 1 - k)
+            b = bisect.bisect_right(range(last + 1), limit, lo=a + 1, key=lambda x: cost(a, x)) - 1
+            b = min(max(b, a + 1), last)
+            bounds.append(b)
+            a = b
+        if cost(a, n_stores) > limit:
+            return None
+        return bounds + [n_stores]
+
+    low, high = total / parts, total
+    best = None
+    for _ in range(40):
+        middle = (low + high) / 2
+        found = cut(middle)
+        if found is None:
+            low = middle
+        else:
+            best, high = found, middle
+    if best is None:
+        best = cut(total)
+    if best is None:
+        return None
+    worst = max(cost(a, b) for a, b in zip(best, best[1:]))
+    return best if worst <= largest_share * total else None
+
+
+def _disjoint_outputs(records, chosen: list[list[int]], stores: list[int], out: Region, target) -> bool:
+    """No element of the output is written by two parts."""
+    size = math.prod(target.shape)
+    owner = np.zeros(size, dtype=np.uint8)
+    is_store = set(stores)
+    for p, indices in enumerate(chosen, start=1):
+        for i in indices:
+            if i not in is_store:
+                continue
+            rec = records[i]
+            for r in (rec.writes + rec.stores if rec.stores else rec.writes):
+                if r.alloc_id != out.alloc_id:
+                    continue
+                if r.itemsize != out.itemsize:
+                    return False
+                if r.offsets is not None:
+                    mine = owner[r.offsets]
+                    if np.any((mine != 0) & (mine != p)):
+                        return False
+                    owner[r.offsets] = p
+                    continue
+                if not math.prod(r.shape):
+                    continue
+                mine = np.ndarray(r.shape, np.uint8, owner, r.start, tuple(s // r.itemsize for s in r.strides))
+                if np.any((mine != 0) & (mine != p)):
+                    return False
+                mine[...] = p
+    return True
+
+
+# ----- executing the parts ---------------------------------------------------------------------------
+
+def execute_split(program: Program, inputs: list[np.ndarray], parts: list[list[int]], output: np.ndarray, *,
+                  fill_nan: bool = True) -> Execution:
+    """Execute `program` as the parts `plan` gave, the first in this process and each other in
+    a forked one, at once. `output`: the flat memory of the output's allocation (its size and
+    dtype), shared with forked processes (a MAP_SHARED mapping: what they write lands in it).
+    The same Execution as execute(program, inputs, placed={its id: output}) gives."""
+    out = program.outputs
+    target = next(a for a in program.allocs if a.id == out.alloc_id)
+    if output.shape != (math.prod(target.shape),) or dtypes.name_of(output.dtype) != target.dtype \
+            or not output.flags.writeable:
+        raise ValueError("the output memory is not the size and dtype of the output's allocation")
+    _fill_once(program, output, fill_nan)
+    filled = frozenset([out.alloc_id])
+    children = []
+    try:
+        for indices in parts[1:]:
+            children.append(_fork_part(program, inputs, indices, output, fill_nan, filled))
+        first_error = None
+        printed: list[tuple[int, str]] = []
+        try:
+            done = execute(_part(program, parts[0]), inputs, fill_nan=fill_nan,
+                           placed={out.alloc_id: output}, filled=filled)
+            printed += _numbered(program, parts[0], done.printed)
+        except Exception as err:                  # the earliest of every part's errors is raised
+            first_error = (_at(err), err)
+        for pid, reader in children:
+            report = _collect(pid, reader)
+            printed += [tuple(p) for p in report.get("printed", [])]
+            if "error" in report:
+                at, kind, message = report["error"]
+                if first_error is None or at < first_error[0]:
+                    first_error = (at, _rebuilt(kind, message))
+        children = []
+    finally:
+        for pid, reader in children:              # this process failed: the others are not waited for
+            _kill(pid, reader)
+    if first_error is not None:
+        raise first_error[1]
+    printed.sort(key=lambda p: p[0])
+    trace = [rec for rec in program.records if rec.kind != "print"]
+    return Execution(output.reshape(target.shape), trace, [text for _, text in printed])
+
+
+def _rebuilt(kind: str, message: str) -> Exception:
+    """A forked part's error, as the one process would have raised it."""
+    if kind == "ProgramError":
+        return ProgramError(message)
+    cls = getattr(builtins, kind, None)
+    if isinstance(cls, type) and issubclass(cls, Exception):
+        try:
+            return cls(message)
+        except Exception:
+            pass
+    return RuntimeError(f"{kind}: {message}")
+
+
+def _part(program: Program, indices: list[int]) -> Program:
+    return Program(program.kernel, program.allocs, [program.records[i] for i in indices], program.outputs,
+                   program.compile_options, program.platform)
+
+
+def _fill_once(program: Program, output: np.ndarray, fill_nan: bool) -> None:
+    """The output's starting values, as executing the whole program gives them at first touch."""
+    from .execute import _Memory
+    _, overwritten, zero_based = _plan(program)
+    mem = _Memory(program, [], fill_nan, None, overwritten, zero_based)
+    target = next(a for a in program.allocs if a.id == program.outputs.alloc_id)
+    mem.fill(target, output)
+
+
+def _numbered(program: Program, indices: list[int], printed: list[str]) -> list[tuple[int, str]]:
+    prints = [program.records[i].index for i in indices if program.records[i].kind == "print"]
+    return list(zip(prints, printed))
+
+
+def _at(err: BaseException) -> int:
+    at = getattr(err, "at", None)
+    return at if type(at) is int else -1
+
+
+def _fork_part(program, inputs, indices, output, fill_nan, filled) -> tuple[int, int]:
+    reader, writer = os.pipe()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:                                  # the forked part: report, and leave at once
+        code = 0
+        try:
+            os.close(reader)
+            _die_with(parent)
+            report: dict = {}
+            try:
+                done = execute(_part(program, indices), inputs, fill_nan=fill_nan,
+                               placed={program.outputs.alloc_id: output}, filled=filled)
+                report["printed"] = _numbered(program, indices, done.printed)
+            except Exception as err:
+                report["error"] = [_at(err), type(err).__name__, str(err)]
+            data = json.dumps(report).encode()
+            with os.fdopen(writer, "wb") as fh:
+                fh.write(struct.pack("<Q", len(data)) + data)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(writer)
+    return pid, reader
+
+
+def _collect(pid: int, reader: int) -> dict:
+    """What a forked part reported; a part that died without a word is an error of its own."""
+    with os.fdopen(reader, "rb") as fh:
+        head = fh.read(8)
+        data = fh.read(struct.unpack("<Q", head)[0]) if len(head) == 8 else b""
+    _, status = os.waitpid(pid, 0)
+    if data:
+        return json.loads(data)
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9:
+        return {"error": [-1, "MemoryError", "a part of the program was killed (memory)"]}
+    return {"error": [-1, "other", f"a part of the program ended without a result (status {status})"]}
+
+
+def _kill(pid: int, reader: int) -> None:
+    try:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+    try:
+        os.close(reader)
+    except OSError:
+        pass
+
+
+def _die_with(parent: int) -> None:
+    """Linux: the forked part is killed should the process that forked it die first (a
+    timeout's kill), including before this call."""
+    try:
+        import ctypes
+        import signal
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)             # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
