@@ -17,7 +17,7 @@ A program is split only when that is safe and worth it (`plan` gives None otherw
 - nothing reads the output, accumulates into it or writes it under a mask, and no two parts
   write the same element of it (then which part writes last would decide its value);
 - nothing writes an input (inputs are the caller's, shared by every part);
-- the largest part is well under the whole program's work.
+- the work is well above a fork's cost, and the largest part well under the whole program's.
 Instructions no store needs (a device_print, dead code) go to the first part with what they
 read. Errors: every part stops at its first failing instruction; the one raised is the earliest
 in program order, which is the one the whole program stops at.
@@ -38,16 +38,18 @@ from .execute import Execution, _contiguous, _covers, _plan, execute
 from .program import Program, ProgramError
 from .trace import Region
 
-WORTH_IT = 0.8                    # split only when the largest part is below this share of the work
+WORTH_IT = 0.8                    # split only when the largest part is below this share of the work ...
+MIN_WORK_US = 20_000.0            # ... and the work well above what forking a process costs (a few ms)
 MATMUL_US_PER_MFLOP = 10.0        # a part's cost: ~100 GFLOP/s per core ...
 INSTRUCTION_US = 5.0              # ... and a few microseconds of Python per instruction
 ELEMENT_US = 0.001
 
 
-def plan(program: Program, parts: int, largest_share: float = WORTH_IT) -> list[list[int]] | None:
+def plan(program: Program, parts: int, largest_share: float = WORTH_IT,
+         min_work_us: float = MIN_WORK_US) -> list[list[int]] | None:
     """The instructions each of `parts` processes executes (indices into program.records, in
-    order), or None when the program cannot be split safely, or usefully: the costliest part
-    would be above `largest_share` of the whole program's work."""
+    order), or None when the program cannot be split safely, or usefully: its work is below
+    `min_work_us` (estimated), or the costliest part would be above `largest_share` of it."""
     if type(parts) is not int or parts < 2:
         return None
     records = program.records
@@ -67,6 +69,8 @@ def plan(program: Program, parts: int, largest_share: float = WORTH_IT) -> list[
         return None
     lo, hi = _needed_by(deps, node_of, stores)
     weights = [_cost(rec) for rec in records]
+    if sum(weights) < min_work_us:
+        return None
     bounds = _balance(lo, hi, weights, len(stores), parts, largest_share)
     if bounds is None:
         return None

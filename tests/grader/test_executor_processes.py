@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 with open(os.path.join(ROOT, "reference_kernels", "conv2d_optimized.py")) as _fh:
     OPTIMIZED = _fh.read()
 
-CONFIG = dict(batch=4, c_in=256, c_out=128, height=12, width=10, k=3, bias=True, pool=1, dtype="float32")
+CONFIG = dict(batch=4, c_in=256, c_out=128, height=64, width=32, k=3, bias=True, pool=1, dtype="float32")
 
 
 @pytest.mark.parametrize("asked", [1, 2, 3])

@@ -60,7 +60,7 @@ def in_parts(program, args, parts):
 
 
 def assert_same_execution(program, args, processes: int, largest_share: float = split.WORTH_IT):
-    parts = split.plan(program, processes, largest_share=largest_share)
+    parts = split.plan(program, processes, largest_share=largest_share, min_work_us=0.0)
     assert parts is not None, "the program was expected to split"
     assert len(parts) == processes and all(parts)
     one, many = one_process(program, args), in_parts(program, args, parts)
@@ -222,7 +222,7 @@ def same_rows_stored_twice(x):
 def test_a_program_whose_parts_would_race_on_shared_memory_is_not_split(kernel):
     x = np.random.default_rng(45).standard_normal((4 * 128, 64), dtype=np.float32)
     program = traced(kernel, [x])
-    assert split.plan(program, 2, largest_share=1.0) is None
+    assert split.plan(program, 2, largest_share=1.0, min_work_us=0.0) is None
 
 
 def test_a_forged_program_writing_an_input_is_not_split():
@@ -232,12 +232,12 @@ def test_a_forged_program_writing_an_input_is_not_split():
     s = rng.standard_normal((128, 128), dtype=np.float32)
     m_all = rng.standard_normal((BLOCKS * 128, 256), dtype=np.float32)
     program = traced(independent_blocks_with_a_print, [s, m_all])
-    assert split.plan(program, 2) is not None
+    assert split.plan(program, 2, min_work_us=0.0) is not None
     m_input = next(a.id for a in program.allocs if a.input_index == 1)
     load = next(rec for rec in program.records[len(program.records) // 2:] if rec.opcode == "dma_copy"
                 and rec.reads[0].alloc_id == m_input)
     load.writes[0], load.reads[0] = load.reads[0], load.writes[0]      # stored back into the input
-    assert split.plan(program, 2) is None
+    assert split.plan(program, 2, min_work_us=0.0) is None
 
 
 def test_a_program_with_fewer_stores_than_processes_or_one_process_is_not_split():
@@ -245,9 +245,11 @@ def test_a_program_with_fewer_stores_than_processes_or_one_process_is_not_split(
     s = rng.standard_normal((128, 128), dtype=np.float32)
     m_all = rng.standard_normal((2 * 128, 256), dtype=np.float32)
     program = traced(independent_blocks_with_a_print, [s, m_all])
-    assert split.plan(program, 1) is None
-    assert split.plan(program, 3, largest_share=1.0) is None
-    assert split.plan(program, 2, largest_share=1.0) is not None
+    assert split.plan(program, 1, min_work_us=0.0) is None
+    assert split.plan(program, 3, largest_share=1.0, min_work_us=0.0) is None
+    assert split.plan(program, 2, largest_share=1.0, min_work_us=0.0) is not None
+    # and one whose work is a few milliseconds is not worth a fork
+    assert split.plan(program, 2, largest_share=1.0) is None
 
 
 # ----- errors and processes ------------------------------------------------------------------------------
@@ -263,7 +265,7 @@ def test_the_error_raised_is_the_one_the_whole_program_stops_at():
     s = rng.standard_normal((128, 128), dtype=np.float32)
     m_all = rng.standard_normal((BLOCKS * 128, 256), dtype=np.float32)
     program = traced(independent_blocks_with_a_print, [s, m_all])
-    parts = split.plan(program, 3)
+    parts = split.plan(program, 3, min_work_us=0.0)
     assert parts is not None
     only = [sorted(set(p).difference(*(set(q) for q in parts if q is not p))) for p in parts]
     own_matmul = [[i for i in indices if program.records[i].kind == "matmul"] for indices in only]
