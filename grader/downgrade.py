@@ -32,9 +32,11 @@ def lower_answers(problem: str, args: list[np.ndarray], kwargs: dict, dtype, rng
         return None
     picks = prob.sample(args, kwargs, SAMPLE, rng)
     answers = {}
+    dtype = np.dtype(dtype)
     for name, low_dtype in lower:
-        rounded = [a.astype(low_dtype).astype(a.dtype) if a.dtype == np.dtype(dtype) else a for a in args]
-        answers[name] = prob.sampled_reference(rounded, kwargs, picks)
+        def rounding(a, low=low_dtype):          # applied by the problem to what it reads, a block at a time
+            return a.astype(low).astype(a.dtype) if a.dtype == dtype else a
+        answers[name] = prob.sampled_reference(args, kwargs, picks, rounding)
     return picks, answers
 
 

@@ -88,3 +88,31 @@ def test_a_downgrade_is_caught_with_answers_made_ahead_as_with_fresh_ones(tmp_pa
     got = next(t for t in pooled.tests if t.name == test)
     assert got.status == "failed" and caught in got.message, got.message
     assert [(t.name, t.status, t.message) for t in pooled.tests] == [(t.name, t.status, t.message) for t in fresh.tests]
+
+
+@pytest.mark.parametrize("dtype, low", [("float32", "bfloat16"), ("float16", "float8_e4m3fn"), ("float32", None)])
+@pytest.mark.parametrize("pool, height, width", [(1, 11, 9), (2, 12, 10), (2, 13, 7)])
+@pytest.mark.parametrize("block_bytes", [1, 20_000, 1 << 22])
+def test_the_sampled_reference_is_the_whole_reference_on_the_sampled_channels(dtype, low, pool, height, width,
+                                                                               block_bytes):
+    """The downgrade check's few channels, taps multiplied with blocks of whole rows, give the
+    bits of the whole (columns) reference on the rounded inputs: any block height, pool size,
+    odd sizes, bias."""
+    import ml_dtypes
+    import numpy as np
+
+    from grader import problems
+    from grader.problems import conv2d
+    from reference_kernels.numpy_reference import conv2d_maxpool_reference
+    config = dict(batch=3, c_in=20, c_out=12, height=height, width=width, k=3, bias=True, pool=pool, dtype=dtype)
+    args, kwargs = problems.make_inputs("conv2d", config, np.random.default_rng(height * width + pool))
+    channels = np.array([0, 5, 6, 11])
+    rounding = None
+    if low is not None:
+        low_dtype = np.dtype(getattr(ml_dtypes, low))
+        rounding = lambda a: a.astype(low_dtype).astype(a.dtype)      # noqa: E731
+    x, w, bias = [rounding(a) if rounding else a for a in args]
+    expected = conv2d_maxpool_reference(x, w[channels], bias[channels], **kwargs)
+    got = conv2d.sampled_reference(args, kwargs, channels, rounding, block_bytes=block_bytes)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.tobytes() == expected.tobytes()
