@@ -231,10 +231,7 @@ def verdicts(report: dict) -> list:
 def main(spec, kernel_path) -> None:
     wall, timers, report = warm_grade(spec, kernel_path)
     print_grade(wall, timers)
-    try:
-        threads = len(os.sched_getaffinity(0))
-    except AttributeError:
-        threads = os.cpu_count() or 1
+    threads = grader.usable_cores()
     if threads > 1:
         wall_n, _, report_n = warm_grade(spec, kernel_path, jobs=threads)
         same = "same verdicts, p99s and flags" if verdicts(report_n) == verdicts(report) else "VERDICTS DIFFER"

@@ -34,6 +34,7 @@ _EXPORTS = {
     "BackendUnavailable": ("grader.grade", "BackendUnavailable"),
     "GradeOptions": ("grader.grade", "GradeOptions"),
     "grade": ("grader.grade", "grade"),
+    "usable_cores": ("grader.grade", "usable_cores"),
     "rescore": ("grader.scoring", "rescore"),
     "Report": ("grader.report", "Report"),
     "TestResult": ("grader.report", "TestResult"),

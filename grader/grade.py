@@ -58,7 +58,7 @@ class GradeOptions:
     limits: Limits = field(default_factory=Limits)   # per configuration; wall_seconds is also cut to the budget
     hide_paths: tuple[str, ...] = ()      # directories the child must not see (uploads, ...)
     answers: AnswerSet | None = None      # answers made ahead (grader.answer_pool): the run takes its seed
-    threads: int | None = None            # threads for the grade's own work (reference answers); None: every usable core
+    threads: int | None = None            # the grade's share of the cores (reference answers' threads, executor processes); None: every usable core
 
 
 def neuron_available() -> bool:
@@ -69,6 +69,14 @@ def neuron_available() -> bool:
     except NeuronUnavailable:
         return False
     return True
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity; off Linux, the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 class BackendUnavailable(GraderInputError):
@@ -184,10 +192,12 @@ class _Run:
                 f"that never ends, or work far beyond what the problem needs.")
 
     def _threads(self) -> int:
-        """Threads for this grade's own work, a reference answer's blocks: its share of the cores (a worker running several grades at once says
-        how many), by default every usable core (shared by --jobs tests at once), so once the
-        child is done the answer has the machine; each thread keeps one BLAS thread."""
-        return self.opt.threads or max(1, len(os.sched_getaffinity(0)) // max(1, self.opt.jobs))
+        """This grade's share of the cores (a worker running several grades at once says how
+        many), by default every usable core (shared by --jobs tests at once): the threads its
+        reference answers' blocks are spread over, and the processes its executor may split a
+        program over (nkisim.split). Both run at once and share them; each thread or process
+        keeps one BLAS thread."""
+        return self.opt.threads or max(1, usable_cores() // max(1, self.opt.jobs))
 
     def _reference_answer(self, test: TestSpec, index: int, args: list[np.ndarray], kwargs: dict,
                           check_seq: np.random.SeedSequence):
@@ -470,8 +480,8 @@ class _Run:
             untimed = [t for t in self.spec.tests if not t.timed]
             timed = [t for t in self.spec.tests if t.timed]
             self.order = untimed + timed
-            # each reference answer is worked out beside a single-threaded child: one BLAS thread
-            # apiece keeps the two off each other's core (two threads here made it 20% slower)
+            # each reference answer is worked out beside the executor: one BLAS thread per thread
+            # or process keeps them off each other's cores (two BLAS threads here made it 20% slower)
             with threadpool_limits(limits=1, user_api="blas"):
                 for batch in (untimed, timed):      # timed tests are gated on correctness
                     with ThreadPoolExecutor(max_workers=max(1, self.opt.jobs)) as pool:

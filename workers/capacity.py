@@ -12,18 +12,13 @@ from __future__ import annotations
 
 import os
 
+from grader import usable_cores
+
 # A full asst4 grade peaks at about 1.2 GB in the worker's process (bench/grade_speed.py) plus
 # its child's tensors: 2 GiB a grade leaves room for both.
 GRADE_MEMORY_BYTES = 2 << 30
 # Cores one grade that works its answers out keeps busy alone, at most (bench/queue_load.py).
 COLD_GRADE_CORES = 1.6
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:            # not Linux
-        return os.cpu_count() or 1
 
 
 def memory_bytes() -> int | None:
