@@ -199,22 +199,26 @@ class _Run:
         keeps one BLAS thread."""
         return self.opt.threads or max(1, usable_cores() // max(1, self.opt.jobs))
 
-    def _reference_answer(self, test: TestSpec, index: int, args: list[np.ndarray], kwargs: dict,
+    def _reference_answer(self, test: TestSpec, index: int, config: dict, args: list[np.ndarray], kwargs: dict,
                           check_seq: np.random.SeedSequence):
         """A future of (the reference answer, what the downgrade check compares with, or None:
         the check works it out itself). Both made ahead when the run drew an answer set; else
-        worked out beside the child once this kernel has produced an output in this grade, and
-        before that only the answer, when asked for, so a kernel that fails at once costs no
-        reference work (a 224x224 answer takes seconds of CPU)."""
+        worked out beside the child once this kernel has produced an output in this grade, each
+        on its own threads (the check's answers take one; waiting for them after the answer left
+        a core idle), and before that only the answer, when asked for, so a kernel that fails at
+        once costs no reference work (a 224x224 answer takes seconds of CPU)."""
         ti = self.spec.tests.index(test)
         made = self.answers.answer(ti, index) if self.answers is not None else None
         if made is not None:
             return _Ready((made, self.answers.lower_answers(ti, index)))
         if (test.file, test.kernel) in self.kernel_ran_ok:
+            dtype = np.dtype(problems.output(test.problem, config)[1])      # the answer's
+            lower = _Background(lambda: downgrade.lower_answers(test.problem, args, kwargs, dtype,
+                                                                np.random.default_rng(check_seq)),
+                                name="lower-answers")
+
             def both():
-                answer = problems.reference(test.problem, args, kwargs, threads=self._threads())
-                return answer, downgrade.lower_answers(test.problem, args, kwargs, answer.dtype,
-                                                       np.random.default_rng(check_seq))
+                return problems.reference(test.problem, args, kwargs, threads=self._threads()), lower.result()
             return _Background(both)
         return _Deferred(lambda: (problems.reference(test.problem, args, kwargs, threads=self._threads()), None))
 
@@ -336,7 +340,7 @@ class _Run:
             limits = self._config_limits(sum(a.nbytes for a in args))
             check_seq = check_seed(seq)           # the downgrade check's samples
             # the answer is worked out here, in the grader's process (beside the run once the kernel has run)
-            expected_future = self._reference_answer(test, index, args, kwargs, check_seq)
+            expected_future = self._reference_answer(test, index, config, args, kwargs, check_seq)
             job = dataclasses.replace(self._job(test, index, config), args=args, kwargs=kwargs,
                                       input_names=fspec.functions[test.kernel][:len(args)], shared_inputs=shared)
             traced = tracing.background.result() if tracing is not None else None
