@@ -45,8 +45,18 @@ INSTRUCTION_US = 5.0              # ... and a few microseconds of Python per ins
 ELEMENT_US = 0.001
 
 
+class Plan(list):
+    """The instructions each part executes (a list of lists of indices into program.records, in
+    order), and whether the parts' stores write every element of the output between them (its
+    starting values then never show: nothing fills it first)."""
+
+    def __init__(self, parts: list[list[int]], covers_output: bool) -> None:
+        super().__init__(parts)
+        self.covers_output = covers_output
+
+
 def plan(program: Program, parts: int, largest_share: float = WORTH_IT,
-         min_work_us: float = MIN_WORK_US) -> list[list[int]] | None:
+         min_work_us: float = MIN_WORK_US) -> Plan | None:
     """The instructions each of `parts` processes executes (indices into program.records, in
     order), or None when the program cannot be split safely, or usefully: its work is below
     `min_work_us` (estimated), or the costliest part would be above `largest_share` of it."""
@@ -76,9 +86,10 @@ def plan(program: Program, parts: int, largest_share: float = WORTH_IT,
         return None
     lo_a, hi_a = np.asarray(lo), np.asarray(hi)
     chosen = [np.flatnonzero((lo_a < b) & (hi_a >= a)).tolist() for a, b in zip(bounds, bounds[1:])]
-    if not _disjoint_outputs(records, chosen, stores, out, target):
+    covered = _disjoint_outputs(records, chosen, stores, out, target)
+    if covered is None:
         return None
-    return chosen
+    return Plan(chosen, covered)
 
 
 def _dependencies(program: Program, allocs: dict, output_id: int):
@@ -211,8 +222,9 @@ def _balance(lo: list[int], hi: list[int], weights: list[float], n_stores: int, 
     return best if worst <= largest_share * total else None
 
 
-def _disjoint_outputs(records, chosen: list[list[int]], stores: list[int], out: Region, target) -> bool:
-    """No element of the output is written by two parts."""
+def _disjoint_outputs(records, chosen: list[list[int]], stores: list[int], out: Region, target) -> bool | None:
+    """None when an element of the output is written by two parts; else whether every element
+    is written by one."""
     size = math.prod(target.shape)
     owner = np.zeros(size, dtype=np.uint8)
     is_store = set(stores)
@@ -225,20 +237,20 @@ def _disjoint_outputs(records, chosen: list[list[int]], stores: list[int], out: 
                 if r.alloc_id != out.alloc_id:
                     continue
                 if r.itemsize != out.itemsize:
-                    return False
+                    return None
                 if r.offsets is not None:
                     mine = owner[r.offsets]
                     if np.any((mine != 0) & (mine != p)):
-                        return False
+                        return None
                     owner[r.offsets] = p
                     continue
                 if not math.prod(r.shape):
                     continue
                 mine = np.ndarray(r.shape, np.uint8, owner, r.start, tuple(s // r.itemsize for s in r.strides))
                 if np.any((mine != 0) & (mine != p)):
-                    return False
+                    return None
                 mine[...] = p
-    return True
+    return bool(owner.all())
 
 
 # ----- executing the parts ---------------------------------------------------------------------------
@@ -254,7 +266,8 @@ def execute_split(program: Program, inputs: list[np.ndarray], parts: list[list[i
     if output.shape != (math.prod(target.shape),) or dtypes.name_of(output.dtype) != target.dtype \
             or not output.flags.writeable:
         raise ValueError("the output memory is not the size and dtype of the output's allocation")
-    _fill_once(program, output, fill_nan)
+    if not getattr(parts, "covers_output", False):
+        _fill_once(program, output, fill_nan)       # else every element is written before the end
     filled = frozenset([out.alloc_id])
     children = []
     try:

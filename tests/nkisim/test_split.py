@@ -339,3 +339,39 @@ def test_a_forked_part_dies_with_the_process_that_forked_it():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@nki.jit
+def leaves_rows_unwritten(s, m_all):
+    """Independent blocks that store only the first half of each block's rows: the rest of the
+    output keeps the value memory nothing wrote holds (NaN)."""
+    blocks = m_all.shape[0] // 128
+    out = nl.ndarray((blocks * 128, m_all.shape[1]), dtype=nl.float32, buffer=nl.hbm)
+    s_sb = nl.ndarray((128, 128), dtype=s.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s_sb, src=s)
+    for r in nl.affine_range(blocks):
+        m_sb = nl.ndarray((128, m_all.shape[1]), dtype=m_all.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=m_sb, src=m_all[r * 128:(r + 1) * 128, :])
+        acc = nl.ndarray((128, m_all.shape[1]), dtype=nl.float32, buffer=nl.psum)
+        acc += nisa.nc_matmul(s_sb, m_sb)
+        y = nisa.tensor_copy(acc)
+        nisa.dma_copy(dst=out[r * 128:r * 128 + 64, :], src=y[0:64, :])
+    return out
+
+
+def test_output_nothing_writes_holds_what_one_process_leaves_there_and_a_covered_one_is_not_filled():
+    rng = np.random.default_rng(48)
+    s = rng.standard_normal((128, 128), dtype=np.float32)
+    m_all = rng.standard_normal((BLOCKS * 128, 256), dtype=np.float32)
+    holes = traced(leaves_rows_unwritten, [s, m_all])
+    parts = assert_same_execution(holes, [s, m_all], 2)
+    assert not parts.covers_output
+    assert np.isnan(np.asarray(in_parts(holes, [s, m_all], parts).outputs)[64:128]).all()
+    whole = traced(independent_blocks_with_a_print, [s, m_all])
+    parts = split.plan(whole, 2, min_work_us=0.0)
+    assert parts.covers_output
+    room = shared_room(whole)
+    room[...] = 7.0               # starting values that would show through an unwritten element
+    with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
+        done = split.execute_split(whole, [s, m_all], parts, room)
+    assert np.asarray(done.outputs).tobytes() == np.asarray(one_process(whole, [s, m_all]).outputs).tobytes()
