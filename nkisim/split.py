@@ -59,9 +59,18 @@ def plan(program: Program, parts: int, largest_share: float = WORTH_IT,
          min_work_us: float = MIN_WORK_US) -> Plan | None:
     """The instructions each of `parts` processes executes (indices into program.records, in
     order), or None when the program cannot be split safely, or usefully: its work is below
-    `min_work_us` (estimated), or the costliest part would be above `largest_share` of it."""
+    `min_work_us` (estimated), or the costliest part would be above `largest_share` of it. A
+    program the analysis cannot read (only a forged one) is left to one process, which reports
+    what is wrong with it."""
     if type(parts) is not int or parts < 2:
         return None
+    try:
+        return _worked_out(program, parts, largest_share, min_work_us)
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError, OverflowError):
+        return None
+
+
+def _worked_out(program: Program, parts: int, largest_share: float, min_work_us: float) -> Plan | None:
     records = program.records
     out = program.outputs
     if not isinstance(out, Region) or out.offsets is not None or out.start != 0:

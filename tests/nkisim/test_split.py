@@ -375,3 +375,12 @@ def test_output_nothing_writes_holds_what_one_process_leaves_there_and_a_covered
     with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
         done = split.execute_split(whole, [s, m_all], parts, room)
     assert np.asarray(done.outputs).tobytes() == np.asarray(one_process(whole, [s, m_all]).outputs).tobytes()
+
+
+def test_a_forged_program_the_analysis_cannot_read_is_left_to_one_process():
+    rng = np.random.default_rng(49)
+    s = rng.standard_normal((128, 128), dtype=np.float32)
+    m_all = rng.standard_normal((BLOCKS * 128, 256), dtype=np.float32)
+    program = traced(independent_blocks_with_a_print, [s, m_all])
+    program.records[3].reads = None                   # not a list of regions
+    assert split.plan(program, 2, min_work_us=0.0) is None
