@@ -32,6 +32,7 @@ from nkisim.program import ProgramError  # noqa: E402
 from nkisim.runtime import trace_kernel  # noqa: E402
 from nkisim.trace import Region  # noqa: E402
 from reference_kernels import conv2d_optimized, conv2d_relaxed  # noqa: E402
+from tests.nkisim.test_matmul_threads import read_psum_between_matmuls  # noqa: E402
 
 BLOCKS = 6
 
@@ -92,27 +93,11 @@ def test_a_conv2d_split_into_processes_gives_the_one_process_bits(module, proces
 
 # ----- dependencies an analysis could miss ------------------------------------------------------------
 
-@nki.jit
-def psum_carried_across_blocks(s, m_all):
-    """One PSUM tile accumulates over every block; each block stores the running sum."""
-    blocks = m_all.shape[0] // 128
-    out = nl.ndarray((blocks * 128, m_all.shape[1]), dtype=nl.float32, buffer=nl.hbm)
-    acc = nl.ndarray((128, m_all.shape[1]), dtype=nl.float32, buffer=nl.psum)
-    s_sb = nl.ndarray((128, 128), dtype=s.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=s_sb, src=s)
-    for r in nl.sequential_range(blocks):
-        m_sb = nl.ndarray((128, m_all.shape[1]), dtype=m_all.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=m_sb, src=m_all[r * 128:(r + 1) * 128, :])
-        acc += nisa.nc_matmul(s_sb, m_sb)
-        nisa.dma_copy(dst=out[r * 128:(r + 1) * 128, :], src=nisa.tensor_copy(acc))
-    return out
-
-
 def test_psum_accumulated_across_blocks_is_accumulated_in_every_part_that_stores_it():
     rng = np.random.default_rng(41)
     s = rng.standard_normal((128, 128), dtype=np.float32)
     m_all = rng.standard_normal((BLOCKS * 128, 256), dtype=np.float32)
-    program = traced(psum_carried_across_blocks, [s, m_all])
+    program = traced(read_psum_between_matmuls, [s, m_all])   # each block stores the running sum
     matmuls = {i for i, rec in enumerate(program.records) if rec.kind == "matmul"}
     for processes in (2, 3):
         parts = assert_same_execution(program, [s, m_all], processes, largest_share=1.0)
@@ -164,8 +149,9 @@ def test_a_masked_write_keeps_what_an_earlier_block_wrote():
 
 
 @nki.jit
-def independent_blocks_with_a_print(s, m_all):
-    """Independent output blocks from one prepared tile, and a device_print of the first."""
+def independent_blocks_with_a_print(s, m_all, rows_stored=128):
+    """Independent output blocks from one prepared tile, and a device_print of the first; each
+    block stores its first `rows_stored` rows (the rest of the output is never written)."""
     blocks = m_all.shape[0] // 128
     out = nl.ndarray((blocks * 128, m_all.shape[1]), dtype=nl.float32, buffer=nl.hbm)
     s_sb = nl.ndarray((128, 128), dtype=s.dtype, buffer=nl.sbuf)
@@ -178,7 +164,7 @@ def independent_blocks_with_a_print(s, m_all):
         y = nisa.tensor_copy(acc)
         if r == 0:
             nl.device_print("first block", y[0:2, 0:3])
-        nisa.dma_copy(dst=out[r * 128:(r + 1) * 128, :], src=y)
+        nisa.dma_copy(dst=out[r * 128:r * 128 + rows_stored, :], src=y[0:rows_stored, :])
     return out
 
 
@@ -341,29 +327,11 @@ def test_a_forked_part_dies_with_the_process_that_forked_it():
             proc.wait()
 
 
-@nki.jit
-def leaves_rows_unwritten(s, m_all):
-    """Independent blocks that store only the first half of each block's rows: the rest of the
-    output keeps the value memory nothing wrote holds (NaN)."""
-    blocks = m_all.shape[0] // 128
-    out = nl.ndarray((blocks * 128, m_all.shape[1]), dtype=nl.float32, buffer=nl.hbm)
-    s_sb = nl.ndarray((128, 128), dtype=s.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=s_sb, src=s)
-    for r in nl.affine_range(blocks):
-        m_sb = nl.ndarray((128, m_all.shape[1]), dtype=m_all.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=m_sb, src=m_all[r * 128:(r + 1) * 128, :])
-        acc = nl.ndarray((128, m_all.shape[1]), dtype=nl.float32, buffer=nl.psum)
-        acc += nisa.nc_matmul(s_sb, m_sb)
-        y = nisa.tensor_copy(acc)
-        nisa.dma_copy(dst=out[r * 128:r * 128 + 64, :], src=y[0:64, :])
-    return out
-
-
 def test_output_nothing_writes_holds_what_one_process_leaves_there_and_a_covered_one_is_not_filled():
     rng = np.random.default_rng(48)
     s = rng.standard_normal((128, 128), dtype=np.float32)
     m_all = rng.standard_normal((BLOCKS * 128, 256), dtype=np.float32)
-    holes = traced(leaves_rows_unwritten, [s, m_all])
+    holes = traced(independent_blocks_with_a_print, [s, m_all], {"rows_stored": 64})
     parts = assert_same_execution(holes, [s, m_all], 2)
     assert not parts.covers_output
     assert np.isnan(np.asarray(in_parts(holes, [s, m_all], parts).outputs)[64:128]).all()
