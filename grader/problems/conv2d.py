@@ -12,12 +12,11 @@ from .base import Problem, on_threads, uniform, zeros
 
 
 def make_inputs(config: dict, rng: np.random.Generator, empty=np.empty) -> tuple[list[np.ndarray], dict]:
-    c = config
-    dtype = np.dtype(c.get("dtype", "float32"))
-    x = uniform(rng, dtype, c["batch"], c["c_in"], c["height"], c["width"], empty=empty)
-    w = uniform(rng, dtype, c["c_out"], c["c_in"], c["k"], c["k"], empty=empty)
-    bias = uniform(rng, dtype, c["c_out"], empty=empty) if c.get("bias") else zeros(dtype, c["c_out"], empty=empty)
-    return [x, w, bias], {"pool_size": int(c.get("pool", 1))}
+    ((x_shape, dtype), (w_shape, _), (bias_shape, _)), kwargs = signature(config)
+    x = uniform(rng, dtype, *x_shape, empty=empty)
+    w = uniform(rng, dtype, *w_shape, empty=empty)
+    bias = uniform(rng, dtype, *bias_shape, empty=empty) if config.get("bias") else zeros(dtype, *bias_shape, empty=empty)
+    return [x, w, bias], kwargs
 
 
 def signature(config: dict) -> tuple[list[tuple[tuple[int, ...], np.dtype]], dict]:

@@ -9,7 +9,8 @@ from .base import Problem, uniform
 
 
 def make_inputs(config: dict, rng: np.random.Generator, empty=np.empty) -> tuple[list[np.ndarray], dict]:
-    return [uniform(rng, np.dtype(config.get("dtype", "float32")), config["m"], config["n"], empty=empty)], {}
+    [(shape, dtype)], kwargs = signature(config)
+    return [uniform(rng, dtype, *shape, empty=empty)], kwargs
 
 
 def signature(config: dict) -> tuple[list[tuple[tuple[int, ...], np.dtype]], dict]:
