@@ -74,12 +74,12 @@ class _Memory:
             arr = np.empty(math.prod(a.shape), dtype=dtype)
         elif a.id in self.filled:
             return arr                             # filled before this run began (nkisim.split)
-        return self.fill(a, arr)
+        return self.fill(a, arr, dtype)
 
-    def fill(self, a, arr: np.ndarray) -> np.ndarray:
-        """Give a new allocation's memory the values it starts with: nothing where its first
-        instruction writes all of it, else NaN (integers: a byte pattern) or zeros."""
-        dtype = dtypes.to_dtype(a.dtype)
+    def fill(self, a, arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """Give a new allocation's memory (of `dtype`, the allocation's) the values it starts
+        with: nothing where its first instruction writes all of it, else NaN (integers: a byte
+        pattern) or zeros."""
         if a.id in self.overwritten:
             pass                                   # its first instruction writes all of it
         elif a.id in self.zero_based:              # its first instruction adds to zeros, all of it
@@ -285,20 +285,16 @@ def _plan(program: Program) -> tuple[dict[int, list[int]], set[int], set[int]]:
                         zero_based.add(alloc_id)
             last[alloc_id] = index
             continue
-        for i, r in enumerate(writes + stores if stores else writes):
+        for r, masked, adds in written_regions(rec):
             alloc_id = r.alloc_id
             accessed = alloc_id in last
             last[alloc_id] = index
             if accessed:
                 continue
             size = sizes.get(alloc_id)
-            # as execute() writes them: writes[0] with the record's accumulate and mask, other
-            # writes plainly, stores (a matmul's result tile beside its accumulator) masked
-            first = i == 0 and bool(writes)
-            mask = rec.mask if first or i >= len(writes) else None
-            if not size or mask is not None or not _covers(r, size):
+            if not size or masked or not _covers(r, size):
                 continue
-            if not (first and rec.accumulate):
+            if not adds:
                 full.add(alloc_id)
             elif alloc_id in psum:
                 zero_based.add(alloc_id)
@@ -308,6 +304,17 @@ def _plan(program: Program) -> tuple[dict[int, list[int]], set[int], set[int]]:
     for alloc_id, index in last.items():
         by_index.setdefault(index, []).append(alloc_id)
     return by_index, full, zero_based
+
+
+def written_regions(rec: TraceRecord):
+    """(region, written under the mask?, adding to what it holds?) for each region `rec` writes,
+    as execution writes them (_write_results): writes[0] with the record's accumulation and
+    mask, other writes plainly, stores (a matmul's result tile beside its accumulator) masked."""
+    writes = rec.writes
+    masked = rec.mask is not None
+    for i, r in enumerate(writes + rec.stores if rec.stores else writes):
+        first = i == 0 and bool(writes)
+        yield r, masked and (first or i >= len(writes)), first and rec.accumulate
 
 
 def _regions(outputs):

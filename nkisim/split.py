@@ -34,7 +34,7 @@ import struct
 import numpy as np
 
 from . import dtypes
-from .execute import Execution, _contiguous, _covers, _plan, execute
+from .execute import Execution, _contiguous, _covers, _plan, execute, written_regions
 from .program import Program, ProgramError
 from .trace import Region
 
@@ -122,11 +122,8 @@ def _dependencies(program: Program, allocs: dict, output_id: int):
             found = state.get(r.alloc_id)
             if found is not None:
                 needs.append(found)
-        regions = rec.writes + rec.stores if rec.stores else rec.writes
-        whole = []
-        for k, r in enumerate(regions):
-            partial = rec.mask is not None and (k == 0 or k >= len(rec.writes))
-            adds = k == 0 and rec.accumulate
+        written = []                          # (allocation, written whole?)
+        for r, partial, adds in written_regions(rec):
             alloc_id = r.alloc_id
             if alloc_id in inputs:
                 return None
@@ -139,16 +136,16 @@ def _dependencies(program: Program, allocs: dict, output_id: int):
                 found = state.get(alloc_id)
                 if found is not None:
                     needs.append(found)
-            whole.append(not partial and not adds and _covers(r, sizes.get(alloc_id, -1)))
+            written.append((alloc_id, not partial and not adds and _covers(r, sizes.get(alloc_id, -1))))
         me = len(deps)
         deps.append(needs)
         node_of.append(me)
-        for r, covers in zip(regions, whole):
-            before = state.get(r.alloc_id)
-            if covers or before is None:
-                state[r.alloc_id] = me
+        for alloc_id, whole in written:
+            before = state.get(alloc_id)
+            if whole or before is None:
+                state[alloc_id] = me
             else:                             # the earlier values it kept, and this write
-                state[r.alloc_id] = len(deps)
+                state[alloc_id] = len(deps)
                 deps.append([me, before])
     return deps, node_of, stores
 
@@ -276,7 +273,7 @@ def execute_split(program: Program, inputs: list[np.ndarray], parts: list[list[i
             or not output.flags.writeable:
         raise ValueError("the output memory is not the size and dtype of the output's allocation")
     if not getattr(parts, "covers_output", False):
-        _fill_once(program, output, fill_nan)       # else every element is written before the end
+        _fill_once(program, target, output, fill_nan)       # else every element is written before the end
     filled = frozenset([out.alloc_id])
     children = []
     try:
@@ -326,13 +323,12 @@ def _part(program: Program, indices: list[int]) -> Program:
                    program.compile_options, program.platform)
 
 
-def _fill_once(program: Program, output: np.ndarray, fill_nan: bool) -> None:
+def _fill_once(program: Program, target, output: np.ndarray, fill_nan: bool) -> None:
     """The output's starting values, as executing the whole program gives them at first touch."""
     from .execute import _Memory
     _, overwritten, zero_based = _plan(program)
     mem = _Memory(program, [], fill_nan, None, overwritten, zero_based)
-    target = next(a for a in program.allocs if a.id == program.outputs.alloc_id)
-    mem.fill(target, output)
+    mem.fill(target, output, dtypes.to_dtype(target.dtype))
 
 
 def _numbered(program: Program, indices: list[int], printed: list[str]) -> list[tuple[int, str]]:
