@@ -1,17 +1,18 @@
 """Speed of the NumPy reference answers: prints figures, asserts nothing.
 
 For every conv2d configuration of asst4-trainium2, the time the reference (reference_kernels/
-numpy_reference.py) takes for its answer, against the time BLAS takes for the same arithmetic as
-one float64 GEMM (filters x im2col columns; the reference accumulates in float64), both on one
-BLAS thread, as the grader computes answers. The best of --repeat runs counts for each, so a
-machine busy with other work weighs on both alike. With --threads N the reference shares its
-blocks among N threads (as a grade does, one per usable core) and the GEMM has N BLAS threads.
+numpy_reference.py, as grader/problems/conv2d.py calls it) takes for its answer, against the time
+BLAS takes for the same arithmetic as one GEMM in the dtype the answer accumulates in (filters x
+im2col columns; float32, conv2d.ACCUMULATE), both on one BLAS thread, as the grader computes
+answers. The best of --repeat runs counts for each, so a machine busy with other work weighs on
+both alike. With --threads N the reference shares its blocks among N threads (as a grade does,
+one per usable core) and the GEMM has N BLAS threads.
 
     ratio = reference seconds / GEMM seconds      (1.0: as fast as BLAS allows)
 
 With --against FILE (another version of numpy_reference.py, e.g. from `git show
-REV:reference_kernels/numpy_reference.py`), that version is timed too, its runs alternating
-with the current one's, and its answers must be bit-identical.
+REV:reference_kernels/numpy_reference.py`), that version is timed too (accumulating in the same
+dtype), its runs alternating with the current one's, and its answers must be bit-identical.
 
     python bench/reference_speed.py [--repeat N] [--threads N] [--against FILE]
 """
@@ -29,6 +30,7 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from grader import problems, spec as specs  # noqa: E402
+from grader.problems import conv2d  # noqa: E402
 
 COLUMN_BLOCK_BYTES = 256 * 2**20
 
@@ -61,14 +63,16 @@ def load_reference(path: str):
 
 
 def gemm_seconds(c: dict, repeat: int) -> float:
-    """The configuration's convolution as float64 GEMMs (columns in blocks that fit in memory)."""
+    """The configuration's convolution as GEMMs in the answers' dtype (columns in blocks that fit
+    in memory)."""
     rng = np.random.default_rng(0)
+    dtype = np.dtype(conv2d.ACCUMULATE)
     depth = c["c_in"] * c["k"] ** 2
     columns = c["batch"] * (c["height"] - c["k"] + 1) * (c["width"] - c["k"] + 1)
-    block = max(1, min(columns, COLUMN_BLOCK_BYTES // (8 * depth)))
-    w = rng.random((c["c_out"], depth))
-    cols = rng.random((depth, block))
-    out = np.empty((c["c_out"], block))
+    block = max(1, min(columns, COLUMN_BLOCK_BYTES // (dtype.itemsize * depth)))
+    w = rng.random((c["c_out"], depth), dtype=dtype)
+    cols = rng.random((depth, block), dtype=dtype)
+    out = np.empty((c["c_out"], block), dtype=dtype)
 
     def run():
         for start in range(0, columns, block):
@@ -87,7 +91,8 @@ def main() -> None:
     spec = specs.load("asst4-trainium2")
     other = load_reference(args.against) if args.against else None
     seen, total_ref, total_gemm, total_other = set(), 0.0, 0.0, 0.0
-    print(f"{'configuration':52} {'reference s':>12} {'float64 GEMM s':>15} {'ratio':>6}"
+    gemm_label = f"{np.dtype(conv2d.ACCUMULATE).name} GEMM s"
+    print(f"{'configuration':52} {'reference s':>12} {gemm_label:>15} {'ratio':>6}"
           + (f" {'--against s':>12}" if other else ""))
     with threadpool_limits(limits=1, user_api="blas"):     # each reference thread: one BLAS thread
         for test in spec.tests:
@@ -98,12 +103,13 @@ def main() -> None:
                 seen.add(key)
                 inputs, kwargs = problems.make_inputs("conv2d", c, np.random.default_rng(0))
                 current = lambda: problems.reference("conv2d", inputs, kwargs, threads=args.threads)   # noqa: E731
+                theirs_now = lambda: other(*inputs, **kwargs, accumulate_dtype=conv2d.ACCUMULATE)   # noqa: E731
                 if other is None:
                     ref, theirs = best(current, args.repeat), None
                 else:
-                    if not np.array_equal(current(), other(*inputs, **kwargs)):
+                    if not np.array_equal(current(), theirs_now()):
                         raise SystemExit(f"{problems.label('conv2d', c)}: the two references' answers differ")
-                    ref, theirs = best_alternating([current, lambda: other(*inputs, **kwargs)], args.repeat)
+                    ref, theirs = best_alternating([current, theirs_now], args.repeat)
                     total_other += theirs
                 with threadpool_limits(limits=args.threads, user_api="blas"):
                     gemm = gemm_seconds(c, args.repeat)

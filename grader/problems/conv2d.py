@@ -26,11 +26,21 @@ def signature(config: dict) -> tuple[list[tuple[tuple[int, ...], np.dtype]], dic
              ((c["c_out"],), dtype)], {"pool_size": int(c.get("pool", 1))})
 
 
+# The answers' GEMM runs in float32, at twice float64's BLAS speed with half the columns' bytes
+# (a 224x224 batch's answer: 3.0 s of one core against 5.1). Exactness is not lost where a grade
+# could notice: every input is drawn from [0, 1) (uniform), so no sum cancels, and a float32 sum
+# of depth = C_in * K * K such products is within ~1e-6 of its exact value (relative; 7.6e-7 at
+# most over a 224x224 image of depth 2304, against float64), a tenth of the tightest tolerance
+# (float32: rtol 1e-5). tests/grader/test_reference_precision.py holds every shipped spec's
+# configurations to that tenth. float16 inputs multiply exactly in float32.
+ACCUMULATE = np.float32
+
+
 def reference(args: list[np.ndarray], kwargs: dict, threads: int = 1) -> np.ndarray:
     if threads <= 1:
-        return conv2d_maxpool_reference(*args, **kwargs)
+        return conv2d_maxpool_reference(*args, **kwargs, accumulate_dtype=ACCUMULATE)
     # each thread its part of the one-thread column budget: no more memory than one thread
-    return conv2d_maxpool_reference(*args, **kwargs, spread=on_threads(threads),
+    return conv2d_maxpool_reference(*args, **kwargs, accumulate_dtype=ACCUMULATE, spread=on_threads(threads),
                                     columns_bytes=numpy_reference.COLUMNS_BYTES // threads)
 
 

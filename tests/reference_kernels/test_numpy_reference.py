@@ -121,4 +121,6 @@ def test_an_answer_shared_over_threads_is_the_one_thread_answer(monkeypatch, thr
     monkeypatch.setattr(numpy_reference, "COLUMNS_BYTES", 128 * 9 * 30 * 14 * 8 * 2)    # two images a block
     one = problems.reference("conv2d", [x, wt, bias], {"pool_size": 2}, threads=1)
     shared = problems.reference("conv2d", [x, wt, bias], {"pool_size": 2}, threads=threads)
-    assert np.array_equal(one, shared) and np.array_equal(one, former_reference(x, wt, bias, 2))
+    assert np.array_equal(one, shared)
+    # the grader's answers accumulate in float32 (grader/problems/conv2d.py, ACCUMULATE)
+    assert np.allclose(one, former_reference(x, wt, bias, 2), rtol=1e-6, atol=0)
