@@ -122,7 +122,7 @@ class Zygote:
     # everything either child imports before its work: an import left to the job costs every
     # configuration again (grader.sandbox alone ~25 ms, ctypes.util asking ldconfig for libc)
     PRELOAD = ("numpy", "ml_dtypes", "threadpoolctl", "nkisim", "nkisim.nki", "nkisim.execute", "nkisim.program",
-               "nkisim.platforms", "nkisim.runtime", "nkisim.cost", "nkisim.cost.profile", "grader.sandbox",
+               "nkisim.platforms", "nkisim.runtime", "nkisim.split", "nkisim.cost", "nkisim.cost.profile", "grader.sandbox",
                "grader.jobs", "grader.wire", "grader.child", "grader.executor")
 
     def __init__(self) -> None:

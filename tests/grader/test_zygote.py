@@ -82,6 +82,59 @@ def test_a_job_finds_what_either_child_imports_loaded_and_its_cpu_time_comes_bac
     assert result.cpu_seconds is not None and result.cpu_seconds >= 0.3
 
 
+# the simulator's jobs and what they run: a module they import inside a function is imported
+# by every job again, from source in the sandbox's read-only view (no .pyc is written there):
+# nkisim.split cost each executor ~5 ms of compiling until it was preloaded
+JOB_SOURCES = {"grader/executor.py": "grader.executor", "grader/child.py": "grader.child",
+               "grader/jobs.py": "grader.jobs", "nkisim/split.py": "nkisim.split"}
+NOT_SIMULATOR = ("grader.neuron",)        # the Neuron backend's own child and SDK
+
+
+def is_module(name: str) -> bool:
+    import importlib.util
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ModuleNotFoundError, ValueError):       # a name inside a module that is no package
+        return False
+
+
+def lazily_imported() -> set[str]:
+    """The grader's and nkisim's modules that JOB_SOURCES import inside functions."""
+    import ast
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    found = set()
+    for path, module in JOB_SOURCES.items():
+        with open(os.path.join(root, path)) as fh:
+            tree = ast.parse(fh.read())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    base = node.module or ""
+                    if node.level:
+                        package = module.rsplit(".", node.level)[0]
+                        base = f"{package}.{base}" if base else package
+                    # `from nkisim import split` imports a module; `from x import name`, x itself
+                    names = [base] + [f"{base}.{a.name}" for a in node.names if is_module(f"{base}.{a.name}")]
+                else:
+                    continue
+                found.update(n for n in names if n.split(".")[0] in ("grader", "nkisim")
+                             and not n.startswith(NOT_SIMULATOR))
+    return found
+
+
+def test_every_module_a_simulator_job_imports_late_is_preloaded(tmp_path):
+    wanted = lazily_imported()
+    assert {"nkisim.split", "nkisim.cost.profile", "grader.wire"} <= wanted     # the scan finds them
+    body = f"print('missing', sorted(m for m in {sorted(wanted)!r} if m not in sys.modules))"
+    result = run(job_dir(tmp_path, "import sys; " + body))
+    assert result.returncode == 0, result.output
+    assert "missing []" in result.stdout, result.stdout
+
+
 def test_a_job_inherits_the_blas_libraries_found_once_and_the_executor_runs_blas_on_one_thread(tmp_path):
     # finding them costs a forked child ~3 ms per configuration: the zygote does it before it
     # forks; the executor's single-threaded BLAS (what its results' bits and the grade's CPU
