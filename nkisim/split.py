@@ -26,14 +26,12 @@ from __future__ import annotations
 
 import bisect
 import builtins
-import json
 import math
 import os
-import struct
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, forked
 from .execute import Execution, _contiguous, _covers, _plan, execute, written_regions
 from .program import Program, ProgramError
 from .trace import Region
@@ -287,8 +285,8 @@ def execute_split(program: Program, inputs: list[np.ndarray], parts: list[list[i
             printed += _numbered(program, parts[0], done.printed)
         except Exception as err:                  # the earliest of every part's errors is raised
             first_error = (_at(err), err)
-        for pid, reader in children:
-            report = _collect(pid, reader)
+        for part in children:
+            report = _collect(part)
             printed += [tuple(p) for p in report.get("printed", [])]
             if "error" in report:
                 at, kind, message = report["error"]
@@ -296,8 +294,8 @@ def execute_split(program: Program, inputs: list[np.ndarray], parts: list[list[i
                     first_error = (at, _rebuilt(kind, message))
         children = []
     finally:
-        for pid, reader in children:              # this process failed: the others are not waited for
-            _kill(pid, reader)
+        for part in children:                     # this process failed: the others are not waited for
+            part.kill()
     if first_error is not None:
         raise first_error[1]
     printed.sort(key=lambda p: p[0])
@@ -341,67 +339,22 @@ def _at(err: BaseException) -> int:
     return at if type(at) is int else -1
 
 
-def _fork_part(program, inputs, indices, output, fill_nan, filled) -> tuple[int, int]:
-    reader, writer = os.pipe()
-    parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:                                  # the forked part: report, and leave at once
-        code = 0
+def _fork_part(program, inputs, indices, output, fill_nan, filled) -> forked.Forked:
+    def run() -> dict:
         try:
-            os.close(reader)
-            _die_with(parent)
-            report: dict = {}
-            try:
-                done = execute(_part(program, indices), inputs, fill_nan=fill_nan,
-                               placed={program.outputs.alloc_id: output}, filled=filled)
-                report["printed"] = _numbered(program, indices, done.printed)
-            except Exception as err:
-                report["error"] = [_at(err), type(err).__name__, str(err)]
-            data = json.dumps(report).encode()
-            with os.fdopen(writer, "wb") as fh:
-                fh.write(struct.pack("<Q", len(data)) + data)
-        except BaseException:
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(writer)
-    return pid, reader
+            done = execute(_part(program, indices), inputs, fill_nan=fill_nan,
+                           placed={program.outputs.alloc_id: output}, filled=filled)
+            return {"printed": _numbered(program, indices, done.printed)}
+        except Exception as err:
+            return {"error": [_at(err), type(err).__name__, str(err)]}
+    return forked.start(run)
 
 
-def _collect(pid: int, reader: int) -> dict:
+def _collect(part: forked.Forked) -> dict:
     """What a forked part reported; a part that died without a word is an error of its own."""
-    with os.fdopen(reader, "rb") as fh:
-        head = fh.read(8)
-        data = fh.read(struct.unpack("<Q", head)[0]) if len(head) == 8 else b""
-    _, status = os.waitpid(pid, 0)
-    if data:
-        return json.loads(data)
+    report, status = part.report()
+    if report is not None:
+        return report
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9:
         return {"error": [-1, "MemoryError", "a part of the program was killed (memory)"]}
     return {"error": [-1, "other", f"a part of the program ended without a result (status {status})"]}
-
-
-def _kill(pid: int, reader: int) -> None:
-    try:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-    except (ProcessLookupError, ChildProcessError):
-        pass
-    try:
-        os.close(reader)
-    except OSError:
-        pass
-
-
-def _die_with(parent: int) -> None:
-    """Linux: the forked part is killed should the process that forked it die first (a
-    timeout's kill), including before this call."""
-    try:
-        import ctypes
-        import signal
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)             # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:
-        os._exit(1)

@@ -26,7 +26,7 @@ import neuronxcc.nki as nki  # noqa: E402
 import neuronxcc.nki.isa as nisa  # noqa: E402
 import neuronxcc.nki.language as nl  # noqa: E402
 
-from nkisim import dtypes, split  # noqa: E402
+from nkisim import dtypes, forked, split  # noqa: E402
 from nkisim.execute import execute  # noqa: E402
 from nkisim.program import ProgramError  # noqa: E402
 from nkisim.runtime import trace_kernel  # noqa: E402
@@ -273,23 +273,18 @@ def test_the_error_raised_is_the_one_the_whole_program_stops_at():
 
 
 def test_a_forked_part_that_ends_without_a_word_is_an_error_not_a_hang():
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os._exit(3)
-    os.close(writer)
-    report = split._collect(pid, reader)
+    report = split._collect(forked.start(lambda: os._exit(3)))
     assert report["error"][0] == -1 and "without a result" in report["error"][2]
 
 
 FORKS_A_PART = textwrap.dedent("""
     import os, sys, time
     sys.path.insert(0, {root!r})
-    from nkisim import split
+    from nkisim import forked
     parent = os.getpid()
     pid = os.fork()
     if pid == 0:
-        split._die_with(parent)           # what a forked part does first
+        forked._die_with(parent)          # what a forked part does first
         time.sleep(3600)
         os._exit(0)
     print(pid, flush=True)
