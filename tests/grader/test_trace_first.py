@@ -112,3 +112,58 @@ def test_a_trace_begun_for_a_configuration_that_never_runs_is_killed_at_once():
     assert one.status == "passed", (one.status, one.message)
     assert took < 45, took               # not the 60 s the hanging trace was allowed
     assert nothing_left_running()
+
+
+# ----------------------------------------------------------------------------- one trace per signature
+
+A_ZERO_BIAS = dict(A, bias=False)       # A's shapes, dtypes and pool: what tracing sees is A's
+SAME_SIGNATURE = parse({
+    "assignment": "trace-once", "spec_version": "1", "thresholds_version": "test", "platform": "trn2",
+    "files": {"conv2d": {"archive_path": "conv2d.py",
+                         "functions": {"fused_conv2d_maxpool": ["X", "W", "bias", "pool_size"]}}},
+    "tolerances": {"float32": {"rtol": 1e-4, "atol": 1e-4}},
+    "tests": [{"name": "plain", "kind": "correctness", "file": "conv2d", "problem": "conv2d", "points": 1.0,
+               "configs": [A_ZERO_BIAS, A]},
+              {"name": "other", "kind": "correctness", "file": "conv2d", "problem": "conv2d", "points": 1.0,
+               "configs": [B, A_ZERO_BIAS]}]})
+# adds no bias: right where the bias is zero, wrong elsewhere
+NO_BIAS = HONEST.replace("nisa.tensor_tensor(acc, bias_sb, op=nl.add, dtype=nl.float32)",
+                         "nisa.tensor_copy(acc, dtype=nl.float32)")
+
+
+def grade_counting(source: str, monkeypatch) -> tuple:
+    """The report of a grade of SAME_SIGNATURE, and the children it started, by module."""
+    from grader import runner
+    started = []
+    real = runner.run_child
+
+    def counted(argv, *args, **kwargs):
+        started.append(argv[-1])
+        return real(argv, *args, **kwargs)
+    monkeypatch.setattr(runner, "run_child", counted)
+    sub = Submission(files={"conv2d": source}, filenames={"conv2d": "conv2d.py"},
+                     sha256=hashlib.sha256(source.encode()).hexdigest(), origin="conv2d.py")
+    return grade(sub, SAME_SIGNATURE, GradeOptions(backend="sim", seed=3)), started
+
+
+def test_a_configuration_with_the_signature_of_the_last_one_runs_its_program_again(monkeypatch):
+    """Tracing sees shapes, dtypes and scalars alone, so a configuration with the last one's
+    signature (the bias test after the plain one) has its program traced already: no tracing
+    child. A different signature (B), or one seen before but not last (A's after B), is traced."""
+    report, started = grade_counting(HONEST, monkeypatch)
+    assert [(t.status, t.points) for t in report.tests] == [("passed", 1.0), ("passed", 1.0)], \
+        [t.message for t in report.tests]
+    assert started.count("grader.executor") == 4            # every configuration executed
+    assert started.count("grader.child") == 3               # A's zero-bias, B, A's zero-bias again
+
+
+def test_a_program_run_again_meets_its_own_inputs_and_answer(monkeypatch):
+    """The attack reuse must not open: a kernel right on the configuration it was traced for and
+    wrong on the next with the same signature. Its program runs again on the next one's inputs
+    (a random bias) and is checked against that one's answer: the test fails there."""
+    assert NO_BIAS != HONEST
+    report, started = grade_counting(NO_BIAS, monkeypatch)
+    plain, _ = report.tests
+    assert plain.status == "failed" and "B=1 C_in=128 C_out=128 10x10 pool=1 float32" in plain.message, plain.message
+    assert [c.get("max_abs_error") is not None for c in plain.details["configs"]] == [True, True]
+    assert started[:3] == ["grader.child", "grader.executor", "grader.executor"]    # "plain": traced once
