@@ -27,9 +27,15 @@ class Forked:
         status), once it has ended."""
         with os.fdopen(self.reader, "rb") as fh:
             head = fh.read(8)
-            data = fh.read(struct.unpack("<Q", head)[0]) if len(head) == 8 else b""
+            size = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+            data = fh.read(size) if size else b""
         _, status = os.waitpid(self.pid, 0)
-        return (json.loads(data) if data else None), status
+        if not data or len(data) != size:       # it died first, or while writing (killed: memory)
+            return None, status
+        try:
+            return json.loads(data), status
+        except ValueError:
+            return None, status
 
     def kill(self) -> None:
         """End it now, unread (this process failed, or no longer needs its answer)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import mmap
 import os
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
@@ -347,3 +348,18 @@ def test_a_forged_program_the_analysis_cannot_read_is_left_to_one_process():
     program = traced(independent_blocks_with_a_print, [s, m_all])
     program.records[3].reads = None                   # not a list of regions
     assert split.plan(program, 2, min_work_us=0.0) is None
+
+
+def test_a_forked_function_sends_its_value_and_one_that_dies_writing_sends_none():
+    done = forked.start(lambda: {"latency_us": 12.5, "profile": [1, 2]})
+    assert done.report() == ({"latency_us": 12.5, "profile": [1, 2]}, 0)
+    value, status = forked.start(lambda: os._exit(7)).report()          # died before a word
+    assert value is None and os.waitstatus_to_exitcode(status) == 7
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:                       # killed halfway through its answer (its memory limit, say)
+        os.write(writer, struct.pack("<Q", 100) + b'{"latency_')
+        os._exit(9)
+    os.close(writer)
+    value, status = forked.Forked(pid, reader).report()
+    assert value is None and os.waitstatus_to_exitcode(status) == 9
