@@ -19,7 +19,7 @@ from typing import Callable
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from grader.vocabulary import TIMED_KINDS, values
+from grader.vocabulary import TIMED_KINDS, TestKind, values
 from store import runs
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ WHERE u.id = ANY(:user_ids) AND u.active AND a.id = :assignment_id AND e.role = 
 """)
 
 _TIMED_P99S = text("""
-SELECT run_id, test_name, p99_us FROM test_results
+SELECT run_id, test_name, kind, p99_us, points FROM test_results
 WHERE run_id = ANY(:run_ids) AND kind = ANY(:timed)
 """)
 
@@ -46,11 +46,16 @@ class Standing:
     user_id: int
     nickname: str | None
     run_id: int
-    total: float
-    max_total: float | None
+    total: float                       # extra credit included: what ranks
+    max_total: float | None            # the regular maximum (extra credit comes on top)
     p99_sum: float | None
     p99s: dict[str, float | None]      # timed test name -> p99 us
     finished_at: object
+    extra_credit: float = 0.0          # the part of `total` extra-credit tests earned
+
+    @property
+    def regular(self) -> float:
+        return self.total - self.extra_credit
 
 
 def compute(session: Session, assignment_id: int, backend: str) -> list[Standing]:
@@ -59,11 +64,14 @@ def compute(session: Session, assignment_id: int, backend: str) -> list[Standing
         if counted else {}
     board = runs.ranked(c for c in counted.values() if c.user_id in people)
     p99s: dict[int, dict[str, float | None]] = {c.run_id: {} for c in board}
+    extra = dict.fromkeys(p99s, 0.0)
     if board:
         for t in session.execute(_TIMED_P99S, {"run_ids": list(p99s), "timed": list(values(TIMED_KINDS))}):
             p99s[t.run_id][t.test_name] = t.p99_us
+            if t.kind == TestKind.EXTRA_CREDIT:
+                extra[t.run_id] += t.points or 0.0
     return [Standing(i + 1, c.user_id, people[c.user_id], c.run_id, c.total, c.max_total, c.p99_sum,
-                     p99s[c.run_id], c.finished_at) for i, c in enumerate(board)]
+                     p99s[c.run_id], c.finished_at, extra[c.run_id]) for i, c in enumerate(board)]
 
 
 @dataclass

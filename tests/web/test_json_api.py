@@ -46,7 +46,7 @@ def test_submit_status_report_and_leaderboard(app, db, course_setup, tiny_report
     assert client.get(f"/api/v1/runs/{graded.id}/report", headers=bob).status_code == 404
     assert client.get(f"/api/v1/runs/{graded.id}", headers=bob).status_code == 404
     rows = client.get("/api/v1/assignments/tiny/leaderboard", headers=bob).get_json()["rows"]
-    assert [(r["rank"], r["nickname"], r["total"]) for r in rows] == [(1, "alice_k", 7.5)]
+    assert [(r["rank"], r["nickname"], r["total"], r["extra_credit"]) for r in rows] == [(1, "alice_k", 7.5, 0.0)]
     assert rows[0]["run_id"] is None                          # others' run ids stay private
 
 

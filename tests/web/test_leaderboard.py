@@ -90,3 +90,32 @@ def test_a_finished_grade_and_a_nickname_show_at_the_next_request(app, client_fo
     assert saved.status_code == 303
     assert ranked_nicknames(viewer.get("/leaderboard/tiny").get_data(as_text=True)) == \
         [f"student {dan.id}", "carol_c", "bobby"]
+
+
+def with_extra_credit(report, points: float):
+    """`report` with one more timed test, of extra credit, that earned `points` (the tiny spec
+    has none), scored as the grader scores one: the total includes it, the maximum does not."""
+    import dataclasses
+    perf = next(t for t in report.tests if t.kind == "performance")
+    ec = dataclasses.replace(perf, name="ec_tiny", title="tiny extra credit", kind="extra_credit",
+                             status="passed", points=points, max_points=points, p99_us=5.0)
+    score = dataclasses.replace(report.score, extra_credit=points, total=report.score.total + points,
+                                max_extra_credit=points)
+    return dataclasses.replace(report, tests=[*report.tests, ec], score=score)
+
+
+def test_the_total_shows_regular_points_out_of_the_maximum_then_extra_credit(client_for, db, course_setup,
+                                                                              tiny_reports):
+    """Extra credit comes on top of the maximum: 7.5 regular points and 2 of extra credit read
+    "7.5 / 7.5 + 2 EC", not "9.5 / 7.5"; the sum still ranks (the rule the page states)."""
+    assignment, base = course_setup["assignment"], tiny_reports["optimized"]
+    full = measured(base, 30.0)
+    assert full.score.total == full.score.max_total and full.score.extra_credit == 0
+    store_graded_run(db, course_setup["alice"], assignment, full)
+    store_graded_run(db, course_setup["bob"], assignment, with_extra_credit(measured(base, 38.0), 2.0))
+    page = client_for("alice").get("/leaderboard/tiny").get_data(as_text=True)
+    assert ranked_nicknames(page) == ["bobby", "alice_k"]                    # 9.5 above 7.5
+    top = full.score.max_total
+    cells = re.findall(r'<td class="num" data-total="([^"]+)">([^<]+)</td>', page)
+    assert cells == [(f"{top + 2:g}", f"{top:g} / {top:g} + 2 EC"), (f"{top:g}", f"{top:g} / {top:g}")], cells
+    assert 'title="regular points out of the maximum, then extra credit; their sum ranks">Total</th>' in page
