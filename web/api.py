@@ -8,7 +8,7 @@ from flask import Blueprint, g, jsonify, request, url_for
 from sqlalchemy import select
 
 import grader
-from grader.vocabulary import RunStatus
+from grader.vocabulary import RunStatus, TestKind
 from store.models import User
 from workers import enqueue
 
@@ -84,7 +84,7 @@ def leaderboard(name: str):
     backend = request.args.get("backend", assignment.backend)
     return jsonify(assignment=assignment.name, backend=backend, rows=[
         {"rank": s.rank, "nickname": s.nickname, "total": s.total, "max_total": s.max_total,
-         "extra_credit": s.extra_credit,
+         TestKind.EXTRA_CREDIT.value: s.extra_credit,             # the points those tests earned, in total
          "p99_sum_us": s.p99_sum, "p99_us": s.p99s, "run_id": s.run_id if s.user_id == g.api_user.id else None}
         for s in standings_for(assignment, backend)])
 from . import course_api  # noqa: E402,F401  (course submit tokens: routes on this blueprint)
