@@ -44,6 +44,9 @@ class _Memory:
         self.fill_nan = fill_nan
         self.filled = filled                         # placed memory that already holds its starting values
         self.arrays: dict[int, np.ndarray] = {}
+        # views made of each allocation's current memory, by region (a region object is read
+        # again and again in a loop); dropped with the allocation, so they hold no freed memory
+        self.views: dict[int, dict] = {}
         self.written: dict[int, np.ndarray] = {}    # PSUM only: which elements hold a value
         self.overwritten, self.zero_based = overwritten, zero_based
         self.zero_pending = set(self.zero_based)     # those not yet written
@@ -102,12 +105,22 @@ class _Memory:
             flat = self.flat(r.alloc_id, r.dtype)
         if r.offsets is not None:
             return flat[r.offsets]
+        views = self.views.get(r.alloc_id)
+        if views is None:
+            views = self.views[r.alloc_id] = {}
+        else:
+            made = views.get(r)
+            if made is not None and made[0] is flat:
+                return made[1]                # a loop reads the same region of the same memory
         shape = r.shape
         if 0 in shape:
             return np.empty(shape, dtype=flat.dtype)
         # NumPy checks the geometry stays inside the allocation; positional arguments: with
         # keywords the constructor takes 2-3 us, a quarter of an instruction's budget
-        return np.ndarray(shape, flat.dtype, flat, r.start * r.itemsize, r.strides)
+        view = np.ndarray(shape, flat.dtype, flat, r.start * r.itemsize, r.strides)
+        if len(views) < _VIEWS_PER_ALLOCATION:
+            views[r] = (flat, view)
+        return view
 
     def matmul_operand(self, r: Region) -> np.ndarray:
         """The region as the PE array multiplies it: in fp32, rounded to its own dtype first.
@@ -157,6 +170,7 @@ class _Memory:
         if not flags.c_contiguous or not flags.writeable or r.strides != _contiguous(r.shape, r.itemsize):
             return False
         self.arrays[alloc_id] = values.reshape(-1)
+        self.views.pop(alloc_id, None)
         self.written.pop(alloc_id, None)
         if self.widened or self.read_narrow:
             self.changed(alloc_id)
@@ -172,6 +186,7 @@ class _Memory:
     def release(self, alloc_id: int) -> None:
         """The allocation's last instruction has run: its memory goes, as its tile's would."""
         self.arrays.pop(alloc_id, None)
+        self.views.pop(alloc_id, None)
         self.written.pop(alloc_id, None)
         if self.widened or self.read_narrow:
             self.changed(alloc_id)
@@ -237,6 +252,7 @@ def _covers(r: Region, size: int) -> bool:
 
 
 _CONTIGUOUS: dict = {}
+_VIEWS_PER_ALLOCATION = 64     # a bound on what a program with a million distinct reads can make us keep
 # NKI dtype name -> the dtype dtypes.to_dtype gives (a dict lookup per region otherwise costs a call)
 _DTYPES: dict = dict(dtypes._BY_NAME)
 
@@ -600,7 +616,7 @@ def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[in
     timed: list[TraceRecord] = []
     view, release, kinds, nothing = mem.view, mem.release, _KINDS, ()
     uses, time_it = last_uses.get, timed.append
-    drop_array, drop_written = mem.arrays.pop, mem.written.pop
+    drop_array, drop_written, drop_views = mem.arrays.pop, mem.written.pop, mem.views.pop
     rec = None
     try:
         for index, rec in enumerate(program.records):
@@ -614,6 +630,7 @@ def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[in
                     else:                            # release(alloc_id) without its call
                         drop_array(alloc_id, None)
                         drop_written(alloc_id, None)
+                        drop_views(alloc_id, None)
             kind = rec.kind
             if kind == "matmul":
                 if pending:
