@@ -15,6 +15,7 @@ import itertools
 import math
 import sys
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,9 +36,10 @@ class _Memory:
     """The allocations' values, created at first touch: flat arrays in each allocation's dtype."""
 
     def __init__(self, program: Program, inputs: list[np.ndarray], fill_nan: bool,
-                 placed: dict[int, np.ndarray] | None, overwritten: set[int], zero_based: set[int],
-                 filled: frozenset = frozenset()) -> None:
+                 placed: dict[int, np.ndarray] | None, plan: _Plan, filled: frozenset = frozenset()) -> None:
         self.allocs = {a.id: a for a in program.allocs}
+        self.sizes = plan.sizes                      # elements of each allocation but the inputs
+        overwritten, zero_based = plan.overwritten, plan.zero_based
         self.inputs = inputs
         self.placed = dict(placed or {})
         self.pinned = set(self.placed)               # memory given by the caller: written in place, never replaced
@@ -164,10 +166,11 @@ class _Memory:
         dtype = _DTYPES.get(a.dtype)
         if dtype is None:
             dtype = dtypes.to_dtype(a.dtype)
-        if values.dtype != dtype or values.size != math.prod(a.shape):
-            return False
-        flags = values.flags
-        if not flags.c_contiguous or not flags.writeable or r.strides != _contiguous(r.shape, r.itemsize):
+        # all of the allocation in row-major order, as `values` (of r's shape, _store) lie:
+        # the region's strides are the C strides of its shape, and so are theirs
+        strides = r.strides
+        if (values.dtype != dtype or strides != _contiguous(r.shape, r.itemsize) or values.strides != strides
+                or values.size != self.sizes[alloc_id] or not values.flags.writeable):
             return False
         self.arrays[alloc_id] = values.reshape(-1)
         self.views.pop(alloc_id, None)
@@ -272,19 +275,27 @@ def _contiguous(shape: tuple, itemsize: int) -> tuple:
     return found
 
 
-def _plan(program: Program) -> tuple[dict[int, list[int]], set[int], set[int]]:
+class _Plan(NamedTuple):
+    last_uses: dict[int, list[int]]   # instruction index: the allocations nothing after it touches
+    overwritten: set[int]             # first accessed by an unmasked non-accumulating write of all of it
+    zero_based: set[int]              # PSUM, first accessed by an accumulating write of all of it
+    sizes: dict[int, int]             # elements of every allocation but the inputs
+
+
+def _plan(program: Program) -> _Plan:
     """One pass over the program (it costs about what executing an instruction does, so only
-    one): (for each instruction, the allocations nothing after it touches, never the outputs':
+    one): for each instruction, the allocations nothing after it touches, never the outputs':
     freed as the program runs, so executing holds about what the kernel held live, not every
     tile it ever allocated; the allocations whose first access is an unmasked write of every
     element by a non-accumulating instruction; the PSUM ones whose accumulating first write
-    adds to zeros). The last two need no garbage fill, nor the second its written-flags (most
+    adds to zeros. The last two need no garbage fill, nor the second its written-flags (most
     instruction results and matmul accumulators)."""
     sizes = {a.id: math.prod(a.shape) for a in program.allocs if a.input_index is None}
     psum = {a.id for a in program.allocs if a.buffer == "psum"}
     last: dict[int, int] = {}          # its keys: every allocation accessed so far
     full: set[int] = set()
     zero_based: set[int] = set()
+    contiguous = _CONTIGUOUS.get
     for index, rec in enumerate(program.records):
         for r in rec.reads:
             last[r.alloc_id] = index
@@ -294,7 +305,10 @@ def _plan(program: Program) -> tuple[dict[int, list[int]], set[int], set[int]]:
             alloc_id = r.alloc_id
             if alloc_id not in last:
                 size = sizes.get(alloc_id)
-                if size and rec.mask is None and _covers(r, size):
+                # _covers(r, size), its common case (a whole new tile, row-major) without the call
+                if size and rec.mask is None and (
+                        (r.strides == contiguous((r.shape, r.itemsize)) and r.offsets is None and not r.start
+                         and math.prod(r.shape) == size) or _covers(r, size)):
                     if not rec.accumulate:
                         full.add(alloc_id)
                     elif alloc_id in psum:
@@ -319,7 +333,7 @@ def _plan(program: Program) -> tuple[dict[int, list[int]], set[int], set[int]]:
     by_index: dict[int, list[int]] = {}
     for alloc_id, index in last.items():
         by_index.setdefault(index, []).append(alloc_id)
-    return by_index, full, zero_based
+    return _Plan(by_index, full, zero_based, sizes)
 
 
 def written_regions(rec: TraceRecord):
@@ -591,8 +605,9 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
     start). A ProgramError raised while executing carries the failing instruction's index in `at`."""
     if type(threads) is not int or threads < 1:
         raise ValueError(f"threads must be a whole number of at least 1, not {threads!r}")
-    last_uses, overwritten, zero_based = _plan(program)
-    mem = _Memory(program, inputs, fill_nan, placed, overwritten, zero_based, filled)
+    plan = _plan(program)
+    last_uses = plan.last_uses
+    mem = _Memory(program, inputs, fill_nan, placed, plan, filled)
     if threads == 1:
         return _run(program, mem, echo, None, last_uses)
     from threadpoolctl import threadpool_limits

@@ -324,8 +324,7 @@ def _part(program: Program, indices: list[int]) -> Program:
 def _fill_once(program: Program, target, output: np.ndarray, fill_nan: bool) -> None:
     """The output's starting values, as executing the whole program gives them at first touch."""
     from .execute import _Memory
-    _, overwritten, zero_based = _plan(program)
-    mem = _Memory(program, [], fill_nan, None, overwritten, zero_based)
+    mem = _Memory(program, [], fill_nan, None, _plan(program))
     mem.fill(target, output, dtypes.to_dtype(target.dtype))
 
 

@@ -66,10 +66,10 @@ def read_back_column_by_column(a):
 def _executed(kernel, args, kwargs=None):
     """(the memory after running the traced program, its outputs, the program)."""
     program, _ = trace_kernel(kernel, tuple(args), kwargs or {})
-    last_uses, overwritten, zero_based = ex._plan(program)
+    plan = ex._plan(program)
     arrays = [a for a in args if isinstance(a, np.ndarray)]
-    mem = ex._Memory(program, arrays, True, None, overwritten, zero_based)
-    done = ex._run(program, mem, False, None, last_uses)
+    mem = ex._Memory(program, arrays, True, None, plan)
+    done = ex._run(program, mem, False, None, plan.last_uses)
     return mem, done.outputs, program
 
 
