@@ -363,3 +363,138 @@ def test_a_forked_function_sends_its_value_and_one_that_dies_writing_sends_none(
     os.close(writer)
     value, status = forked.Forked(pid, reader).report()
     assert value is None and os.waitstatus_to_exitcode(status) == 9
+
+
+# ----- who owns which output elements, worked out on blocks of elements --------------------------
+
+def _owners_element_by_element(parts_regions: list[list[Region]], size: int) -> bool | None:
+    """The definition split._disjoint_outputs must agree with: one owner per element."""
+    owner = np.zeros(size, dtype=np.uint8)
+    for p, regions in enumerate(parts_regions, start=1):
+        for r in regions:
+            if r.offsets is not None:
+                mine = owner[r.offsets]
+                if np.any((mine != 0) & (mine != p)):
+                    return None
+                owner[r.offsets] = p
+                continue
+            if not np.prod(r.shape):
+                continue
+            mine = np.ndarray(r.shape, np.uint8, owner, r.start, tuple(s // r.itemsize for s in r.strides))
+            if np.any((mine != 0) & (mine != p)):
+                return None
+            mine[...] = p
+    return bool(owner.all())
+
+
+class _Store:
+    """What _disjoint_outputs reads of a record: its writes and stores."""
+
+    def __init__(self, region: Region) -> None:
+        self.writes, self.stores = [region], []
+
+
+def _disjoint(parts_regions: list[list[Region]], out: Region, target) -> bool | None:
+    records, chosen = [], []
+    for regions in parts_regions:
+        chosen.append(list(range(len(records), len(records) + len(regions))))
+        records += [_Store(r) for r in regions]
+    return split._disjoint_outputs(records, chosen, list(range(len(records))), out, target)
+
+
+def _rows(start_row: int, rows: int, channels: int, height: int, width: int, first_col: int = 0,
+          cols: int | None = None) -> Region:
+    """A conv2d store: `rows` rows of every channel of a (channels, height, width) float32 output."""
+    cols = width - first_col if cols is None else cols
+    return Region(1, "hbm", start_row * width + first_col, (channels, rows, cols),
+                  (height * width * 4, width * 4, 4), 4, "float32", 1)
+
+
+def test_output_owners_are_found_on_whole_rows_as_on_elements():
+    channels, height, width = 4, 12, 10
+    size = channels * height * width
+    out = Region(1, "hbm", 0, (channels, height, width), (height * width * 4, width * 4, 4), 4, "float32", 1)
+    target = type("Target", (), {"shape": (channels, height, width)})()
+    halves = [[_rows(0, 6, channels, height, width)], [_rows(6, 6, channels, height, width)]]
+    assert split._block(size, [r for part in halves for r in part]) == width
+    assert _disjoint(halves, out, target) is True
+    short = [[_rows(0, 6, channels, height, width)], [_rows(6, 5, channels, height, width)]]
+    assert _disjoint(short, out, target) is False              # the last row of each channel: nobody's
+    # the attack: the second part also writes one row of the first's, and only that row overlaps
+    overlapping = [[_rows(0, 6, channels, height, width)], [_rows(5, 7, channels, height, width)]]
+    assert _disjoint(overlapping, out, target) is None
+    # half a row: the blocks shrink to what both halves write whole, and the overlap is still seen
+    half_rows = [[_rows(0, 6, channels, height, width), _rows(6, 1, channels, height, width, 0, 5)],
+                 [_rows(6, 6, channels, height, width, 0, 5)]]
+    assert split._block(size, [r for part in half_rows for r in part]) == 5
+    assert _disjoint(half_rows, out, target) is None
+    # runs of 2 at even starts, on rows of 7: blocks of one element (rows of odd length), else
+    # the overlap at row 1, column 5 of each channel falls between blocks and is missed
+    odd = Region(1, "hbm", 0, (2, 3, 7), (84, 28, 4), 4, "float32", 1)
+    squares = [[_rows(1, 2, 2, 3, 7, 5, 2)], [_rows(0, 2, 2, 3, 7, 4, 2)]]
+    assert split._block(42, [r for part in squares for r in part]) == 1
+    assert _disjoint(squares, odd, type("Target", (), {"shape": (2, 3, 7)})()) is None
+
+
+def test_output_owners_agree_with_the_element_by_element_definition_on_random_stores():
+    rng = np.random.default_rng(71)
+    seen = {None: 0, False: 0, True: 0}
+    blocks = 0
+    for trial in range(800):
+        channels, height = (int(n) for n in rng.integers(1, 5, size=2))
+        width = int(rng.integers(1, 13))
+        size = channels * height * width
+        out = Region(1, "hbm", 0, (channels, height, width), (height * width * 4, width * 4, 4), 4, "float32", 1)
+        target = type("Target", (), {"shape": (channels, height, width)})()
+        unit = int(rng.integers(1, 5))             # every run a multiple of it, starting anywhere or on one
+        aligned = bool(rng.integers(0, 2))
+        parts = _tiled(rng, channels, height, width) if trial % 3 == 0 else []
+        for _ in range(0 if parts else int(rng.integers(2, 4))):
+            regions = []
+            for _ in range(int(rng.integers(1, 3))):
+                kind = rng.integers(0, 10)
+                if kind == 0:                       # gathered elements
+                    offsets = rng.choice(size, size=min(3, size), replace=False)
+                    regions.append(Region(1, "hbm", 0, (len(offsets),), None, 4, "float32", 1, offsets=offsets))
+                    continue
+                row = int(rng.integers(0, height))
+                rows = int(rng.integers(1, height - row + 1))
+                if unit > width:
+                    col, cols = 0, width
+                else:
+                    col = int(rng.integers(0, width - unit + 1))
+                    if aligned:
+                        col -= col % unit
+                    cols = unit * int(rng.integers(1, (width - col) // unit + 1))
+                if kind == 1 and cols > 1:          # every other column: not contiguous
+                    regions.append(Region(1, "hbm", row * width + col, (channels, rows, (cols + 1) // 2),
+                                          (height * width * 4, width * 4, 8), 4, "float32", 1))
+                else:
+                    regions.append(_rows(row, rows, channels, height, width, col, cols))
+            parts.append(regions)
+        expected = _owners_element_by_element(parts, size)
+        assert _disjoint(parts, out, target) == expected, trial
+        seen[expected] += 1
+        blocks += split._block(size, [r for regions in parts for r in regions]) > 1
+    # each answer came up often enough to be tested, and many a time on blocks of several elements
+    assert min(seen.values()) >= 20 and blocks >= 100, (seen, blocks)
+
+
+def _tiled(rng, channels: int, height: int, width: int) -> list[list[Region]]:
+    """Parts that write disjoint pieces of every row (rows dealt out to parts, each row cut at
+    random columns), then now and then a piece dropped or one written by a second part too."""
+    n_parts = int(rng.integers(2, 4))
+    parts: list[list[Region]] = [[] for _ in range(n_parts)]
+    for row in range(height):
+        cuts = sorted({0, width, *(int(c) for c in rng.integers(1, width + 1, size=int(rng.integers(0, 3))))})
+        for a, b in zip(cuts, cuts[1:]):
+            parts[int(rng.integers(0, n_parts))].append(_rows(row, 1, channels, height, width, a, b - a))
+    pieces = [(p, i) for p, regions in enumerate(parts) for i in range(len(regions))]
+    change = rng.integers(0, 3)
+    if change == 1 and len(pieces) > 1:
+        p, i = pieces[int(rng.integers(0, len(pieces)))]
+        del parts[p][i]
+    elif change == 2:
+        p, i = pieces[int(rng.integers(0, len(pieces)))]
+        parts[(p + 1) % n_parts].append(parts[p][i])
+    return [regions for regions in parts if regions]
