@@ -22,6 +22,7 @@ import fcntl
 import math
 import mmap
 import os
+import threading
 from typing import Callable
 
 import numpy as np
@@ -29,6 +30,38 @@ import numpy as np
 PAGE = mmap.ALLOCATIONGRANULARITY
 INPUT_SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 ROOM_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+
+
+# Faulting in a new memfd's pages one at a time as the draw first writes them took half of a
+# 224x224 batch's draw (0.12 of 0.25 s for its 200 MB); a thread asking the kernel to populate
+# them in large steps beside the draw takes much of that off the drawing thread (0.25 -> 0.19 s).
+MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)    # Linux 5.14; older: EINVAL, skipped
+POPULATE_STEP = 4 << 20
+POPULATE_FROM = 16 << 20        # smaller arrays: a thread costs more than it saves
+
+
+class _Populating(threading.Thread):
+    """Populates a writable mapping's pages, step by step from its end (the draw writes from its
+    start: the two meet, rather than one trailing the other over the same pages), until done or
+    stopped."""
+
+    def __init__(self, memory: mmap.mmap, nbytes: int) -> None:
+        super().__init__(name="grader-populate", daemon=True)
+        self.memory, self.nbytes = memory, nbytes
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        for offset in reversed(range(0, self.nbytes, POPULATE_STEP)):
+            if self.stopping.is_set():
+                return
+            try:
+                self.memory.madvise(MADV_POPULATE_WRITE, offset, min(POPULATE_STEP, self.nbytes - offset))
+            except (OSError, ValueError):
+                return                  # an older kernel, or the mapping is gone: the draw faults them in
+
+    def finish(self) -> None:
+        self.stopping.set()
+        self.join()
 
 
 def _aligned(n: int) -> int:
@@ -66,6 +99,7 @@ class _Drawing:
         self.fd = os.memfd_create("grader-inputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         self.size = 0
         self.made: list[tuple[mmap.mmap, int, tuple]] = []     # (mapping, offset, (address, shape, dtype))
+        self.populating: list[_Populating] = []
 
     def empty(self, shape, dtype) -> np.ndarray:
         """Like np.empty (C order), in the memfd."""
@@ -80,7 +114,20 @@ class _Drawing:
                            prot=mmap.PROT_READ | mmap.PROT_WRITE, offset=offset)
         arr = np.frombuffer(memory, dtype=dtype, count=math.prod(shape)).reshape(shape)
         self.made.append((memory, offset, _identity(arr)))
+        if nbytes >= POPULATE_FROM:
+            populating = _Populating(memory, len(memory))
+            try:
+                populating.start()
+            except RuntimeError:        # no thread to be had: the draw faults its pages in itself
+                pass
+            else:
+                self.populating.append(populating)
         return arr
+
+    def _stop_populating(self) -> None:
+        for populating in self.populating:
+            populating.finish()
+        self.populating.clear()
 
     def place(self, arrays: list) -> list:
         """The layout of `arrays` in the memfd: each one made here is used in place when it is
@@ -99,6 +146,7 @@ class _Drawing:
 
     def seal(self) -> int:
         """Let go of every writable mapping, seal, and hand over the descriptor."""
+        self._stop_populating()
         for memory, _, _ in self.made:
             try:
                 memory.close()
@@ -113,6 +161,7 @@ class _Drawing:
         return fd
 
     def abandon(self) -> None:
+        self._stop_populating()
         self.made.clear()
         if self.fd >= 0:
             os.close(self.fd)

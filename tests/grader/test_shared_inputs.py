@@ -69,6 +69,36 @@ def test_an_input_larger_than_one_drawing_chunk_keeps_its_values():
         shared.close()
 
 
+def _populating_threads() -> list:
+    import threading
+    return [t for t in threading.enumerate() if t.name == "grader-populate"]
+
+
+def test_an_input_whose_pages_are_populated_beside_the_draw_keeps_its_values_and_no_thread_outlives_it():
+    config = dict(batch=1, c_in=128, c_out=128, height=210, width=210, k=3, bias=True, pool=1, dtype="float32")
+    seq = config_seed(9, 1, 0)
+    shared, _ = shared_config_inputs("conv2d", config, seq)
+    try:
+        assert shared.arrays[0].nbytes >= sharedmem.POPULATE_FROM      # populated on a thread of its own
+        assert not _populating_threads()
+        for got, old in zip(shared.arrays, drawn_as_always(config, seq), strict=True):
+            assert got.tobytes() == old.tobytes()
+    finally:
+        shared.close()
+
+
+def test_a_draw_that_fails_stops_its_populating_thread_and_leaves_no_descriptor():
+    before = set(os.listdir("/proc/self/fd"))
+
+    def make(empty):
+        empty((sharedmem.POPULATE_FROM // 4 + 1,), np.float32)
+        raise ValueError("the problem's maker failed")
+    with pytest.raises(ValueError, match="maker failed"):
+        sharedmem.draw(make)
+    assert not _populating_threads()
+    assert set(os.listdir("/proc/self/fd")) <= before
+
+
 def attempts(fd: int) -> dict[str, str]:
     """Every way a holder of the descriptor could change the memory: 'refused' or 'done'."""
     size = os.fstat(fd).st_size
