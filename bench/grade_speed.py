@@ -25,7 +25,9 @@ The warm grade is a real sandboxed grade that draws its inputs and answers from 
 (grader/answer_pool.py, as a worker with NKI_ANSWER_POOL_SIZE does): one set is made ahead
 (timed apart, on one BLAS thread) and the grade runs with its secret seed, reading the answers
 instead of computing them. Its verdicts are compared with the cold grade's (the simulator's
-latencies do not depend on input values, so they agree across seeds).
+latencies do not depend on input values, so they agree across seeds). The whole machine's busy
+CPU-seconds during the warm grade (/proc/stat, bench/cpu_meter.py) say whether it is bound by
+its work or by idle cores: busy / cores is what it would take with every core busy throughout.
 Peak memory: the largest resident set of the grader's process during the first cold grade
 (inputs, reference answers, outputs read back). The children are forked by the warm zygote, not
 by this process, so their peaks are not counted here; each is capped by its memory limit.
@@ -55,6 +57,9 @@ sys.path.insert(0, str(ROOT))
 
 import grader  # noqa: E402
 from grader import cli, problems, spec as specs  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+from cpu_meter import Machine  # noqa: E402
 
 KERNEL = ROOT / "reference_kernels" / "conv2d_optimized.py"
 
@@ -107,9 +112,10 @@ def blas_floor(spec, report: dict) -> tuple[float, float]:
     return seconds, flops
 
 
-def pooled_grade(spec) -> tuple[float, float, dict]:
-    """(seconds to make one answer set, warm grade wall seconds, its report as JSON): the grade
-    draws the set from a pool in a private directory, as a worker does."""
+def pooled_grade(spec) -> tuple[float, float, dict, float]:
+    """(seconds to make one answer set, warm grade wall seconds, its report as JSON, the whole
+    machine's busy CPU-seconds during the grade): the grade draws the set from a pool in a
+    private directory, as a worker does."""
     with tempfile.TemporaryDirectory(dir="/var/tmp" if os.path.isdir("/var/tmp") else None) as tmp:
         pool = grader.AnswerPool(os.path.join(tmp, "answers"), size=1, uses=1)
         start = time.perf_counter()
@@ -118,13 +124,15 @@ def pooled_grade(spec) -> tuple[float, float, dict]:
         made = time.perf_counter() - start
         submission = os.path.join(tmp, "conv2d.py")
         shutil.copyfile(KERNEL, submission)
+        busy_before, _ = Machine.sample()
         start = time.perf_counter()
         answers = pool.draw(spec)
         sub = grader.load_submission(submission, spec)
         report = grader.grade(sub, spec, grader.GradeOptions(backend="sim", answers=answers))
         wall = time.perf_counter() - start
+        busy = Machine.sample()[0] - busy_before
         del answers
-        return made, wall, report.to_json()
+        return made, wall, report.to_json(), busy
 
 
 def peak_rss_mb() -> float:
@@ -189,7 +197,7 @@ def main() -> None:
 
     print(f"== grader grade conv2d.py (a copy of {KERNEL.relative_to(ROOT)}) --backend sim --seed {args.seed}",
           flush=True)
-    totals, warms, floors, sandboxed, unsandboxed, child = [], [], [], {}, {}, {}
+    totals, warms, floors, busies, sandboxed, unsandboxed, child = [], [], [], [], {}, {}, {}
     for round_ in range(1, args.rounds + 1):
         total, report = full_grade(args.seed)
         if round_ == 1:
@@ -198,13 +206,15 @@ def main() -> None:
         floors.append(floor_s)
         print(f"\nround {round_}: BLAS floor {floor_s:.2f} s for {flops / 1e9:.0f} GFLOP "
               f"({flops / floor_s / 1e9:.1f} GFLOP/s, {os.cpu_count()} cores)", flush=True)
-        answers_s, warm, warm_report = pooled_grade(spec)
+        answers_s, warm, warm_report, busy = pooled_grade(spec)
         warms.append(warm)
+        busies.append((warm, busy))
         verdicts = lambda r: [(t["name"], t["status"], t["points"], t.get("p99_us")) for t in r["tests"]]  # noqa: E731
         same = "same verdicts as the cold grade" if verdicts(warm_report) == verdicts(report) else \
             f"VERDICTS DIFFER from the cold grade: {verdicts(warm_report)} vs {verdicts(report)}"
         print(f"round {round_}: an answer set made ahead in {answers_s:.2f} s (one thread); "
-              f"warm sandboxed grade drawing it {warm:.2f} s ({same})", flush=True)
+              f"warm sandboxed grade drawing it {warm:.2f} s ({same}); the machine busy "
+              f"{busy:.1f} CPU-s meanwhile, {busy / warm:.2f} of its {os.cpu_count()} cores on average", flush=True)
         with threadpool_limits(limits=1, user_api="blas"):      # as the grader computes references
             walls = in_process(spec, report, args.seed)
         print(f"\nround {round_}: sandboxed grade {total:.2f} s (score {report['score']['total']:g}/"
@@ -239,6 +249,13 @@ def main() -> None:
     print(f"BLAS floor, cold           {2 * floor:8.2f} s (and the reference answers' again)")
     print(f"cold grade / cold floor    {total / (2 * floor):8.2f}x (target <= 2)")
     print(f"warm grade / warm floor    {warm / floor:8.2f}x (target <= 1.5; warm grade {warm:.2f} s)")
+    # what the warm grade's work costs, however well it kept the cores busy: a grade that is
+    # CPU-bound gets faster only by doing less, one that leaves cores idle by overlapping more
+    warm_wall, warm_busy = min(busies)
+    bound = warm_busy / (os.cpu_count() or 1)
+    print(f"  its CPU: {warm_busy:.1f} s busy over {warm_wall:.2f} s ({warm_busy / warm_wall:.2f} of "
+          f"{os.cpu_count()} cores); with every core busy throughout it would still take {bound:.2f} s "
+          f"= {bound / floor:.2f}x the floor")
 
 
 if __name__ == "__main__":
