@@ -35,9 +35,46 @@ def lower_answers(problem: str, args: list[np.ndarray], kwargs: dict, dtype, rng
     dtype = np.dtype(dtype)
     for name, low_dtype in lower:
         def rounding(a, low=low_dtype):          # applied by the problem to what it reads, a block at a time
-            return a.astype(low).astype(a.dtype) if a.dtype == dtype else a
+            return rounded(a, low) if a.dtype == dtype else a
         answers[name] = prob.sampled_reference(args, kwargs, picks, rounding)
     return picks, answers
+
+
+def rounded(a: np.ndarray, low: np.dtype) -> np.ndarray:
+    """`a` rounded to `low`'s precision, in a's dtype: a.astype(low).astype(a.dtype)."""
+    if a.dtype == np.float32 and low == np.float16:
+        return float16_rounded(a)
+    return a.astype(low).astype(a.dtype)
+
+
+# float32 bit patterns: float16's smallest normal (2**-14), and the least magnitude that rounds
+# to float16's infinity (65520, halfway between its largest finite 65504 and 2**16)
+_F16_NORMAL_FROM = np.uint32(0x38800000)
+_F16_INFINITE_FROM = np.uint32(0x477FF000)
+
+
+def float16_rounded(a: np.ndarray) -> np.ndarray:
+    """float32 `a` rounded to float16 precision, as float32: the bits of
+    a.astype(np.float16).astype(np.float32), five times faster (NumPy converts to float16 an
+    element at a time: 6.8 ns each here, about a third of a grade's downgrade answers).
+
+    Where float16 is normal, rounding keeps float32's exponent and the 10 high bits of its 23-bit
+    mantissa, to nearest, ties to even: an integer add of 0xFFF plus the lowest kept bit, then
+    the 13 low bits cleared (a carry out of the mantissa rightly raises the exponent). Magnitudes
+    below float16's normal range, rounding to its infinity, and infinities and NaNs, go
+    through NumPy's own conversion."""
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    out = bits + ((bits >> np.uint32(13)) & np.uint32(1))
+    out += np.uint32(0xFFF)
+    out &= np.uint32(0xFFFFE000)
+    magnitude = bits & np.uint32(0x7FFFFFFF)
+    outside = (magnitude < _F16_NORMAL_FROM) | (magnitude >= _F16_INFINITE_FROM)
+    result = out.view(np.float32).reshape(np.shape(a))
+    if outside.any():
+        flat = result.reshape(-1)
+        picked = outside.reshape(-1)
+        flat[picked] = np.asarray(a, dtype=np.float32).reshape(-1)[picked].astype(np.float16).astype(np.float32)
+    return result
 
 
 def check(problem: str, args: list[np.ndarray], kwargs: dict, out: np.ndarray, expected: np.ndarray,

@@ -116,3 +116,39 @@ def test_the_sampled_reference_is_the_whole_reference_on_the_sampled_channels(dt
     got = conv2d.sampled_reference(args, kwargs, channels, rounding, block_bytes=block_bytes)
     assert got.dtype == expected.dtype and got.shape == expected.shape
     assert got.tobytes() == expected.tobytes()
+
+
+def _float16_patterns():
+    """float32 bit patterns where rounding to float16 can go wrong: every pattern near float16's
+    normal range's edge, its overflow edge, the powers of two and infinity, each sign; every
+    rounding tie at a few exponents; and a strided sweep over all 2**32 patterns."""
+    import numpy as np
+    near = []
+    for edge in (0x38800000, 0x38000000, 0x33000000, 0x477FE000, 0x477FF000, 0x47800000, 0x7F800000,
+                 0x3F800000, 0x00000000):
+        near.append(np.arange(max(edge - 0x3000, 0), min(edge + 0x3000, 1 << 32), dtype=np.uint64))
+    ties = [(np.uint64(exponent) << 23) | (np.arange(1 << 10, dtype=np.uint64) << 13) | 0x1000
+            for exponent in (113, 127, 142)]
+    sweep = np.arange(0, 1 << 32, 1009, dtype=np.uint64)
+    patterns = np.concatenate(near + ties + [sweep]).astype(np.uint32)
+    return np.concatenate([patterns, patterns | np.uint32(0x80000000)])
+
+
+def test_float16_rounding_gives_numpys_bits():
+    """The downgrade check rounds float32 inputs to float16 with integer arithmetic where float16
+    is normal (NumPy's conversion is an element at a time): the same bits as NumPy's, NaNs
+    aside (any NaN stays a NaN)."""
+    import numpy as np
+
+    from grader import downgrade
+    values = _float16_patterns().view(np.float32)
+    with np.errstate(all="ignore"):
+        expected = values.astype(np.float16).astype(np.float32)
+        got = downgrade.float16_rounded(values)
+    same = (got.view(np.uint32) == expected.view(np.uint32)) | (np.isnan(got) & np.isnan(expected))
+    assert same.all(), [(hex(int(b)), float(g), float(e)) for b, g, e in
+                        zip(values.view(np.uint32)[~same][:5], got[~same][:5], expected[~same][:5])]
+    shaped = values[:600].reshape(4, 6, 25)                  # any shape, and a non-contiguous view
+    assert np.array_equal(downgrade.float16_rounded(shaped[:, ::2]).view(np.uint32),
+                          shaped[:, ::2].astype(np.float16).astype(np.float32).view(np.uint32))
+    assert downgrade.rounded(values[:10], np.dtype(np.float16)).dtype == np.float32
