@@ -44,6 +44,8 @@ def rounded(a: np.ndarray, low: np.dtype) -> np.ndarray:
     """`a` rounded to `low`'s precision, in a's dtype: a.astype(low).astype(a.dtype)."""
     if a.dtype == np.float32 and low == np.float16:
         return float16_rounded(a)
+    if a.dtype == np.float16 and low in _FLOAT8_FROM_FLOAT16:
+        return float8_rounded(a, low)
     return a.astype(low).astype(a.dtype)
 
 
@@ -99,3 +101,33 @@ def check(problem: str, args: list[np.ndarray], kwargs: dict, out: np.ndarray, e
                     f"{expected.dtype} answer (mean error {off_exact:.3g}); compute {expected.dtype} tests in "
                     f"{expected.dtype}")
     return None
+
+
+# float8 formats as float16 bit patterns: (mantissa bits kept, the least magnitude where the float8
+# value is normal, the largest finite float8 magnitude). e5m2 has float16's exponent; e4m3fn a
+# narrower one, and no infinity.
+_FLOAT8_FROM_FLOAT16 = {np.dtype(ml_dtypes.float8_e5m2): (2, np.uint16(0x0400), np.uint16(0x7B00)),
+                        np.dtype(ml_dtypes.float8_e4m3fn): (3, np.uint16(0x2400), np.uint16(0x5F00))}
+
+
+def float8_rounded(a: np.ndarray, low: np.dtype) -> np.ndarray:
+    """float16 `a` rounded to a float8 format's precision, as float16: the bits of
+    a.astype(low).astype(np.float16), several times faster (ml_dtypes converts an element at a
+    time: 10 ns each way and back here). Where the float8 value is normal and no larger than
+    its largest finite one, rounding keeps the float16 exponent and the float8's mantissa bits,
+    to nearest, ties to even, by integer arithmetic as in float16_rounded; every other
+    magnitude (small, overflowing, infinite or NaN) goes through ml_dtypes."""
+    kept, normal_from, largest = _FLOAT8_FROM_FLOAT16[np.dtype(low)]
+    drop = np.uint16(10 - kept)
+    bits = np.ascontiguousarray(a, dtype=np.float16).view(np.uint16)
+    out = bits + ((bits >> drop) & np.uint16(1))
+    out += np.uint16((1 << (10 - kept - 1)) - 1)
+    out &= np.uint16(0xFFFF ^ ((1 << (10 - kept)) - 1))
+    magnitude = bits & np.uint16(0x7FFF)
+    outside = (magnitude < normal_from) | (magnitude > largest)
+    result = out.view(np.float16).reshape(np.shape(a))
+    if outside.any():
+        flat = result.reshape(-1)
+        picked = outside.reshape(-1)
+        flat[picked] = np.asarray(a, dtype=np.float16).reshape(-1)[picked].astype(low).astype(np.float16)
+    return result

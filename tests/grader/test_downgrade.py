@@ -152,3 +152,24 @@ def test_float16_rounding_gives_numpys_bits():
     assert np.array_equal(downgrade.float16_rounded(shaped[:, ::2]).view(np.uint32),
                           shaped[:, ::2].astype(np.float16).astype(np.float32).view(np.uint32))
     assert downgrade.rounded(values[:10], np.dtype(np.float16)).dtype == np.float32
+
+
+@pytest.mark.parametrize("low", ["float8_e5m2", "float8_e4m3fn"])
+def test_float8_rounding_gives_ml_dtypes_bits_on_every_float16(low):
+    """float16 inputs are rounded to each float8 format with integer arithmetic where the float8
+    value is normal and finite: on every one of the 65536 float16 patterns, the bits ml_dtypes'
+    conversion gives (NaNs aside: any NaN stays a NaN)."""
+    import ml_dtypes
+    import numpy as np
+
+    from grader import downgrade
+    low_dtype = np.dtype(getattr(ml_dtypes, low))
+    values = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    with np.errstate(all="ignore"):          # infinities and NaNs among the patterns
+        expected = values.astype(low_dtype).astype(np.float16)
+        got = downgrade.rounded(values, low_dtype)
+    same = (got.view(np.uint16) == expected.view(np.uint16)) | (np.isnan(got) & np.isnan(expected))
+    assert same.all(), [hex(int(b)) for b in values.view(np.uint16)[~same][:5]]
+    finite = values[np.isfinite(values) & (np.abs(values) < 256)][:30000].reshape(200, 150)[:, ::3]
+    assert np.array_equal(downgrade.rounded(finite, low_dtype).view(np.uint16),      # a strided view
+                          finite.astype(low_dtype).astype(np.float16).view(np.uint16))
