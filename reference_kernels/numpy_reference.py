@@ -82,17 +82,28 @@ def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float6
     blocks = [(b0, min(images, batch - b0), r0, min(rows, used_rows - r0))
               for b0 in range(0, batch, images) for r0 in range(0, used_rows, rows)]
 
+    # Narrower inputs (float16) are widened a block of image rows at a time, before the windows
+    # repeat each value K*K times: NumPy widens float16 an element at a time
+    widen = X.dtype != np.dtype(accumulate_dtype)
+
     def work_through() -> None:
         columns = np.empty(depth * images * rows * w_out, dtype=accumulate_dtype)
         products = np.empty(c_out * images * rows * w_out, dtype=accumulate_dtype)
+        wide = np.empty(images * c_in * (rows + k_h - 1) * width, dtype=accumulate_dtype) if widen else None
         while True:
             try:
                 b0, nb, r0, n = pending.popleft()     # thread-safe
             except IndexError:
                 return
             cols = columns[:depth * nb * n * w_out].reshape(c_in, k_h, k_w, nb, n, w_out)
+            if widen:
+                block = wide[:nb * c_in * (n + k_h - 1) * width].reshape(nb, c_in, n + k_h - 1, width)
+                np.copyto(block, X[b0:b0 + nb, :, r0:r0 + n + k_h - 1])
+                found = sliding_window_view(block, (k_h, k_w), axis=(2, 3))
+            else:
+                found = windows[b0:b0 + nb, :, r0:r0 + n]
             # (nb, c_in, n, w_out, kh, kw) -> (c_in, kh, kw, nb, n, w_out): one strided copy
-            np.copyto(cols, windows[b0:b0 + nb, :, r0:r0 + n].transpose(1, 4, 5, 0, 2, 3))
+            np.copyto(cols, found.transpose(1, 4, 5, 0, 2, 3))
             conv = products[:c_out * nb * n * w_out].reshape(c_out, nb * n * w_out)
             np.matmul(w_mat, cols.reshape(depth, nb * n * w_out), out=conv)
             conv = conv.reshape(c_out, nb, n, w_out)
