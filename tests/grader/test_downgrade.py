@@ -144,12 +144,12 @@ def test_float16_rounding_gives_numpys_bits():
     values = _float16_patterns().view(np.float32)
     with np.errstate(all="ignore"):
         expected = values.astype(np.float16).astype(np.float32)
-        got = downgrade.float16_rounded(values)
+        got = downgrade.rounded(values, np.dtype(np.float16))
     same = (got.view(np.uint32) == expected.view(np.uint32)) | (np.isnan(got) & np.isnan(expected))
     assert same.all(), [(hex(int(b)), float(g), float(e)) for b, g, e in
                         zip(values.view(np.uint32)[~same][:5], got[~same][:5], expected[~same][:5])]
     shaped = values[:600].reshape(4, 6, 25)                  # any shape, and a non-contiguous view
-    assert np.array_equal(downgrade.float16_rounded(shaped[:, ::2]).view(np.uint32),
+    assert np.array_equal(downgrade.rounded(shaped[:, ::2], np.dtype(np.float16)).view(np.uint32),
                           shaped[:, ::2].astype(np.float16).astype(np.float32).view(np.uint32))
     assert downgrade.rounded(values[:10], np.dtype(np.float16)).dtype == np.float32
 
