@@ -45,17 +45,18 @@ class _Populating(threading.Thread):
     start: the two meet, rather than one trailing the other over the same pages), until done or
     stopped."""
 
-    def __init__(self, memory: mmap.mmap, nbytes: int) -> None:
+    def __init__(self, memory: mmap.mmap) -> None:
         super().__init__(name="grader-populate", daemon=True)
-        self.memory, self.nbytes = memory, nbytes
+        self.memory = memory
         self.stopping = threading.Event()
 
     def run(self) -> None:
-        for offset in reversed(range(0, self.nbytes, POPULATE_STEP)):
+        size = len(self.memory)
+        for offset in reversed(range(0, size, POPULATE_STEP)):
             if self.stopping.is_set():
                 return
             try:
-                self.memory.madvise(MADV_POPULATE_WRITE, offset, min(POPULATE_STEP, self.nbytes - offset))
+                self.memory.madvise(MADV_POPULATE_WRITE, offset, min(POPULATE_STEP, size - offset))
             except (OSError, ValueError):
                 return                  # an older kernel, or the mapping is gone: the draw faults them in
 
@@ -115,7 +116,7 @@ class _Drawing:
         arr = np.frombuffer(memory, dtype=dtype, count=math.prod(shape)).reshape(shape)
         self.made.append((memory, offset, _identity(arr)))
         if nbytes >= POPULATE_FROM:
-            populating = _Populating(memory, len(memory))
+            populating = _Populating(memory)
             try:
                 populating.start()
             except RuntimeError:        # no thread to be had: the draw faults its pages in itself

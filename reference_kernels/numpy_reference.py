@@ -75,7 +75,6 @@ def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float6
     else:
         images = 1
         rows = max(pool_size, budget // (depth * w_out * itemsize) // pool_size * pool_size)
-    windows = sliding_window_view(X, (k_h, k_w), axis=(2, 3))    # (B, C_in, H_out, W_out, K, K), no copy
     w_mat = W.reshape(c_out, depth).astype(accumulate_dtype)
     bias_acc = bias.astype(accumulate_dtype)[:, None, None, None]
     result = np.empty((batch, c_out, hp, wp), dtype=X.dtype)
@@ -85,6 +84,8 @@ def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float6
     # Narrower inputs (float16) are widened a block of image rows at a time, before the windows
     # repeat each value K*K times: NumPy widens float16 an element at a time
     widen = X.dtype != np.dtype(accumulate_dtype)
+    # (B, C_in, H_out, W_out, K, K), no copy: the windows of inputs already in the GEMM's dtype
+    windows = None if widen else sliding_window_view(X, (k_h, k_w), axis=(2, 3))
 
     def work_through() -> None:
         columns = np.empty(depth * images * rows * w_out, dtype=accumulate_dtype)
