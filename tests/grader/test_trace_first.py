@@ -180,3 +180,107 @@ def test_a_program_run_again_meets_its_own_inputs_and_answer(monkeypatch):
     # "plain" traced once for both; "other" stopped at B, its A's trace begun ahead and killed
     assert sorted(n for n in started if n != "grader.executor") == ["grader.child 10x10", "grader.child 10x10",
                                                                     "grader.child 12x10"]
+
+
+# ----------------------------------------------------------------------------- the next configuration's inputs
+
+def grade_drawing(source: str, monkeypatch, **options) -> tuple:
+    """The report of a grade of SPEC, and every draw of inputs it made: (test index, configuration
+    index, the drawing thread's name, the arrays' bytes)."""
+    import importlib
+    graded = importlib.import_module("grader.grade")
+    draws = []
+    real = graded.shared_config_inputs
+
+    def recorded(problem, config, seq):
+        shared, kwargs = real(problem, config, seq)
+        _, ti, ci = seq.entropy
+        draws.append((ti, ci, threading.current_thread().name, [a.tobytes() for a in shared.arrays]))
+        return shared, kwargs
+    monkeypatch.setattr(graded, "shared_config_inputs", recorded)
+    sub = Submission(files={"conv2d": source}, filenames={"conv2d": "conv2d.py"},
+                     sha256=hashlib.sha256(source.encode()).hexdigest(), origin="conv2d.py")
+    return grade(sub, SPEC, GradeOptions(backend="sim", seed=3, **options)), draws
+
+
+def input_memfds() -> list[str]:
+    """The shared input memory this process holds descriptors of."""
+    import os
+    held = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if "grader-inputs" in target:
+            held.append(target)
+    return held
+
+
+def test_the_next_configurations_inputs_are_drawn_while_this_one_runs_and_are_the_same(monkeypatch):
+    """B's inputs (and C's, the next test's) are drawn beside the configuration before them, on a
+    thread of their own, each once, with the values a draw at their turn gives: the same grade."""
+    report, draws = grade_drawing(HONEST, monkeypatch)
+    assert [(t.status, t.points) for t in report.tests] == [("passed", 1.0), ("passed", 1.0)]
+    # A's at its turn, on the thread running the test
+    assert [(ti, ci, thread == "inputs") for ti, ci, thread, _ in draws] == [(0, 0, False), (0, 1, True), (1, 0, True)]
+    for (ti, ci, _, drawn), config in zip(draws, [A, B, C]):
+        args, _ = config_inputs("conv2d", config, config_seed(3, ti, ci))
+        assert drawn == [a.tobytes() for a in args]
+    assert input_memfds() == []
+
+
+def test_inputs_drawn_for_a_configuration_that_never_runs_are_let_go(monkeypatch):
+    """A fails (its program declares the wrong output), so B never runs: the inputs drawn for it
+    ahead are closed when the grade moves on to C, not kept for the life of the process."""
+    before = input_memfds()
+    report, draws = grade_drawing(wrapped("if X.shape[2] == X.shape[3] == 10:\n    pool_size = 2"), monkeypatch)
+    two, one = report.tests
+    assert two.status == "failed" and "output shape" in two.message, (two.status, two.message)
+    assert one.status == "passed", (one.status, one.message)
+    assert [(ti, ci) for ti, ci, _, _ in draws] == [(0, 0), (0, 1), (1, 0)]       # B's drawn, never used
+    assert input_memfds() == before == []
+
+
+# What the next configuration's tracing child would look for: the inputs drawn for it while the
+# configuration before runs, as a memfd some process it can see holds or maps.
+PROBE = """
+import os
+seen = []
+for pid in os.listdir("/proc"):
+    if not pid.isdigit():
+        continue
+    for table in ("fd", "map_files"):
+        try:
+            names = os.listdir(f"/proc/{pid}/{table}")
+        except OSError:
+            continue
+        for name in names:
+            try:
+                target = os.readlink(f"/proc/{pid}/{table}/{name}")
+            except OSError:
+                continue
+            if "grader-inputs" in target:
+                seen.append(f"/proc/{pid}/{table}/{name} -> {target}")
+"""
+
+
+def test_the_next_configurations_tracing_child_cannot_reach_the_inputs_drawn_for_it(monkeypatch):
+    """The attack drawing ahead invites: B's kernel, traced while A executes and B's own inputs
+    are drawn and held by the grader, looks through every process it can see for them, and would
+    fail its test with what it found. It finds nothing: the child sees its own sandbox's
+    processes alone, and no child is handed that memory. The same probe run here, in the
+    grader's process, finds the inputs of a run, so it would see them were they reachable."""
+    from grader import sharedmem
+    held = sharedmem.share([np.ones(4, np.float32)])
+    try:
+        namespace: dict = {}
+        exec(PROBE, namespace)
+        assert namespace["seen"], "the probe finds inputs where they are reachable"
+    finally:
+        held.close()
+    body = PROBE.strip() + "\nif X.shape[2] == 12 and seen:\n    raise RuntimeError('reached: ' + '; '.join(seen))"
+    report, draws = grade_drawing(wrapped(body), monkeypatch, run_precheck=False)
+    assert [(ti, ci, thread) for ti, ci, thread, _ in draws][1] == (0, 1, "inputs")
+    assert [(t.status, t.points) for t in report.tests] == [("passed", 1.0), ("passed", 1.0)], \
+        [t.message for t in report.tests]
