@@ -137,8 +137,7 @@ class _Run:
         self.kernel_ran_ok: set[tuple[str, str]] = set()  # kernels that produced an output once
         self.budget_cut: list[str] = []                  # tests the budget left unrun
         self.order: list[TestSpec] = []                  # the order tests run in, one at a time
-        self.ahead: _Tracing | None = None               # the next configuration's trace, begun early
-        self.inputs_ahead: _Drawn | None = None          # and its inputs, drawn while this one runs
+        self.ahead: _Tracing | None = None               # the next configuration's trace (and inputs), begun early
         # the last program traced and run, by what tracing saw: a configuration with the same
         # signature (a test's inputs drawn again, the bias test after the plain one) runs it again
         self.last_traced: tuple[tuple, tuple] | None = None
@@ -331,14 +330,13 @@ class _Run:
         # tracing needs no input value: on the simulator it starts before the inputs are drawn (or
         # began while the configuration before ran), and the executor once both are done
         tracing = self._take_trace(test, index, config)
-        drawn = self._take_inputs(test, index)
         # the simulator's inputs are drawn straight into the sealed memory its executor maps: the
         # one copy, which the reference answer below is worked out from as well
         shared = None
         try:
             if self.backend == Backend.SIM:
-                if drawn is not None:
-                    drawn, (shared, kwargs) = None, drawn.result()
+                if tracing is not None and tracing.drawn is not None:     # drawn while the one before ran
+                    shared, kwargs = tracing.drawn.result()
                 else:
                     shared, kwargs = shared_config_inputs(test.problem, config, seq)
                 args = shared.arrays
@@ -363,8 +361,6 @@ class _Run:
         except BaseException:
             if tracing is not None:
                 tracing.discard()             # its child is killed: nobody will read what it traced
-            if drawn is not None:
-                drawn.discard()
             raise
         finally:
             if shared is not None:
@@ -452,23 +448,13 @@ class _Run:
 
     def _take_trace(self, test: TestSpec, index: int, config: dict) -> _Tracing | None:
         """This configuration's trace: begun early if it was the one expected next, else now (one
-        begun for a configuration that is not run is killed)."""
+        begun for a configuration that is not run is killed, and the inputs drawn for it let go)."""
         ahead, self.ahead = self.ahead, None
         if ahead is not None and ahead.key == (test.name, index):
             return ahead
         if ahead is not None:
             ahead.discard()
         return self._start_trace(test, index, config)
-
-    def _take_inputs(self, test: TestSpec, index: int) -> _Drawn | None:
-        """This configuration's inputs when they were drawn ahead (None: draw them now); any
-        drawn for another configuration are let go."""
-        drawn, self.inputs_ahead = self.inputs_ahead, None
-        if drawn is not None and drawn.key == (test.name, index):
-            return drawn
-        if drawn is not None:
-            drawn.discard()
-        return None
 
     def _trace_next(self, test: TestSpec, index: int) -> None:
         """Begin tracing the configuration that runs next (when tests run one at a time), so its
@@ -482,17 +468,17 @@ class _Run:
         if index + 1 < len(test.configs):
             after, at = test, index + 1
         else:       # the next test of a file that was sent and passed the precheck (not part 1's when only part 2 was sent)
-            later = [t for t in self.order[self.order.index(test) + 1:]
-                     if t.file in self.sub.files and t.file not in self.rejected and t.configs]
-            if not later:
+            after = next((t for t in self.order[self.order.index(test) + 1:]
+                          if t.file in self.sub.files and t.file not in self.rejected and t.configs), None)
+            if after is None:
                 return
-            after, at = later[0], 0
-        self.ahead = self._start_trace(after, at, after.configs[at])
+            at = 0
+        config = after.configs[at]
+        self.ahead = self._start_trace(after, at, config)
         if self.ahead is not None:              # the simulator, a problem with a signature
             seq = config_seed(self.seed, self.spec.tests.index(after), at)
-            config = after.configs[at]
-            self.inputs_ahead = _Drawn((after.name, at), _Background(
-                lambda: shared_config_inputs(after.problem, config, seq), name="inputs"))
+            self.ahead.drawn = _Drawn(_Background(lambda: shared_config_inputs(after.problem, config, seq),
+                                                  name="inputs"))
 
     def _timed(self, test: TestSpec, config: dict, label: str, run: ConfigRun, base: dict) -> dict:
         if run.latency_us is None:
@@ -533,9 +519,6 @@ class _Run:
             if self.ahead is not None:          # begun for a configuration that did not run
                 self.ahead.discard()
                 self.ahead = None
-            if self.inputs_ahead is not None:
-                self.inputs_ahead.discard()
-                self.inputs_ahead = None
             shutil.rmtree(self.base, ignore_errors=True)
         ordered = [self.results[t.name] for t in self.spec.tests]
         missing = [fs.filename for key, fs in self.spec.files.items() if key not in self.sub.files]
@@ -578,16 +561,18 @@ class _Tracing:
     specs: list                         # [(shape, dtype)] it traces for
     kwargs: dict
     seen_as: tuple = ()                 # everything tracing is given (Run.last_traced)
+    drawn: _Drawn | None = None         # its inputs, when drawn while the configuration before ran
 
     def discard(self) -> None:
         self.stop.set()
         self.background.thread.join()
+        if self.drawn is not None:
+            self.drawn.discard()
 
 
 @dataclass
 class _Drawn:
     """A configuration's inputs, drawn into shared memory on a thread of their own."""
-    key: tuple                          # (test name, configuration index)
     background: _Background             # (SharedInputs, kwargs)
 
     def result(self) -> tuple:
