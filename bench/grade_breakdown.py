@@ -7,7 +7,10 @@ figures, asserts nothing.
    drawn beside this one's run), the tracing child and the executor child (wall
    and CPU, user + system as the zygote's monitor reports it), the grader's output comparison
    and downgrade check, and what is left of the configuration's wall (job directories, the
-   shared memory, the answer read from the pool, reading results back).
+   shared memory, the answer read from the pool, reading results back). An executor starts while
+   the configuration before it is compared and checked (grader.grade._launch_next), so its wall
+   is counted in its own row but began before that row's configuration did: "rest" is below zero
+   by that overlap.
 2. The executor's work in this process, per configuration: the program traced here, executed
    with nkisim.execute.execute on the same inputs, with its matmuls timed apart from everything
    else; once on one thread and once with its matmul products on a worker thread per usable core

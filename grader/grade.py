@@ -272,6 +272,7 @@ class _Run:
     def _run_test(self, test: TestSpec) -> TestResult:
         stop = self._not_run(test)
         if stop is not None:
+            self._let_go(test)
             return stop
         if test.compute_only is not None:
             bad = compute_violations(self.sub.files[test.file], test.kernel, set(test.compute_only))
@@ -283,6 +284,7 @@ class _Run:
         profile = None
         for index, config in enumerate(test.configs):
             if index and (stop := self._not_run(test)) is not None:    # between configurations
+                self._let_go(test)
                 stop.details["configs"] = details["configs"]
                 return stop
             started = time.monotonic()
@@ -302,6 +304,7 @@ class _Run:
                 return self._result(test, TestStatus.ERROR, 0.0, self.timeouts[(test.file, test.kernel)], details=details,
                                     output="\n".join(outputs_text))
             if outcome["status"] != TestStatus.PASSED:
+                self._let_go(test)            # its later configurations do not run
                 return self._result(test, outcome["status"], 0.0, outcome["message"], details=details,
                                     output="\n".join(outputs_text))
             self.kernel_ran_ok.add((test.file, test.kernel))
@@ -357,7 +360,13 @@ class _Run:
                 self._trace_next(test, index)     # traced while this one executes
             elif isinstance(traced, ConfigRun):
                 limits = tracing.limits          # what the tracing child ran under, for its messages
-            run = run_configuration(job, limits, self.cancel_event, traced=traced)
+            if tracing is not None and tracing.launched is not None:     # begun while the one before was checked
+                # (None: the grade was cancelled before it started)
+                run = tracing.launched.result() or ConfigRun("cancelled", "cancelled")
+                if not isinstance(traced, ConfigRun):
+                    limits = tracing.launched_limits
+            else:
+                run = run_configuration(job, limits, self.cancel_event, traced=traced)
         except BaseException:
             if tracing is not None:
                 tracing.discard()             # its child is killed: nobody will read what it traced
@@ -365,6 +374,8 @@ class _Run:
         finally:
             if shared is not None:
                 shared.close()          # the arrays stay readable
+        if run.status == "ok":
+            self._launch_next()           # it executes while this one's output is checked
         label = _config_label(config)
         detail = {"config": label, "wall_s": run.wall_s}
         output = "\n".join(part for part in (run.child_output, run.printed) if part)
@@ -439,12 +450,12 @@ class _Run:
             artifact, child = self.last_traced[1]
             again = (artifact, dataclasses.replace(child, wall_seconds=0.0, cpu_seconds=0.0))   # not traced twice
             return _Tracing((test.name, index), _Background(lambda: again, name="trace"), stop, limits, signed,
-                            kwargs, seen_as)
+                            kwargs, seen_as, test=test, config=config)
         job = dataclasses.replace(self._job(test, index, config), kwargs=kwargs, arg_specs=specs,
                                   input_names=self.spec.files[test.file].functions[test.kernel][:len(specs)])
         background = _Background(lambda: trace_configuration(job, limits, _EitherSet(self.cancel_event, stop)),
                                  name="trace")
-        return _Tracing((test.name, index), background, stop, limits, signed, kwargs, seen_as)
+        return _Tracing((test.name, index), background, stop, limits, signed, kwargs, seen_as, test=test, config=config)
 
     def _take_trace(self, test: TestSpec, index: int, config: dict) -> _Tracing | None:
         """This configuration's trace: begun early if it was the one expected next, else now (one
@@ -479,6 +490,37 @@ class _Run:
             seq = config_seed(self.seed, self.spec.tests.index(after), at)
             self.ahead.drawn = _Drawn(_Background(lambda: shared_config_inputs(after.problem, config, seq),
                                                   name="inputs"))
+
+    def _launch_next(self) -> None:
+        """Start executing the configuration traced ahead, once its own tracing and inputs are
+        done, on a thread of its own: it runs while this configuration's output is compared and
+        checked for downgrades (half a second of one core for a 224x224 batch, the other idle).
+        It is taken at its turn, or killed and let go should it not run (this one fails, its
+        test is skipped). Nothing of it is read before its turn: every verdict comes in order."""
+        ahead = self.ahead
+        if ahead is None or ahead.drawn is None or ahead.launched is not None or self.cancel_event.is_set():
+            return
+        test, index, config = ahead.test, ahead.key[1], ahead.config
+        limits = self._config_limits(sum(math.prod(shape) * dtype.itemsize for shape, dtype in ahead.specs))
+        job = dataclasses.replace(self._job(test, index, config),
+                                  input_names=self.spec.files[test.file].functions[test.kernel][:len(ahead.specs)])
+        stop = _EitherSet(self.cancel_event, ahead.stop)
+
+        def run() -> ConfigRun | None:
+            shared, kwargs = ahead.drawn.result()
+            traced = ahead.background.result()
+            if stop.is_set():
+                return None
+            return run_configuration(dataclasses.replace(job, args=shared.arrays, kwargs=kwargs, shared_inputs=shared),
+                                     limits, stop, traced=traced)
+        ahead.launched, ahead.launched_limits = _Background(run, name="run-ahead"), limits
+
+    def _let_go(self, test: TestSpec) -> None:
+        """Kill and let go what was begun ahead for a configuration of `test`, which stopped
+        (or never started): none of its configurations runs after this."""
+        if self.ahead is not None and self.ahead.key[0] == test.name:
+            self.ahead.discard()
+            self.ahead = None
 
     def _timed(self, test: TestSpec, config: dict, label: str, run: ConfigRun, base: dict) -> dict:
         if run.latency_us is None:
@@ -562,10 +604,18 @@ class _Tracing:
     kwargs: dict
     seen_as: tuple = ()                 # everything tracing is given (Run.last_traced)
     drawn: _Drawn | None = None         # its inputs, when drawn while the configuration before ran
+    test: TestSpec | None = None        # what `key` names
+    config: dict | None = None
+    # its run (a ConfigRun, or None when let go first), started while the configuration before
+    # it was checked, and the limits it runs under
+    launched: _Background | None = None
+    launched_limits: Limits | None = None
 
     def discard(self) -> None:
-        self.stop.set()
+        self.stop.set()                 # kills its tracing child, and its executor once started
         self.background.thread.join()
+        if self.launched is not None:
+            self.launched.thread.join()
         if self.drawn is not None:
             self.drawn.discard()
 

@@ -267,8 +267,8 @@ for pid in os.listdir("/proc"):
 
 def test_the_next_configurations_tracing_child_cannot_reach_the_inputs_drawn_for_it(monkeypatch):
     """The attack drawing ahead invites: B's kernel, traced while A executes and B's own inputs
-    are drawn and held by the grader, looks through every process it can see for them, and would
-    fail its test with what it found. It finds nothing: the child sees its own sandbox's
+    are drawn and held by the grader (and C's, traced while B executes), looks through every
+    process it can see for them, and would fail its test with what it found. It finds nothing: the child sees its own sandbox's
     processes alone, and no child is handed that memory. The same probe run here, in the
     grader's process, finds the inputs of a run, so it would see them were they reachable."""
     from grader import sharedmem
@@ -279,8 +279,78 @@ def test_the_next_configurations_tracing_child_cannot_reach_the_inputs_drawn_for
         assert namespace["seen"], "the probe finds inputs where they are reachable"
     finally:
         held.close()
-    body = PROBE.strip() + "\nif X.shape[2] == 12 and seen:\n    raise RuntimeError('reached: ' + '; '.join(seen))"
+    # every configuration looks: C's is traced while B's executor, begun while A's output was
+    # checked, holds B's inputs
+    body = PROBE.strip() + "\nif seen:\n    raise RuntimeError('reached: ' + '; '.join(seen))"
     report, draws = grade_drawing(wrapped(body), monkeypatch, run_precheck=False)
     assert [(ti, ci, thread) for ti, ci, thread, _ in draws][1] == (0, 1, "inputs")
     assert [(t.status, t.points) for t in report.tests] == [("passed", 1.0), ("passed", 1.0)], \
         [t.message for t in report.tests]
+
+
+# ----------------------------------------------------------------------------- the next configuration's run
+
+def grade_running(source: str, monkeypatch) -> tuple:
+    """The report of a grade of SPEC, every run it started: (X's height and width, the thread
+    that started it), and the configurations (test name, index) begun while the one before was
+    checked."""
+    import importlib
+    graded = importlib.import_module("grader.grade")
+    runs, launched = [], []
+    real, real_launch = graded.run_configuration, graded._Run._launch_next
+
+    def recorded(job, limits, cancel=None, traced=None):
+        runs.append((job.args[0].shape[2:], threading.current_thread().name))
+        return real(job, limits, cancel, traced=traced)
+
+    def launch(run):
+        real_launch(run)
+        if run.ahead is not None and run.ahead.launched is not None:
+            launched.append(run.ahead.key)
+    monkeypatch.setattr(graded, "run_configuration", recorded)
+    monkeypatch.setattr(graded._Run, "_launch_next", launch)
+    sub = Submission(files={"conv2d": source}, filenames={"conv2d": "conv2d.py"},
+                     sha256=hashlib.sha256(source.encode()).hexdigest(), origin="conv2d.py")
+    return grade(sub, SPEC, GradeOptions(backend="sim", seed=3, run_precheck=False)), runs, launched
+
+
+def nothing_begun_left():
+    return nothing_left_running() and not [t for t in threading.enumerate() if t.name == "run-ahead"]
+
+
+def test_the_next_configuration_executes_while_this_ones_output_is_checked(monkeypatch):
+    """Once A has run, B starts executing on a thread of its own while A's output is compared and
+    checked, and C while B's is: each configuration runs once, and the grade is the same."""
+    report, runs, launched = grade_running(HONEST, monkeypatch)
+    assert [(t.status, t.points) for t in report.tests] == [("passed", 1.0), ("passed", 1.0)], \
+        [t.message for t in report.tests]
+    assert launched == [("two", 1), ("one", 0)]
+    assert [shape for shape, _ in runs] == [(10, 10), (12, 10), (10, 12)]
+    assert [thread == "run-ahead" for _, thread in runs] == [False, True, True]
+    assert input_memfds() == []
+    assert nothing_begun_left()
+
+
+# right on B and C; on A (10x10) it adds no bias: the same shape, wrong values
+WRONG_ON_A = (HONEST + "\n\n" + NO_BIAS[NO_BIAS.index("@nki.compiler"):].replace("def fused_conv2d_maxpool(", "def _no_bias(")
+              + "\n\n_honest = fused_conv2d_maxpool\n\n\ndef fused_conv2d_maxpool(X, W, bias, pool_size=1):\n"
+                "    if X.shape[2] == X.shape[3] == 10:\n        return _no_bias(X, W, bias, pool_size)\n"
+                "    return _honest(X, W, bias, pool_size)\n")
+
+
+def test_a_configuration_begun_before_the_one_before_it_failed_never_counts(monkeypatch):
+    """The attack running ahead invites: a kernel wrong on a test's first configuration and right
+    on the next. B starts executing while A's output is checked, and is right; A's check fails,
+    so the test fails there, B's run is killed and let go, and nothing of it is in the report.
+    The next test (C) still runs."""
+    report, runs, launched = grade_running(WRONG_ON_A, monkeypatch)
+    assert launched[0] == ("two", 1)        # B began before A's output was checked
+    two, one = report.tests
+    assert two.status == "failed" and two.points == 0, (two.status, two.message)
+    assert two.message.startswith("B=1 C_in=128 C_out=128 10x10 pool=1 float32: wrong output"), two.message
+    assert [c["config"] for c in two.details["configs"]] == ["B=1 C_in=128 C_out=128 10x10 pool=1 float32"]
+    assert one.status == "passed", (one.status, one.message)
+    assert runs[0][0] == (10, 10)
+    assert runs[-1][0] == (10, 12)          # C, whether B's run got as far as starting or not
+    assert input_memfds() == []
+    assert nothing_begun_left()
