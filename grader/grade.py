@@ -360,12 +360,11 @@ class _Run:
                 self._trace_next(test, index)     # traced while this one executes
             elif isinstance(traced, ConfigRun):
                 limits = tracing.limits          # what the tracing child ran under, for its messages
-            if tracing is not None and tracing.launched is not None:     # begun while the one before was checked
-                # (None: the grade was cancelled before it started)
-                run = tracing.launched.result() or ConfigRun("cancelled", "cancelled")
-                if not isinstance(traced, ConfigRun):
-                    limits = tracing.launched_limits
-            else:
+            # begun while the one before was checked; None when the grade's cancel came before it started
+            run = tracing.launched.result() if tracing is not None and tracing.launched is not None else None
+            if run is not None and not isinstance(traced, ConfigRun):
+                limits = tracing.launched_limits
+            if run is None:
                 run = run_configuration(job, limits, self.cancel_event, traced=traced)
         except BaseException:
             if tracing is not None:
