@@ -37,9 +37,10 @@ def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float6
 
     ``spread``: None, or a function that runs the function it is given on several threads at
     once and returns when every one has returned (the caller limits BLAS to one thread each):
-    the threads then share the blocks of the product. The result is the same either way.
-    ``columns_bytes``: the columns each block may hold (default COLUMNS_BYTES; threads that
-    share the work may each take a part of it, so they hold no more memory together).
+    the threads then share the blocks of the product, each with buffers of its own. The result
+    is the same either way: each block is the same GEMM call whichever thread makes it.
+    ``columns_bytes``: the columns each block may hold (default COLUMNS_BYTES). The bits depend
+    on it: a GEMM of other widths may round differently (BLAS kernels differ by width).
     """
     X = np.asarray(X)
     W = np.asarray(W)

@@ -39,9 +39,11 @@ ACCUMULATE = np.float32
 def reference(args: list[np.ndarray], kwargs: dict, threads: int = 1) -> np.ndarray:
     if threads <= 1:
         return conv2d_maxpool_reference(*args, **kwargs, accumulate_dtype=ACCUMULATE)
-    # each thread its part of the one-thread column budget: no more memory than one thread
-    return conv2d_maxpool_reference(*args, **kwargs, accumulate_dtype=ACCUMULATE, spread=on_threads(threads),
-                                    columns_bytes=numpy_reference.COLUMNS_BYTES // threads)
+    # the threads share the one-thread blocks, each with buffers of its own (a block's columns
+    # apiece): the same GEMM calls, so the same bits, whatever the BLAS. Smaller blocks per
+    # thread would change the products' widths, and some BLAS kernels round a product of
+    # another width differently (OpenBLAS 0.3.31's Haswell sgemm, on AMD EPYC)
+    return conv2d_maxpool_reference(*args, **kwargs, accumulate_dtype=ACCUMULATE, spread=on_threads(threads))
 
 
 def work(config: dict) -> tuple[float, float]:
