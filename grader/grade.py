@@ -329,7 +329,6 @@ class _Run:
     # ----- one configuration: traced in a sandboxed child, executed by a trusted process -----------
     def _run_config(self, test: TestSpec, index: int, config: dict) -> dict:
         seq = config_seed(self.seed, self.spec.tests.index(test), index)
-        fspec = self.spec.files[test.file]
         # tracing needs no input value: on the simulator it starts before the inputs are drawn (or
         # began while the configuration before ran), and the executor once both are done
         tracing = self._take_trace(test, index, config)
@@ -351,8 +350,6 @@ class _Run:
             check_seq = check_seed(seq)           # the downgrade check's samples
             # the answer is worked out here, in the grader's process (beside the run once the kernel has run)
             expected_future = self._reference_answer(test, index, config, args, kwargs, check_seq)
-            job = dataclasses.replace(self._job(test, index, config), args=args, kwargs=kwargs,
-                                      input_names=fspec.functions[test.kernel][:len(args)], shared_inputs=shared)
             traced = tracing.background.result() if tracing is not None else None
             if traced is not None and not isinstance(traced, ConfigRun):
                 if self.opt.jobs <= 1:            # tests one at a time: the next may run it again
@@ -365,6 +362,8 @@ class _Run:
             if run is not None and not isinstance(traced, ConfigRun):
                 limits = tracing.launched_limits
             if run is None:
+                job = dataclasses.replace(self._inputs_job(test, index, config, len(args)),
+                                          args=args, kwargs=kwargs, shared_inputs=shared)
                 run = run_configuration(job, limits, self.cancel_event, traced=traced)
         except BaseException:
             if tracing is not None:
@@ -433,6 +432,11 @@ class _Run:
                          neuron=self.neuron, thresholds_us=test.thresholds_us,
                          expected_output=problems.output(test.problem, config), processes=self._threads())
 
+    def _inputs_job(self, test: TestSpec, index: int, config: dict, count: int) -> RunnerJob:
+        """A configuration's job with the names of its `count` inputs, still without their values."""
+        names = self.spec.files[test.file].functions[test.kernel][:count]
+        return dataclasses.replace(self._job(test, index, config), input_names=names)
+
     def _start_trace(self, test: TestSpec, index: int, config: dict) -> _Tracing | None:
         """Begin tracing a configuration from its signature (None: the problem has none, or the
         backend is not the simulator); its child runs under that configuration's own limits."""
@@ -440,8 +444,8 @@ class _Run:
         if signature is None:
             return None
         specs, kwargs = signature
-        limits = self._config_limits(sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in specs))
         signed = [(tuple(int(n) for n in shape), np.dtype(dtype)) for shape, dtype in specs]
+        limits = self._config_limits(_signature_bytes(signed))
         # all that tracing is given (job.json holds no more): the same, it traces the same program
         seen_as = (test.file, test.kernel, tuple(signed), json.dumps(kwargs, sort_keys=True), limits)
         stop = threading.Event()
@@ -450,8 +454,7 @@ class _Run:
             again = (artifact, dataclasses.replace(child, wall_seconds=0.0, cpu_seconds=0.0))   # not traced twice
             return _Tracing((test.name, index), _Background(lambda: again, name="trace"), stop, limits, signed,
                             kwargs, seen_as, test=test, config=config)
-        job = dataclasses.replace(self._job(test, index, config), kwargs=kwargs, arg_specs=specs,
-                                  input_names=self.spec.files[test.file].functions[test.kernel][:len(specs)])
+        job = dataclasses.replace(self._inputs_job(test, index, config, len(specs)), kwargs=kwargs, arg_specs=specs)
         background = _Background(lambda: trace_configuration(job, limits, _EitherSet(self.cancel_event, stop)),
                                  name="trace")
         return _Tracing((test.name, index), background, stop, limits, signed, kwargs, seen_as, test=test, config=config)
@@ -500,9 +503,8 @@ class _Run:
         if ahead is None or ahead.drawn is None or ahead.launched is not None or self.cancel_event.is_set():
             return
         test, index, config = ahead.test, ahead.key[1], ahead.config
-        limits = self._config_limits(sum(math.prod(shape) * dtype.itemsize for shape, dtype in ahead.specs))
-        job = dataclasses.replace(self._job(test, index, config),
-                                  input_names=self.spec.files[test.file].functions[test.kernel][:len(ahead.specs)])
+        limits = self._config_limits(_signature_bytes(ahead.specs))
+        job = self._inputs_job(test, index, config, len(ahead.specs))
         stop = _EitherSet(self.cancel_event, ahead.stop)
 
         def run() -> ConfigRun | None:
@@ -634,6 +636,11 @@ class _Drawn:
         except BaseException:           # a failed draw left nothing behind (sharedmem.draw)
             return
         shared.close()
+
+
+def _signature_bytes(specs: list) -> int:
+    """The bytes of the inputs a signature [(shape, dtype)] describes, before any is drawn."""
+    return sum(math.prod(shape) * dtype.itemsize for shape, dtype in specs)
 
 
 class _EitherSet:

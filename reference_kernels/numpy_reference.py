@@ -22,8 +22,7 @@ def transpose_reference(a):
     return np.ascontiguousarray(np.asarray(a).T)
 
 
-def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float64, spread=None,
-                              columns_bytes=None):
+def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float64, spread=None):
     """Conv2d (stride 1, no padding) + bias, then max-pool (window = stride = pool_size).
 
     X: (B, C_in, H, W_in); W: (C_out, C_in, K, K); bias: (C_out,).
@@ -38,9 +37,9 @@ def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float6
     ``spread``: None, or a function that runs the function it is given on several threads at
     once and returns when every one has returned (the caller limits BLAS to one thread each):
     the threads then share the blocks of the product, each with buffers of its own. The result
-    is the same either way: each block is the same GEMM call whichever thread makes it.
-    ``columns_bytes``: the columns each block may hold (default COLUMNS_BYTES). The bits depend
-    on it: a GEMM of other widths may round differently (BLAS kernels differ by width).
+    is the same either way: each block is the same GEMM call whichever thread makes it. The
+    blocks hold COLUMNS_BYTES of columns whatever the threads, since the bits depend on it: a
+    GEMM of another width may round differently (BLAS kernels differ by width).
     """
     X = np.asarray(X)
     W = np.asarray(W)
@@ -70,7 +69,7 @@ def conv2d_maxpool_reference(X, W, bias, pool_size=1, accumulate_dtype=np.float6
     depth = c_in * k_h * k_w
     itemsize = np.dtype(accumulate_dtype).itemsize
     image_bytes = depth * used_rows * w_out * itemsize
-    budget = COLUMNS_BYTES if columns_bytes is None else columns_bytes
+    budget = COLUMNS_BYTES
     if image_bytes <= budget:
         images, rows = max(1, min(batch, budget // image_bytes)), used_rows
     else:
