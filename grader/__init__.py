@@ -46,6 +46,7 @@ _EXPORTS = {
     "AnswerPool": ("grader.answer_pool", "AnswerPool"),
     "AnswerSet": ("grader.answer_pool", "AnswerSet"),
     "answer_pool_is_private": ("grader.answer_pool", "hidden_from_children"),
+    "use_one_blas_thread": ("grader.blas", "use_one_blas_thread"),
 }
 
 __all__ = sorted(_EXPORTS)

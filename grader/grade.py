@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from . import downgrade, problems, scoring
 from .answer_pool import AnswerSet, hidden_from_children
+from .blas import one_blas_thread
 from .answer_pool import layout as answers_layout
 from .checks import check_output, layout_failure
 from .errors import GraderInputError
@@ -553,7 +553,7 @@ class _Run:
             self.order = untimed + timed
             # each reference answer is worked out beside the executor: one BLAS thread per thread
             # or process keeps them off each other's cores (two BLAS threads here made it 20% slower)
-            with threadpool_limits(limits=1, user_api="blas"):
+            with one_blas_thread():
                 for batch in (untimed, timed):      # timed tests are gated on correctness
                     with ThreadPoolExecutor(max_workers=max(1, self.opt.jobs)) as pool:
                         for test, result in zip(batch, pool.map(self.run_test, batch)):

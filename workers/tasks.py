@@ -28,8 +28,10 @@ _pool_core: int | None = None          # the NeuronCore this pool process owns (
 
 @signals.worker_process_init.connect
 def _pool_process_init(**_):
-    """Each pool process: fresh database connections, and on a Trn2 worker one NeuronCore."""
+    """Each pool process: one BLAS thread for good (its answers then have a grade's bits, on
+    whichever thread they are made), fresh database connections, and on a Trn2 worker one NeuronCore."""
     global _pool_core
+    grader.use_one_blas_thread()
     forget_engines_after_fork()
     cores = [int(c) for c in os.environ.get("NKI_NEURON_CORES", "").split(",") if c.strip()]
     if cores:
@@ -49,6 +51,7 @@ def _worker_ready(sender=None, **_):
     _announcer = WorkerAnnouncer(name, queues, settings.load().heartbeat_s)
     _announcer.start()
     if any(q.strip() in GRADING_QUEUES for q in queues.split(",")):
+        grader.use_one_blas_thread()        # before the pool is filled on a thread of its own
         # answers made ahead for the active assignments, while the first grades come in
         threading.Thread(target=answers.fill_active, daemon=True, name="answer-pool-start").start()
 

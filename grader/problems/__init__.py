@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import blas
 from . import conv2d, transpose
 from .base import Problem
 
@@ -32,9 +33,10 @@ def signature(problem: str, config: dict) -> tuple[list[tuple[tuple[int, ...], n
 
 
 def reference(problem: str, args: list[np.ndarray], kwargs: dict, threads: int = 1) -> np.ndarray:
-    """The answer, made on `threads` threads (each with the BLAS threads the caller allows); the
-    same bits for any number."""
-    return get(problem).reference(args, kwargs, threads=threads)
+    """The answer, made on `threads` threads, each with one BLAS thread; the same bits for any
+    number, and whatever BLAS threads the caller's process had (grader.blas)."""
+    with blas.one_blas_thread():
+        return get(problem).reference(args, kwargs, threads=threads)
 
 
 def work(problem: str, config: dict) -> tuple[float, float]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 from grader import downgrade, problems
 from grader.answer_pool import AnswerPool
@@ -223,3 +224,15 @@ def test_one_process_fills_a_spec_at_a_time(pool):
     finally:
         os.close(fd)
     assert pool.fill(SPEC) == 1
+
+
+@pytest.mark.parametrize("blas_threads", [2, 3])
+def test_sets_made_while_blas_runs_several_threads_grade_as_fresh_answers_do(pool, blas_threads):
+    """A worker fills its pool at start, before any grade, when BLAS still runs a thread per core;
+    grades work answers out with one. Some BLAS round a product split over threads differently
+    (OpenBLAS 0.3.31 on AMD EPYC: the last bit of many float32 answers), which made a pooled grade's
+    max_abs_error differ from a fresh grade's for the same seed."""
+    with threadpool_limits(limits=blas_threads, user_api="blas"):
+        pool.fill(SPEC)
+    drawn = pool.draw(SPEC)
+    assert verdicts(graded(HONEST, answers=drawn)) == verdicts(graded(HONEST, seed=drawn.seed))
