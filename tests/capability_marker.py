@@ -74,6 +74,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "needs(*capabilities): a security test that needs these capabilities "
                                        f"of the machine, one of {', '.join(CAPABILITIES)}")
     config.stash[_UNTESTED] = {}
+    _configs[:] = [config]
 
 
 def missing_for(item) -> list[str]:
@@ -96,14 +97,28 @@ def _said(missing: list[str]) -> str:
     return "; ".join(f"{name} ({CAPABILITIES[name].protects}): {CAPABILITIES[name].how}" for name in missing)
 
 
+SKIPPED_FOR_WANT_OF = "UNTESTED PROTECTION, missing "
+_configs: list = []                     # this session's config, for pytest_runtest_logreport
+
+
 def pytest_runtest_setup(item):
-    """Locally: skip before any fixture starts, and remember what went untested."""
+    """Locally: skip before any fixture starts (the skip's report says what went untested)."""
     missing = missing_for(item)
     if missing and not in_ci():
-        untested = item.config.stash[_UNTESTED]
-        for name in missing:
-            untested.setdefault(name, []).append(item.nodeid)
-        pytest.skip(f"UNTESTED PROTECTION, missing {', '.join(missing)}")
+        pytest.skip(SKIPPED_FOR_WANT_OF + ", ".join(missing))
+
+
+def pytest_runtest_logreport(report):
+    """Remember what went untested from the skips' reports, not from the items: under
+    pytest-xdist (`-n`) the items are in its workers and only the reports reach the process
+    that prints the summary."""
+    if not (_configs and report.skipped and report.when == "setup" and isinstance(report.longrepr, tuple)):
+        return
+    reason = report.longrepr[2].removeprefix("Skipped: ")
+    if reason.startswith(SKIPPED_FOR_WANT_OF):
+        untested = _configs[-1].stash[_UNTESTED]
+        for name in reason.removeprefix(SKIPPED_FOR_WANT_OF).split(", "):
+            untested.setdefault(name, []).append(report.nodeid)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -18,7 +18,8 @@ import pytest
 
 import capability_marker
 import fast_subset
-from capability_marker import pytest_runtest_call, pytest_runtest_setup, pytest_terminal_summary  # noqa: F401 (hooks)
+from capability_marker import (pytest_runtest_call, pytest_runtest_logreport, pytest_runtest_setup,  # noqa: F401 (hooks)
+                               pytest_terminal_summary)
 from service_processes import die_with_parent
 from service_waits import wait_for
 
@@ -198,7 +199,19 @@ def pytest_collection_modifyitems(session, config, items):
     """The browser tests drive Debian's chromium (Playwright's own download is blocked): on a
     machine without it, say so before anything runs, with how to get it, instead of failing
     ten minutes in."""
-    if not BROWSER.exists() and any(item.nodeid.startswith("tests/web/test_browser.py") for item in items):
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller says it, once
+        return
+    _stop_without_chromium(item.nodeid for item in items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """The same, under pytest-xdist (`-n`), which collects in its workers."""
+    _stop_without_chromium(ids)
+
+
+def _stop_without_chromium(node_ids) -> None:
+    if not BROWSER.exists() and any(nodeid.startswith("tests/web/test_browser.py") for nodeid in node_ids):
         pytest.exit(f"The browser tests need Debian's chromium at {BROWSER}. Install it with "
                     "`sudo apt-get install -y chromium` (`.ci/run` does), or run without them: "
                     "`.venv/bin/python -m pytest -q --deselect tests/web/test_browser.py`.", returncode=4)

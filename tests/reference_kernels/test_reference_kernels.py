@@ -35,8 +35,10 @@ def make_inputs(c_in, c_out, h, w, with_bias, batch=4, dtype=np.float32, seed=0)
 
 @pytest.fixture(scope="module", params=list(LARGE))
 def large_case(request):
+    # two images, not the course's four: the kernels' batch loop still runs more than once, at
+    # half the cost; the full grades of tests/grader/test_grade.py run these configurations at batch 4
     c_in, c_out, h, w, with_bias, pool = LARGE[request.param]
-    x, wt, bias = make_inputs(c_in, c_out, h, w, with_bias)
+    x, wt, bias = make_inputs(c_in, c_out, h, w, with_bias, batch=2)
     return x, wt, bias, pool, conv2d_maxpool_reference(x, wt, bias, pool)
 
 
