@@ -21,8 +21,8 @@ import numpy as np
 
 from . import downgrade, problems, scoring
 from .answer_pool import AnswerSet, hidden_from_children
-from .blas import one_blas_thread
 from .answer_pool import layout as answers_layout
+from .blas import one_blas_thread
 from .checks import check_output, layout_failure
 from .errors import GraderInputError
 from .events import CancelToken, ConfigEvent, ProgressEvent
