@@ -2,8 +2,11 @@
 public face, store. A duplicate delivery finds the row claimed or finished and does nothing."""
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
+import signal
+import sys
 import threading
 import traceback
 
@@ -32,6 +35,10 @@ def _pool_process_init(**_):
     whichever thread they are made), fresh database connections, and on a Trn2 worker one NeuronCore."""
     global _pool_core
     grader.use_one_blas_thread()
+    # `kill -USR2 <pool process>` prints each of its threads' stacks to the worker's log: where a
+    # grade that will not stop is (billiard keeps SIGUSR1 for soft time limits)
+    # (to the process's own stderr: Celery's sys.stderr is a logging proxy without a descriptor)
+    faulthandler.register(signal.SIGUSR2, file=sys.__stderr__, all_threads=True)
     forget_engines_after_fork()
     cores = [int(c) for c in os.environ.get("NKI_NEURON_CORES", "").split(",") if c.strip()]
     if cores:
