@@ -63,8 +63,6 @@ CAPABILITIES: dict[str, Capability] = {
         lambda: bool(_caps().pids_cgroup) or os.geteuid() != 0, ROOT_WITH_CGROUPS.format(c="pids")),
 }
 
-_UNTESTED = pytest.StashKey[dict]()      # capability -> test ids skipped for want of it
-
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
@@ -73,8 +71,6 @@ def in_ci() -> bool:
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs(*capabilities): a security test that needs these capabilities "
                                        f"of the machine, one of {', '.join(CAPABILITIES)}")
-    config.stash[_UNTESTED] = {}
-    _configs[:] = [config]
 
 
 def missing_for(item) -> list[str]:
@@ -98,27 +94,27 @@ def _said(missing: list[str]) -> str:
 
 
 SKIPPED_FOR_WANT_OF = "UNTESTED PROTECTION, missing "
-_configs: list = []                     # this session's config, for pytest_runtest_logreport
 
 
 def pytest_runtest_setup(item):
-    """Locally: skip before any fixture starts (the skip's report says what went untested)."""
+    """Locally: skip before any fixture starts; the skip's reason names what went untested."""
     missing = missing_for(item)
     if missing and not in_ci():
         pytest.skip(SKIPPED_FOR_WANT_OF + ", ".join(missing))
 
 
-def pytest_runtest_logreport(report):
-    """Remember what went untested from the skips' reports, not from the items: under
-    pytest-xdist (`-n`) the items are in its workers and only the reports reach the process
-    that prints the summary."""
-    if not (_configs and report.skipped and report.when == "setup" and isinstance(report.longrepr, tuple)):
-        return
-    reason = report.longrepr[2].removeprefix("Skipped: ")
-    if reason.startswith(SKIPPED_FOR_WANT_OF):
-        untested = _configs[-1].stash[_UNTESTED]
-        for name in reason.removeprefix(SKIPPED_FOR_WANT_OF).split(", "):
-            untested.setdefault(name, []).append(report.nodeid)
+def _untested(skipped_reports) -> dict[str, list[str]]:
+    """capability -> test ids skipped for want of it, from the skips' reports: the process that
+    prints the summary has those (under pytest-xdist its workers have the items)."""
+    untested: dict[str, list[str]] = {}
+    for report in skipped_reports:
+        if report.when != "setup" or not isinstance(report.longrepr, tuple):
+            continue
+        reason = report.longrepr[2].removeprefix("Skipped: ")
+        if reason.startswith(SKIPPED_FOR_WANT_OF):
+            for name in reason.removeprefix(SKIPPED_FOR_WANT_OF).split(", "):
+                untested.setdefault(name, []).append(report.nodeid)
+    return untested
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -130,7 +126,7 @@ def pytest_runtest_call(item):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    untested = config.stash.get(_UNTESTED, {})
+    untested = _untested(terminalreporter.stats.get("skipped", []))
     if not untested:
         return
     write = terminalreporter.write_line

@@ -18,8 +18,7 @@ import pytest
 
 import capability_marker
 import fast_subset
-from capability_marker import (pytest_runtest_call, pytest_runtest_logreport, pytest_runtest_setup,  # noqa: F401 (hooks)
-                               pytest_terminal_summary)
+from capability_marker import pytest_runtest_call, pytest_runtest_setup, pytest_terminal_summary  # noqa: F401 (hooks)
 from service_processes import die_with_parent
 from service_waits import wait_for
 

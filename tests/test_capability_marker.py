@@ -17,8 +17,8 @@ NO_NAMESPACES = TESTS / "grader" / "no_namespaces.py"
 CONFTEST = f"""
 import sys
 sys.path.insert(0, {str(TESTS)!r})
-from capability_marker import (pytest_configure, pytest_runtest_call, pytest_runtest_logreport,  # noqa: F401
-                               pytest_runtest_setup, pytest_terminal_summary)
+from capability_marker import (pytest_configure, pytest_runtest_call, pytest_runtest_setup,  # noqa: F401
+                               pytest_terminal_summary)
 """
 
 SECURITY_TESTS = """
