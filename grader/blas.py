@@ -13,7 +13,7 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-from .jobs import blas_controller
+from .jobs import single_threaded_blas
 
 _lock = threading.Lock()
 _inside = 0                 # threads in one_blas_thread() now
@@ -22,10 +22,11 @@ _limiter = None             # what gives the caller's count back
 
 @contextmanager
 def one_blas_thread() -> Iterator[None]:
+    """A context (or, as `@one_blas_thread()`, a decorator) in which this process's BLAS runs one thread."""
     global _inside, _limiter
     with _lock:
         if _inside == 0:
-            _limiter = blas_controller().limit(limits=1, user_api="blas")
+            _limiter = single_threaded_blas()
         _inside += 1
     try:
         yield
@@ -43,4 +44,4 @@ def use_one_blas_thread() -> None:
     does not always take a count set on another thread once the main thread has set one (as
     one_blas_thread() does when a grade ends there), so an answer pool topped up on a thread of
     its own after a grade could be made with several."""
-    blas_controller().limit(limits=1, user_api="blas")
+    single_threaded_blas()              # never given back

@@ -23,16 +23,12 @@ CLEARLY = 4.0           # the output must be this many times closer to the lower
 SAMPLE = 8              # output slices recomputed per lower precision (conv2d: output channels)
 
 
+@one_blas_thread()
 def lower_answers(problem: str, args: list[np.ndarray], kwargs: dict, dtype, rng: np.random.Generator):
     """What the check compares an output with, from the inputs alone (so it can be made ahead,
     grader.answer_pool): (the sampled slices, {precision name: the answer on them from inputs
     rounded to it}), in LOWER_PRECISIONS' order; None when the problem or dtype has no check.
     Worked out with one BLAS thread, as the answer is (grader.blas)."""
-    with one_blas_thread():
-        return _lower_answers(problem, args, kwargs, dtype, rng)
-
-
-def _lower_answers(problem: str, args: list[np.ndarray], kwargs: dict, dtype, rng: np.random.Generator):
     prob = problems.get(problem)
     lower = LOWER_PRECISIONS.get(np.dtype(dtype))
     if prob.sampled_reference is None or not lower:

@@ -32,11 +32,11 @@ def signature(problem: str, config: dict) -> tuple[list[tuple[tuple[int, ...], n
     return known(config) if known is not None else None
 
 
+@blas.one_blas_thread()
 def reference(problem: str, args: list[np.ndarray], kwargs: dict, threads: int = 1) -> np.ndarray:
     """The answer, made on `threads` threads, each with one BLAS thread; the same bits for any
     number, and whatever BLAS threads the caller's process had (grader.blas)."""
-    with blas.one_blas_thread():
-        return get(problem).reference(args, kwargs, threads=threads)
+    return get(problem).reference(args, kwargs, threads=threads)
 
 
 def work(problem: str, config: dict) -> tuple[float, float]:
