@@ -588,9 +588,25 @@ _RUNNING: dict[int, _Job] = {}
 
 
 def _kill(job: _Job) -> None:
+    # the child itself as well as its group: a kill that comes just after the launch can find
+    # the child not yet in a group of its own (it calls setsid first thing, but may not have run)
+    if job.proc.returncode is None:         # not reaped yet, so the pid is still the child's
+        _kill_process(job.proc.pid)
     _kill_group(job.proc.pid)
     for path in job.cgroups:
         _signal_cgroup(path)
+
+
+def _kill_and_reap(job: _Job) -> None:
+    """Kill the child and wait for its end, killing again every second: a grade must never
+    wait for ever on a child that a kill somehow missed."""
+    while True:
+        _kill(job)
+        try:
+            job.proc.wait(timeout=1.0)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def kill_all_children() -> int:
@@ -669,8 +685,7 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
     try:
         timed_out = _wait(job, start + limits.wall_seconds, cancel)
     finally:
-        _kill(job)
-        proc.wait()
+        _kill_and_reap(job)
         _kill_cgroups(cgroups)
         del _RUNNING[id(job)]
     for t in threads:
@@ -830,6 +845,13 @@ def _text(chunks: list) -> str:
 def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_process(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
 

@@ -264,7 +264,7 @@ def _in_thread(argv, workdir, **kw):
 
     def go():
         box["result"] = run_child(argv, workdir, limits=Limits(wall_seconds=300.0), env=minimal_env(), **kw)
-    thread = threading.Thread(target=go)
+    thread = threading.Thread(target=go, daemon=True)   # a hung run must not hold up the exit
     thread.start()
     return thread, box
 
@@ -282,6 +282,20 @@ def test_the_cancel_event_kills_the_child_at_once(tmp_path, via):
     assert result.cancelled and result.killed_by == "cancelled" and not result.timed_out
     assert not os.path.exists(workdir)                          # its job directory removed
     wait_until(lambda: not any(alive(p) for p in pids), what="the child's processes exiting")
+
+
+@pytest.mark.parametrize("via", ["fresh", "zygote"])
+def test_a_cancel_that_comes_as_the_child_starts_still_ends_it(tmp_path, via):
+    # a grade cancelled while it launches a child kills that child at once, maybe before the
+    # child has made its process group: the kill must not miss it and leave the grade waiting
+    for attempt in range(20):
+        argv, workdir = _spinning(via, tmp_path)
+        cancel = threading.Event()
+        cancel.set()
+        thread, box = _in_thread(argv, workdir, cancel=cancel)
+        thread.join(DEADLINE)
+        assert not thread.is_alive(), f"attempt {attempt}: the cancelled child still waited for after {DEADLINE:g} s"
+        assert box["result"].cancelled and not os.path.exists(workdir)
 
 
 def test_kill_all_children_stops_every_running_child(tmp_path):
