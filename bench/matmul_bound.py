@@ -16,8 +16,9 @@ input-channel tiles x nine filter taps). This measures, on the same machine in t
               beta = 1: C += A B, no product array and no separate add), through NumPy's own
               OpenBLAS by ctypes; printed when that library is found, and whether its sums have
               the bits of `products`;
-- floor GEMM: the floor's shape (256 filters x depth 2304 x a column block of the same count of
-              FLOPs), as bench/grade_speed.py times it;
+- floor GEMM: the floor's shape for the same configuration (C_out filters x depth C_in K K, here
+              256 x 2304, by a column block of the same count of FLOPs), as bench/grade_speed.py
+              times it;
 
 each on one thread, then on two threads at once (each thread its own copy of the work, one BLAS
 thread each), in alternating rounds (products, fused, floor, products, ...). GFLOP/s per thread
@@ -52,13 +53,16 @@ from nkisim.runtime import ArgSpec, trace_kernel  # noqa: E402
 from reference_kernels import conv2d_optimized  # noqa: E402
 
 
-def captured_groups(count: int) -> list[list[tuple[np.ndarray, np.ndarray]]]:
-    """The operands of the first `count` PSUM accumulation groups of conv_large (batch 1), as
-    the executor passes them to its matmul (copies, so later writes do not change them)."""
-    spec = specs.load("asst4-trainium2")
-    test = next(t for t in spec.tests if t.name == "conv_large")
-    config = dict(test.configs[0], batch=1)
-    args, kwargs = problems.make_inputs(test.problem, config, np.random.default_rng(0))
+def conv_large() -> tuple[str, dict]:
+    """The problem and configuration of conv_large, at batch 1."""
+    test = next(t for t in specs.load("asst4-trainium2").tests if t.name == "conv_large")
+    return test.problem, dict(test.configs[0], batch=1)
+
+
+def captured_groups(problem: str, config: dict, count: int) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+    """The operands of the configuration's first `count` PSUM accumulation groups, as the
+    executor passes them to its matmul (copies, so later writes do not change them)."""
+    args, kwargs = problems.make_inputs(problem, config, np.random.default_rng(0))
     traced, _ = trace_kernel(conv2d_optimized.fused_conv2d_maxpool, [ArgSpec(a.shape, a.dtype) for a in args],
                              kwargs, nkisim.SimSettings(), {})
     program = programs.decode(programs.encode(traced), programs.ProgramLimits(max_records=2_000_000))
@@ -82,7 +86,9 @@ def captured_groups(count: int) -> list[list[tuple[np.ndarray, np.ndarray]]]:
     return [items for _, items in groups[:count]]
 
 
-def products(groups) -> None:
+def products(groups, keep: list | None = None) -> None:
+    """Each group's products as the executor computes them, summed in order (the sums appended
+    to `keep` when given)."""
     for items in groups:
         total = None
         for s, mv in items:
@@ -92,6 +98,8 @@ def products(groups) -> None:
                 total = p
             else:
                 total += p
+        if keep is not None:
+            keep.append(total)
 
 
 def fused(groups) -> None:
@@ -134,15 +142,11 @@ def blas_accumulate():
 
 def same_sums(groups, in_blas) -> bool:
     """Do the BLAS-accumulated sums have the bits of the products added one by one?"""
+    expected: list = []
+    products(groups, expected)
     mine: list = []
     in_blas(groups, mine)
-    for items, total in zip(groups, mine):
-        k = items[0][0].shape[0]
-        expected = sum((s.reshape(k, -1).T @ mv.reshape(k, -1) for s, mv in items[1:]),
-                       items[0][0].reshape(k, -1).T @ items[0][1].reshape(k, -1))
-        if not np.array_equal(expected, total):
-            return False
-    return True
+    return all(np.array_equal(a, b) for a, b in zip(expected, mine))
 
 
 def flops_of(groups) -> float:
@@ -150,15 +154,16 @@ def flops_of(groups) -> float:
     return sum(2.0 * s.shape[0] * (s.size // s.shape[0]) * (mv.size // mv.shape[0]) for items in groups for s, mv in items)
 
 
-def floor_gemm(flops: float):
-    """The floor's GEMM shape with about `flops` of work: 256 x 2304 filters by a column block."""
+def floor_gemm(config: dict, flops: float):
+    """bench/grade_speed.py's floor GEMM for the configuration (filters x depth C_in K K, by a
+    column block) with about `flops` of work: (the GEMM, its FLOPs)."""
     rng = np.random.default_rng(1)
-    depth, rows = 2304, 256
+    depth, rows = config["c_in"] * config["k"] ** 2, config["c_out"]
     block = max(1, int(flops / (2 * depth * rows)))
     w = rng.random((rows, depth), dtype=np.float32)
     cols = rng.random((depth, block), dtype=np.float32)
     out = np.empty((rows, block), dtype=np.float32)
-    return (lambda _: np.matmul(w, cols, out=out)), 2.0 * rows * depth * block
+    return (lambda: np.matmul(w, cols, out=out)), 2.0 * rows * depth * block
 
 
 def timed(work, threads: int) -> float:
@@ -183,16 +188,17 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=40, help="accumulation groups captured (18 products each)")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    groups = captured_groups(args.groups)
+    problem, config = conv_large()
+    groups = captured_groups(problem, config, args.groups)
     flops = flops_of(groups)
-    floor_work, floor_flops = floor_gemm(flops)
+    floor_work, floor_flops = floor_gemm(config, flops)
     print(f"{len(groups)} groups, {sum(len(g) for g in groups)} products, {flops / 1e9:.2f} GFLOP; "
           f"operands {groups[0][0][0].shape} x {groups[0][0][1].shape}")
     kinds = {"products": (lambda: products(groups), flops), "fused": (lambda: fused(groups), flops)}
     in_blas = blas_accumulate()
     if in_blas is not None:
         kinds["in BLAS"] = (lambda: in_blas(groups), flops)
-    kinds["floor GEMM"] = (lambda: floor_work(None), floor_flops)
+    kinds["floor GEMM"] = (floor_work, floor_flops)
     with threadpool_limits(limits=1, user_api="blas"):
         for work, _ in kinds.values():
             work()                                  # pages touched, BLAS buffers made
