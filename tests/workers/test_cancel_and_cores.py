@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from pathlib import Path
 
+import psutil
 from worker_helpers import OPTIMIZED, spinning_kernel
 from service_waits import wait_for, wait_for_run
 
@@ -39,9 +39,8 @@ def stacks_of_pool(worker) -> str:
     """The worker's log once each pool process has printed its threads' stacks (SIGUSR2,
     workers/tasks.py): where a grade that did not stop was."""
     before = worker.output().count("most recent call first")
-    children = Path(f"/proc/{worker.pid}/task/{worker.pid}/children").read_text().split()
-    for pid in children:
-        os.kill(int(pid), signal.SIGUSR2)
+    for child in psutil.Process(worker.pid).children():
+        child.send_signal(signal.SIGUSR2)
     try:
         wait_for(lambda: worker.output().count("most recent call first") > before, timeout=30,
                  what="the pool process's stacks in the worker's log")
