@@ -16,6 +16,10 @@ figures, asserts nothing.
    else; once on one thread and once with its matmul products on a worker thread per usable core
    (execute's `threads`, as grader/executor.py runs it), one BLAS thread each, with the outputs
    compared bit for bit between the two (matmul Nt: the products' time summed over the workers).
+3. The bound those give: the BLAS floor (bench/grade_speed.py) in core-seconds, how much of a
+   warm grade's budget at 1.5x the floor the kernel's matmuls already take on one thread each,
+   and how the rest of the warm grade's busy CPU (the whole machine's, part 1's grade) compares
+   with what is left. Busy CPU counts the timers' own small cost and anything else running.
 
 Timers wrap module attributes of this process only (bench code, not the grader's).
 """
@@ -96,7 +100,10 @@ class Timers:
             setattr(module, name, original)
 
 
-def warm_grade(spec, kernel_path, jobs: int = 1) -> tuple[float, Timers, dict]:
+def warm_grade(spec, kernel_path, jobs: int = 1) -> tuple[float, Timers, dict, float]:
+    """(wall seconds, the timers, the report with its seed, the whole machine's busy CPU-seconds
+    during the grade)."""
+    from cpu_meter import Machine
     with tempfile.TemporaryDirectory(dir="/var/tmp" if os.path.isdir("/var/tmp") else None) as tmp:
         pool = grader.AnswerPool(os.path.join(tmp, "answers"), size=1, uses=1)
         with threadpool_limits(limits=1, user_api="blas"):
@@ -108,12 +115,14 @@ def warm_grade(spec, kernel_path, jobs: int = 1) -> tuple[float, Timers, dict]:
         timers = Timers()
         timers.install()
         try:
+            busy_before, _ = Machine.sample()
             start = time.perf_counter()
             report = grader.grade(sub, spec, grader.GradeOptions(backend="sim", answers=answers, jobs=jobs))
             wall = time.perf_counter() - start
+            busy = Machine.sample()[0] - busy_before
         finally:
             timers.uninstall()
-        return wall, timers, report.to_json() | {"seed": answers.seed}
+        return wall, timers, report.to_json() | {"seed": answers.seed}, busy
 
 
 COLUMNS = ("config", "inputs", "ahead", "trace wall", "trace cpu", "exec wall", "exec cpu", "compare", "downgrade")
@@ -146,8 +155,8 @@ def print_grade(wall: float, timers: Timers) -> None:
           f"(the 'ahead' column: in the row of the configuration they were drawn beside)")
 
 
-def executor_split(spec, kernel_source: str, seed: int, threads: int, ran: set[str]) -> None:
-    """Part 2 of the module docstring."""
+def executor_split(spec, kernel_source: str, seed: int, threads: int, ran: set[str]) -> float:
+    """Part 2 of the module docstring; the matmuls' seconds on one thread."""
     import types
 
     import nkisim
@@ -228,20 +237,40 @@ def executor_split(spec, kernel_source: str, seed: int, threads: int, ran: set[s
     print("(trace: in this process, with encoding; matmul: the executor's matmul instructions, operand casts "
           "included; cost+prof: the latency estimate and profile of a timed test)")
     print(f"execution / its matmuls, one thread: {sums['w1'] / sums['m1']:.2f}x (target <= 1.3)")
+    return sums["m1"]
+
+
+def print_bound(floor_s: float, matmul_s: float, wall: float, busy: float, cores: int) -> None:
+    """Part 3 of the module docstring."""
+    budget = 1.5 * floor_s * cores
+    print("\n== what a warm grade of 1.5x the floor leaves for the work that is not the kernel's matmuls\n")
+    print(f"BLAS floor: {floor_s:.2f} s on {cores} cores = {floor_s * cores:.2f} core-s; 1.5x of it: "
+          f"{budget:.2f} core-s in all")
+    print(f"the kernel's matmul instructions, one thread: {matmul_s:.2f} core-s "
+          f"= {matmul_s / (floor_s * cores):.2f}x the floor's core-seconds")
+    print(f"left for everything else (tracing, the rest of execution, cost model, inputs, checks): "
+          f"{budget - matmul_s:.2f} core-s")
+    print(f"everything else in the warm grade above: {busy - matmul_s:.2f} core-s (its {busy:.1f} busy "
+          f"CPU-s over {wall:.2f} s, less the matmuls) = {(busy - matmul_s) / max(budget - matmul_s, 1e-9):.2f}x "
+          f"what 1.5x leaves")
 
 
 def verdicts(report: dict) -> list:
     return [(t["name"], t["status"], t["points"], t.get("p99_us")) for t in report["tests"]] + [report["flags"]]
 
 
-def main(spec, kernel_path) -> None:
-    wall, timers, report = warm_grade(spec, kernel_path)
+def main(spec, kernel_path, floor=None) -> None:
+    """`floor`: bench/grade_speed.py's blas_floor(spec, report), for part 3."""
+    wall, timers, report, busy = warm_grade(spec, kernel_path)
     print_grade(wall, timers)
     threads = grader.usable_cores()
     if threads > 1:
-        wall_n, _, report_n = warm_grade(spec, kernel_path, jobs=threads)
+        wall_n, _, report_n, _ = warm_grade(spec, kernel_path, jobs=threads)
         same = "same verdicts, p99s and flags" if verdicts(report_n) == verdicts(report) else "VERDICTS DIFFER"
         print(f"\nthe same warm grade with {threads} tests at once (GradeOptions.jobs={threads}, one BLAS thread "
               f"each): {wall_n:.2f} s wall vs {wall:.2f} s one at a time ({same})")
-    executor_split(spec, kernel_path.read_text(), report["seed"], threads,
-                   {t["name"] for t in report["tests"] if t["status"] != "skipped"})
+    matmul_s = executor_split(spec, kernel_path.read_text(), report["seed"], threads,
+                              {t["name"] for t in report["tests"] if t["status"] != "skipped"})
+    if floor is not None:
+        floor_s, _ = floor(spec, report)
+        print_bound(floor_s, matmul_s, wall, busy, os.cpu_count() or 1)

@@ -192,7 +192,7 @@ def main() -> None:
     if args.breakdown:
         sys.path.insert(0, str(ROOT / "bench"))
         import grade_breakdown
-        grade_breakdown.main(spec, KERNEL)
+        grade_breakdown.main(spec, KERNEL, floor=blas_floor)
         return
 
     print(f"== grader grade conv2d.py (a copy of {KERNEL.relative_to(ROOT)}) --backend sim --seed {args.seed}",
