@@ -3,7 +3,10 @@
 1. The four asst4-trainium2 correctness tests on the optimized reference conv2d: simulator wall
    time vs the time NumPy needs for the same reference outputs on this machine (target ratio <= 3),
    and the wall time the cost model adds on top (target <= 25% of simulator time).
-2. Per-instruction overhead: 100k small tensor_tensor instructions (target <= 15 us each).
+2. Per-instruction overhead: 100k small tensor_tensor instructions (target <= 15 us each), and
+   the same figure as a multiple of a baseline measured in the same run: NumPy's own add of the
+   same (128, 4) tile (np.add, the arithmetic the instruction stands for), which moves with the
+   machine's speed as the simulator's Python does, so the multiple compares across hours.
 3. Cost-model scaling on a hostile trace: one-element writes into one tile, each followed by a
    read of the whole tile, at n and 4n records (target: time ratio near 4, i.e. linear).
 4. Peak RSS of this process (target <= 3 GiB).
@@ -76,6 +79,16 @@ def many_adds(a, count):
     return out
 
 
+def numpy_add_seconds(calls: int = 100_000) -> float:
+    """Seconds of one np.add of the (128, 4) float32 tile many_adds adds: the baseline."""
+    a = np.ones((128, 4), np.float32)
+    add = np.add
+    start = time.process_time()
+    for _ in range(calls):
+        add(a, a)
+    return (time.process_time() - start) / calls
+
+
 def per_instruction_overhead(count: int) -> tuple[float, float, float, float]:
     """Seconds per instruction: (wall, CPU of this process, CPU tracing, CPU executing). CPU
     time is what a busy shared machine distorts least."""
@@ -123,12 +136,18 @@ def main() -> None:
                         help="only the per-instruction overhead (2.), each figure the best of 3 runs")
     args = parser.parse_args()
     if args.instructions_only:
-        runs = [per_instruction_overhead(args.instructions) for _ in range(3)]
+        runs, adds = [], []
+        for _ in range(3):          # the baseline in turn with the runs: both see the same hours
+            runs.append(per_instruction_overhead(args.instructions))
+            adds.append(numpy_add_seconds())
         # each figure's best run apart: a neighbour's burst lands in one figure of one run
         overhead, cpu, trace_cpu, exec_cpu = (min(column) for column in zip(*runs))
+        add = min(adds)
         print(f"== per-instruction overhead, best of 3: {overhead * 1e6:.1f} us over {args.instructions} "
               f"tensor_tensor instructions; CPU {cpu * 1e6:.1f} us (again, apart: tracing {trace_cpu * 1e6:.1f} us "
               f"+ executing {exec_cpu * 1e6:.1f} us)")
+        print(f"   = {cpu / add:.1f}x NumPy's own add of the same tile ({add * 1e6:.2f} us CPU in this run; "
+              f"tracing {trace_cpu / add:.1f}x + executing {exec_cpu / add:.1f}x)")
         return
     batch = 1 if args.quick else 4
     print(f"== conv2d correctness tests, optimized reference, batch {batch}")
@@ -139,6 +158,8 @@ def main() -> None:
     print(f"== per-instruction overhead: {overhead * 1e6:.1f} us over {args.instructions} tensor_tensor "
           f"instructions (target <= 15 us); CPU {cpu * 1e6:.1f} us (again, apart: tracing "
           f"{trace_cpu * 1e6:.1f} us + executing {exec_cpu * 1e6:.1f} us)")
+    add = numpy_add_seconds()
+    print(f"   = {cpu / add:.1f}x NumPy's own add of the same tile ({add * 1e6:.2f} us CPU in this run)")
     (n1, t1, c1), (n4, t4, c4) = scheduler_seconds(args.writes), scheduler_seconds(4 * args.writes)
     print(f"== cost model on one-element writes to one tile: {n1} records {t1:.2f} s ({c1} range checks), "
           f"{n4} records {t4:.2f} s ({c4} checks); ratio {t4 / t1:.2f} for 4x the records (linear: ~4)")
