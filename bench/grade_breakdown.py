@@ -27,9 +27,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import shutil
-import sys
-import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -100,29 +97,12 @@ class Timers:
             setattr(module, name, original)
 
 
-def warm_grade(spec, kernel_path, jobs: int = 1) -> tuple[float, Timers, dict, float]:
+def warm_grade(pooled_grade, spec, kernel_path, jobs: int = 1) -> tuple[float, Timers, dict, float]:
     """(wall seconds, the timers, the report with its seed, the whole machine's busy CPU-seconds
-    during the grade)."""
-    from cpu_meter import Machine
-    with tempfile.TemporaryDirectory(dir="/var/tmp" if os.path.isdir("/var/tmp") else None) as tmp:
-        pool = grader.AnswerPool(os.path.join(tmp, "answers"), size=1, uses=1)
-        with threadpool_limits(limits=1, user_api="blas"):
-            pool.fill(spec)
-        submission = os.path.join(tmp, "conv2d.py")
-        shutil.copyfile(kernel_path, submission)
-        answers = pool.draw(spec)
-        sub = grader.load_submission(submission, spec)
-        timers = Timers()
-        timers.install()
-        try:
-            busy_before, _ = Machine.sample()
-            start = time.perf_counter()
-            report = grader.grade(sub, spec, grader.GradeOptions(backend="sim", answers=answers, jobs=jobs))
-            wall = time.perf_counter() - start
-            busy = Machine.sample()[0] - busy_before
-        finally:
-            timers.uninstall()
-        return wall, timers, report.to_json() | {"seed": answers.seed}, busy
+    during the grade): bench/grade_speed.py's warm grade, timed step by step."""
+    timers = Timers()
+    _, wall, report, busy = pooled_grade(spec, kernel_path, jobs=jobs, timers=timers)
+    return wall, timers, report, busy
 
 
 COLUMNS = ("config", "inputs", "ahead", "trace wall", "trace cpu", "exec wall", "exec cpu", "compare", "downgrade")
@@ -259,18 +239,18 @@ def verdicts(report: dict) -> list:
     return [(t["name"], t["status"], t["points"], t.get("p99_us")) for t in report["tests"]] + [report["flags"]]
 
 
-def main(spec, kernel_path, floor=None) -> None:
-    """`floor`: bench/grade_speed.py's blas_floor(spec, report), for part 3."""
-    wall, timers, report, busy = warm_grade(spec, kernel_path)
+def main(spec, kernel_path, pooled_grade, floor) -> None:
+    """`pooled_grade` and `floor`: bench/grade_speed.py's warm grade (part 1) and BLAS floor
+    (part 3), passed in by the script that runs this one."""
+    wall, timers, report, busy = warm_grade(pooled_grade, spec, kernel_path)
     print_grade(wall, timers)
     threads = grader.usable_cores()
     if threads > 1:
-        wall_n, _, report_n, _ = warm_grade(spec, kernel_path, jobs=threads)
+        wall_n, _, report_n, _ = warm_grade(pooled_grade, spec, kernel_path, jobs=threads)
         same = "same verdicts, p99s and flags" if verdicts(report_n) == verdicts(report) else "VERDICTS DIFFER"
         print(f"\nthe same warm grade with {threads} tests at once (GradeOptions.jobs={threads}, one BLAS thread "
               f"each): {wall_n:.2f} s wall vs {wall:.2f} s one at a time ({same})")
     matmul_s = executor_split(spec, kernel_path.read_text(), report["seed"], threads,
                               {t["name"] for t in report["tests"] if t["status"] != "skipped"})
-    if floor is not None:
-        floor_s, _ = floor(spec, report)
-        print_bound(floor_s, matmul_s, wall, busy, os.cpu_count() or 1)
+    floor_s, _ = floor(spec, report)
+    print_bound(floor_s, matmul_s, wall, busy, os.cpu_count() or 1)

@@ -112,10 +112,11 @@ def blas_floor(spec, report: dict) -> tuple[float, float]:
     return seconds, flops
 
 
-def pooled_grade(spec) -> tuple[float, float, dict, float]:
-    """(seconds to make one answer set, warm grade wall seconds, its report as JSON, the whole
-    machine's busy CPU-seconds during the grade): the grade draws the set from a pool in a
-    private directory, as a worker does."""
+def pooled_grade(spec, kernel=KERNEL, jobs: int = 1, timers=None) -> tuple[float, float, dict, float]:
+    """(seconds to make one answer set, warm grade wall seconds, its report as JSON with the
+    drawn set's seed, the whole machine's busy CPU-seconds during the grade): the grade draws
+    the set from a pool in a private directory, as a worker does. `jobs`: GradeOptions.jobs;
+    `timers` (bench/grade_breakdown.py's Timers) are installed for the grade's length."""
     with tempfile.TemporaryDirectory(dir="/var/tmp" if os.path.isdir("/var/tmp") else None) as tmp:
         pool = grader.AnswerPool(os.path.join(tmp, "answers"), size=1, uses=1)
         start = time.perf_counter()
@@ -123,16 +124,23 @@ def pooled_grade(spec) -> tuple[float, float, dict, float]:
             pool.fill(spec)
         made = time.perf_counter() - start
         submission = os.path.join(tmp, "conv2d.py")
-        shutil.copyfile(KERNEL, submission)
-        busy_before, _ = Machine.sample()
-        start = time.perf_counter()
-        answers = pool.draw(spec)
-        sub = grader.load_submission(submission, spec)
-        report = grader.grade(sub, spec, grader.GradeOptions(backend="sim", answers=answers))
-        wall = time.perf_counter() - start
-        busy = Machine.sample()[0] - busy_before
+        shutil.copyfile(kernel, submission)
+        if timers is not None:
+            timers.install()
+        try:
+            busy_before, _ = Machine.sample()
+            start = time.perf_counter()
+            answers = pool.draw(spec)
+            sub = grader.load_submission(submission, spec)
+            report = grader.grade(sub, spec, grader.GradeOptions(backend="sim", answers=answers, jobs=jobs))
+            wall = time.perf_counter() - start
+            busy = Machine.sample()[0] - busy_before
+        finally:
+            if timers is not None:
+                timers.uninstall()
+        seed = answers.seed
         del answers
-        return made, wall, report.to_json(), busy
+        return made, wall, report.to_json() | {"seed": seed}, busy
 
 
 def peak_rss_mb() -> float:
@@ -192,7 +200,7 @@ def main() -> None:
     if args.breakdown:
         sys.path.insert(0, str(ROOT / "bench"))
         import grade_breakdown
-        grade_breakdown.main(spec, KERNEL, floor=blas_floor)
+        grade_breakdown.main(spec, KERNEL, pooled_grade, blas_floor)
         return
 
     print(f"== grader grade conv2d.py (a copy of {KERNEL.relative_to(ROOT)}) --backend sim --seed {args.seed}",

@@ -92,8 +92,7 @@ def products(groups, keep: list | None = None) -> None:
     for items in groups:
         total = None
         for s, mv in items:
-            k = s.shape[0]
-            p = s.reshape(k, -1).T @ mv.reshape(k, -1)
+            p = executor._matmul(None, (s, mv))[0]      # the executor's own product (it reads no record)
             if total is None:
                 total = p
             else:
