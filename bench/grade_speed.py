@@ -89,6 +89,14 @@ def ran_configs(spec, report: dict):
 COLUMN_BLOCK_BYTES = 256 * 2**20
 
 
+def floor_operands(config: dict, block: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A configuration's floor GEMM, float32: its filters (C_out x depth C_in K K), a block of
+    `block` im2col columns, and the output block they make."""
+    depth = config["c_in"] * config["k"] ** 2
+    return (rng.random((config["c_out"], depth), dtype=np.float32), rng.random((depth, block), dtype=np.float32),
+            np.empty((config["c_out"], block), dtype=np.float32))
+
+
 def blas_floor(spec, report: dict) -> tuple[float, float]:
     """(seconds, FLOPs) of every convolution the grade ran as float32 GEMMs (see the docstring)."""
     rng = np.random.default_rng(0)
@@ -99,9 +107,7 @@ def blas_floor(spec, report: dict) -> tuple[float, float]:
         depth = c["c_in"] * c["k"] ** 2
         columns = c["batch"] * (c["height"] - c["k"] + 1) * (c["width"] - c["k"] + 1)
         block = max(1, min(columns, COLUMN_BLOCK_BYTES // (4 * depth)))
-        w = rng.random((c["c_out"], depth), dtype=np.float32)
-        cols = rng.random((depth, block), dtype=np.float32)
-        out = np.empty((c["c_out"], block), dtype=np.float32)
+        w, cols, out = floor_operands(c, block, rng)
         np.matmul(w, cols, out=out)                      # BLAS threads up, pages touched
         for start in range(0, columns, block):
             n = min(block, columns - start)

@@ -51,6 +51,7 @@ from nkisim import execute as executor  # noqa: E402
 from nkisim import program as programs  # noqa: E402
 from nkisim.runtime import ArgSpec, trace_kernel  # noqa: E402
 from reference_kernels import conv2d_optimized  # noqa: E402
+from grade_speed import floor_operands  # noqa: E402  (bench/, this script's own directory)
 
 
 def conv_large() -> tuple[str, dict]:
@@ -156,12 +157,9 @@ def flops_of(groups) -> float:
 def floor_gemm(config: dict, flops: float):
     """bench/grade_speed.py's floor GEMM for the configuration (filters x depth C_in K K, by a
     column block) with about `flops` of work: (the GEMM, its FLOPs)."""
-    rng = np.random.default_rng(1)
     depth, rows = config["c_in"] * config["k"] ** 2, config["c_out"]
     block = max(1, int(flops / (2 * depth * rows)))
-    w = rng.random((rows, depth), dtype=np.float32)
-    cols = rng.random((depth, block), dtype=np.float32)
-    out = np.empty((rows, block), dtype=np.float32)
+    w, cols, out = floor_operands(config, block, np.random.default_rng(1))
     return (lambda: np.matmul(w, cols, out=out)), 2.0 * rows * depth * block
 
 
