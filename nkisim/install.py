@@ -1,5 +1,5 @@
-"""Make `import neuronxcc.nki` resolve to nkisim in this process, so student files run
-unmodified."""
+"""Make `import neuronxcc.nki` (the legacy dialect) and `import nki` (NKI 0.6) resolve to nkisim
+in this process, so student files run unmodified."""
 from __future__ import annotations
 
 import importlib.util
@@ -9,7 +9,8 @@ import types
 from .errors import RealNeuronxccPresentError
 
 _MODULES = ("neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa",
-            "neuronxcc.nki.isa.constants", "neuronxcc.nki.compiler", "neuronxcc.nki.typing")
+            "neuronxcc.nki.isa.constants", "neuronxcc.nki.compiler", "neuronxcc.nki.typing",
+            "nki", "nki.language", "nki.isa", "nki.typing")
 _saved: dict[str, types.ModuleType | None] = {}
 
 
@@ -51,9 +52,12 @@ def install(force: bool = False, platform: str | None = None) -> None:
     constants = types.ModuleType("neuronxcc.nki.isa.constants")
     constants.engine = isa.engine
     isa.constants = constants
+    from . import nki06
     mapping = {"neuronxcc": root, "neuronxcc.nki": nki, "neuronxcc.nki.language": language,
                "neuronxcc.nki.isa": isa, "neuronxcc.nki.isa.constants": constants,
-               "neuronxcc.nki.compiler": compiler, "neuronxcc.nki.typing": typing}
+               "neuronxcc.nki.compiler": compiler, "neuronxcc.nki.typing": typing,
+               # the current dialect (NKI 0.6): the standalone `nki` package
+               "nki": nki06, "nki.language": nki06.language, "nki.isa": nki06.isa, "nki.typing": nki06.typing}
     for name, module in mapping.items():
         _saved.setdefault(name, sys.modules.get(name))
         sys.modules[name] = module

@@ -194,9 +194,10 @@ class Machine:
         # the caller. Called by an instruction function that the wrapper called from frame F,
         # that walk passes the function's and the wrapper's frames (both nkisim's) and starts
         # again at F: the wrapper's answer is the same. Exactly then is frame 3 here F itself
-        # (the frame F called into is the wrapper, whose callee is the function).
+        # (the frame F called into is the wrapper, whose callee is the function). A current-
+        # dialect binding that lowers onto a table function adds one frame: then it is frame 4.
         entry = self.entry
-        if entry is not None and _getframe(3) is entry[0]:
+        if entry is not None and ((above := _getframe(3)) is entry[0] or above.f_back is entry[0]):
             site = entry[1]
         else:
             site = site_of_frame(_getframe(1))

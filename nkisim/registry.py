@@ -40,18 +40,22 @@ RUNNING: contextvars.ContextVar = contextvars.ContextVar("nkisim_machine", defau
 _PASS_THROUGH = (NKISimError, MemoryError, RecursionError, Warning)
 
 
-def translate(exc: Exception, label: str, signature: inspect.Signature | None, args, kwargs) -> NKISimError:
+def translate(exc: Exception, label: str, signature: inspect.Signature | None, args, kwargs,
+              advice: Callable | None = None) -> NKISimError:
     """The typed error for `exc`, raised inside the simulator while it ran `label(*args, **kwargs)`
-    for the kernel. Arguments that do not fit the signature are the kernel's to fix; anything
-    else is reported as what it is: an exception inside the simulator."""
+    for the kernel. Arguments that do not fit the signature are the kernel's to fix (`advice`,
+    given the mismatch, may say how the dialect changed); anything else is reported as what it
+    is: an exception inside the simulator."""
     shown = f"{label}{signature}" if signature is not None else label
     site = user_site(2)
     if signature is not None:
         try:
             signature.bind(*args, **kwargs)
         except TypeError as mismatch:
-            return ArgumentError(f"{label}: {mismatch}", site=site,
-                                 remedy=f"call it as documented: {shown}")
+            told = advice(str(mismatch), args, kwargs) if advice is not None else None
+            remedy = f"call it as documented: {shown}"
+            return ArgumentError(f"{label}: {mismatch}" + (f"; {told}" if told else ""), site=site,
+                                 remedy=remedy)
     return SimulatorFailure(
         f"{label} raised {type(exc).__name__} inside the simulator: {exc}", site=site,
         remedy=f"check the argument values against the NKI documentation of {shown}; if the call "
@@ -93,43 +97,49 @@ def instruction(name: str, *engines: Engine, kinds: tuple[str, ...]):
             raise RuntimeError(f"instruction {name!r} registered twice")
         INSTRUCTIONS[name] = InstructionSpec(name, engines, fn, tuple(kinds))
         ALLOWED.update((name, engine, kind) for engine in engines for kind in kinds)
-        sig = inspect.signature(fn)
-        public = sig.replace(parameters=list(sig.parameters.values())[1:])
-        label = f"nisa.{fn.__name__}"
-
-        running = RUNNING.get
-
-        @functools.wraps(fn)
-        def call(*args, **kwargs):
-            machine = running()
-            if machine is None:
-                machine = _outside()
-            # the kernel line of this call, found here from the caller's frame: Machine.emit
-            # uses it when it is called by `fn` itself (see Machine.emit), instead of walking
-            # out through fn's and this frame (each walked frame is made into an object)
-            caller = _getframe(1)
-            code, offset = caller.f_code, caller.f_lasti
-            last = machine.last_call          # the same call as the last one (a loop's body)?
-            if code is last[0] and offset == last[1] and caller.f_trace is None:
-                site = last[2]
-            else:
-                known = SITE_AT_OFFSET.get((id(code), offset))     # site_of_frame's first look, inline
-                if known is not None and known[0] is code and caller.f_trace is None:
-                    site = known[1]
-                    machine.last_call = (code, offset, site)         # only a site found at this offset
-                else:
-                    site = site_of_frame(caller)
-            outer = machine.entry
-            machine.entry = (caller, site)
-            try:
-                return fn(machine, *args, **kwargs)
-            except _PASS_THROUGH:
-                raise
-            except Exception as exc:
-                raise translate(exc, label, public, args, kwargs) from exc
-            finally:
-                machine.entry = outer
-
-        call.__signature__ = public
-        return call
+        return machine_call(fn, f"nisa.{fn.__name__}")
     return register
+
+
+def machine_call(fn: Callable, label: str, advice: Callable | None = None) -> Callable:
+    """`fn(machine, *args, **kwargs)` as a kernel calls it: the running machine found here, the
+    kernel's line of the call noted for Machine.emit, and untyped exceptions made typed errors
+    at that line. Both front ends' instructions are made by it: the legacy table's own
+    functions (`instruction`) and the current dialect's destination-first bindings."""
+    sig = inspect.signature(fn)
+    public = sig.replace(parameters=list(sig.parameters.values())[1:])
+    running = RUNNING.get
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        machine = running()
+        if machine is None:
+            machine = _outside()
+        # the kernel line of this call, found here from the caller's frame: Machine.emit
+        # uses it when it is called by `fn` itself (see Machine.emit), instead of walking
+        # out through fn's and this frame (each walked frame is made into an object)
+        caller = _getframe(1)
+        code, offset = caller.f_code, caller.f_lasti
+        last = machine.last_call          # the same call as the last one (a loop's body)?
+        if code is last[0] and offset == last[1] and caller.f_trace is None:
+            site = last[2]
+        else:
+            known = SITE_AT_OFFSET.get((id(code), offset))     # site_of_frame's first look, inline
+            if known is not None and known[0] is code and caller.f_trace is None:
+                site = known[1]
+                machine.last_call = (code, offset, site)         # only a site found at this offset
+            else:
+                site = site_of_frame(caller)
+        outer = machine.entry
+        machine.entry = (caller, site)
+        try:
+            return fn(machine, *args, **kwargs)
+        except _PASS_THROUGH:
+            raise
+        except Exception as exc:
+            raise translate(exc, label, public, args, kwargs, advice) from exc
+        finally:
+            machine.entry = outer
+
+    call.__signature__ = public
+    return call

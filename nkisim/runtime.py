@@ -57,6 +57,13 @@ class Kernel:
             return self.func(*args, **kwargs)
         return run_kernel(self, args, kwargs).outputs
 
+    # the dialect's kernel-level rules (nkisim.nki06.jit's kernels have the current dialect's)
+    def before_trace(self, args, kwargs) -> None:
+        """Checks of the kernel and its arguments before its Python runs."""
+
+    def check_result(self, result, site) -> None:
+        """Checks of what the traced kernel returned (its HBM outputs are checked for both)."""
+
     def __getitem__(self, grid):
         raise KernelContractError("SPMD launch grids (kernel[grid](...)) are not simulated by nkisim",
                                   remedy="call the kernel without a grid", code="err_not_simulated")
@@ -191,6 +198,7 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
     """Run the kernel's Python on value-free tensors and return the program it traced.
     `args` may be NumPy arrays or ArgSpecs: only shapes and dtypes are used."""
     k = as_kernel(kernel)
+    k.before_trace(args, kwargs)
     machine = Machine(settings)
     names = _param_names(k.func, len(args))
     with machine.activate(), collector.paused():
@@ -204,6 +212,7 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
             if frame is not None:
                 frame.clear()
             del frame
+        k.check_result(result, _last_line(k.func))
         outputs = _output_regions(result, k.__name__, _last_line(k.func))
         # the allocation table (one tuple per allocation) is made while the collector is still paused
         program = Program(kernel=k.__name__, allocs=machine.allocation_table(), records=machine.trace,

@@ -1,18 +1,8 @@
-"""What the facade modules (nki, nki.language, nki.isa) answer for a name they do not define.
-
-A documented NKI name that nkisim does not simulate gives a stand-in: importing or
-referencing it is fine (the kernel may never call it), using it raises NotSimulatedError at
-the kernel's line, saying the kernel may be valid NKI and what to do instead. Any other name
-raises NoSuchNameError (an AttributeError) with the closest NKI names.
-"""
+"""The legacy dialect's documented names that nkisim does not simulate (nkisim.facade answers
+for them and for names that are not NKI at all)."""
 from __future__ import annotations
 
-import difflib
-import types
-
-from ..errors import NoSuchNameError, NotSimulatedError
-
-_HARDWARE = "or have this kernel graded on Trainium hardware (the neuron backend)"
+from ..facade import NotSimulated, make_getattr, no_such_name, public_names  # noqa: F401 (the facade's)
 
 # nki.language names documented for SDK 2.26 (shared/docs/nki-api.md 1.2) that nkisim does
 # not simulate, each with what a kernel can use instead.
@@ -56,66 +46,3 @@ ISA_NOT_SIMULATED = {
     "tensor_copy_dynamic_dst": "copy with a slice computed in Python from loop indices",
     "tensor_copy_predicated": "use nl.where, or nisa.tensor_copy with mask=",
 }
-
-
-class NotSimulated:
-    """Stand-in for a documented NKI name nkisim does not simulate."""
-
-    def __init__(self, qualname: str, alternative: str, simulated: str) -> None:
-        self._qualname = qualname
-        self._alternative = alternative
-        self._simulated = simulated
-
-    def _error(self) -> NotSimulatedError:
-        return NotSimulatedError(
-            f"{self._qualname} is documented NKI but nkisim does not simulate it, so this kernel "
-            f"cannot run on the simulator as written (it may be valid on Trainium). "
-            f"Simulated here: {self._simulated}",
-            remedy=f"{self._alternative}; {_HARDWARE}")
-
-    def __call__(self, *args, **kwargs):
-        raise self._error()
-
-    def __getattr__(self, attr: str):
-        if attr.startswith("_"):
-            raise AttributeError(attr)
-        raise self._error()
-
-    def __repr__(self) -> str:
-        return f"<{self._qualname}: documented NKI, not simulated by nkisim>"
-
-
-def public_names(namespace: dict) -> list[str]:
-    return sorted(n for n, v in namespace.items()
-                  if not n.startswith("_") and not isinstance(v, types.ModuleType))
-
-
-def make_getattr(prefix: str, namespace: dict, not_simulated: dict[str, str], simulated,
-                 elsewhere=lambda: ()):
-    """A module `__getattr__` for the facade module whose globals are `namespace`.
-    `prefix` is how kernels spell the module ("nl."); `simulated()` describes what is
-    simulated; `elsewhere()` gives (prefix, namespace) of the other facade modules, to say
-    where a name from the wrong module lives."""
-    stand_ins: dict[str, NotSimulated] = {}
-
-    def __getattr__(name: str):
-        if name.startswith("_"):
-            raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
-        if name in not_simulated:
-            if name not in stand_ins:
-                stand_ins[name] = NotSimulated(prefix + name, not_simulated[name], simulated())
-            return stand_ins[name]
-        raise no_such_name(prefix, name, public_names(namespace) + list(not_simulated), elsewhere())
-    return __getattr__
-
-
-def no_such_name(prefix: str, name: str, known: list[str], elsewhere=()) -> NoSuchNameError:
-    homes = [other + name for other, space in elsewhere if name in space and not name.startswith("_")]
-    close = difflib.get_close_matches(name, known, n=4, cutoff=0.6)
-    if homes:
-        remedy = f"it is {' / '.join(homes)}: use that module"
-    elif close:
-        remedy = "did you mean " + ", ".join(prefix + c for c in close) + "?"
-    else:
-        remedy = f"check the spelling against the NKI documentation of {prefix.rstrip('.')}"
-    return NoSuchNameError(f"{prefix}{name} is not an NKI name", remedy=remedy)

@@ -1,0 +1,110 @@
+"""`nki.jit` and `nki.simulate` of NKI 0.6: a kernel is compiled (here: traced) and run on NumPy
+arrays; the platform comes from NEURON_PLATFORM_TARGET_OVERRIDE, never from an argument."""
+from __future__ import annotations
+
+import os
+
+from ..errors import ArgumentError, KernelContractError, NotSimulatedError
+from ..machine import _current
+from ..runtime import Kernel, run_kernel
+from ..settings import SimSettings
+from . import rules
+from .bind import DIALECT
+
+# NEURON_PLATFORM_TARGET_OVERRIDE's documented values -> nkisim's platform names
+PLATFORM_TARGETS = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2",
+                    "trn3": "trn3", "gen4": "trn3"}
+
+
+class CurrentKernel(Kernel):
+    """What NKI 0.6's @nki.jit returns: call it on NumPy arrays (or `kernel[lnc](...)`)."""
+
+    dialect = DIALECT
+
+    def __init__(self, func, **options) -> None:
+        super().__init__(func, "auto", **options)
+        rules.check_kernel_function(func)
+
+    def __call__(self, *args, **kwargs):
+        if _current.get() is not None:
+            raise KernelContractError(
+                f"'{self.__name__}' is decorated with @nki.jit and called from inside another kernel; "
+                "since NKI 0.3 only the top-level kernel carries @nki.jit",
+                remedy=f"remove @nki.jit from '{self.__name__}': helpers are plain functions",
+                code="err_decorated_helper")
+        rules.arrays_only(args)
+        return run_kernel(self, args, kwargs, settings=settings_from_environment()).outputs
+
+    def __getitem__(self, lnc):
+        """kernel[lnc](...): launch on a logical NeuronCore of `lnc` physical cores."""
+        if lnc == 1 and type(lnc) is int:
+            return self
+        raise NotSimulatedError(
+            f"kernel[{lnc!r}] launches on a logical NeuronCore of {lnc!r} physical cores; nkisim simulates "
+            "one physical core (LNC=1)", remedy="call the kernel directly, or as kernel[1](...)",
+            code="err_not_simulated")
+
+    def before_trace(self, args, kwargs) -> None:
+        rules.check_arguments(args, kwargs, self.__name__)
+
+    def check_result(self, result, site) -> None:
+        rules.check_outputs(result, self.__name__, site)
+
+
+def jit(func=None, **options):
+    """@nki.jit or @nki.jit(...): NKI 0.6 takes the platform from the environment."""
+    if "platform_target" in options:
+        raise ArgumentError(
+            "nki.jit(platform_target=...) is an error since NKI 0.3: the target comes from the "
+            "environment", remedy="set NEURON_PLATFORM_TARGET_OVERRIDE=trn2 (or trn1, trn3) instead",
+            code="err_unsupported_args")
+    if options:
+        raise ArgumentError(f"nki.jit does not take {', '.join(sorted(options))}",
+                            remedy="decorate with @nki.jit alone", code="err_unsupported_args")
+
+    def make(f):
+        if isinstance(f, Kernel):
+            raise KernelContractError(f"'{f.__name__}' is decorated with @nki.jit twice",
+                                      remedy="keep one @nki.jit")
+        return CurrentKernel(f)
+    return make if func is None else make(func)
+
+
+def simulate(kernel):
+    """nki.simulate(kernel)(*arrays): run the kernel on NumPy arrays, return NumPy outputs."""
+    if not isinstance(kernel, CurrentKernel):
+        if isinstance(kernel, Kernel):
+            raise KernelContractError("nki.simulate takes an NKI 0.6 kernel; this one was decorated with "
+                                      "the legacy neuronxcc.nki.jit", remedy="decorate it with @nki.jit "
+                                                                             "(import nki)")
+        kernel = jit(kernel)
+
+    def run(*args, **kwargs):
+        return kernel(*args, **kwargs)
+    run.__name__ = kernel.__name__
+    return run
+
+
+def settings_from_environment() -> SimSettings:
+    """The run's settings from the documented variables: NEURON_PLATFORM_TARGET_OVERRIDE names the
+    platform; NKI_PRECISE_FP=1 (the default since 0.4) stores every dtype at its own precision,
+    which is what nkisim always does."""
+    precise = os.environ.get("NKI_PRECISE_FP", "1")
+    if precise != "1":
+        raise NotSimulatedError(
+            f"NKI_PRECISE_FP={precise!r}: nkisim stores every dtype at its own precision, as Trainium does "
+            "(NKI_PRECISE_FP=1, the default since NKI 0.4)", remedy="unset NKI_PRECISE_FP or set it to 1",
+            code="err_not_simulated")
+    target = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE")
+    if target is None or target == "":
+        return SimSettings()
+    platform = PLATFORM_TARGETS.get(target)
+    if platform is None:
+        raise ArgumentError(f"NEURON_PLATFORM_TARGET_OVERRIDE={target!r} is not a Neuron platform",
+                            remedy=f"use one of {', '.join(PLATFORM_TARGETS)}", code="err_unsupported_args")
+    if platform == "trn3":
+        raise NotSimulatedError(
+            f"NEURON_PLATFORM_TARGET_OVERRIDE={target!r} asks for Trainium3 (NeuronCore-v4), which nkisim "
+            "does not model yet", remedy="use trn2 (or gen3), or unset it for Trainium2",
+            code="err_not_simulated")
+    return SimSettings(platform=platform)

@@ -1,0 +1,132 @@
+"""The current dialect's names that nkisim does not simulate yet, and the legacy names NKI 0.6
+no longer has, each with its migration rule (nkisim.facade answers for both)."""
+from __future__ import annotations
+
+from ..facade import make_getattr, public_names
+
+# nki.isa instructions of NKI 0.6 (the 0.6 API reference) not lowered onto the table yet
+ISA_NOT_SIMULATED = {
+    "nc_matmul_mx": "MX matmul runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet",
+    "quantize_mx": "MX quantization runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet",
+    "activate2": "activate2 runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet",
+    "exponential": "use nisa.activation(dst, op=nl.exp, data=...)",
+    "activation_reduce": "use nisa.activation with reduce_op= and reduce_res=",
+    "tensor_scalar_reduce": "use nisa.tensor_scalar followed by nisa.tensor_reduce",
+    "scalar_tensor_tensor": "use nisa.tensor_scalar followed by nisa.tensor_tensor",
+    "tensor_tensor_scan": "write the scan as a loop of nisa.tensor_tensor over columns",
+    "tensor_scalar_cumulative": "write the scan as a loop of nisa.tensor_scalar over columns",
+    "tensor_copy_predicated": "use nisa.affine_select, or nisa.tensor_tensor with a 0/1 mask tile",
+    "reciprocal": "use nisa.activation(dst, op=nl.reciprocal, data=...)",
+    "dropout": "dropout is random; a graded kernel should not need it",
+    "range_select": "use nisa.affine_select",
+    "select_reduce": "use nisa.affine_select followed by nisa.tensor_reduce",
+    "sequence_bounds": "not expressible with the simulated instructions",
+    "bn_stats": "compute mean and variance with nisa.tensor_reduce and nisa.tensor_tensor",
+    "bn_aggr": "compute mean and variance with nisa.tensor_reduce and nisa.tensor_tensor",
+    "local_gather": "gather with nisa.dma_copy from computed slices of the source",
+    "nc_n_gather": "gather with nisa.dma_copy from computed slices of the source",
+    "dma_compute": "accumulate on chip with nisa.tensor_tensor, then nisa.dma_copy the result",
+    "max8": "use nisa.tensor_reduce(dst, nl.max, data, axis=...) for the largest value",
+    "nc_find_index8": "not expressible with the simulated instructions",
+    "nc_match_replace8": "not expressible with the simulated instructions",
+    "nc_stream_shuffle": "move partitions with nisa.nc_transpose or a DMA",
+    "topk": "use nisa.tensor_reduce(dst, nl.max, data, axis=...) for the largest value",
+    "nonzero_with_count": "not expressible with the simulated instructions",
+    "register_alloc": "runtime registers drive runtime loops, which nkisim does not simulate: use "
+                      "Python loops with compile-time bounds",
+    "register_load": "use Python loops with compile-time bounds",
+    "register_store": "use Python loops with compile-time bounds",
+    "register_move": "use Python loops with compile-time bounds",
+    "core_barrier": "collectives need several NeuronCores; launch the kernel on one core",
+    "sendrecv": "collectives need several NeuronCores; launch the kernel on one core",
+    "rng": "pass random data in as a kernel argument",
+    "rand2": "pass random data in as a kernel argument",
+    "rand_set_state": "pass random data in as a kernel argument",
+    "rand_get_state": "pass random data in as a kernel argument",
+    "set_rng_seed": "pass random data in as a kernel argument",
+}
+
+# legacy nki.isa names that NKI 0.6 does not have
+ISA_REMOVED = {
+    "tensor_copy_dynamic_src": "it was removed in NKI 0.2; index with a physical access pattern (t.ap(...))",
+    "tensor_copy_dynamic_dst": "it was removed in NKI 0.2; index with a physical access pattern (t.ap(...))",
+    "unknown_engine": "NKI 0.3 names enums: use nisa.engine.unknown",
+    "tensor_engine": "NKI 0.3 names enums: use nisa.engine.tensor",
+    "vector_engine": "NKI 0.3 names enums: use nisa.engine.vector",
+    "scalar_engine": "NKI 0.3 names enums: use nisa.engine.scalar",
+    "gpsimd_engine": "NKI 0.3 names enums: use nisa.engine.gpsimd",
+    "dma_engine": "NKI 0.3 names enums: use nisa.engine.sync or leave engine unset",
+    "constants": "NKI 0.3 names enums on nki.isa itself: use nisa.engine",
+}
+
+# nki.language names NKI 0.6 does not simulate yet
+LANGUAGE_NOT_SIMULATED = {
+    "fori_loop": "runtime loops are not simulated: use a Python range() loop with compile-time bounds",
+    "while_loop": "runtime loops are not simulated: use a Python range() loop with compile-time bounds",
+    "dynamic_range": "runtime loops are not simulated: use a Python range() loop with compile-time bounds",
+    "no_reorder": "scheduling hints change no values: leave the block out to simulate it",
+    "softmax": "compute it with nisa.activation(op=nl.exp), nisa.tensor_reduce and nisa.tensor_scalar",
+    "rms_norm": "compute it with nisa.activation and nisa.tensor_reduce",
+    "dropout": "dropout is random; a graded kernel should not need it",
+    "rand": "pass random data in as a kernel argument",
+    "random_seed": "pass random data in as a kernel argument",
+    "shared_constant": "pass the constant in as a kernel argument, or build it with nisa.iota / nisa.memset",
+}
+
+# legacy nki.language names that NKI 0.6 does not have
+LANGUAGE_REMOVED = {
+    "arange": "nl.arange was removed in NKI 0.2: index with plain integer slices, t[0:128, 0:512]",
+    "mgrid": "nl.mgrid was removed in NKI 0.2: index with plain integer slices, t[0:128, 0:512]",
+    "par_dim": "nl.par_dim was removed in NKI 0.2: the partition dimension is always the first; "
+               "use a Python list of tiles, or fold the block into a free dimension",
+    "ds": "nl.ds was removed in NKI 0.2: index with plain integer slices, t[start:start + size]",
+    "loop_reduce": "nl.loop_reduce was removed: accumulate with nisa.tensor_tensor(dst=acc, data1=acc, "
+                   "data2=tile, op=nl.add)",
+    "load_transpose2d": "nl.load_transpose2d was removed: use nisa.dma_transpose(dst, src)",
+    "spmd_dim": "SPMD grids became logical-NeuronCore launches: kernel[lnc](...)",
+    "nc": "SPMD grids became logical-NeuronCore launches: kernel[lnc](...)",
+}
+
+# legacy top-level nki names that NKI 0.6 does not have
+NKI_REMOVED = {
+    "baremetal": "nki.baremetal is not available since NKI 0.2: call the @nki.jit kernel on NumPy arrays, "
+                 "or nki.simulate(kernel)(...)",
+    "benchmark": "nki.benchmark is not available since NKI 0.2: time a NEFF with nrtpy on Trainium, or "
+                 "use `nkisim profile` for the simulated latency",
+    "profile": "nki.profile is not available since NKI 0.2: capture with neuron-explorer on Trainium, or "
+               "use `nkisim profile` for a simulated timeline",
+    "simulate_kernel": "nki.simulate_kernel is not available since NKI 0.2: use nki.simulate(kernel)(...)",
+    "tensor": "nki.tensor moved to nki.meta.tensor in NKI 0.2",
+}
+
+
+def isa_getattr(namespace: dict):
+    return make_getattr("nisa.", namespace, ISA_NOT_SIMULATED, lambda: _simulated("nisa.", namespace),
+                        elsewhere=lambda: (("nl.", _language()),), removed=ISA_REMOVED)
+
+
+def language_getattr(namespace: dict):
+    return make_getattr("nl.", namespace, LANGUAGE_NOT_SIMULATED, lambda: _simulated("nl.", namespace),
+                        elsewhere=lambda: (("nisa.", _isa()),), removed=LANGUAGE_REMOVED)
+
+
+def nki_getattr(namespace: dict, submodules: list[str]):
+    def simulated():
+        return "nki.jit, nki.simulate and the modules " + ", ".join(f"nki.{m}" for m in submodules)
+    return make_getattr("nki.", namespace, {}, simulated, removed=NKI_REMOVED)
+
+
+def _simulated(prefix: str, namespace: dict) -> str:
+    functions = [n for n in public_names(namespace)
+                 if callable(namespace[n]) and not isinstance(namespace[n], type)]
+    return prefix + (", " + prefix).join(functions)
+
+
+def _language() -> dict:
+    from . import language
+    return vars(language)
+
+
+def _isa() -> dict:
+    from . import isa
+    return vars(isa)
