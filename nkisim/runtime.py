@@ -41,6 +41,8 @@ class Kernel:
     """What @nki.jit returns. Called with NumPy arrays outside a kernel it runs like
     nki.baremetal; called from inside a running kernel it is an ordinary helper call."""
 
+    dialect = "neuronxcc-nki"      # its dialect's name in nkisim.dialects (the legacy front end's)
+
     def __init__(self, func, mode: str = "auto", **options) -> None:
         self.func = func
         self.mode = mode

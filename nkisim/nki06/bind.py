@@ -17,9 +17,6 @@ from ..memory import Buffer
 from ..registry import INSTRUCTIONS, machine_call
 from ..tensor import DeviceTensor
 
-DIALECT = "nki-0.6"
-
-
 def binding(fn):
     """`fn(machine, dst, ...)` as `nisa.<name>(dst, ...)`: the running machine found, the kernel's
     line noted, and an argument the 0.6 signature does not have refused with that signature."""

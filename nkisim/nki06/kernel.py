@@ -9,7 +9,7 @@ from ..machine import _current
 from ..runtime import Kernel, run_kernel
 from ..settings import SimSettings
 from . import rules
-from .bind import DIALECT
+from ..dialects import CURRENT
 
 # NEURON_PLATFORM_TARGET_OVERRIDE's documented values -> nkisim's platform names
 PLATFORM_TARGETS = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2",
@@ -19,11 +19,10 @@ PLATFORM_TARGETS = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn
 class CurrentKernel(Kernel):
     """What NKI 0.6's @nki.jit returns: call it on NumPy arrays (or `kernel[lnc](...)`)."""
 
-    dialect = DIALECT
+    dialect = CURRENT.name
 
     def __init__(self, func, **options) -> None:
         super().__init__(func, "auto", **options)
-        rules.check_kernel_function(func)
 
     def __call__(self, *args, **kwargs):
         if _current.get() is not None:
@@ -45,6 +44,9 @@ class CurrentKernel(Kernel):
             code="err_not_simulated")
 
     def before_trace(self, args, kwargs) -> None:
+        """What the NKI compiler refuses when it compiles the kernel (its first call), not when
+        the file is imported."""
+        rules.check_kernel_function(self.func)
         rules.check_arguments(args, kwargs, self.__name__)
 
     def check_result(self, result, site) -> None:

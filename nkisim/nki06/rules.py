@@ -74,7 +74,7 @@ def _refuse_identity_tests(func) -> None:
             # a jump on None instead
             if ins.opname == "IS_OP" or ins.opname.endswith(("_IF_NONE", "_IF_NOT_NONE")):
                 line = ins.positions.lineno if ins.positions and ins.positions.lineno else code.co_firstlineno
-                spelled = "is not" if (ins.arg if ins.opname == "IS_OP" else "NOT_NONE" in ins.opname) else "is"
+                spelled = ("is not" if ins.arg else "is") if ins.opname == "IS_OP" else "is / is not"
                 raise KernelContractError(
                     f"'{spelled}' in NKI code ({func.__name__}): since NKI 0.3 the NKI compiler does not "
                     "support identity comparisons", site=SourceSite(code.co_filename, line),

@@ -1,0 +1,47 @@
+"""The two NKI dialects nkisim simulates, named once: a spec names one, a report says which one
+a kernel was checked against, and the precheck knows each dialect's modules by it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str              # what a spec's `dialect` says
+    package: str           # what a kernel file imports
+    modules: tuple[str, ...]   # the dialect's importable modules
+    facade: str            # nkisim's package that stands in for `package`
+    title: str             # how a report names it
+    sdk: str               # the Neuron SDK line that ships it
+
+
+LEGACY = Dialect(
+    name="neuronxcc-nki", package="neuronxcc.nki",
+    modules=("neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa", "neuronxcc.nki.isa.constants",
+             "neuronxcc.nki.compiler", "neuronxcc.nki.typing"),
+    facade="nkisim.nki", title="legacy NKI (neuronxcc.nki, NKI 0.1)", sdk="Neuron SDK 2.26")
+CURRENT = Dialect(
+    name="nki-0.6", package="nki",
+    modules=("nki", "nki.language", "nki.isa", "nki.typing"),
+    facade="nkisim.nki06", title="NKI 0.6 (nki)", sdk="Neuron SDK 2.32")
+
+DIALECTS = {d.name: d for d in (LEGACY, CURRENT)}
+
+
+def dialect_named(name: str | None) -> Dialect:
+    """The dialect a spec names (None: the legacy one, what specs before the current line mean)."""
+    if name is None:
+        return LEGACY
+    try:
+        return DIALECTS[name]
+    except KeyError:
+        raise ValueError(f"unknown NKI dialect {name!r}: nkisim knows "
+                         f"{', '.join(repr(n) for n in DIALECTS)}") from None
+
+
+def dialect_of_module(module: str) -> Dialect | None:
+    """The dialect whose package `module` belongs to ("nki.isa" -> CURRENT), else None."""
+    for d in (LEGACY, CURRENT):
+        if module == d.package or module.startswith(d.package + "."):
+            return d
+    return None
