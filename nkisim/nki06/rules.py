@@ -83,20 +83,32 @@ def _refuse_identity_tests(func) -> None:
 
 
 def _refuse_legacy_namespace(func) -> None:
-    """A current-dialect kernel may not use the legacy neuronxcc.nki namespace (NKI 0.4+)."""
-    for name, value in getattr(func, "__globals__", {}).items():
-        module = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
-        if isinstance(module, str) and (module == _LEGACY_PACKAGE or module.startswith(_LEGACY_PACKAGE + ".")):
-            if not isinstance(value, types.ModuleType) and not callable(value):
+    """A current-dialect kernel (or a helper it calls) may not use the legacy neuronxcc.nki
+    namespace: since NKI 0.4 that is a compilation error."""
+    module_globals = getattr(func, "__globals__", {})
+    for reached in _functions_reached(func):
+        for name in sorted(_names_used(reached.__code__)):
+            value = module_globals.get(name)
+            if not _is_legacy(value):
                 continue
-            code = func.__code__
+            code = reached.__code__
             raise KernelContractError(
-                f"kernel '{func.__name__}' is an nki.jit kernel, but its module uses the legacy "
+                f"'{reached.__name__}' is compiled as NKI 0.6 (an nki.jit kernel), but it uses the legacy "
                 f"neuronxcc.nki namespace (as '{name}'): since NKI 0.4 (Neuron SDK 2.30) using "
                 "neuronxcc.nki inside an NKI kernel is a compilation error",
                 site=SourceSite(code.co_filename, code.co_firstlineno),
                 remedy="import nki, nki.language as nl and nki.isa as nisa only, and migrate the legacy "
                        "calls (every nki.isa call takes dst first)", code="err_mixed_nki_namespaces")
+
+
+def _is_legacy(value) -> bool:
+    if isinstance(value, types.ModuleType):
+        module = value.__name__
+    elif callable(value):
+        module = getattr(value, "__module__", None)
+    else:
+        return False
+    return isinstance(module, str) and (module == _LEGACY_PACKAGE or module.startswith(_LEGACY_PACKAGE + "."))
 
 
 def check_arguments(args, kwargs, kernel_name: str) -> None:

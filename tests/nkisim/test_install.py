@@ -79,3 +79,28 @@ def test_placeholder_neuronxcc_without_nki_does_not_block_install(tmp_path):
         assert nki.jit is nkisim.nki.jit
     """, extra_path=str(tmp_path))
     assert result.returncode == 0, result.stderr
+
+
+def test_install_makes_both_dialects_importable_and_uninstall_removes_them():
+    result = run_python("""
+        import importlib
+        import nkisim
+        try:
+            import nki
+        except ModuleNotFoundError:
+            pass
+        else:
+            raise SystemExit("nki importable before install")
+        nkisim.install()
+        import nki, nki.isa as nisa, nki.language as nl, nki.typing as nt
+        import neuronxcc.nki as legacy
+        import nkisim.nki06
+        assert nki is nkisim.nki06 and legacy is nkisim.nki
+        assert nisa.engine.vector.name == "vector" and nl.shared_hbm is not nl.hbm
+        print(nki.__version__, nisa.get_nc_version().name)
+        nkisim.uninstall()
+        import sys
+        assert "nki" not in sys.modules and "neuronxcc" not in sys.modules
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0.6.0", "gen3"]

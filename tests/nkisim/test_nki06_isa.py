@@ -1,0 +1,324 @@
+"""The NKI 0.6 front end's instructions against NumPy, and against the legacy front end: the same
+kernel written in both dialects traces the same instructions and computes the same bits.
+
+Kernels are written as the 0.6 API reference has them: every nki.isa call takes its destination
+first and returns nothing; outputs live in nl.shared_hbm."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import nkisim
+from nkisim import errors
+
+nkisim.install()
+
+import neuronxcc.nki as lnki  # noqa: E402
+import neuronxcc.nki.isa as lisa  # noqa: E402
+import neuronxcc.nki.language as lnl  # noqa: E402
+import nki  # noqa: E402
+import nki.isa as nisa  # noqa: E402
+import nki.language as nl  # noqa: E402
+
+F32 = np.dtype(np.float32)
+F16 = np.dtype(np.float16)
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def load(src, dtype=None):
+    tile = nl.ndarray(src.shape, dtype or src.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=src)
+    return tile
+
+
+def store(tile):
+    out = nl.ndarray(tile.shape, tile.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=tile)
+    return out
+
+
+def evict(psum_tile, dtype=None):
+    """PSUM -> SBUF with tensor_copy, then to an output."""
+    sb = nl.ndarray(psum_tile.shape, dtype or psum_tile.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=sb, src=psum_tile)
+    return store(sb)
+
+
+# ----- compute instructions against NumPy --------------------------------------------------------
+
+@nki.jit
+def add_kernel(a, b):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=out, data1=load(a), data2=load(b), op=nl.add)
+    return store(out)
+
+
+@nki.jit
+def cast_copy(a):
+    out = nl.ndarray(a.shape, nl.float16, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=out, src=load(a))
+    return store(out)
+
+
+@nki.jit
+def scale_shift(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=out, data=load(a), op0=nl.multiply, operand0=3.0, op1=nl.subtract, operand1=1.5)
+    return store(out)
+
+
+@nki.jit
+def row_max(a):
+    out = nl.ndarray((a.shape[0], 1), a.dtype, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=out, op=nl.max, data=load(a), axis=1, keepdims=True)
+    return store(out)
+
+
+@nki.jit
+def exp_bias(a, bias):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.activation(dst=out, op=nl.exp, data=load(a), bias=load(bias), scale=0.5)
+    return store(out)
+
+
+@nki.jit
+def filled(a):
+    t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=2.5)
+    return store(t)
+
+
+@nki.jit
+def pe_transpose(a):
+    t = nl.ndarray((a.shape[1], a.shape[0]), a.dtype, buffer=nl.psum)
+    nisa.nc_transpose(dst=t, data=load(a))
+    return evict(t)
+
+
+@nki.jit
+def column_sums(a):
+    out = nl.ndarray((1, a.shape[1]), a.dtype, buffer=nl.sbuf)
+    nisa.tensor_partition_reduce(dst=out, op=nl.add, data=load(a))
+    return store(out)
+
+
+@nki.jit
+def index_pattern(a):
+    t = nl.ndarray((a.shape[0], 4, 8), nl.int32, buffer=nl.sbuf)
+    nisa.iota(dst=t, pattern=[[8, 4], [1, 8]], offset=3, channel_multiplier=100)
+    return store(t)
+
+
+@nki.jit
+def lower_triangle(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    # keep element (p, f) where p - f >= 0, else -1
+    nisa.affine_select(dst=out, pattern=[[-1, a.shape[1]]], channel_multiplier=1, on_true_tile=load(a),
+                       on_false_value=-1.0, cmp_op=nl.greater_equal)
+    return store(out)
+
+
+def test_element_wise_instructions_compute_what_numpy_does():
+    a = rng(1).standard_normal((128, 64)).astype(F32)
+    b = rng(2).standard_normal((128, 64)).astype(F32)
+    bias = rng(3).standard_normal((128, 1)).astype(F32)
+    np.testing.assert_array_equal(add_kernel(a, b), a + b)
+    np.testing.assert_array_equal(cast_copy(a), a.astype(F16))
+    np.testing.assert_allclose(scale_shift(a), a * 3.0 - 1.5, rtol=1e-6)
+    np.testing.assert_array_equal(row_max(a), a.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(exp_bias(a, bias), np.exp(a * 0.5 + bias), rtol=1e-5)
+    np.testing.assert_array_equal(filled(a), np.full_like(a, 2.5))
+    np.testing.assert_array_equal(column_sums(a), a.sum(axis=0, keepdims=True, dtype=F32))
+
+
+def test_transpose_and_index_patterns():
+    a = rng(4).standard_normal((128, 96)).astype(F32)
+    np.testing.assert_array_equal(pe_transpose(a), a.T)
+    p, i, j = np.meshgrid(np.arange(16), np.arange(4), np.arange(8), indexing="ij")
+    np.testing.assert_array_equal(index_pattern(np.zeros((16, 32), F32)), 3 + 100 * p + 8 * i + j)
+    sq = rng(5).standard_normal((32, 32)).astype(F32)
+    np.testing.assert_array_equal(lower_triangle(sq), np.where(np.tril(np.ones((32, 32), bool)), sq, -1.0))
+
+
+# ----- nc_matmul: destination first, accumulation detected --------------------------------------
+
+@nki.jit
+def k_loop_matmul(a, b):
+    """a (K, M), b (K, N): the K loop accumulates into one PSUM tile without zeroing it."""
+    K, M = a.shape
+    acc = nl.ndarray((M, b.shape[1]), nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(K // 128):
+        nisa.nc_matmul(dst=acc, stationary=load(a[k * 128:(k + 1) * 128, :]),
+                       moving=load(b[k * 128:(k + 1) * 128, :]))
+    return evict(acc)
+
+
+@nki.jit
+def two_groups_one_accumulator(a, b):
+    """Two products in turn through one PSUM tile, read out between them: the second group
+    starts afresh (its first matmul overwrites) instead of adding to the first."""
+    out = nl.ndarray((2, a.shape[1], b.shape[1]), nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((a.shape[1], b.shape[1]), nl.float32, buffer=nl.psum)
+    for g in nl.affine_range(2):
+        for k in nl.affine_range(2):
+            nisa.nc_matmul(dst=acc, stationary=load(a[k * 128:(k + 1) * 128, :]),
+                           moving=load(b[k * 128:(k + 1) * 128, :]))
+        sb = nl.ndarray(acc.shape, nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=sb, src=acc)
+        nisa.dma_copy(dst=out[g], src=sb)
+    return out
+
+
+@nki.jit
+def explicit_accumulate(a, b, flag):
+    acc = nl.ndarray((a.shape[1], b.shape[1]), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=acc, stationary=load(a), moving=load(b))
+    nisa.nc_matmul(dst=acc, stationary=load(a), moving=load(b), accumulate=flag)
+    return evict(acc)
+
+
+def test_matmul_accumulates_over_k_and_restarts_after_a_read():
+    a = rng(6).standard_normal((384, 64)).astype(F32)
+    b = rng(7).standard_normal((384, 100)).astype(F32)
+    np.testing.assert_allclose(k_loop_matmul(a, b), a.T @ b, rtol=1e-4, atol=1e-4)
+    a2, b2 = a[:256], b[:256]
+    both = two_groups_one_accumulator(a2, b2)
+    np.testing.assert_allclose(both[0], a2.T @ b2, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(both[1], a2.T @ b2, rtol=1e-4, atol=1e-4)
+
+
+def test_explicit_accumulate_flag():
+    a = rng(8).standard_normal((128, 32)).astype(F32)
+    b = rng(9).standard_normal((128, 48)).astype(F32)
+    np.testing.assert_allclose(explicit_accumulate(a, b, True), 2 * (a.T @ b), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(explicit_accumulate(a, b, False), a.T @ b, rtol=1e-4, atol=1e-4)
+
+
+# ----- never-written memory reads as the sentinel -----------------------------------------------
+
+@nki.jit
+def reads_unwritten(a):
+    t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t[:, 0:8], src=a[:, 0:8])
+    return store(t)
+
+
+def test_a_read_of_never_written_memory_shows_nan():
+    out = reads_unwritten(np.ones((128, 16), F32))
+    assert np.all(out[:, :8] == 1.0) and np.all(np.isnan(out[:, 8:]))
+
+
+# ----- both dialects: the same instructions, the same bits --------------------------------------
+
+@nki.jit
+def conv_like_current(x, w):
+    """w (K, M) stationary, x (K, N) moving, bias-free ReLU eviction: the shape of a conv tile."""
+    acc = nl.ndarray((w.shape[1], x.shape[1]), nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(x.shape[0] // 128):
+        nisa.nc_matmul(dst=acc, stationary=load(w[k * 128:(k + 1) * 128, :]),
+                       moving=load(x[k * 128:(k + 1) * 128, :]))
+    pooled = nl.ndarray((w.shape[1], x.shape[1] // 2), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=pooled, op=nl.max, data=acc.reshape((w.shape[1], x.shape[1] // 2, 2)), axis=2)
+    out = nl.ndarray(pooled.shape, x.dtype, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=out, data=pooled, op0=nl.maximum, operand0=0.0)
+    return store(out)
+
+
+@lnki.jit
+def conv_like_legacy(x, w):
+    acc = lnl.zeros((w.shape[1], x.shape[1]), lnl.float32, buffer=lnl.psum)
+    for k in lnl.affine_range(x.shape[0] // 128):
+        ws = lnl.ndarray((128, w.shape[1]), w.dtype, buffer=lnl.sbuf)
+        xs = lnl.ndarray((128, x.shape[1]), x.dtype, buffer=lnl.sbuf)
+        lisa.dma_copy(dst=ws, src=w[k * 128:(k + 1) * 128, :])
+        lisa.dma_copy(dst=xs, src=x[k * 128:(k + 1) * 128, :])
+        acc += lisa.nc_matmul(ws, xs)
+    pooled = lisa.tensor_reduce(lnl.max, acc.reshape((w.shape[1], x.shape[1] // 2, 2)), axis=2)
+    out = lnl.ndarray(pooled.shape, x.dtype, buffer=lnl.sbuf)
+    out[...] = lisa.tensor_scalar(pooled, op0=lnl.maximum, operand0=0.0, dtype=x.dtype)
+    hbm = lnl.ndarray(out.shape, x.dtype, buffer=lnl.hbm)
+    lisa.dma_copy(dst=hbm, src=out)
+    return hbm
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_the_same_kernel_in_both_dialects_traces_the_same_instructions_and_bits(dtype):
+    x = rng(10).standard_normal((256, 200)).astype(dtype)
+    w = rng(11).standard_normal((256, 128)).astype(dtype)
+    current = nkisim.run_kernel(conv_like_current, (x, w), {})
+    legacy = nkisim.run_kernel(conv_like_legacy, (x, w), {})
+    ops = [(r.opcode, r.engine, r.accumulate) for r in current.program.records]
+    legacy_ops = [(r.opcode, r.engine, r.accumulate) for r in legacy.program.records if r.opcode != "memset"]
+    # the legacy kernel zeroes its accumulator and adds every matmul; the current one's first
+    # matmul overwrites: the same instructions otherwise
+    assert [o[:2] for o in ops] == [o[:2] for o in legacy_ops]
+    matmuls = [o[2] for o in ops if o[0] == "nc_matmul"]
+    assert matmuls == [False, True]
+    np.testing.assert_array_equal(current.outputs, legacy.outputs)
+
+
+# ----- what the 0.6 instructions refuse -----------------------------------------------------------
+
+def _kernel_calling(body):
+    @nki.jit
+    def kernel(a):
+        t = load(a)
+        body(t)
+        return store(t)
+    return kernel
+
+
+A = np.ones((128, 64), F32)
+
+
+@pytest.mark.parametrize("body, error, words", [
+    (lambda t: nisa.tensor_copy(t), errors.ArgumentError, "takes its destination first"),
+    (lambda t: nisa.tensor_copy(dst=t, src=t, dtype=nl.float16), errors.ArgumentError, "takes the dtype of dst"),
+    (lambda t: nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.add, mask=None), errors.ArgumentError,
+     "removed mask="),
+    (lambda t: nisa.tensor_copy(dst=t, src=t, engine=5), errors.ArgumentError, "nisa.engine"),
+    (lambda t: nisa.tensor_copy(dst=t, src=t, colour="red"), errors.ArgumentError, "unexpected keyword"),
+    (lambda t: nisa.dma_copy(dst=t, src=t, dge_mode=2), errors.ArgumentError, "nisa.dge_mode"),
+    (lambda t: nisa.tensor_copy(dst=t[:, 0:32], src=t), errors.ShapeError, "computes [128, 64]"),
+    (lambda t: nisa.memset(dst=t, value="zero"), errors.UnsupportedOperationError, "fills with a number"),
+], ids=["no-dst", "dtype", "mask", "raw-enum", "unknown-keyword", "raw-dge-mode", "dst-shape", "memset"])
+def test_calls_that_do_not_fit_the_06_signatures_are_refused(body, error, words):
+    with pytest.raises(error, match=None) as caught:
+        _kernel_calling(body)(A)
+    assert words in str(caught.value)
+    assert "test_nki06_isa.py" in str(caught.value)      # at the kernel's own line
+
+
+@nki.jit
+def dma_from_psum(a):
+    acc = nl.ndarray((64, 64), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=acc, stationary=load(a), moving=load(a))
+    out = nl.ndarray((64, 64), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+@nki.jit
+def matmul_into_sbuf(a):
+    acc = nl.ndarray((64, 64), nl.float32, buffer=nl.sbuf)
+    nisa.nc_matmul(dst=acc, stationary=load(a), moving=load(a))
+    return store(acc)
+
+
+@nki.jit
+def writes_its_input(a):
+    nisa.tensor_copy(dst=a, src=load(a))
+    return a
+
+
+def test_memory_rules_of_the_06_instructions():
+    a = np.ones((128, 64), F32)
+    with pytest.raises(errors.MemorySpaceError, match="cannot read PSUM"):
+        dma_from_psum(a)
+    with pytest.raises(errors.MemorySpaceError, match="must be a PSUM tile"):
+        matmul_into_sbuf(a)
+    with pytest.raises(errors.KernelContractError, match="read-only"):
+        writes_its_input(a)
