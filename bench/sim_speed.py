@@ -6,7 +6,9 @@
 2. Per-instruction overhead: 100k small tensor_tensor instructions (target <= 15 us each), and
    the same figure as a multiple of a baseline measured in the same run: NumPy's own add of the
    same (128, 4) tile (np.add, the arithmetic the instruction stands for), which moves with the
-   machine's speed as the simulator's Python does, so the multiple compares across hours.
+   machine's speed as the simulator's Python does, so the multiple compares across hours. Then
+   tracing alone in both dialects: NKI 0.6 (dst first) against the legacy call writing the same
+   tile (`y[...] = nisa.tensor_tensor(...)`), target <= 1.0x.
 3. Cost-model scaling on a hostile trace: one-element writes into one tile, each followed by a
    read of the whole tile, at n and 4n records (target: time ratio near 4, i.e. linear).
 4. Peak RSS of this process (target <= 3 GiB).
@@ -29,6 +31,9 @@ nkisim.install()
 import neuronxcc.nki as nki  # noqa: E402
 import neuronxcc.nki.isa as nisa  # noqa: E402
 import neuronxcc.nki.language as nl  # noqa: E402
+import nki as nki06  # noqa: E402  (the current dialect, NKI 0.6)
+import nki.isa as nisa06  # noqa: E402
+import nki.language as nl06  # noqa: E402
 
 from reference_kernels import conv2d_optimized  # noqa: E402
 from reference_kernels.numpy_reference import conv2d_maxpool_reference  # noqa: E402
@@ -79,6 +84,49 @@ def many_adds(a, count):
     return out
 
 
+@nki.jit
+def many_adds_into(a, count):
+    """many_adds, each result written into one tile as `y[...] = nisa.tensor_tensor(...)`: what an
+    NKI 0.6 instruction always does."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.hbm)
+    x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    y = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x, src=a)
+    for _ in nl.affine_range(count):
+        y[...] = nisa.tensor_tensor(x, x, op=nl.add)
+    nisa.dma_copy(dst=out, src=y)
+    return out
+
+
+@nki06.jit
+def many_adds_06(a, count):
+    """many_adds_into in NKI 0.6: the destination first, nothing returned."""
+    out = nl06.ndarray(a.shape, a.dtype, buffer=nl06.shared_hbm)
+    x = nl06.ndarray(a.shape, a.dtype, buffer=nl06.sbuf)
+    y = nl06.ndarray(a.shape, a.dtype, buffer=nl06.sbuf)
+    nisa06.dma_copy(dst=x, src=a)
+    for _ in nl06.affine_range(count):
+        nisa06.tensor_tensor(dst=y, data1=x, data2=x, op=nl06.add)
+    nisa06.dma_copy(dst=out, src=y)
+    return out
+
+
+DIALECT_CASES = (("legacy, result returned", many_adds), ("legacy, into a tile", many_adds_into),
+                 ("NKI 0.6, dst first", many_adds_06))
+
+
+def tracing_seconds_by_dialect(count: int) -> list[tuple[str, float]]:
+    """CPU seconds per traced instruction of each case of DIALECT_CASES, in turn."""
+    from nkisim.runtime import trace_kernel
+    a = np.ones((128, 4), np.float32)
+    found = []
+    for name, kernel in DIALECT_CASES:
+        start = time.process_time()
+        trace_kernel(kernel, (a, count), {})
+        found.append((name, (time.process_time() - start) / count))
+    return found
+
+
 def numpy_add_seconds(calls: int = 100_000) -> float:
     """Seconds of one np.add of the (128, 4) float32 tile many_adds adds: the baseline."""
     a = np.ones((128, 4), np.float32)
@@ -127,6 +175,17 @@ def scheduler_seconds(count: int) -> tuple[int, float, int]:
     return len(run.trace), time.perf_counter() - start, timeline.dependency_checks
 
 
+def print_dialects(count: int, add: float) -> None:
+    """Tracing cost per instruction in both dialects, each the best of 3 rounds taken in turn."""
+    rounds = [tracing_seconds_by_dialect(count) for _ in range(3)]
+    best = {name: min(r[i][1] for r in rounds) for i, (name, _) in enumerate(DIALECT_CASES)}
+    into = best["legacy, into a tile"]
+    print(f"== tracing per instruction by dialect, best of 3 ({count} tensor_tensor instructions):")
+    for name, seconds in best.items():
+        print(f"   {name:24} {seconds * 1e6:6.1f} us CPU = {seconds / add:5.1f}x NumPy's add, "
+              f"{seconds / into:.2f}x legacy into a tile")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="batch 1 instead of the course's batch 4")
@@ -148,6 +207,7 @@ def main() -> None:
               f"+ executing {exec_cpu * 1e6:.1f} us)")
         print(f"   = {cpu / add:.1f}x NumPy's own add of the same tile ({add * 1e6:.2f} us CPU in this run; "
               f"tracing {trace_cpu / add:.1f}x + executing {exec_cpu / add:.1f}x)")
+        print_dialects(args.instructions, add)
         return
     batch = 1 if args.quick else 4
     print(f"== conv2d correctness tests, optimized reference, batch {batch}")
@@ -160,6 +220,7 @@ def main() -> None:
           f"{trace_cpu * 1e6:.1f} us + executing {exec_cpu * 1e6:.1f} us)")
     add = numpy_add_seconds()
     print(f"   = {cpu / add:.1f}x NumPy's own add of the same tile ({add * 1e6:.2f} us CPU in this run)")
+    print_dialects(args.instructions, add)
     (n1, t1, c1), (n4, t4, c4) = scheduler_seconds(args.writes), scheduler_seconds(4 * args.writes)
     print(f"== cost model on one-element writes to one tile: {n1} records {t1:.2f} s ({c1} range checks), "
           f"{n4} records {t4:.2f} s ({c4} checks); ratio {t4 / t1:.2f} for 4x the records (linear: ~4)")

@@ -50,6 +50,8 @@ def semantics(opcode: str):
 
 def destination(dst, instr: str) -> DeviceTensor:
     """Check `dst` is a tensor the instruction may write (on-chip; never a kernel input)."""
+    if type(dst) is DeviceTensor and dst._alloc.buffer.on_chip and not dst._alloc.is_input:
+        return dst                     # the common case, checked in one line (tracing's hot path)
     if type(dst) is not DeviceTensor:
         raise ShapeError(f"'dst' of 'nisa.{instr}' must be a tensor, got {type(dst).__name__}",
                          remedy="allocate the destination with nl.ndarray(shape, dtype, buffer=nl.sbuf) "
@@ -69,7 +71,8 @@ def destination(dst, instr: str) -> DeviceTensor:
 
 def deliver(m, dst: DeviceTensor, result: DeviceTensor, instr: str, accumulate: bool = False) -> None:
     """Make the instruction that just produced `result` write `dst` instead."""
-    if dst.shape != result.shape and (math.prod(dst.shape) != math.prod(result.shape)
+    shape = dst.shape
+    if shape != result.shape and (math.prod(shape) != math.prod(result.shape)
                                       or _squeezed(dst.shape) != _squeezed(result.shape)):
         raise ShapeError(f"'dst' of 'nisa.{instr}' has shape {list(dst.shape)}, but the instruction "
                          f"computes {list(result.shape)}",
@@ -89,6 +92,8 @@ def _squeezed(shape: tuple) -> tuple:
 def named(value, enum_type: type[enum.Enum], param: str, instr: str) -> int:
     """An enum argument as the table's integer code. Since NKI 0.3 only the named members are
     accepted (`nisa.engine.vector`, never 5)."""
+    if type(value) is enum_type:
+        return value._value_
     if isinstance(value, enum_type):
         return int(value.value)
     raise ArgumentError(
@@ -99,7 +104,7 @@ def named(value, enum_type: type[enum.Enum], param: str, instr: str) -> int:
 
 def instruction_name(name, instr: str) -> None:
     """`name=` labels an instruction for kernel.with_schedule; it does not change what runs."""
-    if name is not None and not isinstance(name, str):
+    if name is not None and type(name) is not str and not isinstance(name, str):
         raise ArgumentError(f"'name' of 'nisa.{instr}' must be a string, got {type(name).__name__}",
                             code="err_unsupported_args")
 

@@ -91,7 +91,12 @@ _affine_select = _semantics("affine_select")
 
 
 def _engine(value, instr: str) -> int:
+    if value is _UNKNOWN_ENGINE:       # the default: no enum lookup on tracing's hot path
+        return 0
     return _named(value, _ENGINE, "engine", instr)
+
+
+_UNKNOWN_ENGINE = engine.unknown
 
 
 # ----- DMA -----------------------------------------------------------------------------------------
@@ -209,7 +214,8 @@ def tensor_copy(m, dst, src, engine=engine.unknown, name=None):
 
 @_binding
 def tensor_tensor(m, dst, data1, data2, op, engine=engine.unknown, name=None):
-    _bind.instruction_name(name, "tensor_tensor")
+    if name is not None:
+        _bind.instruction_name(name, "tensor_tensor")
     _destination(dst, "tensor_tensor")
     result = _tensor_tensor(m, data1, data2, op, dtype=dst.dtype, engine=_engine(engine, "tensor_tensor"))
     _deliver(m, dst, result, "tensor_tensor")
