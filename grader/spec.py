@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from nkisim.dialects import CURRENT, DIALECTS, LEGACY, Dialect, dialect_named
 
 from . import problems
 from .errors import GraderInputError
@@ -93,6 +94,12 @@ class AssignmentSpec:
     spec_hash: str = ""               # sha256 of the spec's TOML bytes
     toml: str = field(default="", repr=False, compare=False)    # the TOML text it was built from
     gradescope: dict = field(default_factory=dict, repr=False, compare=False)   # its [gradescope] table
+    dialect: str = LEGACY.name        # the NKI dialect its kernels are written in (nkisim.dialects)
+
+    @property
+    def nki(self) -> Dialect:
+        """The dialect its kernels are written in: package, modules, title and SDK."""
+        return dialect_named(self.dialect)
 
     def test(self, name: str) -> TestSpec:
         for t in self.tests:
@@ -234,6 +241,7 @@ def parse(data: dict, where: str = "spec", raw: bytes | None = None, text: str =
             raise _fail(where, f"test {t.name} is gated by unknown tests {sorted(unknown)}")
     budget = _number(data.get("time_budget_s", DEFAULT_TIME_BUDGET_S), where, "time_budget_s")
     config_timeout = _number(data.get("config_timeout_s", DEFAULT_CONFIG_TIMEOUT_S), where, "config_timeout_s")
+    dialect = _dialect(data.get("dialect"), where)
     if raw is None:
         raw = json.dumps(data, sort_keys=True, default=str).encode()
     return AssignmentSpec(
@@ -244,7 +252,18 @@ def parse(data: dict, where: str = "spec", raw: bytes | None = None, text: str =
         precheck=bool(data.get("precheck", True)), implausible_speedup=float(data.get("implausible_speedup", 3.0)),
         files=files, tolerances=tolerances, tests=tuple(tests), time_budget_s=budget,
         config_timeout_s=config_timeout, spec_hash=content_hash(raw), toml=text,
-        gradescope=dict(data.get("gradescope", {})))
+        gradescope=dict(data.get("gradescope", {})), dialect=dialect)
+
+
+def _dialect(value, where: str) -> str:
+    """The spec's `dialect` (absent: the legacy one, which every spec before the key meant)."""
+    if value is None:
+        return LEGACY.name
+    if isinstance(value, str) and value in DIALECTS:
+        return value
+    allowed = ", ".join(f"{d.name!r} ({d.title}, {d.sdk})" for d in DIALECTS.values())
+    raise _fail(where, f"dialect must be one of {allowed}, got {value!r}",
+                f'Write dialect = "{CURRENT.name}" for {CURRENT.title}, or leave the key out for {LEGACY.title}.')
 
 
 def _test(t: dict, at: str, files: dict, tolerances: dict) -> TestSpec:

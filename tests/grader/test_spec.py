@@ -9,6 +9,7 @@ import pytest
 
 import grader
 from grader import spec as specs
+from nkisim.dialects import CURRENT, LEGACY
 
 # (spec_version, thresholds_version, sha256 of the TOML file). A failure here means a spec file
 # changed: bump its spec_version (and thresholds_version too if a threshold changed), then put
@@ -16,6 +17,8 @@ from grader import spec as specs
 PINNED = {
     "asst4-trainium2": ("3", "2025-11-13", "8b117ff7fea781ceec28acebe70931d7e68847f6bff9ef8e70a7f18173c73a2e"),
     "asst4-trainium": ("3", "2024-fall", "e120afc1e68191eb27a418766527ff2f575ead93c37ec5047951430023330130"),
+    "asst4-trainium2-nki06": ("1", "2025-11-13",
+                              "aca0bebe1d5a0bdac66cd911cf311009683dee083f4efe04243b1f269107a10c"),
 }
 
 
@@ -105,3 +108,53 @@ def test_new_thresholds_make_a_new_spec_with_its_comments_kept():
         grader.spec_with_thresholds(spec, {"conv_small": {"optimized": 1, "relaxed": 2}}, "t9")
     with pytest.raises(grader.SpecError, match="must not exceed the relaxed one"):
         grader.spec_with_thresholds(spec, {"perf_224_pool1_float32": {"optimized": 9, "relaxed": 2}}, "t9")
+
+
+# ----------------------------------------------------------------------------- the NKI dialect
+
+def test_a_spec_without_a_dialect_is_in_the_legacy_one_and_keeps_its_hash():
+    """Every spec written before the key meant neuronxcc.nki; leaving it out changes neither the
+    meaning nor the content hash reports recorded (PINNED above holds the hash)."""
+    spec = grader.load_spec("asst4-trainium2")
+    assert "dialect" not in tomllib.loads(spec.toml)
+    assert spec.dialect == LEGACY.name and spec.nki is LEGACY
+    assert grader.load_spec("asst4-trainium").dialect == LEGACY.name
+
+
+def test_the_nki06_spec_names_the_current_dialect():
+    spec = grader.load_spec("asst4-trainium2-nki06")
+    assert spec.dialect == CURRENT.name == "nki-0.6" and spec.nki is CURRENT
+    assert spec.nki.package == "nki" and spec.nki.sdk == "Neuron SDK 2.32"
+    assert spec.assignment == "asst4-trainium2-nki06" and spec.title.endswith("(NKI 0.6)")
+    assert (spec.spec_version, spec.thresholds_version) == ("1", "2025-11-13")
+
+
+def test_the_nki06_spec_is_the_same_assignment_as_the_legacy_one():
+    """Same files, tests, points, tiers, gating, configurations, tolerances and thresholds: only
+    its name, title, versions and dialect differ, so a kernel migrated line by line earns the
+    same grade."""
+    legacy, current = grader.load_spec("asst4-trainium2"), grader.load_spec("asst4-trainium2-nki06")
+    assert current.tests == legacy.tests and current.files == legacy.files
+    assert current.tolerances == legacy.tolerances and current.thresholds() == legacy.thresholds()
+    same = ("platform", "partial_credit", "precheck", "implausible_speedup", "time_budget_s", "config_timeout_s")
+    assert [getattr(current, k) for k in same] == [getattr(legacy, k) for k in same]
+    assert current.test("transpose").compute_only == legacy.test("transpose").compute_only == ("nc_transpose",)
+    assert current.dialect != legacy.dialect and current.spec_hash != legacy.spec_hash
+
+
+@pytest.mark.parametrize("value", ["nki-0.5", "nki", "neuronxcc.nki", "", 6, ["nki-0.6"]])
+def test_an_unknown_dialect_says_which_ones_there_are(value):
+    data = tomllib.loads((specs.SPEC_DIR / "asst4-trainium2.toml").read_text())
+    data["dialect"] = value
+    with pytest.raises(grader.SpecError) as info:
+        specs.parse(data, "course.toml")
+    reason = info.value.reason
+    assert reason.startswith("course.toml: dialect must be one of") and f"got {value!r}" in reason
+    assert "'neuronxcc-nki'" in reason and "'nki-0.6'" in reason and "Neuron SDK 2.32" in reason
+    assert 'dialect = "nki-0.6"' in info.value.remedy
+
+
+def test_new_thresholds_keep_the_dialect():
+    spec = grader.load_spec("asst4-trainium2-nki06")
+    new = grader.spec_with_thresholds(spec, {"perf_224_pool1_float32": {"optimized": 4800, "relaxed": 5000}}, "t9")
+    assert new.dialect == CURRENT.name and new.spec_hash != spec.spec_hash
