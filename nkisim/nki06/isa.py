@@ -8,6 +8,7 @@ import numbers as _numbers
 import numpy as _np
 
 from .. import dtypes as _dt
+from ..alu import OPS as _OPS
 from ..alu import binary_op as _binary_op
 from ..errors import ArgumentError as _ArgumentError
 from ..errors import MemorySpaceError as _MemorySpaceError
@@ -16,6 +17,7 @@ from ..errors import UnsupportedOperationError as _Unsupported
 from ..indexing import Predicate as _Predicate
 from ..memory import Buffer as _Buffer
 from ..platforms import current_rules as _current_rules
+from ..tensor import DeviceTensor as _DeviceTensor
 from ..trace import Engine as _Engine
 from . import bind as _bind
 from . import names as _names
@@ -29,18 +31,19 @@ from .bind import semantics as _semantics
 # ----- enums: since NKI 0.3 only named members are accepted --------------------------------------
 class engine(_enum.Enum):
     unknown = 0
-    tensor = _Engine.TENSOR.value
-    scalar = _Engine.SCALAR.value
-    gpsimd = _Engine.GPSIMD.value
-    vector = _Engine.VECTOR.value
-    sync = _Engine.SYNC.value
+    tensor = 1
+    scalar = 2
+    gpsimd = 3
+    dma = 4
+    vector = 5
+    sync = 6
 
 
 class dge_mode(_enum.Enum):
-    none = 0
+    unknown = 0
     swdge = 1
     hwdge = 2
-    unknown = 3
+    none = 3
 
 
 class oob_mode(_enum.Enum):
@@ -53,17 +56,31 @@ class reduce_cmd(_enum.Enum):
     reset = 1
     reduce = 2
     reset_reduce = 3
+    load_reduce = 4
 
 
 class matmul_perf_mode(_enum.Enum):
-    none = 0
-    double_row = 1
+    none = "none"
+    double_row = "double_row"
 
 
 class nc_version(_enum.Enum):
     gen2 = 2
     gen3 = 3
     gen4 = 4
+
+
+class dma_engine(_enum.Enum):
+    dma = 1
+    gpsimd_dma = 2
+
+
+# NKI 0.6's enum values -> the instruction table's codes (the table numbers engines as
+# nkisim.trace.Engine does, and DGE modes as the legacy dialect did: none 0 ... unknown 3)
+_TABLE_ENGINE = {engine.unknown: 0, engine.tensor: _Engine.TENSOR.value, engine.scalar: _Engine.SCALAR.value,
+                 engine.gpsimd: _Engine.GPSIMD.value, engine.dma: _Engine.DMA.value,
+                 engine.vector: _Engine.VECTOR.value, engine.sync: _Engine.SYNC.value}
+_TABLE_DGE_MODE = {dge_mode.unknown: 3, dge_mode.swdge: 1, dge_mode.hwdge: 2, dge_mode.none: 0}
 
 
 # the enum types under names that the instructions' own parameters (dge_mode=, ...) do not shadow
@@ -73,6 +90,11 @@ _ENGINE, _DGE_MODE, _OOB_MODE, _REDUCE_CMD, _PERF_MODE = engine, dge_mode, oob_m
 def get_nc_version() -> nc_version:
     """The NeuronCore version of the platform the kernel is traced for."""
     return nc_version(_current_rules().nc_version)
+
+
+def get_nc_sub_version() -> int:
+    """The silicon revision within the generation: nkisim models the first (0)."""
+    return 0
 
 
 # ----- the table's functions each binding lowers onto ----------------------------------------------
@@ -93,7 +115,8 @@ _affine_select = _semantics("affine_select")
 def _engine(value, instr: str) -> int:
     if value is _UNKNOWN_ENGINE:       # the default: no enum lookup on tracing's hot path
         return 0
-    return _named(value, _ENGINE, "engine", instr)
+    _named(value, _ENGINE, "engine", instr)
+    return _TABLE_ENGINE[value]
 
 
 _UNKNOWN_ENGINE = engine.unknown
@@ -114,7 +137,13 @@ def dma_copy(m, dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_m
         raise _MemorySpaceError(f"nisa.dma_copy cannot write PSUM (dst {dst._label()})",
                                 remedy="DMA into an SBUF tile; PSUM is written by the compute engines",
                                 code="err_unsupported_memory")
-    mode = _named(dge_mode, _DGE_MODE, "dge_mode", "dma_copy")
+    _named(dge_mode, _DGE_MODE, "dge_mode", "dma_copy")
+    mode = _TABLE_DGE_MODE[dge_mode]
+    if engine is not _UNKNOWN_ENGINE and dge_mode is not _DGE_MODE.hwdge:
+        raise _Unsupported("'engine' of 'nisa.dma_copy' chooses the sequencer that drives the hardware DGE: it "
+                           "is valid only with dge_mode=nisa.dge_mode.hwdge",
+                           remedy="add dge_mode=nisa.dge_mode.hwdge, or leave engine unset",
+                           code="err_instruction_engine_unsupported")
     if mode == 2 and getattr(src, "dtype", None) is not None and src.dtype != getattr(dst, "dtype", src.dtype):
         raise _Unsupported(f"nisa.dma_copy with dge_mode=nisa.dge_mode.hwdge cannot cast "
                            f"{_dt.name_of(src.dtype)} to {_dt.name_of(dst.dtype)}",
@@ -132,31 +161,73 @@ def dma_copy(m, dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_m
 
 
 @_binding
-def dma_transpose(m, dst, src, axes=None, dge_mode=dge_mode.unknown, name=None):
+def dma_transpose(m, dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error,
+                  name=None):
     _bind.instruction_name(name, "dma_transpose")
     _named(dge_mode, _DGE_MODE, "dge_mode", "dma_transpose")
+    if _named(oob_mode, _OOB_MODE, "oob_mode", "dma_transpose"):
+        raise _Unsupported("oob_mode=nisa.oob_mode.skip is valid only with an indirect source, which nkisim "
+                           "does not simulate", remedy="leave oob_mode unset", code="err_not_simulated")
+    if dge_mode is _DGE_MODE.swdge:
+        raise _Unsupported("dge_mode=nisa.dge_mode.swdge makes dma_transpose a gather transpose of an indirect "
+                           "source, which nkisim does not simulate", remedy="leave dge_mode unset",
+                           code="err_not_simulated")
     _destination(dst, "dma_transpose")
+    if dst._alloc.buffer is not _Buffer.SBUF:
+        raise _MemorySpaceError(f"'dst' of 'nisa.dma_transpose' must be in SBUF, got {dst._label()}")
+    if getattr(src, "dtype", None) is not None and src.dtype != dst.dtype:
+        raise _Unsupported(f"nisa.dma_transpose moves elements unchanged: src is {_dt.name_of(src.dtype)}, dst "
+                           f"{_dt.name_of(dst.dtype)}", remedy="give dst the dtype of src",
+                           code="err_instruction_unsupported_dtypes")
     result = _dma_transpose(m, src, axes=axes, dtype=dst.dtype)
+    if tuple(dst.shape) != tuple(result.shape):      # since 0.4: the transposed shape, rank and all
+        raise _ShapeError(f"'dst' of 'nisa.dma_transpose' is {list(dst.shape)}; the transposed src is "
+                          f"{list(result.shape)} (since NKI 0.4 they must be equal, rank included)",
+                          remedy="allocate dst with the transposed shape of src")
     _deliver(m, dst, result, "dma_transpose")
 
 
 # ----- Tensor Engine -------------------------------------------------------------------------------
-def _accumulates(m, dst) -> bool:
-    """accumulate=None: the Tensor Engine adds into dst when the same PSUM region was written by
-    the matmul just before it in dst's accumulation group: written by nc_matmul, and neither read
-    nor written by anything else since. Otherwise the matmul overwrites (a new group starts)."""
-    groups = m.__dict__.setdefault("_matmul_groups", {})
-    alloc_id = dst._alloc.id
-    last = groups.get(alloc_id)
-    if last is None:
+def _previously_written(m, dst) -> bool:
+    """Whether every element of dst's PSUM region was written by an earlier nc_matmul (True) or none
+    was (False): accumulate=None's "first write overwrites, later writes accumulate", per PSUM
+    location. Kept per allocation: the exact regions written whole (the common case, one lookup)
+    and a bitmap of the elements written."""
+    regions, bitmap = _matmul_writes(m, dst)
+    key = _region_key(dst)
+    if key in regions:
+        return True
+    if bitmap is None:
         return False
-    index, key = last
-    if key != _region_key(dst):
-        return False
-    for rec in m.trace[index + 1:]:
-        if any(r.alloc_id == alloc_id for r in rec.reads) or any(r.alloc_id == alloc_id for r in rec.writes):
-            return False
-    return True
+    written = bitmap[dst._offset_map().ravel()]
+    if written.all():
+        return True
+    if written.any():
+        raise _Unsupported(
+            f"nisa.nc_matmul into {dst._label()}: part of this PSUM region was written by an earlier matmul and "
+            "part was not, so accumulate=None would add in some places and overwrite in others",
+            remedy="pass accumulate=True or accumulate=False explicitly, or use matching PSUM regions",
+            code="err_not_simulated")
+    return False
+
+
+def _matmul_writes(m, dst):
+    table = m.__dict__.setdefault("_psum_matmul_writes", {})
+    entry = table.get(dst._alloc.id)
+    if entry is None:
+        entry = table[dst._alloc.id] = [set(), None]
+    return entry
+
+
+def _mark_written(m, dst) -> None:
+    entry = _matmul_writes(m, dst)
+    key = _region_key(dst)
+    if key in entry[0]:
+        return
+    entry[0].add(key)
+    if entry[1] is None:
+        entry[1] = _np.zeros(dst._alloc.size, dtype=bool)
+    entry[1][dst._offset_map().ravel()] = True
 
 
 def _region_key(t) -> tuple:
@@ -171,7 +242,8 @@ def nc_matmul(m, dst, stationary, moving, is_stationary_onezero=False, is_moving
               perf_mode=matmul_perf_mode.none, name=None):
     _bind.instruction_name(name, "nc_matmul")
     _destination(dst, "nc_matmul")
-    if _named(perf_mode, _PERF_MODE, "perf_mode", "nc_matmul"):
+    _named(perf_mode, _PERF_MODE, "perf_mode", "nc_matmul")
+    if perf_mode is not _PERF_MODE.none:
         raise _Unsupported("nisa.nc_matmul perf_mode=double_row is not simulated by nkisim",
                            remedy="leave perf_mode unset", code="err_not_simulated")
     if dst._alloc.buffer is not _Buffer.PSUM:
@@ -183,22 +255,32 @@ def nc_matmul(m, dst, stationary, moving, is_stationary_onezero=False, is_moving
                            "accumulates in float32 on this platform", remedy="use a float32 PSUM tile",
                            code="err_instruction_unsupported_dtypes")
     if accumulate is None:
-        adding = _accumulates(m, dst)
+        adding = _previously_written(m, dst)
     elif isinstance(accumulate, bool):
         adding = accumulate
+        if adding and not _previously_written(m, dst):
+            raise _Unsupported(
+                f"nisa.nc_matmul(accumulate=True) into {dst._label()}, which no earlier matmul wrote: adding onto "
+                "PSUM that a matmul did not initialise is undefined behaviour on Trainium",
+                remedy="let the first matmul of the group overwrite (accumulate=False, or leave it None)",
+                code="err_psum_accumulate_uninitialized")
     else:
         raise _ArgumentError(f"'accumulate' of 'nisa.nc_matmul' must be True, False or None, got {accumulate!r}")
     result = _nc_matmul(m, stationary, moving, is_stationary_onezero=is_stationary_onezero,
                         is_moving_onezero=is_moving_onezero, is_transpose=is_transpose,
                         tile_position=tile_position, tile_size=tile_size)
     _deliver(m, dst, result, "nc_matmul", accumulate=adding)
-    m.__dict__.setdefault("_matmul_groups", {})[dst._alloc.id] = (len(m.trace) - 1, _region_key(dst))
+    _mark_written(m, dst)
 
 
 @_binding
 def nc_transpose(m, dst, data, engine=engine.unknown, name=None):
     _bind.instruction_name(name, "nc_transpose")
     _destination(dst, "nc_transpose")
+    if getattr(data, "dtype", None) is not None and data.dtype != dst.dtype:
+        raise _Unsupported(f"nisa.nc_transpose keeps the dtype: data is {_dt.name_of(data.dtype)}, dst "
+                           f"{_dt.name_of(dst.dtype)}", remedy="give dst the dtype of data (cast afterwards with "
+                                                                "nisa.tensor_copy)", code="err_instruction_unsupported_dtypes")
     result = _nc_transpose(m, data, dtype=dst.dtype, engine=_engine(engine, "nc_transpose"))
     _deliver(m, dst, result, "nc_transpose")
 
@@ -217,6 +299,12 @@ def tensor_tensor(m, dst, data1, data2, op, engine=engine.unknown, name=None):
     if name is not None:
         _bind.instruction_name(name, "tensor_tensor")
     _destination(dst, "tensor_tensor")
+    if (type(data1) is _DeviceTensor and type(data2) is _DeviceTensor and data1.shape != data2.shape
+            and (data1.shape[:1] != data2.shape[:1] or data1.size != data2.size)):
+        raise _ShapeError(f"nisa.tensor_tensor takes two tiles of the same partitions and element count, got "
+                          f"{list(data1.shape)} and {list(data2.shape)} (NKI 0.6 does not broadcast)",
+                          remedy="for a per-partition (P, 1) operand use nisa.tensor_scalar(dst, data, op0, "
+                                 "operand0=column)", code="err_param_shape_incompatible_with_numpy")
     result = _tensor_tensor(m, data1, data2, op, dtype=dst.dtype, engine=_engine(engine, "tensor_tensor"))
     _deliver(m, dst, result, "tensor_tensor")
 
@@ -235,8 +323,25 @@ def tensor_scalar(m, dst, data, op0, operand0, reverse0=False, op1=None, operand
 def tensor_reduce(m, dst, op, data, axis, negate=False, keepdims=False, name=None):
     _bind.instruction_name(name, "tensor_reduce")
     _destination(dst, "tensor_reduce")
+    _trailing_axes(axis, data, "tensor_reduce")
     result = _tensor_reduce(m, op, data, axis, dtype=dst.dtype, negate=negate, keepdims=keepdims)
     _deliver(m, dst, result, "tensor_reduce")
+
+
+def _trailing_axes(axis, data, instr: str) -> None:
+    """NKI 0.6 reduces the last free dimensions, contiguous and ending at the final one."""
+    ndim = getattr(data, "ndim", None)
+    if ndim is None:
+        return                       # the table's own check says what data must be
+    axes = (axis,) if isinstance(axis, _numbers.Integral) else tuple(axis)
+    wanted = tuple(range(ndim - len(axes), ndim))
+    normal = tuple(sorted(int(a) + ndim if int(a) < 0 else int(a) for a in axes))
+    if normal != wanted or 0 in normal:
+        choices = ", ".join(str(tuple(range(k, ndim))) for k in range(ndim - 1, 0, -1))
+        raise _ShapeError(f"axis={axis!r} of 'nisa.{instr}' on a {ndim}-D tile: NKI 0.6 reduces the last free "
+                          f"dimensions, contiguous and ending at the final one ({choices})",
+                          remedy="reorder the tile's dimensions (t.permute(...)) so the reduced ones come last",
+                          code="err_reduce_axis_not_trailing")
 
 
 @_binding
@@ -253,9 +358,22 @@ def activation(m, dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_re
     _bind.instruction_name(name, "activation")
     _destination(dst, "activation")
     cmd = _named(reduce_cmd, _REDUCE_CMD, "reduce_cmd", "activation")
+    if reduce_cmd is _REDUCE_CMD.load_reduce:
+        raise _Unsupported("reduce_cmd=nisa.reduce_cmd.load_reduce is not simulated for nisa.activation",
+                           remedy="use reset_reduce or reduce", code="err_not_simulated")
     result = _activation(m, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
                          reduce_cmd=cmd, dtype=dst.dtype)
     _deliver(m, dst, result, "activation")
+
+
+@_binding
+def activation_reduce(m, dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
+    """activation with reduce_cmd=reset_reduce: the free-axis reduction of the result goes to reduce_res."""
+    _bind.instruction_name(name, "activation_reduce")
+    _destination(dst, "activation_reduce")
+    result = _activation(m, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
+                         reduce_cmd=_REDUCE_CMD.reset_reduce.value, dtype=dst.dtype)
+    _deliver(m, dst, result, "activation_reduce")
 
 
 @_binding
@@ -265,7 +383,7 @@ def memset(m, dst, value, engine=engine.unknown, name=None):
     if not isinstance(value, (_numbers.Number, _np.number)) or isinstance(value, bool):
         raise _Unsupported(f"nisa.memset fills with a number, got {type(value).__name__}",
                            code="err_expected_constant_value")
-    if dst.dtype.kind in "iu" and not float(value).is_integer():
+    if dst.dtype.kind in "iub" and not isinstance(value, (_numbers.Integral, _np.integer)):
         raise _Unsupported(f"nisa.memset value {value!r} does not fit the {_dt.name_of(dst.dtype)} tile "
                            f"{dst._label()}", remedy="fill an integer tile with an integer value",
                            code="err_memset_value_dtype_mismatch")
@@ -281,7 +399,7 @@ def _pattern_values(pattern, offset, channel_multiplier, parts: int, instr: str)
     except (TypeError, ValueError):
         raise _ShapeError(f"'pattern' of 'nisa.{instr}' must be a list of [step, count] pairs, got {pattern!r}",
                           code="err_expected_index_expression") from None
-    if not steps or any(count < 1 for _, count in steps):
+    if not steps or len(steps) > 4 or any(count < 1 for _, count in steps):
         raise _ShapeError(f"'pattern' of 'nisa.{instr}' needs at least one [step, count] pair with count >= 1")
     values = _np.full((parts,) + tuple(c for _, c in steps), int(offset), dtype=_np.int64)
     values += int(channel_multiplier) * _np.arange(parts).reshape((parts,) + (1,) * len(steps))
@@ -296,6 +414,7 @@ def _pattern_values(pattern, offset, channel_multiplier, parts: int, instr: str)
 def iota(m, dst, pattern, offset=0, channel_multiplier=0, name=None):
     _bind.instruction_name(name, "iota")
     _destination(dst, "iota")
+    _sbuf_only(dst, "iota", "dst")
     values = _pattern_values(pattern, offset, channel_multiplier, dst.shape[0], "iota")
     if values.size != dst.size:
         raise _ShapeError(f"'pattern' of 'nisa.iota' covers {values.size} elements per tile, dst "
@@ -303,15 +422,22 @@ def iota(m, dst, pattern, offset=0, channel_multiplier=0, name=None):
     m.emit("iota", _Engine.GPSIMD, "iota", [], [dst], params={"values": values.reshape(dst.shape).astype(_np.int32)})
 
 
+def _sbuf_only(t, instr: str, param: str) -> None:
+    if t._alloc.buffer is not _Buffer.SBUF:
+        raise _MemorySpaceError(f"'{param}' of 'nisa.{instr}' must be in SBUF (the GpSimd engine cannot reach "
+                                f"PSUM), got {t._label()}", remedy="use an SBUF tile")
+
+
 _COMPARISONS = ("equal", "not_equal", "greater", "greater_equal", "less", "less_equal")
 
 
 @_binding
-def affine_select(m, dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=None, offset=0,
-                  name=None):
+def affine_select(m, dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=_OPS["equal"],
+                  offset=0, name=None):
     _bind.instruction_name(name, "affine_select")
     _destination(dst, "affine_select")
-    compare = _binary_op(cmp_op if cmp_op is not None else "greater_equal", "affine_select")
+    _sbuf_only(dst, "affine_select", "dst")
+    compare = _binary_op(cmp_op, "affine_select")
     if compare.name not in _COMPARISONS:
         raise _Unsupported(f"cmp_op of 'nisa.affine_select' must be a comparison, got {compare.name}",
                            remedy="use nl.greater_equal, nl.greater, nl.less, nl.less_equal, nl.equal or "

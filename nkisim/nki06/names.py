@@ -10,7 +10,6 @@ ISA_NOT_SIMULATED = {
     "quantize_mx": "MX quantization runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet",
     "activate2": "activate2 runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet",
     "exponential": "use nisa.activation(dst, op=nl.exp, data=...)",
-    "activation_reduce": "use nisa.activation with reduce_op= and reduce_res=",
     "tensor_scalar_reduce": "use nisa.tensor_scalar followed by nisa.tensor_reduce",
     "scalar_tensor_tensor": "use nisa.tensor_scalar followed by nisa.tensor_tensor",
     "tensor_tensor_scan": "write the scan as a loop of nisa.tensor_tensor over columns",
@@ -79,10 +78,8 @@ LANGUAGE_REMOVED = {
     "mgrid": "nl.mgrid was removed in NKI 0.2: index with plain integer slices, t[0:128, 0:512]",
     "par_dim": "nl.par_dim was removed in NKI 0.2: the partition dimension is always the first; "
                "use a Python list of tiles, or fold the block into a free dimension",
-    "ds": "nl.ds was removed in NKI 0.2: index with plain integer slices, t[start:start + size]",
     "loop_reduce": "nl.loop_reduce was removed: accumulate with nisa.tensor_tensor(dst=acc, data1=acc, "
                    "data2=tile, op=nl.add)",
-    "load_transpose2d": "nl.load_transpose2d was removed: use nisa.dma_transpose(dst, src)",
     "spmd_dim": "SPMD grids became logical-NeuronCore launches: kernel[lnc](...)",
     "nc": "SPMD grids became logical-NeuronCore launches: kernel[lnc](...)",
 }

@@ -157,15 +157,16 @@ def k_loop_matmul(a, b):
 
 
 @nki.jit
-def two_groups_one_accumulator(a, b):
-    """Two products in turn through one PSUM tile, read out between them: the second group
-    starts afresh (its first matmul overwrites) instead of adding to the first."""
+def two_groups_one_accumulator(a, b, restart):
+    """Two products in turn through one PSUM tile. accumulate=None follows the documented rule, per
+    PSUM location: a location a matmul wrote before is added to, so the second group adds onto the
+    first; `restart` opens each group with accumulate=False, as the docs' accumulate=(k > 0) does."""
     out = nl.ndarray((2, a.shape[1], b.shape[1]), nl.float32, buffer=nl.shared_hbm)
     acc = nl.ndarray((a.shape[1], b.shape[1]), nl.float32, buffer=nl.psum)
     for g in nl.affine_range(2):
         for k in nl.affine_range(2):
             nisa.nc_matmul(dst=acc, stationary=load(a[k * 128:(k + 1) * 128, :]),
-                           moving=load(b[k * 128:(k + 1) * 128, :]))
+                           moving=load(b[k * 128:(k + 1) * 128, :]), accumulate=(k > 0) if restart else None)
         sb = nl.ndarray(acc.shape, nl.float32, buffer=nl.sbuf)
         nisa.tensor_copy(dst=sb, src=acc)
         nisa.dma_copy(dst=out[g], src=sb)
@@ -180,14 +181,45 @@ def explicit_accumulate(a, b, flag):
     return evict(acc)
 
 
-def test_matmul_accumulates_over_k_and_restarts_after_a_read():
+def test_matmul_accumulates_per_psum_location():
     a = rng(6).standard_normal((384, 64)).astype(F32)
     b = rng(7).standard_normal((384, 100)).astype(F32)
     np.testing.assert_allclose(k_loop_matmul(a, b), a.T @ b, rtol=1e-4, atol=1e-4)
     a2, b2 = a[:256], b[:256]
-    both = two_groups_one_accumulator(a2, b2)
-    np.testing.assert_allclose(both[0], a2.T @ b2, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(both[1], a2.T @ b2, rtol=1e-4, atol=1e-4)
+    product = a2.T @ b2
+    kept = two_groups_one_accumulator(a2, b2, False)
+    np.testing.assert_allclose(kept[0], product, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(kept[1], 2 * product, rtol=1e-4, atol=1e-4)
+    restarted = two_groups_one_accumulator(a2, b2, True)
+    np.testing.assert_allclose(restarted[1], product, rtol=1e-4, atol=1e-4)
+
+
+@nki.jit
+def overlapping_windows(a, b):
+    """Matmuls into overlapping PSUM windows (the convolution pattern): each location is
+    overwritten by its first matmul and added to by the next, element by element."""
+    acc = nl.ndarray((a.shape[1], 96), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=acc[:, 0:64], stationary=load(a), moving=load(b))
+    nisa.nc_matmul(dst=acc[:, 0:64], stationary=load(a), moving=load(b))
+    nisa.nc_matmul(dst=acc[:, 64:96], stationary=load(a), moving=load(b[:, 0:32]))
+    return evict(acc)
+
+
+def test_partly_written_psum_needs_an_explicit_accumulate():
+    a = rng(12).standard_normal((128, 16)).astype(F32)
+    b = rng(13).standard_normal((128, 64)).astype(F32)
+    out = overlapping_windows(a, b)
+    np.testing.assert_allclose(out[:, :64], 2 * (a.T @ b), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out[:, 64:], a.T @ b[:, :32], rtol=1e-4, atol=1e-4)
+
+    @nki.jit
+    def straddles(a, b):
+        acc = nl.ndarray((a.shape[1], 96), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc[:, 0:64], stationary=load(a), moving=load(b))
+        nisa.nc_matmul(dst=acc[:, 32:96], stationary=load(a), moving=load(b))
+        return evict(acc)
+    with pytest.raises(errors.UnsupportedOperationError, match="pass accumulate=True or accumulate=False"):
+        straddles(a, b)
 
 
 def test_explicit_accumulate_flag():
@@ -195,6 +227,21 @@ def test_explicit_accumulate_flag():
     b = rng(9).standard_normal((128, 48)).astype(F32)
     np.testing.assert_allclose(explicit_accumulate(a, b, True), 2 * (a.T @ b), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(explicit_accumulate(a, b, False), a.T @ b, rtol=1e-4, atol=1e-4)
+
+
+@nki.jit
+def accumulates_onto_a_memset(a, b):
+    acc = nl.ndarray((a.shape[1], b.shape[1]), nl.float32, buffer=nl.psum)
+    nisa.memset(dst=acc, value=0.0)
+    nisa.nc_matmul(dst=acc, stationary=load(a), moving=load(b), accumulate=True)
+    return evict(acc)
+
+
+def test_accumulating_onto_psum_no_matmul_initialised_is_refused():
+    """Undefined behaviour on Trainium (the nc_matmul reference): a grade must not rest on it."""
+    a = np.ones((128, 8), F32)
+    with pytest.raises(errors.UnsupportedOperationError, match="undefined behaviour"):
+        accumulates_onto_a_memset(a, a)
 
 
 # ----- never-written memory reads as the sentinel -----------------------------------------------
