@@ -16,6 +16,9 @@ from ..registry import kernel_facing as _kernel_facing
 from ..settings import HardwareLimits as _Limits
 from ..source import user_site as _user_site
 from ..tensor import checked_shape as _checked_shape
+from ..indexing import ds
+from ..instructions import language_ops as _ops
+from . import isa as _isa
 from . import names as _names
 
 # ----- data types -----
@@ -68,6 +71,83 @@ def ndarray(shape, dtype, buffer=sbuf, name="", address=None):
         raise _ArgumentError(f"'name' of nl.ndarray must be a string, got {type(name).__name__}")
     raw = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     return _current_machine().allocate(_checked_shape(raw), dtype, buffer, name=name, site=_user_site(2))
+
+
+def _filled(shape, value, dtype, buffer, name):
+    t = ndarray(shape, dtype, buffer=buffer, name=name)
+    if t.buffer.is_hbm:
+        raise _MemorySpaceError("creating an HBM tensor with an initial value is not supported",
+                                remedy="allocate it with nl.ndarray(..., buffer=nl.shared_hbm) and write it by DMA",
+                                code="err_hbm_tensor_with_init_value_not_supported")
+    _isa.memset(dst=t, value=value)
+    return t
+
+
+def zeros(shape, dtype, buffer=sbuf, name=""):
+    return _filled(shape, 0 if _dt.to_dtype(dtype).kind in "iub" else 0.0, dtype, buffer, name)
+
+
+def ones(shape, dtype, buffer=sbuf, name=""):
+    return _filled(shape, 1 if _dt.to_dtype(dtype).kind in "iub" else 1.0, dtype, buffer, name)
+
+
+def full(shape, fill_value, dtype, buffer=sbuf, name=""):
+    return _filled(shape, fill_value, dtype, buffer, name)
+
+
+def zeros_like(x, dtype=None, buffer=None, name=""):
+    return zeros(x.shape, dtype or x.dtype, buffer or x.buffer, name)
+
+
+def empty_like(x, dtype=None, buffer=None, name=""):
+    return ndarray(x.shape, dtype or x.dtype, buffer or x.buffer, name)
+
+
+# ----- the experimental wrappers (each one or two nki.isa instructions) -----
+def load(src, dtype=None):
+    """A new SBUF tile holding src (an HBM tensor)."""
+    t = ndarray(src.shape, dtype or src.dtype, buffer=sbuf)
+    _isa.dma_copy(dst=t, src=src)
+    return t
+
+
+def store(dst, value):
+    """Write an SBUF tile into an HBM tensor."""
+    _isa.dma_copy(dst=dst, src=value)
+
+
+def copy(x, dtype=None):
+    """A copy of an SBUF or PSUM tile on SBUF (the Vector engine's tensor_copy, stable since 0.6)."""
+    t = ndarray(x.shape, dtype or x.dtype, buffer=sbuf)
+    _isa.tensor_copy(dst=t, src=x, engine=_isa.engine.vector)
+    return t
+
+
+def matmul(x, y, transpose_x=False):
+    """x.T @ y into a new PSUM tile (NKI 0.6 supports transpose_x=True only)."""
+    if transpose_x != True:                                  # noqa: E712 (a flag, compared as the docs do)
+        raise _NotSimulatedError("nl.matmul works only with transpose_x=True in NKI 0.6 (a known issue of the "
+                                 "experimental wrapper)", remedy="pass transpose_x=True (x holds the contraction "
+                                                                 "dimension on its partitions), or call "
+                                                                 "nisa.nc_matmul(dst=..., stationary=x, moving=y)")
+    out = ndarray((x.shape[1] if len(x.shape) > 1 else 1,) + tuple(y.shape[1:]), float32, buffer=psum)
+    _isa.nc_matmul(dst=out, stationary=x, moving=y)
+    return out
+
+
+def transpose(x, dtype=None):
+    """The 2-D transpose of an SBUF tile, into a new PSUM tile (the Tensor Engine's)."""
+    out = ndarray((x.shape[1], x.shape[0]), x.dtype, buffer=psum)
+    _isa.nc_transpose(dst=out, data=x)
+    return copy(out, dtype) if dtype is not None and dtype != x.dtype else out
+
+
+def expand_dims(x, axis):
+    return x.expand_dims(axis)
+
+
+def device_print(print_prefix, tensor):
+    _ops.device_print(print_prefix, tensor)
 
 
 # ----- loops: all three are Python's range() since NKI 0.2 (fully unrolled) -----

@@ -369,3 +369,42 @@ def test_memory_rules_of_the_06_instructions():
         matmul_into_sbuf(a)
     with pytest.raises(errors.KernelContractError, match="read-only"):
         writes_its_input(a)
+
+
+# ----- nki.language: creation and the experimental wrappers ---------------------------------------
+
+@nki.jit
+def wrappers(a, b):
+    x, y = nl.load(a), nl.load(b)
+    product = nl.copy(nl.matmul(x, y, transpose_x=True))
+    turned = nl.copy(nl.transpose(x))
+    twos = nl.full(a.shape, 2.0, nl.float32)
+    total = nl.add(nl.multiply(x, twos), y)
+    outs = []
+    for tile in (product, turned, total, nl.zeros((8, 4), nl.int32), nl.ones((8, 4), nl.float16)):
+        out = nl.ndarray(tile.shape, tile.dtype, buffer=nl.shared_hbm)
+        nl.store(out, tile)
+        outs.append(out)
+    return tuple(outs)
+
+
+def test_the_language_functions_compute_what_numpy_does():
+    a = rng(14).standard_normal((128, 64)).astype(F32)
+    b = rng(15).standard_normal((128, 64)).astype(F32)
+    product, turned, total, zeros, ones = wrappers(a, b)
+    np.testing.assert_allclose(product, a.T @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(turned, a.T)
+    np.testing.assert_allclose(total, 2 * a + b, rtol=1e-6)
+    assert zeros.dtype == np.int32 and not zeros.any()
+    assert ones.dtype == np.float16 and np.all(ones == 1)
+
+
+@nki.jit
+def matmul_without_transpose_x(a):
+    x = nl.load(a)
+    return nl.matmul(x, x)
+
+
+def test_nl_matmul_without_transpose_x_says_what_0_6_supports():
+    with pytest.raises(errors.NotSimulatedError, match="transpose_x=True"):
+        matmul_without_transpose_x(np.ones((128, 64), F32))
