@@ -15,7 +15,7 @@ def static_findings(sub, spec, *, enabled: bool | None = None) -> list[dict]:
     findings = []
     for key, source in sub.files.items():
         name = sub.filenames.get(key, key)
-        for v in precheck(source, name, entry_points=tuple(spec.files[key].functions)):
+        for v in precheck(source, name, entry_points=tuple(spec.files[key].functions), dialect=spec.dialect):
             findings.append({"file": name, "line": v.line, "rule": v.rule, "message": v.message,
                              "severity": getattr(v, "severity", "error")})
     return findings

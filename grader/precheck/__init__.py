@@ -17,12 +17,18 @@ What it cannot promise: the standard library evaluates text in more places than 
 follow (a typing.ForwardRef built from a computed string, say). The precheck narrows what a file
 can try; the sandbox (no network, no other files, its own namespaces) is the boundary.
 
+A spec names the NKI dialect its kernels are written in (`precheck(..., dialect=spec.dialect)`):
+that dialect's modules are the API (neuronxcc.nki; or nki.language, nki.isa, nki.typing and
+nki.jit), and a file importing the other dialect's package, or both, gets one error naming the
+assignment's dialect, the file's, and the first migration rule the file breaks.
+
 `compute_violations` enforces per-problem instruction rules, e.g. that part 1's
-matrix_transpose computes only with nisa.nc_transpose.
+matrix_transpose computes only with nisa.nc_transpose (by instruction name, in either dialect).
 
 Modules: results (what is reported), policies (what each module may be used for), scopes
 (which names are builtins), flow (what each name may stand for), checker (the rules),
-compute (the instruction rules).
+migration (the first migration rule a file in the wrong dialect breaks), compute (the
+instruction rules).
 """
 from .checker import precheck
 from .compute import compute_violations

@@ -5,7 +5,9 @@ import ast
 import string
 from typing import Iterable
 
+from ..dialect import LEGACY, Dialect, dialect_named, dialect_of_import, file_message
 from .flow import LOOKS_ONLY, Flow, TooComplexError
+from .migration import first_rule
 from .policies import (CALL_RULES, FILES, NATIVE, TEMPLATE_MODULES, is_module, judge, mutable_module_value, policy_of,
                        star_names, submodule)
 from .results import Violation, is_dunder, parse, src
@@ -32,19 +34,23 @@ _DEAD_NOTE = (" It is code that only the `if __name__ == \"__main__\":` block re
 _DELETE = "Delete it (and the code that uses it)."
 
 
-def precheck(source: str, filename: str, entry_points: Iterable[str] | None = None) -> list[Violation]:
+def precheck(source: str, filename: str, entry_points: Iterable[str] | None = None,
+             dialect: str = LEGACY.name) -> list[Violation]:
     """Every finding in one kernel file, each once, sorted by line: severity "error" rejects
     the file, "warning" is only reported. An empty list means nothing was found.
 
     `entry_points`: the functions the grader calls (default: every problem's kernel). Findings
-    in code that only the `__main__` block reaches are warnings."""
+    in code that only the `__main__` block reaches are warnings. `dialect`: the NKI dialect
+    the assignment is written in (a spec's `dialect`); a file importing the other one's
+    package gets one error saying so."""
     tree, error = parse(source, filename)
     if error:
         return [error]
     if entry_points is None:
         entry_points = _problem_kernels()
     try:
-        return _Checker(tree, filename, frozenset(entry_points) if entry_points is not None else None).run()
+        return _Checker(tree, filename, frozenset(entry_points) if entry_points is not None else None,
+                        dialect_named(dialect)).run()
     except RecursionError:
         return [Violation(0, "syntax", f"{filename} nests expressions too deeply to be checked; split the deepest "
                                        f"expression into several statements.")]
@@ -62,7 +68,9 @@ def _problem_kernels() -> frozenset[str] | None:
 
 
 class _Checker:
-    def __init__(self, tree: ast.Module, filename: str, entry_points: frozenset[str] | None):
+    def __init__(self, tree: ast.Module, filename: str, entry_points: frozenset[str] | None,
+                 dialect: Dialect = LEGACY):
+        self.dialect = dialect
         # typing.get_type_hints (singledispatch, dataclasses) evaluates string annotations:
         # they are checked as the code they are
         annotations = _StringAnnotations()
@@ -91,6 +99,7 @@ class _Checker:
 
     def run(self) -> list[Violation]:
         self.check_imports()
+        self.check_dialect()
         for node in self.nodes:
             if isinstance(node, ast.Name):
                 self.check_name(node)
@@ -140,6 +149,29 @@ class _Checker:
                                           f"{shown} {a.name}" + (f" as {a.asname}" if a.asname else ""),
                                           uses.get(a.asname or a.name, []))
 
+    def check_dialect(self):
+        """One error (one warning, when only dead code imports it) for a file that imports
+        another NKI dialect's package than the assignment's: both dialects, and the first
+        migration rule the file breaks."""
+        imports: dict[Dialect, list] = {}
+        for node in self.nodes:
+            if isinstance(node, ast.Import):
+                paths = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                paths = [node.module] + [f"{node.module}.{a.name}" for a in node.names if a.name != "*"]
+            else:
+                continue
+            for found in {d for d in map(dialect_of_import, paths) if d is not None}:
+                imports.setdefault(found, []).append(node)
+        wrong = sorted(((n.lineno, d.name, n) for d, nodes in imports.items() if d != self.dialect for n in nodes),
+                       key=lambda item: (id(item[2]) in self.dead, item[0]))    # live imports first
+        if not wrong:
+            return
+        _, name, node = wrong[0]
+        mixed = any(id(n) not in self.dead for n in imports.get(self.dialect, ()))
+        rule = first_rule(self.nodes, self.flow, self.parent, self.dead, self.dialect)
+        self.add(node, "dialect", file_message(self.dialect, dialect_named(name), mixed, rule))
+
     def check_import(self, node, path: str, shown: str, uses: list[ast.Name]):
         dunders = [p for p in path.split(".") if is_dunder(p) and p not in _HARMLESS_DUNDER_NAMES | {"__future__"}]
         if dunders:
@@ -154,7 +186,7 @@ class _Checker:
         if policy_of(top) is None:
             if live:
                 self.add(node, "import", f"`{shown}` is not allowed: {top} is used (line {live[0].lineno}), and a "
-                                         f"kernel file may use only numpy, math, neuronxcc.nki and harmless standard "
+                                         f"kernel file may use only numpy, math, {self.dialect.package} and harmless standard "
                                          f"modules (typing, dataclasses, functools, itertools, collections, "
                                          f"logging, time, ...). {_DELETE}")
             elif uses:

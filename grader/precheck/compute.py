@@ -1,8 +1,10 @@
 """Per-problem instruction rules, e.g. that part 1's matrix_transpose computes only with
-nisa.nc_transpose."""
+nisa.nc_transpose, in either NKI dialect (an instruction has one name in both)."""
 from __future__ import annotations
 
 import ast
+
+from nkisim.dialects import DIALECTS
 
 from .results import Violation, parse, dedupe_sorted, src
 
@@ -68,8 +70,12 @@ class _Aliases:
         return name in self.paths
 
 
-NL = "neuronxcc.nki.language"
-NISA = "neuronxcc.nki.isa"
+NL = "nl"
+NISA = "nisa"
+# Each dialect's language and isa modules, by what a kernel calls them: an instruction is named
+# the same in both ("nisa.nc_transpose" is neuronxcc.nki.isa's and nki.isa's)
+_MODULES = {f"{d.package}.{module}": short for d in DIALECTS.values()
+            for module, short in (("language", NL), ("isa", NISA))}
 # Always allowed in compute_violations: data movement, allocation, iteration, indexing.
 DATA_MOVEMENT = frozenset({
     "dma_copy", "tensor_copy", "copy", "memset", "ndarray", "zeros", "ones", "full", "empty_like",
@@ -78,13 +84,12 @@ DATA_MOVEMENT = frozenset({
     "num_programs", "program_ndim", "ds", "shared_constant", "shared_identity_matrix"})
 # nisa names that are constants or enums, not instructions (references to them are fine).
 _ISA_NON_INSTRUCTIONS = frozenset({
-    "engine", "reduce_cmd", "dge_mode", "oob_mode", "nc_version", "get_nc_version", "fp32",
+    "engine", "reduce_cmd", "dge_mode", "oob_mode", "matmul_perf_mode", "nc_version", "get_nc_version", "fp32",
     "constants", "unknown_engine", "tensor_engine", "scalar_engine", "gpsimd_engine",
     "vector_engine", "dma_engine"})
 # nl functions that compute a whole matrix result; flagged even when passed around uncalled.
 # (Other nl names such as nl.add are routinely passed as op= arguments.)
 _NL_MATRIX_OPS = frozenset({"transpose", "matmul", "load_transpose2d"})
-_SHORT = {NL: "nl", NISA: "nisa"}
 
 
 def compute_violations(source: str, function: str, allowed: set[str]) -> list[Violation]:
@@ -92,8 +97,9 @@ def compute_violations(source: str, function: str, allowed: set[str]) -> list[Vi
     other than those in `allowed`, data movement and allocation.
 
     `allowed` holds bare instruction names ("nc_transpose": from any NKI module) or qualified
-    ones ("nisa.nc_transpose", "nl.copy", "neuronxcc.nki.isa.nc_transpose"). A function the
-    file does not define at module level gives no violations (the submission check reports it).
+    ones ("nisa.nc_transpose", "nl.copy", "neuronxcc.nki.isa.nc_transpose", "nki.isa.nc_transpose"),
+    the same in either NKI dialect. A function the file does not define at module level gives no
+    violations (the submission check reports it).
     """
     tree, error = parse(source, "the kernel file")
     if error:
@@ -113,7 +119,7 @@ def compute_violations(source: str, function: str, allowed: set[str]) -> list[Vi
     for entry in allowed:
         if "." in entry:
             module, _, name = entry.rpartition(".")
-            module = {"nl": NL, "nisa": NISA, "nki.language": NL, "nki.isa": NISA}.get(module, module)
+            module = _MODULES.get(module, module)
             permitted_qualified.add(f"{module}.{name}")
         else:
             permitted_bare.add(entry)
@@ -152,7 +158,7 @@ def compute_violations(source: str, function: str, allowed: set[str]) -> list[Vi
                 if not is_call and not (module == NISA and name not in _ISA_NON_INSTRUCTIONS
                                         or module == NL and name in _NL_MATRIX_OPS):
                     continue
-                shown = f"{_SHORT[module]}.{name}"
+                shown = f"{module}.{name}"
                 if src(node) != shown:
                     shown += f" (as `{src(node)}`)"
                 how = "calls" if is_call else "refers to"
@@ -166,9 +172,10 @@ def compute_violations(source: str, function: str, allowed: set[str]) -> list[Vi
 
 
 def _instruction(path: str):
-    for module in (NL, NISA):
+    """("nl" or "nisa", the instruction's name) of a path into either dialect's modules, or None."""
+    for module, short in _MODULES.items():
         if path.startswith(module + "."):
-            return module, path[len(module) + 1:].split(".")[0]
+            return short, path[len(module) + 1:].split(".")[0]
     return None
 
 

@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import Callable
 
 import numpy as np
+from nkisim.dialects import CURRENT, DIALECTS, LEGACY, dialect_of_module
 
 # ----------------------------------------------------------------------------- why things are refused
 
@@ -137,10 +138,17 @@ _HARMLESS_SYS = ("maxsize float_info.* int_info.* version version_info.* hexvers
                  "stderr.flush exit argv getsizeof getrecursionlimit setrecursionlimit path path.append "
                  "path.insert path.extend")
 
+# What NKI 0.6's own package offers a kernel: nki.jit and nki.simulate (all its top level
+# documents) and its API modules; the rest of the package is the compiler's (or the simulator's)
+_NKI_NAMES = frozenset({"jit", "simulate"} | {m.rpartition(".")[2] for m in CURRENT.modules if m != CURRENT.package})
+
 POLICIES: dict[str, _Policy] = {
     "neuronxcc": _Policy(lambda chain: None if chain[0] == "nki" else
                          "only neuronxcc.nki is the NKI API; the rest of neuronx-cc is the compiler's internals",
                          walks=True),
+    CURRENT.package: _Policy(lambda chain: None if chain[0] in _NKI_NAMES else
+                             "of nki a kernel may use nki.jit, nki.simulate and the modules nki.language, nki.isa "
+                             "and nki.typing; the rest of the package is the compiler's internals", walks=True),
     "numpy": _Policy(_numpy_check, walks=True),
     "numpy.testing": _Policy(_numpy_testing, walks=False),
     "numpy.lib": _Policy(lambda chain: None if chain[0] in {"stride_tricks", "scimath", "mixins", "array_utils",
@@ -181,7 +189,7 @@ POLICIES: dict[str, _Policy] = {
                                 "(sys.modules, sys._getframe, sys.settrace, ...) reaches interpreter internals"),
 }
 # Harmless to import (when unused) and handy while debugging; anything else unused is a warning too.
-TEMPLATE_MODULES = ("numpy", "neuronxcc", "__future__")    # the starter files' own imports: never warned
+TEMPLATE_MODULES = ("numpy", "neuronxcc", CURRENT.package, "__future__")   # the starter files' own imports: never warned
 
 # Calls checked by their arguments: canonical path -> (keywords or "args" that are refused, why).
 CALL_RULES = {
@@ -201,8 +209,14 @@ def _denied(module: str) -> str | None:
     return None
 
 
+# The NKI modules whose every public attribute is the API: the whole legacy package (its parent,
+# neuronxcc, is the compiler), and NKI 0.6's language, isa and typing (their package, nki, is
+# judged by its policy above, as neuronxcc is).
+_API_ROOTS = tuple(m for d in DIALECTS.values() for m in d.modules if m != CURRENT.package)
+
+
 def policy_of(module: str) -> _Policy | None:
-    if module == "neuronxcc.nki" or module.startswith("neuronxcc.nki."):
+    if any(module == root or module.startswith(root + ".") for root in _API_ROOTS):
         return _open()
     return POLICIES.get(module)
 
@@ -211,21 +225,39 @@ def policy_of(module: str) -> _Policy | None:
 _STATIC_MODULES = frozenset(
     [f"numpy.{m}" for m in _NUMPY_SUBMODULES | {"core", "_core", "ctypeslib", "f2py", "distutils", "ma", "rec",
                                                 "matlib", "version"}]
-    + ["neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa", "neuronxcc.nki.compiler",
-       "neuronxcc.nki.typing", "neuronxcc.nki.isa.constants"])
-# What stands in for NKI's modules when the simulator's facade is looked into.
-_FACADE = "nkisim.nki"
-_FACADE_MODULES = frozenset({_FACADE, f"{_FACADE}.language", f"{_FACADE}.isa", f"{_FACADE}.compiler",
-                             f"{_FACADE}.typing"})
+    + [m for d in DIALECTS.values() for m in d.modules])
+# What stands in for each dialect's modules when the simulator's facade is looked into
+# ("nki.isa" -> "nkisim.nki06.isa"), and back.
+_FACADE_MODULES = frozenset(d.facade + m[len(d.package):] for d in DIALECTS.values() for m in d.modules)
+
+
+def _facade_of(module: str) -> str | None:
+    """The simulator's module that stands in for an NKI module, or None."""
+    d = dialect_of_module(module)
+    return d.facade + module[len(d.package):] if d is not None else None
+
+
+def _api_name(facade_module: str) -> str | None:
+    """The NKI module a facade module stands in for ("nkisim.nki06.isa" -> "nki.isa"), or None."""
+    for d in DIALECTS.values():
+        if facade_module == d.facade or facade_module.startswith(d.facade + "."):
+            return d.package + facade_module[len(d.facade):]
+    return None
+
+
+def _import_facade(name: str):
+    # nkisim.nki06 lowers its instructions onto the table the legacy facade fills: that first
+    importlib.import_module(LEGACY.facade)
+    return importlib.import_module(name)
 
 
 def _loaded(module: str):
     """The module object to look into, without running any of its code: NKI's through the
     simulator's facade, numpy's only when already imported, standard ones from POLICIES."""
     try:
-        if module == "neuronxcc.nki" or module.startswith("neuronxcc.nki."):
-            name = _FACADE + module[len("neuronxcc.nki"):]
-            return importlib.import_module(name) if name in _FACADE_MODULES else None
+        facade = _facade_of(module)
+        if facade is not None:
+            return _import_facade(facade) if facade in _FACADE_MODULES else None
         if module.split(".")[0] == "numpy":
             return sys.modules.get(module)
         if module in POLICIES or module.split(".")[0] in POLICIES:
@@ -249,9 +281,7 @@ def submodule(module: str, attr: str) -> str | None:
     if sys.modules.get(dotted) is value:
         return dotted
     name = value.__name__
-    if name == _FACADE or name.startswith(_FACADE + "."):
-        return "neuronxcc.nki" + name[len(_FACADE):]
-    return name
+    return _api_name(name) or name
 
 
 @lru_cache(maxsize=4096)

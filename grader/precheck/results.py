@@ -10,7 +10,8 @@ from dataclasses import dataclass
 class Violation:
     line: int
     rule: str        # syntax | import | module-use | forbidden-call | dunder | private | internals |
-                     # monkey-patch | module-escape | file-io | unused-import | debugger | compute-instruction
+                     # monkey-patch | module-escape | file-io | unused-import | debugger | compute-instruction |
+                     # dialect
     message: str
     severity: str = "error"     # "error" rejects the file; "warning" is only reported
 

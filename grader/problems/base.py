@@ -22,7 +22,8 @@ class Problem:
     # (shape, dtype) of the reference answer, known without computing it: a traced program
     # declaring another output fails before it is executed
     output: Callable[[dict], tuple[tuple[int, ...], np.dtype]]
-    # the only compute instructions a kernel may use (None: any); data movement is always allowed
+    # the only compute instructions a kernel may use (None: any), by name: an instruction has the
+    # same name (and traces the same opcode) in either NKI dialect; data movement is always allowed
     allowed_instructions: frozenset[str] | None = None
     # for grader.downgrade: choose a few output slices, slice an output, and the reference on just
     # those slices (None: the problem has no arithmetic a lower precision could speed up)
