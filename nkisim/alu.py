@@ -3,6 +3,10 @@
 An op object is both the code an instruction takes (`op=nl.add`) and, when called, the
 nki.language function of the same name applied to tiles (`nl.add(a, b)`). NumPy's own
 functions are accepted as codes too (np.add, np.maximum, np.max), as the docs' examples do.
+
+The table is the machine model's (pure NumPy functions; the executor applies them), below the
+instructions: what calling an op traces is registered from above, by
+nkisim.instructions.language_ops at its import (register_op_call).
 """
 from __future__ import annotations
 
@@ -56,11 +60,24 @@ class NkiOp:
         return self.fn(a) if self.kind == "unary" else self.fn(a, b)
 
     def __call__(self, *args, **kwargs):
-        from .instructions import language_ops
-        return language_ops.call_op(self, *args, **kwargs)
+        return _call_op(self, *args, **kwargs)
 
     def __repr__(self) -> str:
         return f"nl.{self.name}"
+
+
+def _unregistered(op, *args, **kwargs):
+    raise RuntimeError(f"nkisim bug: calling {op!r} traces nothing: nkisim.instructions.language_ops "
+                       "registers what an op call does at its import")
+
+
+_call_op = _unregistered
+
+
+def register_op_call(call_op) -> None:
+    """`call_op(op, *args, **kwargs)` is what `op(*args, **kwargs)` does (nl.add(a, b), nl.exp(t))."""
+    global _call_op
+    _call_op = call_op
 
 
 def _b(name, fn, reduce_ufunc=None, bitvec=False, numpy=()):
@@ -146,7 +163,8 @@ for _op in OPS.values():
         _BY_NUMPY.setdefault(id(getattr(np, _n)), _op)
 
 
-def _lookup(op) -> NkiOp | None:
+def lookup_op(op) -> NkiOp | None:
+    """The op an op code names (an NkiOp, its name, or NumPy's function of it), else None."""
     if isinstance(op, NkiOp):
         return op
     if isinstance(op, str):
@@ -162,7 +180,7 @@ def _unsupported(op, where: str, allowed: str) -> UnsupportedOperationError:
 
 def binary_op(op, where: str = "instruction") -> NkiOp:
     """Resolve an ALU op code; reduction functions (nl.max) name their ALU op (maximum)."""
-    found = _lookup(op)
+    found = lookup_op(op)
     if found is not None and found.kind == "reduce" and found.alias_of:
         found = OPS[found.alias_of]
     if found is None or found.kind != "binary":
@@ -180,14 +198,14 @@ def reduce_op(op, where: str = "tensor_reduce") -> NkiOp:
 
 
 def activation_op(op, where: str = "activation") -> NkiOp:
-    found = _lookup(op)
+    found = lookup_op(op)
     if found is None or found.kind != "unary" or not found.activation:
         raise _unsupported(op, where, "nl.exp, nl.relu, nl.sigmoid, nl.tanh, nl.copy, nl.square, ...")
     return found
 
 
 def unary_op(op, where: str) -> NkiOp:
-    found = _lookup(op)
+    found = lookup_op(op)
     if found is None or found.kind != "unary":
         raise _unsupported(op, where, "a unary nki.language function")
     return found

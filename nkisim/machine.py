@@ -1,12 +1,12 @@
 """Tracing one kernel run: allocations, on-chip capacity and the program of instructions.
 
-The `neuronxcc.nki`-shaped API finds the running machine through a ContextVar, so there is
-no module-level state and runs in different threads or contexts never see each other.
+The `neuronxcc.nki`-shaped API finds the running machine through a ContextVar (nkisim.running,
+which Machine.activate sets), so there is no module-level state and runs in different threads
+or contexts never see each other.
 """
 from __future__ import annotations
 
 import contextlib
-import contextvars
 from itertools import repeat
 import numbers
 import weakref
@@ -16,17 +16,17 @@ import numpy as np
 
 from . import collector, dtypes
 from .alu import binary_op
-from .errors import (HardwareLimitError, KernelContractError, MemorySpaceError, OutsideKernelError, ShapeError,
-                     UnsupportedOperationError)
+from .errors import HardwareLimitError, KernelContractError, MemorySpaceError, ShapeError, UnsupportedOperationError
 from .indexing import Predicate
 from .memory import Allocation, Buffer, MemoryTracker
-from .registry import ALLOWED, INSTRUCTIONS, RUNNING
+from .registry import ALLOWED
+from .running import RUNNING, current_machine  # noqa: F401 (current_machine: nkisim.nki06 imports it from here)
 from .settings import SimSettings
 from .source import site_of_frame, user_site
-from .tensor import DeviceTensor, check_align, checked_shape, contiguous_strides, raise_out_of_bounds, same_region
+from .tensor import DeviceTensor, check_access, check_align, checked_shape, contiguous_strides, same_region
 from .trace import AllocInfo, Engine, Region, TraceRecord
 
-_current: contextvars.ContextVar["Machine | None"] = RUNNING
+_current = RUNNING          # the running machine's ContextVar (nkisim.running), by its old name here
 _new_object = object.__new__
 _weakref = weakref.ref
 _TICK_EVERY = collector._EVERY
@@ -39,16 +39,6 @@ ENGINE_OUTPUTS = {
     Engine.SCALAR: (Buffer.SBUF, Buffer.PSUM),
     Engine.GPSIMD: (Buffer.SBUF,),
 }
-
-
-def current_machine() -> "Machine":
-    machine = _current.get()
-    if machine is None:
-        raise OutsideKernelError(
-            "calling NKI API outside of NKI kernels is not supported",
-            remedy="run the kernel through nki.baremetal(kernel)(...), nki.simulate_kernel(kernel, ...) "
-                   "or nki.benchmark(...)(kernel)(...)")
-    return machine
 
 
 class Machine:
@@ -242,17 +232,8 @@ class Machine:
                 alloc.site = site   # a result tile was allocated where its instruction ran
         return rec
 
-    @staticmethod
-    def check_access(t: DeviceTensor, mask_values, site) -> None:
-        """Refuse an access to elements outside `t`'s tensor unless the mask excludes them."""
-        touched = t._invalid
-        if mask_values is not None:
-            try:
-                touched = touched & np.broadcast_to(mask_values, touched.shape)
-            except ValueError:
-                pass
-        if touched.any():
-            raise_out_of_bounds(t, site)
+    # refuse an access to elements outside a tensor unless the mask excludes them
+    check_access = staticmethod(check_access)
 
     # ----- writes into existing tensors ----------------------------------------------------------
     def check_writable(self, dest: DeviceTensor, how: str) -> None:

@@ -18,7 +18,7 @@ import weakref
 import numpy as np
 
 from .errors import AllocationError, HardwareLimitError
-from .settings import HardwareLimits
+from .limits import HardwareLimits
 from .source import SourceSite
 
 

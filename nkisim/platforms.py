@@ -11,6 +11,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from .limits import HardwareLimits
+from .running import RUNNING
+
 KIB = 1024
 
 
@@ -30,8 +33,7 @@ class PlatformRules:
     def sbuf_usable_bytes(self) -> int:
         return self.sbuf_partition_bytes - self.sbuf_reserved_bytes
 
-    def hardware_limits(self):
-        from .settings import HardwareLimits
+    def hardware_limits(self) -> HardwareLimits:
         return HardwareLimits(sbuf_partition_bytes=self.sbuf_partition_bytes,
                               sbuf_reserved_bytes=self.sbuf_reserved_bytes)
 
@@ -111,8 +113,7 @@ def rules_for(platform: str | None) -> PlatformRules:
 
 def current_rules() -> PlatformRules:
     """The rules of the kernel run in progress (the process default outside a run)."""
-    from .machine import _current
-    machine = _current.get()
+    machine = RUNNING.get()
     settings = getattr(machine, "settings", None)
     return rules_for(getattr(settings, "platform", None))
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import collector, dtypes
+from . import instructions  # noqa: F401 (fills the table a program is held to)
 from .registry import INSTRUCTIONS
-from .settings import HardwareLimits
+from .limits import HardwareLimits
 from .source import SourceSite
 from .trace import AllocInfo, Engine, Region, TraceRecord
 
@@ -312,8 +313,7 @@ class _Reader:
 
 
 def _instruction_table() -> dict:
-    """The registry, filled: it fills as nkisim.nki imports the instruction modules."""
-    from . import nki  # noqa: F401
+    """The registry, filled (importing nkisim.instructions, above, filled it)."""
     return INSTRUCTIONS
 
 

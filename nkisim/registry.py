@@ -7,7 +7,6 @@ instructions here, nki.language functions in nki/language.py): an exception that
 already a typed NKISimError becomes one that names the kernel's own file:line."""
 from __future__ import annotations
 
-import contextvars
 import functools
 import inspect
 from sys import _getframe
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .errors import ArgumentError, NKISimError, SimulatorFailure
+from .running import RUNNING, current_machine
 from .source import SITE_AT_OFFSET, site_of_frame, user_site
 from .trace import Engine
 
@@ -30,10 +30,6 @@ class InstructionSpec:
 INSTRUCTIONS: dict[str, InstructionSpec] = {}
 # (name, engine, kind) of every record the table allows: one set lookup per traced instruction
 ALLOWED: set[tuple[str, Engine, str]] = set()
-
-# The running machine (nkisim.machine.Machine.activate sets it). It lives here, where every
-# instruction call reads it, so that read is one C call (machine imports this module).
-RUNNING: contextvars.ContextVar = contextvars.ContextVar("nkisim_machine", default=None)
 
 # Left alone: typed errors already say everything; resource exhaustion and warnings
 # (BlockDimensionWarning under -W error) must keep their own type for the caller.
@@ -82,12 +78,6 @@ def kernel_facing(fn: Callable, label: str, signature: inspect.Signature | None 
     return facing
 
 
-def _outside():
-    """What an instruction called outside a kernel gets: current_machine()'s error."""
-    from .machine import current_machine
-    return current_machine()
-
-
 def instruction(name: str, *engines: Engine, kinds: tuple[str, ...]):
     """Register `fn(machine, *args, **kwargs)` as instruction `name`, computing one of `kinds`
     (its value semantics); the returned function has the public NKI signature and finds the
@@ -108,13 +98,13 @@ def machine_call(fn: Callable, label: str, advice: Callable | None = None) -> Ca
     functions (`instruction`) and the current dialect's destination-first bindings."""
     sig = inspect.signature(fn)
     public = sig.replace(parameters=list(sig.parameters.values())[1:])
-    running = RUNNING.get
+    running = RUNNING.get          # the running machine (nkisim.running): one C call per instruction
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         machine = running()
         if machine is None:
-            machine = _outside()
+            machine = current_machine()     # outside a kernel: its error
         # the kernel line of this call, found here from the caller's frame: Machine.emit
         # uses it when it is called by `fn` itself (see Machine.emit), instead of walking
         # out through fn's and this frame (each walked frame is made into an object)

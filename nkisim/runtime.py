@@ -12,6 +12,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import collector, dtypes
+from . import instructions  # noqa: F401 (the table, and what tile operators trace)
 from .errors import KernelContractError
 from .execute import execute
 from .machine import Machine, _current

@@ -9,7 +9,7 @@ The values exist only when the traced program is executed (nkisim.execute).
 
 Bounds are checked where memory is touched, not where a view is taken: a slice that
 overhangs its tensor becomes a view whose overhanging elements are marked invalid, and an
-instruction refuses it unless its mask keeps those elements out (Machine.check_access).
+instruction refuses it unless its mask keeps those elements out (check_access).
 """
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ import numbers
 import numpy as np
 
 from . import dtypes
+from .alu import lookup_op
 from .errors import DeviceValueError, IndexingError, OutOfBoundsError, ShapeError
 from .indexing import gather_indices, normalize_key, out_of_bound_message, raise_empty_dimension
 from .memory import Allocation
-from .registry import RUNNING
+from .running import RUNNING, current_machine
 from .trace import Region
 
 _HOST_READ_REMEDY = ("device tensors hold their values on the NeuronCore; compute with nki.isa "
@@ -86,8 +87,7 @@ class DeviceTensor:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         """A NumPy ufunc applied to tiles (np.add(a, b), np.float32(2) * t) is the NKI op of
         the same name, run as an instruction; anything else would read values on the host."""
-        from .alu import _lookup
-        op = _lookup(ufunc)
+        op = lookup_op(ufunc)
         if method == "__call__" and op is not None and not kwargs and op.kind in ("binary", "unary"):
             return op(*inputs)
         raise DeviceValueError(f"cannot apply numpy.{ufunc.__name__} to device tensor {self._label()} "
@@ -444,12 +444,10 @@ class DeviceTensor:
                             par_axis=self.par_axis, name=self.name, dtype=dt)
 
     def astype(self, dtype) -> "DeviceTensor":
-        from .instructions.vector import tensor_copy
-        return tensor_copy(self, dtype=dtype)
+        return _tensor_copy(self, dtype=dtype)
 
     def broadcast_to(self, shape) -> "DeviceTensor":
-        from .instructions.language_ops import broadcast_to
-        return broadcast_to(self, shape=shape)
+        return _broadcast_to(self, shape=shape)
 
     def expand_dims(self, axis: int) -> "DeviceTensor":
         axis = integral(axis, "axis")
@@ -470,8 +468,7 @@ class DeviceTensor:
 
     # ----- arithmetic lowers to instructions -------------------------------------------------------
     def _binary(self, other, opname: str, reverse: bool = False):
-        elementwise_binary = _language_ops().elementwise_binary
-        return elementwise_binary(opname, other, self) if reverse else elementwise_binary(opname, self, other)
+        return _elementwise_binary(opname, other, self) if reverse else _elementwise_binary(opname, self, other)
 
     def __add__(self, o): return self._binary(o, "add")
     def __radd__(self, o): return self._binary(o, "add", True)
@@ -497,16 +494,13 @@ class DeviceTensor:
     __hash__ = object.__hash__
 
     def __neg__(self):
-        from .instructions.language_ops import elementwise_unary
-        return elementwise_unary("negative", self)
+        return _elementwise_unary("negative", self)
 
     def __abs__(self):
-        from .instructions.language_ops import elementwise_unary
-        return elementwise_unary("abs", self)
+        return _elementwise_unary("abs", self)
 
     def __invert__(self):
-        from .instructions.language_ops import elementwise_unary
-        return elementwise_unary("invert", self)
+        return _elementwise_unary("invert", self)
 
     def _inplace(self, other, opname: str):
         _machine().update_in_place(self, other, opname)
@@ -519,24 +513,36 @@ class DeviceTensor:
 
 
 def _machine():
-    """The running machine (nkisim.machine.current_machine, whose error comes outside a
-    kernel), read from the ContextVar directly: a function-level import costs ~0.7 us, and
-    `t[...] = x` and `acc += ...` run once per instruction."""
+    """The running machine (nkisim.running.current_machine, whose error comes outside a
+    kernel), read from the ContextVar directly: `t[...] = x` and `acc += ...` run once per
+    instruction."""
     machine = RUNNING.get()
     if machine is None:
-        from .machine import current_machine
         machine = current_machine()
     return machine
 
 
-_late: list = []      # nkisim.instructions.language_ops, imported at first use (it imports this module)
+# ----- tile operators: t + u, -t, t.astype(dt), t.broadcast_to(shape) -----------------------------
+# Each lowers onto an instruction, and the instructions are a layer up (they are made of these
+# tensors): nkisim.instructions.language_ops registers the functions at its import, and nkisim
+# imports it whenever it is imported (nkisim.runtime, nkisim.program). Module globals, read as
+# such once per operator: no import and no lookup on a hot path.
+
+def _unregistered(*args, **kwargs):
+    raise RuntimeError("nkisim bug: the tile operators are not registered (nkisim.instructions.language_ops "
+                       "registers them at its import)")
 
 
-def _language_ops():
-    if not _late:
-        from .instructions import language_ops
-        _late.append(language_ops)
-    return _late[0]
+_elementwise_binary = _elementwise_unary = _tensor_copy = _broadcast_to = _unregistered
+
+
+def register_tile_operators(*, elementwise_binary, elementwise_unary, tensor_copy, broadcast_to) -> None:
+    """What a tile's operators call: `elementwise_binary(opname, a, b)` for t + u (and the other
+    binary operators), `elementwise_unary(opname, t)` for -t, abs(t), ~t, `tensor_copy(t, dtype=)`
+    for t.astype, `broadcast_to(t, shape=)` for t.broadcast_to."""
+    global _elementwise_binary, _elementwise_unary, _tensor_copy, _broadcast_to
+    _elementwise_binary, _elementwise_unary = elementwise_binary, elementwise_unary
+    _tensor_copy, _broadcast_to = tensor_copy, broadcast_to
 
 
 def _reshaped_strides(shape: tuple, strides: tuple, new_shape: tuple) -> tuple | None:
@@ -620,6 +626,19 @@ def align_to(values: np.ndarray, value_shape: tuple, target_shape: tuple, what: 
         remedy="make the destination at least as large as the value, with the same partition "
                "size; only size-1 free dimensions broadcast",
         code="err_store_dst_shape_smaller_than_other_shape")
+
+
+def check_access(t: DeviceTensor, mask_values, site) -> None:
+    """Refuse an access to elements outside `t`'s tensor unless the mask excludes them (an
+    instruction's operand with elements marked invalid: see the module's docstring)."""
+    touched = t._invalid
+    if mask_values is not None:
+        try:
+            touched = touched & np.broadcast_to(mask_values, touched.shape)
+        except ValueError:
+            pass
+    if touched.any():
+        raise_out_of_bounds(t, site)
 
 
 def raise_out_of_bounds(t: DeviceTensor, site=None) -> None:

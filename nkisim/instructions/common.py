@@ -10,7 +10,7 @@ from .. import dtypes
 from ..errors import HardwareLimitError, MemorySpaceError, PartitionMismatchError, ShapeError, UnsupportedOperationError
 from ..memory import Buffer
 from ..source import user_site
-from ..tensor import DeviceTensor
+from ..tensor import DeviceTensor, check_access
 from ..trace import Engine
 
 ON_CHIP = (Buffer.SBUF, Buffer.PSUM)
@@ -45,8 +45,7 @@ def operand(t, instr: str, param: str, buffers=ON_CHIP, *, tile: bool = True, ma
             "first: a tile is needed", remedy="index the leading block dimensions away, e.g. t[i]",
             code="err_failed_to_infer_tile_from_local_tensor")
     if t._invalid is not None:      # elements outside the tensor: only a mask can keep them out
-        from ..machine import Machine
-        Machine.check_access(t, getattr(mask, "values", None), user_site(2))
+        check_access(t, getattr(mask, "values", None), user_site(2))
     return t
 
 

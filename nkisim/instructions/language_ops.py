@@ -8,13 +8,14 @@ import warnings
 import numpy as np
 
 from .. import dtypes
-from ..alu import NkiOp, binary_op
+from ..alu import OPS, NkiOp, binary_op, register_op_call
 from ..errors import HardwareLimitError, MemorySpaceError, ShapeError, UnsupportedOperationError
-from ..machine import current_machine
 from ..memory import Buffer
+from ..platforms import current_rules
 from ..registry import instruction
+from ..running import current_machine
 from ..source import user_site
-from ..tensor import DeviceTensor, check_align, checked_shape
+from ..tensor import DeviceTensor, check_align, checked_shape, register_tile_operators
 from ..trace import Engine
 from .common import ANY_HBM, ON_CHIP, SBUF_ONLY, broadcast_shape, number, operand, out_dtype
 from .dma import dma_move
@@ -74,7 +75,7 @@ def ndarray(shape, dtype=dtypes.float32, *, buffer=None, name="", **kwargs):
 
 def _filled(shape, value, dtype, buffer, name):
     buf = _buffer(buffer)
-    from ..platforms import current_rules   # SDK 2.20/2.21 (trn1) allowed it; 2.22+ refuses
+    # an HBM tensor with an initial value: SDK 2.20/2.21 (trn1) allowed it, 2.22+ refuses
     if buf.is_hbm and not current_rules().hbm_tensor_init_value:
         raise MemorySpaceError("creating an HBM tensor with an initial value is not supported",
                                remedy="allocate with nl.ndarray(..., buffer=nl.hbm) and write it by DMA",
@@ -236,7 +237,6 @@ _ACTIVATION_NAMES = {"copy", "square", "sigmoid", "relu", "gelu", "gelu_dx", "ge
 
 
 def elementwise_unary(opname, x, dtype=None, mask=None):
-    from ..alu import OPS
     op = OPS[opname]
     operand(x, f"nl.{opname}", "x", mask=mask)
     if opname in _ACTIVATION_NAMES:
@@ -304,3 +304,10 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
 
 def check_sbuf_only(t, name):  # used by facade helpers
     return operand(t, name, "x", SBUF_ONLY)
+
+
+# what the tile operators (t + u, -t, t.astype, ...) and calling an op code (nl.add(a, b)) trace:
+# both live below the instructions (nkisim.tensor, nkisim.alu), which call these through hooks
+register_tile_operators(elementwise_binary=elementwise_binary, elementwise_unary=elementwise_unary,
+                        tensor_copy=tensor_copy, broadcast_to=broadcast_to)
+register_op_call(call_op)

@@ -9,6 +9,7 @@ from ..instructions.gpsimd import affine_select, iota, tensor_partition_reduce
 from ..instructions.scalar import activation
 from ..instructions.tensor_engine import nc_matmul, nc_transpose
 from ..instructions.vector import memset, tensor_copy, tensor_reduce, tensor_scalar, tensor_tensor
+from ..platforms import current_rules as _current_rules
 from ..trace import Engine as _Engine
 from . import names as _names
 
@@ -57,8 +58,7 @@ class nc_version(_enum.IntEnum):
 
 def get_nc_version():
     """gen3 on Trn2, gen2 on Trn1: the platform of the run (see nkisim.platforms)."""
-    from ..platforms import current_rules
-    return nc_version(current_rules().nc_version)
+    return nc_version(_current_rules().nc_version)
 
 
 fp32 = _NS(min=float(_np.finfo(_np.float32).min))
@@ -72,11 +72,7 @@ def _simulated() -> str:
     return f"nisa.{', nisa.'.join(instructions)}"
 
 
-def _elsewhere():
-    from . import language
-    return (("nl.", vars(language)),)
-
-
 # documented NKI instructions nkisim does not simulate, and names that are not NKI at all
+_names.NAMESPACES["nisa."] = globals()
 __getattr__ = _names.make_getattr("nisa.", globals(), _names.ISA_NOT_SIMULATED, _simulated,
-                                  elsewhere=_elsewhere)
+                                  elsewhere=_names.elsewhere("nisa."))

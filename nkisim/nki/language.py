@@ -107,11 +107,7 @@ def _simulated() -> str:
             "buffers and nl.tile_size")
 
 
-def _elsewhere():
-    from . import isa
-    return (("nisa.", vars(isa)),)
-
-
 # documented NKI names nkisim does not simulate, and names that are not NKI at all
+_names.NAMESPACES["nl."] = globals()
 __getattr__ = _names.make_getattr("nl.", globals(), _names.LANGUAGE_NOT_SIMULATED, _simulated,
-                                  elsewhere=_elsewhere)
+                                  elsewhere=_names.elsewhere("nl."))
