@@ -22,15 +22,16 @@ from grader.vocabulary import Backend
 
 
 def _setup_backend(backend: str, platform: str = "trn2") -> None:
-    """Simulator: `import neuronxcc.nki` in the kernel's file resolves to nkisim, with the rules
-    of the assignment's platform (its SDK's host-side names too, such as logging.OFF on trn1).
+    """Simulator: `import neuronxcc.nki` (and NKI 0.6's `import nki`) in the kernel's file
+    resolves to nkisim, with the rules of the assignment's platform (its SDK's host-side names
+    too, such as logging.OFF on trn1).
     Neuron device: the kernel's file imports the real SDK's namespace itself."""
     if backend == Backend.SIM:
         import nkisim
         nkisim.install(platform=platform)
 
 
-def _load_kernel(path: str, function: str):
+def _load_module(path: str) -> types.ModuleType:
     # Relative to the working directory (the job directory), never absolute: in the sandbox's
     # mount namespace the job directory's absolute path lies under a tmpfs that hides every job.
     sys.path.insert(0, os.path.dirname(path) or os.curdir)
@@ -41,7 +42,7 @@ def _load_kernel(path: str, function: str):
     module.__file__ = path
     sys.modules[name] = module
     exec(code, module.__dict__)
-    return getattr(module, function)
+    return module
 
 
 def _student_traceback(err: BaseException, path: str) -> str:
@@ -70,14 +71,35 @@ def run(job: dict) -> tuple[dict, bytes]:
     if job["backend"] == Backend.NEURON:
         from grader.neuron.compile import prepare
         prepare(job)
-    kernel = _load_kernel(job["file"], job["function"])
+    module = _load_module(job["file"])
+    kernel = getattr(module, job["function"])
     if job["backend"] == Backend.SIM:
+        _check_dialect(kernel, job["function"], vars(module), job.get("dialect"))
         from nkisim import program as programs
         from nkisim.runtime import trace_kernel
         program, _ = trace_kernel(kernel, _arg_specs(job), job["kwargs"], _settings(job), job["compile_options"])
         return {"status": "ok", "artifact": "program"}, programs.encode(program)
     from grader.neuron.compile import compile_neff    # the real SDK: compile, never run on real inputs
     return {"status": "ok", "artifact": "neff"}, compile_neff(kernel, _arg_specs(job), job)
+
+
+def _check_dialect(kernel, name: str, namespace: dict, expected: str | None) -> None:
+    """Behind the precheck (which a spec or a caller may turn off): refuse a kernel that nkisim
+    would trace in another NKI dialect than the assignment's, or whose file uses the other
+    dialect's package. On hardware the SDK line itself decides what compiles."""
+    from nkisim.runtime import Kernel, as_kernel
+    from grader.dialect import CURRENT, DialectError, dialect_named, dialect_of_loaded, kernel_message
+    wanted = dialect_named(expected)
+    if wanted is CURRENT and not isinstance(kernel, Kernel):      # NKI 0.6 compiles @nki.jit kernels only
+        raise DialectError(kernel_message(wanted, name, None, None))
+    found = dialect_named(type(as_kernel(kernel)).dialect)    # what nkisim traces it as, not what it says
+    if found is not wanted:
+        raise DialectError(kernel_message(wanted, name, found, None))
+    for value in list(namespace.values()):          # the file's imports: modules, and names taken from them
+        owner = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+        used = dialect_of_loaded(owner) if isinstance(owner, str) else None
+        if used is not None and used is not wanted:
+            raise DialectError(kernel_message(wanted, name, found, used))
 
 
 def _write(fd: int, header: dict, artifact: bytes) -> None:

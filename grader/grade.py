@@ -430,7 +430,8 @@ class _Run:
                          platform=self.spec.platform, job_root=self.base, hide_paths=(self.root,) + self.hidden,
                          neuron_core=self.cores[index % len(self.cores)] if self.backend == Backend.NEURON else None,
                          neuron=self.neuron, thresholds_us=test.thresholds_us,
-                         expected_output=problems.output(test.problem, config), processes=self._threads())
+                         expected_output=problems.output(test.problem, config), processes=self._threads(),
+                         dialect=self.spec.dialect)
 
     def _inputs_job(self, test: TestSpec, index: int, config: dict, count: int) -> RunnerJob:
         """A configuration's job with the names of its `count` inputs, still without their values."""
@@ -576,7 +577,7 @@ class _Run:
             seed=self.seed, answer_set=self.answers.set_id if self.answers is not None else None,
             grader_version=GRADER_VERSION,
             graded_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            duration_s=round(time.monotonic() - start, 3), platform=self.spec.platform,
+            duration_s=round(time.monotonic() - start, 3), platform=self.spec.platform, dialect=self.spec.dialect,
             status=self.cancel.reason if self.cancel_event.is_set() else ReportStatus.COMPLETED,
             time_budget_s=self.budget_s, budget_note=self._budget_note(), missing_files=missing, missing_hints=hints,
             rejections=self.rejections, warnings=self.warnings)

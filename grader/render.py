@@ -143,6 +143,7 @@ def _footer_lines(view: ReportView) -> list[str]:
     p = view.provenance
     lines = [f"assignment {p.assignment}  spec_version {p.spec_version}  "
              f"thresholds_version {p.thresholds_version}  spec sha256 {p.spec_hash[:12] or '-'}",
+             f"dialect {p.dialect}",
              f"backend {p.backend}  seed {p.seed}  submission sha256 {p.submission_sha256[:12] or '-'}"]
     extra = [f"{label} {value}" for label, value in
              (("status", p.status), ("grader", p.grader_version), ("graded", p.graded_at),
@@ -247,7 +248,7 @@ def to_gradescope(report: Report | ReportView, *, visibility: dict | None = None
         "stdout_visibility": visibility.get("stdout", "hidden"),
         "extra_data": {"assignment": p.assignment, "spec_version": p.spec_version,
                        "thresholds_version": p.thresholds_version, "spec_hash": p.spec_hash,
-                       "backend": source.backend, "status": p.status,
+                       "dialect": source.dialect, "backend": source.backend, "status": p.status,
                        "submission_sha256": p.submission_sha256, "seed_kind": source.seed_kind,
                        "grader_version": p.grader_version, "flags": [f.flag for f in view.flags],
                        "max_total": view.points.max_total, "missing_files": list(source.missing_files),
@@ -364,8 +365,8 @@ def _student_summary(view: ReportView) -> str:
         lines += ["", view.slow_hint]          # our words, with its command as markdown code
     p = view.provenance
     lines += ["", f"_Graded with {_md_escape(p.assignment)} spec {_md_escape(p.spec_version)}, "
-                  f"thresholds {_md_escape(p.thresholds_version)}, submission "
-                  f"{_md_escape(p.submission_sha256[:12]) or 'unknown'}._"]
+                  f"thresholds {_md_escape(p.thresholds_version)}, kernels checked as {_md_escape(p.dialect)}, "
+                  f"submission {_md_escape(p.submission_sha256[:12]) or 'unknown'}._"]
     return "\n".join(lines)
 
 

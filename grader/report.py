@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+from nkisim.dialects import LEGACY
+
 from .vocabulary import ReportStatus, TestKind, TestStatus, values
 
 KINDS = values(TestKind)
@@ -105,6 +107,9 @@ class Report:
     graded_at: str = ""             # ISO 8601 UTC
     duration_s: float = 0.0
     platform: str = "trn2"          # hardware the thresholds were set on
+    # the NKI dialect the kernels were checked against (a name in nkisim.dialects); every report
+    # from before the field was graded in the legacy one, so one read without it is legacy
+    dialect: str = LEGACY.name
     status: str = ReportStatus.COMPLETED.value     # a ReportStatus
     spec_hash: str = ""             # sha256 of the spec file that graded this run
     title: str = ""                 # the assignment's title

@@ -11,6 +11,8 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
+from nkisim.dialects import dialect_named
+
 from .report import KINDS, Report, TestResult
 from .vocabulary import KIND_TITLES, TIMED_KINDS, Backend, ReportStatus, TestKind, TestStatus, Tier
 
@@ -275,6 +277,7 @@ class Provenance:
     thresholds_version: str
     spec_hash: str
     backend: str                       # in words: 'simulated (nkisim)', 'Trainium2 hardware'
+    dialect: str                       # the NKI its kernels were checked against: 'NKI 0.6 (nki) on Neuron SDK 2.32'
     seed: str                          # 'secret' or 'public 42'
     submission_sha256: str
     status: str
@@ -452,6 +455,15 @@ def _backend_title(backend: str) -> str:
     return Backend(backend).title if backend in Backend.__members__.values() else backend
 
 
+def _dialect_title(name: str) -> str:
+    """The dialect's title and SDK line (nkisim.dialects); a name nkisim does not know, as stored."""
+    try:
+        dialect = dialect_named(name)
+    except ValueError:
+        return str(name)
+    return f"{dialect.title} on {dialect.sdk}"
+
+
 def _when(iso: str) -> str:
     """An ISO 8601 time as people read it, to the second in UTC; text that is not one stays as it is."""
     try:
@@ -469,7 +481,8 @@ def _provenance(report: Report) -> Provenance:
     # a secret seed is never shown; a public one was given by whoever ran the grade
     seed = f"public {report.seed}" if report.seed_kind == "public" and report.seed is not None else "secret"
     return Provenance(report.assignment, report.title, report.spec_version, report.thresholds_version,
-                      report.spec_hash, _backend_title(report.backend), seed, report.submission_sha256,
+                      report.spec_hash, _backend_title(report.backend), _dialect_title(report.dialect), seed,
+                      report.submission_sha256,
                       report.status, report.grader_version, _when(report.graded_at),
                       report.duration_s if finite(report.duration_s) else None, report.time_budget_s,
                       str((report.rescored_from or {}).get("thresholds_version") or ""))

@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass, field
 
 import numpy as np
+from nkisim.dialects import LEGACY
 
 from . import sharedmem, wire
 from .sandbox import ChildResult, Limits, minimal_env, run_child
@@ -61,6 +62,8 @@ class RunnerJob:
     # the simulator's executor: at most this many processes execute the program at once, each a share
     # of its output (nkisim.split); the grade's share of the cores
     processes: int = 1
+    # the NKI dialect the spec's kernels are written in: the tracing child refuses a kernel of another
+    dialect: str = LEGACY.name
 
 
 @dataclass
@@ -133,7 +136,7 @@ def _trace(job: RunnerJob, workdir: str, limits: Limits, cancel) -> tuple[memory
         json.dump({"backend": job.backend, "file": job.filename, "function": job.function,
                    "inputs": _input_specs(job), "kwargs": job.kwargs,
                    "platform": job.platform, "compile_options": job.compile_options,
-                   "line": job.neuron["line"] if job.neuron else None}, fh)
+                   "line": job.neuron["line"] if job.neuron else None, "dialect": job.dialect}, fh)
     child = run_child([sys.executable, "-I", "-m", "grader.child"], workdir, limits=limits,
                       env=minimal_env(_neuron_env(job, limits)), hide_paths=(job.job_root,) + tuple(job.hide_paths),
                       own_uid=job.backend == Backend.SIM, cancel=cancel)

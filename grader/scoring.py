@@ -77,6 +77,10 @@ def rescore(report: Report, spec: AssignmentSpec) -> Report:
     if spec.assignment != report.assignment:
         raise GraderInputError(f"this report is for {report.assignment!r}, not {spec.assignment!r}",
                                "Rescore with a version of the spec of the report's own assignment.")
+    if spec.dialect != report.dialect:      # its kernels were checked against the other dialect's rules
+        raise GraderInputError(f"this report's kernels were checked as {report.dialect!r}, and the spec is written "
+                               f"in {spec.dialect!r}", "Rescore with a spec in the report's own NKI dialect; "
+                                                       "another dialect needs a new grade.")
     by_name = {t.name: t for t in spec.tests}
     ours = {t.name for t in report.tests}
     if ours != set(by_name):

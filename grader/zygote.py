@@ -121,9 +121,11 @@ class Zygote:
 
     # everything either child imports before its work: an import left to the job costs every
     # configuration again (grader.sandbox alone ~25 ms, ctypes.util asking ldconfig for libc)
-    PRELOAD = ("numpy", "ml_dtypes", "threadpoolctl", "nkisim", "nkisim.nki", "nkisim.execute", "nkisim.program",
-               "nkisim.platforms", "nkisim.runtime", "nkisim.split", "nkisim.cost", "nkisim.cost.profile", "grader.sandbox",
-               "grader.jobs", "grader.wire", "grader.child", "grader.executor")
+    # (nkisim.nki06 after nkisim.nki: it lowers onto the instruction table the legacy front end fills)
+    PRELOAD = ("numpy", "ml_dtypes", "threadpoolctl", "nkisim", "nkisim.nki", "nkisim.nki06", "nkisim.execute",
+               "nkisim.program", "nkisim.platforms", "nkisim.runtime", "nkisim.split", "nkisim.cost",
+               "nkisim.cost.profile", "grader.sandbox", "grader.jobs", "grader.wire", "grader.dialect", "grader.child",
+               "grader.executor")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -156,6 +156,27 @@ def test_rescore_refuses_another_assignment_or_other_tests():
         grader.rescore(report, SPEC)
 
 
+def test_rescore_refuses_a_spec_in_another_nki_dialect():
+    """The report's kernels passed the legacy dialect's checks: a spec of the same assignment in
+    NKI 0.6 (a course moving on) needs a new grade, not new points for the old one."""
+    report = stored_report(P99)
+    moved = grader.spec_from_toml(SPEC.toml.replace('platform = "trn2"', 'dialect = "nki-0.6"\nplatform = "trn2"'))
+    assert moved.assignment == report.assignment and moved.dialect == "nki-0.6"
+    with pytest.raises(grader.GraderInputError) as info:
+        grader.rescore(report, moved)
+    assert "checked as 'neuronxcc-nki'" in info.value.reason and "'nki-0.6'" in info.value.reason
+    assert "needs a new grade" in info.value.remedy
+    assert grader.rescore(report, SPEC).dialect == "neuronxcc-nki"       # the same dialect rescoring as before
+
+
+def test_a_report_stored_before_the_dialect_field_reads_as_legacy():
+    data = stored_report(P99).to_json()
+    data.pop("dialect")
+    old = grader.Report.from_json(data)
+    assert old.dialect == "neuronxcc-nki"
+    assert grader.view_of(old).provenance.dialect == "legacy NKI (neuronxcc.nki, NKI 0.1) on Neuron SDK 2.26"
+
+
 # ----- problems ------------------------------------------------------------------------------------
 
 def test_problem_registry_backs_the_module_facades():

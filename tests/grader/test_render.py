@@ -501,3 +501,28 @@ def test_provenance_says_the_backend_and_the_time_in_words():
     assert view.provenance.backend == "simulated (nkisim)"
     assert view.provenance.graded_at == "2025-11-20 10:00:00 UTC"
     assert render.to_json(report)["graded_at"] == "2025-11-20T11:00:00.123456+01:00"
+
+
+# ----- the NKI dialect -----
+
+def test_every_output_says_which_nki_its_kernels_were_checked_against(full_report):
+    """Terminal, JSON, Gradescope: the dialect's title and SDK line (nkisim.dialects), beside the
+    spec that named it; the JSON and results.json's extra_data keep the dialect's name."""
+    report = Report.from_json(dict(render.to_json(full_report), dialect="nki-0.6"))
+    view = view_of(report)
+    assert view.provenance.dialect == "NKI 0.6 (nki) on Neuron SDK 2.32"
+    lines = render.render_terminal(view).splitlines()
+    spec_line = next(i for i, line in enumerate(lines) if line.startswith("assignment asst4-trainium2  spec_version"))
+    assert lines[spec_line + 1] == "dialect NKI 0.6 (nki) on Neuron SDK 2.32"
+    assert render.to_json(report)["dialect"] == "nki-0.6"
+    results = render.to_gradescope(report)
+    assert results["extra_data"]["dialect"] == "nki-0.6"
+    assert "kernels checked as NKI 0.6 (nki) on Neuron SDK 2.32" in results["output"]
+    legacy = render.render_terminal(full_report).splitlines()
+    assert "dialect legacy NKI (neuronxcc.nki, NKI 0.1) on Neuron SDK 2.26" in legacy    # the default
+
+
+def test_a_dialect_nkisim_does_not_know_is_shown_as_stored(full_report):
+    report = Report.from_json(dict(render.to_json(full_report), dialect="nki-9.9"))
+    assert view_of(report).provenance.dialect == "nki-9.9"
+    assert "dialect nki-9.9" in render.render_terminal(report).splitlines()
