@@ -1,13 +1,16 @@
 """The course's reference kernels as grading uses them (the nightly regression, `grader doctor`):
 which reference stands for which threshold tier, its file for each kernel function a spec asks
 for, which tests it must pass, and a submission archive of it. Written once here; the kernels
-themselves are in reference_kernels/."""
+themselves are in reference_kernels/, those of each NKI dialect in its own folder under the
+same file names (reference_kernels/nki06/ for NKI 0.6), so a spec's dialect picks them."""
 from __future__ import annotations
 
 import importlib.util
 import io
 import tarfile
 from pathlib import Path
+
+from nkisim.dialects import CURRENT, LEGACY
 
 from .vocabulary import TestKind, Tier
 
@@ -18,6 +21,8 @@ FILES = {
     "conv2d_relaxed": {"fused_conv2d_maxpool": "conv2d_relaxed.py", "matrix_transpose": "transpose.py"},
 }
 REFERENCE_OF_TIER = {tier: reference for reference, tier in TIER_OF_REFERENCE.items()}
+# the folder under reference_kernels/ of each NKI dialect's references
+FOLDER_OF_DIALECT = {LEGACY.name: ".", CURRENT.name: "nki06"}
 
 
 def stands_for(reference: str, test) -> bool:
@@ -27,24 +32,26 @@ def stands_for(reference: str, test) -> bool:
     return TIER_OF_REFERENCE.get(reference) == Tier.OPTIMIZED or test.kind != TestKind.EXTRA_CREDIT
 
 
-def reference_dir() -> Path:
-    """Found without importing the package (the kernel modules import neuronxcc.nki)."""
+def reference_dir(dialect: str = LEGACY.name) -> Path:
+    """The folder of a dialect's references, found without importing the package (the kernel
+    modules import NKI)."""
     spec = importlib.util.find_spec("reference_kernels")
-    return Path(list(spec.submodule_search_locations)[0])
+    return (Path(list(spec.submodule_search_locations)[0]) / FOLDER_OF_DIALECT[dialect]).resolve()
 
 
-def archive(spec, reference: str, nki_namespace: str = "neuronxcc.nki") -> bytes:
-    """A submission archive holding this reference's kernels at the spec's archive paths; with
-    `nki_namespace="nki"` their `neuronxcc.nki` imports are rewritten (the current SDK line)."""
+def archive(spec, reference: str, nki_namespace: str = LEGACY.package) -> bytes:
+    """A submission archive holding this reference's kernels, in the spec's dialect, at the
+    spec's archive paths. `nki_namespace="nki"` rewrites a legacy spec's `neuronxcc.nki`
+    imports (the current SDK line's hardware, which has no legacy package: grader doctor)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for fs in spec.files.values():
             name = next((FILES[reference][fn] for fn in fs.functions if fn in FILES[reference]), None)
             if name is None:
                 continue
-            data = (reference_dir() / name).read_bytes()
-            if nki_namespace != "neuronxcc.nki":
-                data = data.replace(b"neuronxcc.nki", nki_namespace.encode())
+            data = (reference_dir(spec.dialect) / name).read_bytes()
+            if spec.dialect == LEGACY.name and nki_namespace != LEGACY.package:
+                data = data.replace(LEGACY.package.encode(), nki_namespace.encode())
             info = tarfile.TarInfo(fs.archive_path)
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))

@@ -16,6 +16,8 @@ SLOW = (
     "tests/grader/test_gradescope_service.py",
     "tests/grader/test_grade.py::test_optimized_reference_scores_full_marks",     # full asst4 grades
     "tests/grader/test_grade.py::test_relaxed_reference_tiers_where_the_model_says",
+    "tests/grader/test_dialect_grades.py::test_the_nki06_optimized_reference_",     # full NKI 0.6 grades
+    "tests/grader/test_dialect_grades.py::test_the_nki06_relaxed_reference_tiers_as_the_legacy_one",
     "tests/grader/test_redteam_program.py::"
     "test_an_honest_kernel_of_a_hundred_thousand_instructions_grades_without_a_flag",
     "tests/grader/test_fast_feedback.py::"
