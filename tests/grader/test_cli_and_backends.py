@@ -185,3 +185,27 @@ def test_grade_shows_each_configuration_of_a_long_test_on_stderr(tmp_path):
     assert "configuration 2/2" in lines[first + 1] and lines[first + 2].startswith("[1/2] Correctness")
     assert not any("configuration" in line for line in lines if "Performance" in line)    # one config: no extra line
     assert "configuration" not in result.stdout
+
+
+def test_cli_grades_an_nki06_kernel_under_an_nki06_spec_and_rejects_a_legacy_one(tmp_path):
+    """`grader grade` under a spec in NKI 0.6: the NKI 0.6 reference passes and the report says
+    which NKI checked it; the legacy reference is rejected by the static check with the one
+    dialect error (exit 3), as a student who picked the wrong starter files would see it."""
+    spec = tmp_path / "small-nki06.toml"
+    spec.write_text('dialect = "nki-0.6"\n' + SMALL_SPEC_TOML)
+    ours, legacy = tmp_path / "ours" / "conv2d.py", tmp_path / "legacy" / "conv2d.py"
+    for path, kernel in ((ours, "reference_kernels/nki06/conv2d_optimized.py"),
+                         (legacy, "reference_kernels/conv2d_optimized.py")):
+        path.parent.mkdir()
+        path.write_bytes(source(kernel))
+    out = tmp_path / "report.json"
+    done = run_cli("grade", str(ours), "--assignment", str(spec), "--backend", "sim", "--seed", "1", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "dialect NKI 0.6 (nki) on Neuron SDK 2.32" in done.stdout.splitlines()
+    report = json.loads(out.read_text())
+    assert report["dialect"] == "nki-0.6" and [t["status"] for t in report["tests"]] == ["passed", "passed"]
+    done = run_cli("grade", str(legacy), "--assignment", str(spec), "--backend", "sim", "--seed", "1")
+    assert done.returncode == 3, done.stderr
+    assert "conv2d.py was rejected by the static check (1 violation)" in done.stdout
+    assert "[dialect]: this assignment is written in NKI 0.6 (nki) on Neuron SDK 2.32 (import nki); this file " \
+           "imports neuronxcc.nki, the legacy dialect" in done.stdout
