@@ -127,12 +127,7 @@ NKISIM_LAYERS: list[tuple[str, tuple[str, ...]]] = [
 # the two front ends, each a binding onto the one table: neither imports the other
 FRONT_ENDS = ("nki", "nki06")
 # imports inside one layer that close a cycle, each with why it is left (any other cycle fails)
-CYCLES_LEFT: dict[tuple[str, str], str] = {
-    ("nki06.names", "nki06.isa"): "nki06's names module imports its sibling modules in a function, to say "
-                                  "where a name of the other module lives; nkisim/nki does the same by "
-                                  "registration (nki.names.NAMESPACES). Left while nki06 is edited elsewhere",
-    ("nki06.names", "nki06.language"): "the same, for nki.language",
-}
+CYCLES_LEFT: dict[tuple[str, str], str] = {}
 
 
 def nkisim_modules(root: Path = ROOT / "nkisim") -> dict[str, Path]:

@@ -97,14 +97,25 @@ NKI_REMOVED = {
 }
 
 
+# prefix -> the namespace of the module kernels spell so: each module registers its own, so a
+# name asked of the wrong one can say where it lives without this module importing them
+NAMESPACES: dict[str, dict] = {}
+
+
+def _others(prefix: str):
+    return lambda: tuple((other, space) for other, space in NAMESPACES.items() if other != prefix)
+
+
 def isa_getattr(namespace: dict):
+    NAMESPACES["nisa."] = namespace
     return make_getattr("nisa.", namespace, ISA_NOT_SIMULATED, lambda: _simulated("nisa.", namespace),
-                        elsewhere=lambda: (("nl.", _language()),), removed=ISA_REMOVED)
+                        elsewhere=_others("nisa."), removed=ISA_REMOVED)
 
 
 def language_getattr(namespace: dict):
+    NAMESPACES["nl."] = namespace
     return make_getattr("nl.", namespace, LANGUAGE_NOT_SIMULATED, lambda: _simulated("nl.", namespace),
-                        elsewhere=lambda: (("nisa.", _isa()),), removed=LANGUAGE_REMOVED)
+                        elsewhere=_others("nl."), removed=LANGUAGE_REMOVED)
 
 
 def nki_getattr(namespace: dict, submodules: list[str]):
@@ -117,13 +128,3 @@ def _simulated(prefix: str, namespace: dict) -> str:
     functions = [n for n in public_names(namespace)
                  if callable(namespace[n]) and not isinstance(namespace[n], type)]
     return prefix + (", " + prefix).join(functions)
-
-
-def _language() -> dict:
-    from . import language
-    return vars(language)
-
-
-def _isa() -> dict:
-    from . import isa
-    return vars(isa)
