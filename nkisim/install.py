@@ -19,13 +19,21 @@ def installed() -> bool:
 
 
 def real_neuronxcc_available() -> bool:
-    """True when a real neuronx-cc with an `nki` package is importable (the PyPI placeholder
-    package has none)."""
+    """True when a real neuronx-cc with an `nki` package, or the real NKI 0.6 `nki` package, is
+    importable (the PyPI placeholders have neither)."""
     if installed():
         return False
+    return _importable("neuronxcc", "neuronxcc.nki") or _importable("nki", "nki.isa")
+
+
+def _which_real() -> str:
+    return "neuronx-cc" if _importable("neuronxcc", "neuronxcc.nki") else "nki package (NKI 0.6)"
+
+
+def _importable(package: str, module: str) -> bool:
+    """`module` can be imported here (the real SDK's; NKI 0.6's `nki` package has `nki.isa`)."""
     try:
-        return importlib.util.find_spec("neuronxcc") is not None and \
-            importlib.util.find_spec("neuronxcc.nki") is not None
+        return importlib.util.find_spec(package) is not None and importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
 
@@ -41,8 +49,8 @@ def install(force: bool = False, platform: str | None = None) -> None:
         return
     if real_neuronxcc_available() and not force:
         raise RealNeuronxccPresentError(
-            "the real neuronx-cc is installed in this environment; nkisim.install() will not shadow "
-            "it. Use the real compiler on Trainium, or call nkisim.install(force=True) to simulate anyway.")
+            f"the real {_which_real()} is installed in this environment; nkisim.install() will not "
+            "shadow it. Use the real compiler on Trainium, or call nkisim.install(force=True) to simulate anyway.")
     from . import nki
     from .nki import compiler, isa, language, typing
     root = types.ModuleType("neuronxcc", "nkisim's stand-in for neuronx-cc")

@@ -104,3 +104,23 @@ def test_install_makes_both_dialects_importable_and_uninstall_removes_them():
     """)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["0.6.0", "gen3"]
+
+
+def test_install_refuses_to_shadow_a_real_nki_package(tmp_path):
+    pkg = tmp_path / "nki"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("REAL = True\n")
+    (pkg / "isa.py").write_text("")
+    result = run_python("""
+        import nkisim
+        try:
+            nkisim.install()
+        except nkisim.RealNeuronxccPresentError as err:
+            print("refused:", err)
+        else:
+            raise SystemExit("install() shadowed the real nki package")
+        import nki
+        assert nki.REAL
+    """, extra_path=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "refused:" in result.stdout and "force=True" in result.stdout
