@@ -121,7 +121,6 @@ class Zygote:
 
     # everything either child imports before its work: an import left to the job costs every
     # configuration again (grader.sandbox alone ~25 ms, ctypes.util asking ldconfig for libc)
-    # (nkisim.nki06 after nkisim.nki: it lowers onto the instruction table the legacy front end fills)
     PRELOAD = ("numpy", "ml_dtypes", "threadpoolctl", "nkisim", "nkisim.nki", "nkisim.nki06", "nkisim.execute",
                "nkisim.program", "nkisim.platforms", "nkisim.runtime", "nkisim.split", "nkisim.cost",
                "nkisim.cost.profile", "grader.sandbox", "grader.jobs", "grader.wire", "grader.dialect", "grader.child",

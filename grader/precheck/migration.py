@@ -88,7 +88,6 @@ def _to_legacy(node, flow, parent) -> str | None:
 @lru_cache(maxsize=None)
 def _current_dst_first() -> frozenset[str]:
     """The NKI 0.6 instructions that take dst first (every instruction, by the 0.6 API)."""
-    import nkisim.nki                       # noqa: F401  (nkisim.nki06 lowers onto the table it fills)
     from nkisim.nki06 import isa
     return frozenset(name for name, fn in vars(isa).items() if _first_parameter(fn) == "dst")
 

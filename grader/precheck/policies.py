@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Callable
 
 import numpy as np
-from nkisim.dialects import CURRENT, DIALECTS, LEGACY, dialect_of_module
+from nkisim.dialects import CURRENT, DIALECTS, dialect_of_module
 
 # ----------------------------------------------------------------------------- why things are refused
 
@@ -245,19 +245,13 @@ def _api_name(facade_module: str) -> str | None:
     return None
 
 
-def _import_facade(name: str):
-    # nkisim.nki06 lowers its instructions onto the table the legacy facade fills: that first
-    importlib.import_module(LEGACY.facade)
-    return importlib.import_module(name)
-
-
 def _loaded(module: str):
     """The module object to look into, without running any of its code: NKI's through the
     simulator's facade, numpy's only when already imported, standard ones from POLICIES."""
     try:
         facade = _facade_of(module)
         if facade is not None:
-            return _import_facade(facade) if facade in _FACADE_MODULES else None
+            return importlib.import_module(facade) if facade in _FACADE_MODULES else None
         if module.split(".")[0] == "numpy":
             return sys.modules.get(module)
         if module in POLICIES or module.split(".")[0] in POLICIES:
