@@ -20,13 +20,12 @@ from .errors import HardwareLimitError, KernelContractError, MemorySpaceError, S
 from .indexing import Predicate
 from .memory import Allocation, Buffer, MemoryTracker
 from .registry import ALLOWED
-from .running import RUNNING, current_machine  # noqa: F401 (current_machine: nkisim.nki06 imports it from here)
+from .running import RUNNING
 from .settings import SimSettings
 from .source import site_of_frame, user_site
 from .tensor import DeviceTensor, check_access, check_align, checked_shape, contiguous_strides, same_region
 from .trace import AllocInfo, Engine, Region, TraceRecord
 
-_current = RUNNING          # the running machine's ContextVar (nkisim.running), by its old name here
 _new_object = object.__new__
 _weakref = weakref.ref
 _TICK_EVERY = collector._EVERY
@@ -75,11 +74,11 @@ class Machine:
 
     @contextlib.contextmanager
     def activate(self):
-        token = _current.set(self)
+        token = RUNNING.set(self)
         try:
             yield self
         finally:
-            _current.reset(token)
+            RUNNING.reset(token)
 
     # ----- allocation ----------------------------------------------------------------------
     def allocate(self, shape, dtype, buffer: Buffer, *, par_axis: int = 0, name: str = "",
@@ -197,12 +196,12 @@ class Machine:
         for t in reads:
             t._alloc.read = True
             if t._invalid is not None:
-                self.check_access(t, mask_values, site)
+                check_access(t, mask_values, site)
             read_regions.append(t._region or t.region())
         write_regions = []
         for t in writes:
             if t._invalid is not None:
-                self.check_access(t, mask_values, site)
+                check_access(t, mask_values, site)
             t._alloc.written = True
             write_regions.append(t._region or t.region())
         trace = self.trace
@@ -232,8 +231,6 @@ class Machine:
                 alloc.site = site   # a result tile was allocated where its instruction ran
         return rec
 
-    # refuse an access to elements outside a tensor unless the mask excludes them
-    check_access = staticmethod(check_access)
 
     # ----- writes into existing tensors ----------------------------------------------------------
     def check_writable(self, dest: DeviceTensor, how: str) -> None:
@@ -284,7 +281,7 @@ class Machine:
                 np.broadcast_shapes(rec.mask.shape, dest.shape) != dest.shape:
             return False
         if dest._invalid is not None:
-            self.check_access(dest, rec.mask, rec.site)
+            check_access(dest, rec.mask, rec.site)
         rec.stores = rec.stores + [rec.writes[0]]
         rec.writes = [dest.region()] + rec.writes[1:]
         rec.accumulate = accumulate

@@ -15,7 +15,8 @@ from . import collector, dtypes
 from . import instructions  # noqa: F401 (the table, and what tile operators trace)
 from .errors import KernelContractError
 from .execute import execute
-from .machine import Machine, _current
+from .machine import Machine
+from .running import RUNNING
 from .memory import Buffer
 from .program import Program
 from .settings import SimSettings
@@ -56,7 +57,7 @@ class Kernel:
         self.__wrapped__ = func
 
     def __call__(self, *args, **kwargs):
-        if _current.get() is not None:
+        if RUNNING.get() is not None:
             return self.func(*args, **kwargs)
         return run_kernel(self, args, kwargs).outputs
 

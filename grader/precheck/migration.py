@@ -10,16 +10,13 @@ import ast
 import inspect
 from functools import lru_cache
 
+from nkisim.nki06.names import DESTINATION_FIRST, REMOVED_KEYWORDS
+
 from ..dialect import CURRENT, LEGACY, Dialect
 
-DST_FIRST = ("every nki.isa call takes dst first and returns nothing, e.g. "
-             "nisa.nc_matmul(dst=psum, stationary=a, moving=b)")
+DST_FIRST = DESTINATION_FIRST
 RESULT_RETURNED = ("legacy nki.isa calls return their result and take no dst, e.g. "
                    "psum += nisa.nc_matmul(stationary, moving) or res[...] = nisa.tensor_copy(src)")
-REMOVED_KEYWORDS = {
-    "mask": "NKI 0.6 removed mask=: slice the operands to the valid region instead (bounds with min())",
-    "dtype": "NKI 0.6 removed dtype= from nki.isa calls: the result takes the dtype of dst",
-}
 
 
 def first_rule(nodes: list, flow, parent: dict, skip: set[int], expected: Dialect) -> tuple[int, str] | None:

@@ -13,9 +13,10 @@ import enum
 import math
 
 from ..errors import ArgumentError, KernelContractError, MemorySpaceError, ShapeError
-from ..memory import Buffer
 from ..registry import INSTRUCTIONS, machine_call
 from ..tensor import DeviceTensor
+from .names import DESTINATION_FIRST, REMOVED_KEYWORDS
+
 
 def binding(fn):
     """`fn(machine, dst, ...)` as `nisa.<name>(dst, ...)`: the running machine found, the kernel's
@@ -23,23 +24,13 @@ def binding(fn):
     return machine_call(fn, f"nisa.{fn.__name__}", migration_advice)
 
 
-# keyword arguments the legacy dialect had and NKI 0.6 removed, with the 0.6 way
-_REMOVED_KEYWORDS = {
-    "dtype": "NKI 0.6 removed dtype= from nki.isa calls: the result takes the dtype of dst",
-    "mask": "NKI 0.6 removed mask= from nki.isa calls: slice the operands to the valid region "
-            "(bounds with min())",
-}
-_DESTINATION_FIRST = ("in NKI 0.6 every nki.isa call takes its destination first and returns nothing "
-                      "(pass dst=, e.g. nisa.nc_matmul(dst=psum_tile, stationary=a, moving=b))")
-
-
 def migration_advice(mismatch: str, args, kwargs) -> str | None:
     """What a call that does not fit its 0.6 signature most likely missed."""
-    for keyword, advice in _REMOVED_KEYWORDS.items():
+    for keyword, advice in REMOVED_KEYWORDS.items():
         if f"'{keyword}'" in mismatch and keyword in kwargs:
             return advice
     if "missing" in mismatch and "dst" not in kwargs:
-        return _DESTINATION_FIRST
+        return f"in NKI 0.6 {DESTINATION_FIRST}"
     return None
 
 
@@ -89,13 +80,12 @@ def _squeezed(shape: tuple) -> tuple:
     return tuple(n for n in shape if n != 1)
 
 
-def named(value, enum_type: type[enum.Enum], param: str, instr: str) -> int:
-    """An enum argument as the table's integer code. Since NKI 0.3 only the named members are
-    accepted (`nisa.engine.vector`, never 5)."""
+def named(value, enum_type: type[enum.Enum], param: str, instr: str) -> None:
+    """Refuse an enum argument that is not a member of `enum_type`: since NKI 0.3 only the named
+    members are accepted (`nisa.engine.vector`, never 5). Each binding maps the member onto the
+    table's own code."""
     if type(value) is enum_type:
-        return value._value_
-    if isinstance(value, enum_type):
-        return int(value.value)
+        return
     raise ArgumentError(
         f"'{param}' of 'nisa.{instr}' must be a member of nisa.{enum_type.__name__}, got {value!r}",
         remedy=f"use one of {', '.join('nisa.%s.%s' % (enum_type.__name__, m.name) for m in enum_type)}",
@@ -104,18 +94,6 @@ def named(value, enum_type: type[enum.Enum], param: str, instr: str) -> int:
 
 def instruction_name(name, instr: str) -> None:
     """`name=` labels an instruction for kernel.with_schedule; it does not change what runs."""
-    if name is not None and type(name) is not str and not isinstance(name, str):
+    if name is not None and not isinstance(name, str):
         raise ArgumentError(f"'name' of 'nisa.{instr}' must be a string, got {type(name).__name__}",
                             code="err_unsupported_args")
-
-
-def on_chip(t, instr: str, param: str, buffers=(Buffer.SBUF, Buffer.PSUM)) -> DeviceTensor:
-    if type(t) is not DeviceTensor:
-        raise ShapeError(f"operand '{param}' of 'nisa.{instr}' must be a tensor, got {type(t).__name__}",
-                         code="err_operand_must_be_tensor")
-    if t._alloc.buffer not in buffers:
-        where = " or ".join(b.value for b in buffers)
-        raise MemorySpaceError(f"operand '{param}' of 'nisa.{instr}' must be in {where}, got {t._label()} "
-                               f"in {t.buffer.value}",
-                               remedy="load HBM data into SBUF with nisa.dma_copy first")
-    return t

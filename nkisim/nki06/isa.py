@@ -81,6 +81,7 @@ _TABLE_ENGINE = {engine.unknown: 0, engine.tensor: _Engine.TENSOR.value, engine.
                  engine.gpsimd: _Engine.GPSIMD.value, engine.dma: _Engine.DMA.value,
                  engine.vector: _Engine.VECTOR.value, engine.sync: _Engine.SYNC.value}
 _TABLE_DGE_MODE = {dge_mode.unknown: 3, dge_mode.swdge: 1, dge_mode.hwdge: 2, dge_mode.none: 0}
+_TABLE_REDUCE_CMD = {reduce_cmd.idle: 0, reduce_cmd.reset: 1, reduce_cmd.reduce: 2, reduce_cmd.reset_reduce: 3}
 
 
 # the enum types under names that the instructions' own parameters (dge_mode=, ...) do not shadow
@@ -149,8 +150,8 @@ def dma_copy(m, dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_m
                            f"{_dt.name_of(src.dtype)} to {_dt.name_of(dst.dtype)}",
                            remedy="copy between tensors of the same dtype, or leave dge_mode unset",
                            code="err_instruction_unsupported_dtypes")
-    skip = _named(oob_mode, _OOB_MODE, "oob_mode", "dma_copy")
-    if skip:
+    _named(oob_mode, _OOB_MODE, "oob_mode", "dma_copy")
+    if oob_mode is _OOB_MODE.skip:
         raise _Unsupported("nisa.dma_copy with oob_mode=nisa.oob_mode.skip needs indirect (vector) offsets, "
                            "which nkisim does not simulate", remedy="keep every access in bounds",
                            code="err_not_simulated")
@@ -165,7 +166,8 @@ def dma_transpose(m, dst, src, axes=None, priority=None, dge_mode=dge_mode.unkno
                   name=None):
     _bind.instruction_name(name, "dma_transpose")
     _named(dge_mode, _DGE_MODE, "dge_mode", "dma_transpose")
-    if _named(oob_mode, _OOB_MODE, "oob_mode", "dma_transpose"):
+    _named(oob_mode, _OOB_MODE, "oob_mode", "dma_transpose")
+    if oob_mode is _OOB_MODE.skip:
         raise _Unsupported("oob_mode=nisa.oob_mode.skip is valid only with an indirect source, which nkisim "
                            "does not simulate", remedy="leave oob_mode unset", code="err_not_simulated")
     if dge_mode is _DGE_MODE.swdge:
@@ -188,27 +190,18 @@ def dma_transpose(m, dst, src, axes=None, priority=None, dge_mode=dge_mode.unkno
 
 
 # ----- Tensor Engine -------------------------------------------------------------------------------
-def _previously_written(m, dst) -> bool:
-    """Whether every element of dst's PSUM region was written by an earlier nc_matmul (True) or none
-    was (False): accumulate=None's "first write overwrites, later writes accumulate", per PSUM
-    location. Kept per allocation: the exact regions written whole (the common case, one lookup)
+def _matmul_written(m, dst, key) -> str:
+    """How much of dst's PSUM region (`key`: _region_key(dst)) earlier nc_matmuls wrote: "all",
+    "none" or "part". accumulate=None's "first write overwrites, later writes accumulate" is per
+    PSUM location. Kept per allocation: the exact regions written (the common case, one lookup)
     and a bitmap of the elements written."""
     regions, bitmap = _matmul_writes(m, dst)
-    key = _region_key(dst)
     if key in regions:
-        return True
+        return "all"
     if bitmap is None:
-        return False
+        return "none"
     written = bitmap[dst._offset_map().ravel()]
-    if written.all():
-        return True
-    if written.any():
-        raise _Unsupported(
-            f"nisa.nc_matmul into {dst._label()}: part of this PSUM region was written by an earlier matmul and "
-            "part was not, so accumulate=None would add in some places and overwrite in others",
-            remedy="pass accumulate=True or accumulate=False explicitly, or use matching PSUM regions",
-            code="err_not_simulated")
-    return False
+    return "all" if written.all() else "part" if written.any() else "none"
 
 
 def _matmul_writes(m, dst):
@@ -219,9 +212,8 @@ def _matmul_writes(m, dst):
     return entry
 
 
-def _mark_written(m, dst) -> None:
+def _mark_written(m, dst, key) -> None:
     entry = _matmul_writes(m, dst)
-    key = _region_key(dst)
     if key in entry[0]:
         return
     entry[0].add(key)
@@ -254,13 +246,21 @@ def nc_matmul(m, dst, stationary, moving, is_stationary_onezero=False, is_moving
         raise _Unsupported(f"'dst' of 'nisa.nc_matmul' is {_dt.name_of(dst.dtype)}; the Tensor Engine "
                            "accumulates in float32 on this platform", remedy="use a float32 PSUM tile",
                            code="err_instruction_unsupported_dtypes")
+    key = _region_key(dst)
     if accumulate is None:
-        adding = _previously_written(m, dst)
+        written = _matmul_written(m, dst, key)
+        if written == "part":
+            raise _Unsupported(
+                f"nisa.nc_matmul into {dst._label()}: part of this PSUM region was written by an earlier matmul "
+                "and part was not, so accumulate=None would add in some places and overwrite in others",
+                remedy="pass accumulate=True or accumulate=False explicitly, or use matching PSUM regions",
+                code="err_not_simulated")
+        adding = written == "all"
     elif isinstance(accumulate, bool):
         adding = accumulate
-        if adding and not _previously_written(m, dst):
+        if adding and _matmul_written(m, dst, key) != "all":
             raise _Unsupported(
-                f"nisa.nc_matmul(accumulate=True) into {dst._label()}, which no earlier matmul wrote: adding onto "
+                f"nisa.nc_matmul(accumulate=True) into {dst._label()}, which no earlier matmul wrote whole: adding onto "
                 "PSUM that a matmul did not initialise is undefined behaviour on Trainium",
                 remedy="let the first matmul of the group overwrite (accumulate=False, or leave it None)",
                 code="err_psum_accumulate_uninitialized")
@@ -270,7 +270,7 @@ def nc_matmul(m, dst, stationary, moving, is_stationary_onezero=False, is_moving
                         is_moving_onezero=is_moving_onezero, is_transpose=is_transpose,
                         tile_position=tile_position, tile_size=tile_size)
     _deliver(m, dst, result, "nc_matmul", accumulate=adding)
-    _mark_written(m, dst)
+    _mark_written(m, dst, key)
 
 
 @_binding
@@ -357,12 +357,12 @@ def activation(m, dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_re
                reduce_cmd=reduce_cmd.idle, name=None):
     _bind.instruction_name(name, "activation")
     _destination(dst, "activation")
-    cmd = _named(reduce_cmd, _REDUCE_CMD, "reduce_cmd", "activation")
+    _named(reduce_cmd, _REDUCE_CMD, "reduce_cmd", "activation")
     if reduce_cmd is _REDUCE_CMD.load_reduce:
         raise _Unsupported("reduce_cmd=nisa.reduce_cmd.load_reduce is not simulated for nisa.activation",
                            remedy="use reset_reduce or reduce", code="err_not_simulated")
     result = _activation(m, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
-                         reduce_cmd=cmd, dtype=dst.dtype)
+                         reduce_cmd=_TABLE_REDUCE_CMD[reduce_cmd], dtype=dst.dtype)
     _deliver(m, dst, result, "activation")
 
 
@@ -372,7 +372,7 @@ def activation_reduce(m, dst, op, data, reduce_op, reduce_res, bias=None, scale=
     _bind.instruction_name(name, "activation_reduce")
     _destination(dst, "activation_reduce")
     result = _activation(m, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
-                         reduce_cmd=_REDUCE_CMD.reset_reduce.value, dtype=dst.dtype)
+                         reduce_cmd=_TABLE_REDUCE_CMD[_REDUCE_CMD.reset_reduce], dtype=dst.dtype)
     _deliver(m, dst, result, "activation_reduce")
 
 

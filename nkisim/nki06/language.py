@@ -10,10 +10,10 @@ from ..alu import NkiOp as _NkiOp
 from ..errors import ArgumentError as _ArgumentError
 from ..errors import MemorySpaceError as _MemorySpaceError
 from ..errors import NotSimulatedError as _NotSimulatedError
-from ..machine import current_machine as _current_machine
+from ..running import current_machine as _current_machine
 from ..memory import Buffer as _Buffer
 from ..registry import kernel_facing as _kernel_facing
-from ..settings import HardwareLimits as _Limits
+from ..limits import HardwareLimits as _Limits
 from ..source import user_site as _user_site
 from ..tensor import checked_shape as _checked_shape
 from ..indexing import ds

@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from ..facade import make_getattr, public_names
 
+# the migration rules of a legacy call, in the words both the simulator's errors and the grader's
+# precheck use: 0.6's calling convention, and the keywords 0.6 removed
+DESTINATION_FIRST = ("every nki.isa call takes its destination first and returns nothing, e.g. "
+                     "nisa.nc_matmul(dst=psum, stationary=a, moving=b)")
+REMOVED_KEYWORDS = {
+    "mask": "NKI 0.6 removed mask=: slice the operands to the valid region instead (bounds with min())",
+    "dtype": "NKI 0.6 removed dtype= from nki.isa calls: the result takes the dtype of dst",
+}
+
 # nki.isa instructions of NKI 0.6 (the 0.6 API reference) not lowered onto the table yet
 ISA_NOT_SIMULATED = {
     "nc_matmul_mx": "MX matmul runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet",

@@ -221,6 +221,15 @@ def test_partly_written_psum_needs_an_explicit_accumulate():
     with pytest.raises(errors.UnsupportedOperationError, match="pass accumulate=True or accumulate=False"):
         straddles(a, b)
 
+    @nki.jit
+    def adds_onto_a_half_written_region(a, b):
+        acc = nl.ndarray((a.shape[1], 96), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc[:, 0:64], stationary=load(a), moving=load(b))
+        nisa.nc_matmul(dst=acc[:, 32:96], stationary=load(a), moving=load(b), accumulate=True)
+        return evict(acc)
+    with pytest.raises(errors.UnsupportedOperationError, match="no earlier matmul wrote whole"):
+        adds_onto_a_half_written_region(a, b)
+
 
 def test_explicit_accumulate_flag():
     a = rng(8).standard_normal((128, 32)).astype(F32)
