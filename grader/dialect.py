@@ -6,7 +6,7 @@ words. The dialects themselves (names, packages, titles, SDKs) are nkisim.dialec
 Imported by the sandboxed child: it must stay light (nkisim.dialects and nothing of grading)."""
 from __future__ import annotations
 
-from nkisim.dialects import CURRENT, DIALECTS, LEGACY, Dialect, dialect_named, dialect_of_module
+from nkisim.dialects import CURRENT, DIALECTS, LEGACY, Dialect, api_module_of, dialect_named, dialect_of_module
 
 __all__ = ["CURRENT", "LEGACY", "Dialect", "DialectError", "dialect_named", "dialect_of_import",
            "dialect_of_loaded", "file_message", "kernel_message"]
@@ -32,19 +32,11 @@ def dialect_of_import(module: str) -> Dialect | None:
 def dialect_of_loaded(name: str) -> Dialect | None:
     """The dialect a loaded module (by its __name__) belongs to: the real SDK's package, or
     nkisim's facade that stands in for it ("nkisim.nki06.isa" -> NKI 0.6)."""
-    for d in DIALECTS.values():
-        for root in (d.package, d.facade):
-            if name == root or name.startswith(root + "."):
-                return d
-    return None
+    return dialect_of_module(api_module_of(name) or name)
 
 
 def _age(d: Dialect) -> str:
     return "the legacy dialect" if d is LEGACY else "the current dialect"
-
-
-def _described(d: Dialect) -> str:
-    return f"{d.title} on {d.sdk}"
 
 
 def _imports(d: Dialect) -> str:
@@ -53,7 +45,7 @@ def _imports(d: Dialect) -> str:
 
 
 def _assignment(expected: Dialect) -> str:
-    return f"this assignment is written in {_described(expected)} (import {expected.package})"
+    return f"this assignment is written in {expected.label} (import {expected.package})"
 
 
 def _first_rule(rule: tuple[int, str] | None) -> str:
@@ -71,9 +63,9 @@ def file_message(expected: Dialect, found: Dialect, mixed: bool, rule: tuple[int
     missing = f", which {expected.sdk} does not have" if found is CURRENT else ""
     if mixed:
         return (f"{_assignment(expected)}; this file also imports {found.package}, {_age(found)}: "
-                f"{_described(found)}{missing}. Delete the {found.package} imports and write what used them in "
+                f"{found.label}{missing}. Delete the {found.package} imports and write what used them in "
                 f"{_age(expected)}{_first_rule(rule)}.")
-    return (f"{_assignment(expected)}; this file imports {found.package}, {_age(found)}: {_described(found)}"
+    return (f"{_assignment(expected)}; this file imports {found.package}, {_age(found)}: {found.label}"
             f"{missing}. Migrate it: {_imports(expected)} instead{_first_rule(rule)}.")
 
 
@@ -84,7 +76,7 @@ def kernel_message(expected: Dialect, kernel: str, found: Dialect | None, module
         return (f"{_assignment(expected)}; {kernel} is not an @nki.jit kernel, and {expected.title} compiles "
                 f"only those. Decorate it with @nki.jit ({_imports(expected)}).")
     if found is not expected:
-        return (f"{_assignment(expected)}; {kernel} is a kernel of {_age(found)}: {_described(found)}. "
+        return (f"{_assignment(expected)}; {kernel} is a kernel of {_age(found)}: {found.label}. "
                 f"Migrate it: {_imports(expected)} instead.")
     if expected is CURRENT:
         return (f"{kernel}'s file uses {LEGACY.package}: {MIXED_RULE}, and {_assignment(expected)}. "

@@ -461,7 +461,7 @@ def _dialect_title(name: str) -> str:
         dialect = dialect_named(name)
     except ValueError:
         return str(name)
-    return f"{dialect.title} on {dialect.sdk}"
+    return dialect.label
 
 
 def _when(iso: str) -> str:

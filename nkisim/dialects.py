@@ -14,6 +14,15 @@ class Dialect:
     title: str             # how a report names it
     sdk: str               # the Neuron SDK line that ships it
 
+    @property
+    def label(self) -> str:
+        """Its title and SDK line, as reports and errors name it."""
+        return f"{self.title} on {self.sdk}"
+
+    def facade_of(self, module: str) -> str:
+        """nkisim's module that stands in for one of this dialect's ("nki.isa" -> "nkisim.nki06.isa")."""
+        return self.facade + module[len(self.package):]
+
 
 LEGACY = Dialect(
     name="neuronxcc-nki", package="neuronxcc.nki",
@@ -41,7 +50,15 @@ def dialect_named(name: str | None) -> Dialect:
 
 def dialect_of_module(module: str) -> Dialect | None:
     """The dialect whose package `module` belongs to ("nki.isa" -> CURRENT), else None."""
-    for d in (LEGACY, CURRENT):
-        if module == d.package or module.startswith(d.package + "."):
-            return d
-    return None
+    return next((d for d in DIALECTS.values() if _within(module, d.package)), None)
+
+
+def api_module_of(facade_module: str) -> str | None:
+    """The NKI module one of nkisim's facade modules stands in for ("nkisim.nki06.isa" -> "nki.isa"),
+    or None for any other module."""
+    d = next((d for d in DIALECTS.values() if _within(facade_module, d.facade)), None)
+    return d.package + facade_module[len(d.facade):] if d is not None else None
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")

@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Callable
 
 import numpy as np
-from nkisim.dialects import CURRENT, DIALECTS, dialect_of_module
+from nkisim.dialects import CURRENT, DIALECTS, api_module_of, dialect_of_module
 
 # ----------------------------------------------------------------------------- why things are refused
 
@@ -228,29 +228,16 @@ _STATIC_MODULES = frozenset(
     + [m for d in DIALECTS.values() for m in d.modules])
 # What stands in for each dialect's modules when the simulator's facade is looked into
 # ("nki.isa" -> "nkisim.nki06.isa"), and back.
-_FACADE_MODULES = frozenset(d.facade + m[len(d.package):] for d in DIALECTS.values() for m in d.modules)
-
-
-def _facade_of(module: str) -> str | None:
-    """The simulator's module that stands in for an NKI module, or None."""
-    d = dialect_of_module(module)
-    return d.facade + module[len(d.package):] if d is not None else None
-
-
-def _api_name(facade_module: str) -> str | None:
-    """The NKI module a facade module stands in for ("nkisim.nki06.isa" -> "nki.isa"), or None."""
-    for d in DIALECTS.values():
-        if facade_module == d.facade or facade_module.startswith(d.facade + "."):
-            return d.package + facade_module[len(d.facade):]
-    return None
+_FACADE_MODULES = frozenset(d.facade_of(m) for d in DIALECTS.values() for m in d.modules)
 
 
 def _loaded(module: str):
     """The module object to look into, without running any of its code: NKI's through the
     simulator's facade, numpy's only when already imported, standard ones from POLICIES."""
     try:
-        facade = _facade_of(module)
-        if facade is not None:
+        dialect = dialect_of_module(module)
+        if dialect is not None:
+            facade = dialect.facade_of(module)
             return importlib.import_module(facade) if facade in _FACADE_MODULES else None
         if module.split(".")[0] == "numpy":
             return sys.modules.get(module)
@@ -275,7 +262,7 @@ def submodule(module: str, attr: str) -> str | None:
     if sys.modules.get(dotted) is value:
         return dotted
     name = value.__name__
-    return _api_name(name) or name
+    return api_module_of(name) or name
 
 
 @lru_cache(maxsize=4096)
