@@ -9,13 +9,11 @@ from __future__ import annotations
 import dis
 import types
 
+from ..dialects import LEGACY, api_module_of, dialect_of_module
 from ..errors import KernelContractError
 from ..memory import Buffer
 from ..source import SourceSite
 from ..tensor import DeviceTensor
-
-_LEGACY_PACKAGE = "nkisim.nki"          # the legacy front end's modules (neuronxcc.nki)
-
 
 def check_kernel_function(func) -> None:
     """Refuse what the NKI compiler refuses in the kernel's source, before any of it runs."""
@@ -27,9 +25,10 @@ def check_kernel_function(func) -> None:
             f"kernel '{func.__name__}' has keyword-only parameters (a '*' separator); since NKI 0.3 a "
             "kernel's parameters are positional or keyword", site=SourceSite(code.co_filename, code.co_firstlineno),
             remedy="drop the '*' from the kernel's parameter list", code="err_unsupported_syntax")
-    for reached in _functions_reached(func):
-        _refuse_identity_tests(reached)
-    _refuse_legacy_namespace(func)
+    reached = _functions_reached(func)
+    for f in reached:
+        _refuse_identity_tests(f)
+    _refuse_legacy_namespace(reached)
 
 
 def _functions_reached(func) -> list:
@@ -53,11 +52,8 @@ def _functions_reached(func) -> list:
 
 
 def _names_used(code) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _names_used(const)
-    return names
+    """The global (and attribute) names a function's code and its nested code name."""
+    return set().union(*(c.co_names for c in _codes(code)))
 
 
 def _codes(code):
@@ -82,11 +78,11 @@ def _refuse_identity_tests(func) -> None:
                            "or a separate flag)", code="err_unsupported_syntax")
 
 
-def _refuse_legacy_namespace(func) -> None:
-    """A current-dialect kernel (or a helper it calls) may not use the legacy neuronxcc.nki
-    namespace: since NKI 0.4 that is a compilation error."""
-    module_globals = getattr(func, "__globals__", {})
-    for reached in _functions_reached(func):
+def _refuse_legacy_namespace(functions: list) -> None:
+    """A current-dialect kernel (or a helper it calls: `functions`, the kernel first) may not use
+    the legacy neuronxcc.nki namespace: since NKI 0.4 that is a compilation error."""
+    module_globals = getattr(functions[0], "__globals__", {})
+    for reached in functions:
         for name in sorted(_names_used(reached.__code__)):
             value = module_globals.get(name)
             if not _is_legacy(value):
@@ -108,7 +104,7 @@ def _is_legacy(value) -> bool:
         module = getattr(value, "__module__", None)
     else:
         return False
-    return isinstance(module, str) and (module == _LEGACY_PACKAGE or module.startswith(_LEGACY_PACKAGE + "."))
+    return isinstance(module, str) and dialect_of_module(api_module_of(module) or module) is LEGACY
 
 
 def check_arguments(args, kwargs, kernel_name: str) -> None:
