@@ -30,8 +30,8 @@ class _Jit(Kernel):
     it) whose call on NumPy arrays compiles, keeps the NEFF and runs."""
 
     def __call__(self, *args, **kwargs):
-        from nkisim.runtime import _current
-        if _current.get() is not None:          # a helper call inside a running kernel
+        from nkisim.running import RUNNING
+        if RUNNING.get() is not None:           # a helper call inside a running kernel
             return self.func(*args, **kwargs)
         compile_double.check_arrays(args, kwargs, "an nki.jit kernel")
         neff = None
