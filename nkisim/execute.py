@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import alu, dtypes
+from .kinds import VALUE_KINDS
 from .program import Program, ProgramError
 from .tensor import align_to
 from .trace import Region, TraceRecord
@@ -573,6 +574,7 @@ _KINDS = {"copy": _copy, "broadcast": _broadcast, "transpose": _transpose, "perm
           "binary": _binary, "scalar": _scalar, "unary": _unary, "reduce": _reduce, "fill": _fill,
           "activation": _activation, "matmul": _matmul, "iota": _iota, "affine_select": _affine_select,
           "partition_reduce": _partition_reduce, "select": _select}
+_KINDS.update({name: kind.compute for name, kind in VALUE_KINDS.items()})   # nkisim.kinds' families
 
 
 def _print_text(rec: TraceRecord, values: list[np.ndarray]) -> str:

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import collector, dtypes
 from . import instructions  # noqa: F401 (fills the table a program is held to)
+from .kinds import VALUE_KINDS
 from .registry import INSTRUCTIONS
 from .limits import HardwareLimits
 from .source import SourceSite
@@ -27,8 +28,9 @@ from .trace import AllocInfo, Engine, Region, TraceRecord
 
 MAGIC = b"NKIPROG1"
 BUFFERS = ("hbm", "shared_hbm", "sbuf", "psum")
-KINDS = ("copy", "broadcast", "transpose", "permute", "binary", "scalar", "unary", "reduce", "fill",
-         "activation", "matmul", "iota", "affine_select", "partition_reduce", "select", "print")
+_CORE_KINDS = ("copy", "broadcast", "transpose", "permute", "binary", "scalar", "unary", "reduce", "fill",
+               "activation", "matmul", "iota", "affine_select", "partition_reduce", "select", "print")
+KINDS = _CORE_KINDS + tuple(VALUE_KINDS)        # nkisim.kinds: the later instructions' families
 
 
 class ProgramError(ValueError):
@@ -583,6 +585,7 @@ _ARITY = {"copy": (1, 1), "broadcast": (1, 1), "transpose": (1, 1), "permute": (
           "scalar": (None, 1), "unary": (1, 1), "reduce": (1, 1), "fill": (0, 1), "activation": (None, None),
           "matmul": (2, 1), "iota": (0, 1), "affine_select": (1, 1), "partition_reduce": (1, 1),
           "select": (None, 1), "print": (None, 0)}
+_ARITY.update({name: (kind.reads, kind.writes) for name, kind in VALUE_KINDS.items()})
 
 
 def validate(program: Program, limits: HardwareLimits, inputs: list[np.ndarray] | None = None,

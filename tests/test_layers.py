@@ -119,7 +119,7 @@ NKISIM_LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("errors", "source", "dtypes", "trace", "collector", "limits", "dialects", "facade")),
     ("machine model", ("running", "alu", "indexing", "memory", "tensor", "platforms", "settings")),
     ("instruction table and tracing", ("registry", "machine", "instructions", "instructions.*")),
-    ("programs", ("program", "execute", "split", "forked", "products", "cost", "cost.*")),
+    ("programs", ("kinds", "kinds.*", "program", "execute", "split", "forked", "products", "cost", "cost.*")),
     ("runtime", ("runtime",)),
     ("front ends", ("nki", "nki.*", "nki06", "nki06.*")),
     ("composition", ("install", "cli", "__init__")),

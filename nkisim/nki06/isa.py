@@ -2,7 +2,6 @@
 returns nothing. Each lowers onto the one instruction table (see nkisim.nki06.bind)."""
 from __future__ import annotations
 
-import enum as _enum
 import numbers as _numbers
 
 import numpy as _np
@@ -28,64 +27,12 @@ from .bind import named as _named
 from .bind import semantics as _semantics
 
 
-# ----- enums: since NKI 0.3 only named members are accepted --------------------------------------
-class engine(_enum.Enum):
-    unknown = 0
-    tensor = 1
-    scalar = 2
-    gpsimd = 3
-    dma = 4
-    vector = 5
-    sync = 6
-
-
-class dge_mode(_enum.Enum):
-    unknown = 0
-    swdge = 1
-    hwdge = 2
-    none = 3
-
-
-class oob_mode(_enum.Enum):
-    error = 0
-    skip = 1
-
-
-class reduce_cmd(_enum.Enum):
-    idle = 0
-    reset = 1
-    reduce = 2
-    reset_reduce = 3
-    load_reduce = 4
-
-
-class matmul_perf_mode(_enum.Enum):
-    none = "none"
-    double_row = "double_row"
-
-
-class nc_version(_enum.Enum):
-    gen2 = 2
-    gen3 = 3
-    gen4 = 4
-
-
-class dma_engine(_enum.Enum):
-    dma = 1
-    gpsimd_dma = 2
-
-
-# NKI 0.6's enum values -> the instruction table's codes (the table numbers engines as
-# nkisim.trace.Engine does, and DGE modes as the legacy dialect did: none 0 ... unknown 3)
-_TABLE_ENGINE = {engine.unknown: 0, engine.tensor: _Engine.TENSOR.value, engine.scalar: _Engine.SCALAR.value,
-                 engine.gpsimd: _Engine.GPSIMD.value, engine.dma: _Engine.DMA.value,
-                 engine.vector: _Engine.VECTOR.value, engine.sync: _Engine.SYNC.value}
-_TABLE_DGE_MODE = {dge_mode.unknown: 3, dge_mode.swdge: 1, dge_mode.hwdge: 2, dge_mode.none: 0}
-_TABLE_REDUCE_CMD = {reduce_cmd.idle: 0, reduce_cmd.reset: 1, reduce_cmd.reduce: 2, reduce_cmd.reset_reduce: 3}
-
-
-# the enum types under names that the instructions' own parameters (dge_mode=, ...) do not shadow
-_ENGINE, _DGE_MODE, _OOB_MODE, _REDUCE_CMD, _PERF_MODE = engine, dge_mode, oob_mode, reduce_cmd, matmul_perf_mode
+# the enums (named members only, since NKI 0.3) and their table codes: nkisim.nki06.enums
+from .enums import dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd
+from .enums import DGE_MODE as _DGE_MODE, OOB_MODE as _OOB_MODE, PERF_MODE as _PERF_MODE
+from .enums import REDUCE_CMD as _REDUCE_CMD, TABLE_DGE_MODE as _TABLE_DGE_MODE
+from .enums import TABLE_REDUCE_CMD as _TABLE_REDUCE_CMD, UNKNOWN_ENGINE as _UNKNOWN_ENGINE
+from .enums import table_engine as _engine
 
 
 def get_nc_version() -> nc_version:
@@ -111,16 +58,6 @@ _tensor_partition_reduce = _semantics("tensor_partition_reduce")
 _activation = _semantics("activation")
 _memset = _semantics("memset")
 _affine_select = _semantics("affine_select")
-
-
-def _engine(value, instr: str) -> int:
-    if value is _UNKNOWN_ENGINE:       # the default: no enum lookup on tracing's hot path
-        return 0
-    _named(value, _ENGINE, "engine", instr)
-    return _TABLE_ENGINE[value]
-
-
-_UNKNOWN_ENGINE = engine.unknown
 
 
 # ----- DMA -----------------------------------------------------------------------------------------

@@ -1,0 +1,15 @@
+"""Value semantics of the program records whose instructions came after the course's subset,
+one module a family: each kind is a pure function from a record and its operand values (in the
+order of its reads) to one array per write, registered with the operand counts the program
+format holds every record of that kind to (nkisim.program validates them, nkisim.execute runs
+them beside its own core kinds).
+
+A record's params come from the traced program, which the sandbox hands over from the kernel's
+process: a kind reads them as untrusted data (a forged value raises, and nkisim.execute reports
+the instruction that cannot execute)."""
+from __future__ import annotations
+
+from .values import VALUE_KINDS, ValueKind  # noqa: F401
+
+# the families: each registers its kinds (nkisim.kinds.values.value_kind)
+from . import accumulate  # noqa: E402,F401
