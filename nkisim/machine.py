@@ -7,6 +7,7 @@ or contexts never see each other.
 from __future__ import annotations
 
 import contextlib
+import math
 from itertools import repeat
 import numbers
 import weakref
@@ -40,6 +41,10 @@ ENGINE_OUTPUTS = {
 }
 
 
+def _squeezed(shape: tuple) -> tuple:
+    return tuple(n for n in shape if n != 1)
+
+
 class Machine:
     """Traces one kernel: allocations, capacity, and the program of instructions. Nothing
     here holds a value; nkisim.execute runs the program on real inputs afterwards."""
@@ -60,6 +65,10 @@ class Machine:
         self.entry: tuple | None = None
         # (code, bytecode offset, kernel line) of the last instruction call from kernel code
         self.last_call: tuple = (None, -1, None)
+        # the dialect of the kernel traced (nkisim.dialects name): tensors' dialect-only methods ask it
+        self.dialect: str = "neuronxcc-nki"
+        # the tile the next instruction writes instead of a result of its own (result_tile)
+        self.destination: DeviceTensor | None = None
 
     @property
     def allocations(self) -> dict[int, AllocInfo]:
@@ -152,6 +161,25 @@ class Machine:
         t.name = ""
         return t
 
+    def result_tile(self, shape: tuple, dtype, buffer: Buffer = Buffer.SBUF) -> DeviceTensor:
+        """The tile an instruction writes its result to: the destination a current-dialect call
+        named (`self.destination`, set by its binding for this one instruction), else a new
+        result tile. Writing the destination itself costs no transient tile and no retargeting
+        (nkisim.nki06.bind.into)."""
+        dst = self.destination
+        if dst is None:
+            return self.new_tile(shape, dtype, buffer)
+        self.destination = None
+        if dst.shape != shape and (math.prod(dst.shape) != math.prod(shape)
+                                   or _squeezed(dst.shape) != _squeezed(tuple(shape))):
+            raise ShapeError(f"the destination {dst._label()} has shape {list(dst.shape)}, but the instruction "
+                             f"computes {list(shape)}", remedy="slice dst to the shape of the result",
+                             code="err_param_shape_mismatch")
+        if dst._invalid is not None:
+            check_access(dst, None, user_site(2))
+        dst._alloc.written = True
+        return dst
+
     def new_tile_checked(self, shape, dtype, buffer: Buffer = Buffer.SBUF) -> DeviceTensor:
         """new_tile with every check made here; what it learnt about an all-int shape is kept
         for the next result of the same shape, dtype and buffer."""
@@ -184,9 +212,11 @@ class Machine:
         # that walk passes the function's and the wrapper's frames (both nkisim's) and starts
         # again at F: the wrapper's answer is the same. Exactly then is frame 3 here F itself
         # (the frame F called into is the wrapper, whose callee is the function). A current-
-        # dialect binding that lowers onto a table function adds one frame: then it is frame 4.
+        # dialect binding that lowers onto a table function adds one frame (frame 4), and one
+        # that lowers through nkisim.nki06.bind.into two (frame 5).
         entry = self.entry
-        if entry is not None and ((above := _getframe(3)) is entry[0] or above.f_back is entry[0]):
+        if entry is not None and ((above := _getframe(3)) is entry[0] or (above := above.f_back) is entry[0]
+                                  or (above is not None and above.f_back is entry[0])):
             site = entry[1]
         else:
             site = site_of_frame(_getframe(1))

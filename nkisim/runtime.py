@@ -204,6 +204,7 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
     k = as_kernel(kernel)
     k.before_trace(args, kwargs)
     machine = Machine(settings)
+    machine.dialect = k.dialect
     names = _param_names(k.func, len(args))
     with machine.activate(), collector.paused():
         counter = [0]

@@ -13,6 +13,7 @@ instruction refuses it unless its mask keeps those elements out (check_access).
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from . import dtypes
 from .alu import lookup_op
-from .errors import DeviceValueError, IndexingError, OutOfBoundsError, ShapeError
+from .errors import DeviceValueError, IndexingError, NoSuchNameError, OutOfBoundsError, ShapeError
 from .indexing import gather_indices, normalize_key, out_of_bound_message, raise_empty_dimension
 from .memory import Allocation
 from .running import RUNNING, current_machine
@@ -236,6 +237,7 @@ class DeviceTensor:
         new_strides = []
         dropped = 0
         dim = 0
+        ints = False
         for k in key:
             size = shape[dim]
             if type(k) is slice:
@@ -264,11 +266,16 @@ class DeviceTensor:
                 start += lo * strides[dim]
             elif type(k) is int and 0 <= k < size:
                 start += k * strides[dim]
+                ints = True
                 if dim < par:
                     dropped += 1
             else:
                 return self._subscript(key)
             dim += 1
+        if ints and self._alloc.buffer.on_chip and SUBSCRIPT_RULES:
+            rule = SUBSCRIPT_RULES.get(_dialect())
+            if rule is not None:           # the kernel's dialect reads ints on a tile its own way
+                return self._subscript(rule(self, key), ruled=True)
         while dim < len(shape):                    # dimensions the subscript leaves out: all of them
             new_shape.append(shape[dim])
             new_strides.append(strides[dim])
@@ -287,11 +294,15 @@ class DeviceTensor:
         t.name = self.name or alloc.name
         return t
 
-    def _subscript(self, key) -> "DeviceTensor":
+    def _subscript(self, key, ruled: bool = False) -> "DeviceTensor":
         """Any subscript: checked, then a strided view, or a gathered one (advanced indexing, or
         a slice that overhangs, its outside elements marked invalid)."""
         label = self.name or "tensor"
         key, advanced = normalize_key(key, self.shape, label)
+        if not ruled and not advanced and self._alloc.buffer.on_chip and SUBSCRIPT_RULES:
+            rule = SUBSCRIPT_RULES.get(_dialect())
+            if rule is not None and any(type(k) is not slice for k in key):
+                key, _ = normalize_key(rule(self, key), self.shape, label)
         if advanced:
             return self._gather(key, label)
         on_chip_par = self.par_axis if self._alloc.buffer.on_chip else None
@@ -444,12 +455,15 @@ class DeviceTensor:
                             par_axis=self.par_axis, name=self.name, dtype=dt)
 
     def astype(self, dtype) -> "DeviceTensor":
+        _refused_in_dialect("astype")
         return _tensor_copy(self, dtype=dtype)
 
     def broadcast_to(self, shape) -> "DeviceTensor":
+        _refused_in_dialect("broadcast_to")
         return _broadcast_to(self, shape=shape)
 
     def expand_dims(self, axis: int) -> "DeviceTensor":
+        _refused_in_dialect("expand_dims")
         axis = integral(axis, "axis")
         shape = list(self.shape)
         where = axis if axis >= 0 else len(shape) + axis + 1
@@ -460,6 +474,23 @@ class DeviceTensor:
         strides = list(self._strides)
         strides.insert(where, 0)
         return self._view(tuple(shape), strides=tuple(strides))
+
+    def __getattr__(self, name: str):
+        """A method or attribute one dialect's tensors have and the other's do not (NKI 0.6's
+        views, registered by its front end): found only when ordinary lookup fails, so no
+        tile operation pays for it."""
+        found = DIALECT_ATTRIBUTES.get(name)
+        if found is None or name.startswith("__"):
+            raise AttributeError(f"'DeviceTensor' object has no attribute '{name}'")
+        dialect, label, fn, is_property = found
+        machine = RUNNING.get()
+        if machine is not None and machine.dialect != dialect:
+            raise NoSuchNameError(f"tensor.{name} is {label}'s; this kernel is written in another dialect",
+                                  remedy="use the tensor methods of the kernel's own dialect (docs/students.md "
+                                         "shows both side by side)")
+        if is_property:
+            return fn(self)
+        return functools.partial(fn, self)
 
     def assert_shape(self, shape) -> "DeviceTensor":
         if tuple(as_shape(shape)) != self.shape:
@@ -534,6 +565,39 @@ def _unregistered(*args, **kwargs):
 
 
 _elementwise_binary = _elementwise_unary = _tensor_copy = _broadcast_to = _unregistered
+
+
+# dialect name -> fn(tensor, key) -> key: how a dialect whose on-chip subscripts keep the dimensions
+# ints index (NKI 0.6: nkisim.nki06.views) rewrites them into slices; legacy kernels have none
+SUBSCRIPT_RULES: dict = {}
+
+
+def _dialect() -> str | None:
+    machine = RUNNING.get()
+    return machine.dialect if machine is not None else None
+
+
+# dialect name -> {method: what to use instead}: the shared methods a dialect's tensors do not have
+REFUSED_METHODS: dict[str, dict[str, str]] = {}
+
+
+def _refused_in_dialect(method: str) -> None:
+    if REFUSED_METHODS:
+        remedy = REFUSED_METHODS.get(_dialect(), {}).get(method)
+        if remedy is not None:
+            raise NoSuchNameError(f"tensor.{method} is not part of the kernel's dialect", remedy=remedy)
+
+
+# name -> (dialect name, its label, fn(tensor, ...), is a property): what one dialect's tensors have
+# beyond the methods both share (nkisim.nki06.views registers NKI 0.6's)
+DIALECT_ATTRIBUTES: dict[str, tuple] = {}
+
+
+def register_dialect_attributes(dialect: str, label: str, methods: dict, properties: dict) -> None:
+    for name, fn in methods.items():
+        DIALECT_ATTRIBUTES[name] = (dialect, label, fn, False)
+    for name, fn in properties.items():
+        DIALECT_ATTRIBUTES[name] = (dialect, label, fn, True)
 
 
 def register_tile_operators(*, elementwise_binary, elementwise_unary, tensor_copy, broadcast_to) -> None:

@@ -121,6 +121,8 @@ def dependencies(trace: list[TraceRecord], fan_in: int = FAN_IN) -> DependencyGr
         if rec.accumulate:                    # accumulation continues the previous writes in order
             for r in rec.writes:
                 builder.producers(r, found)
+        if i and "ordered" in rec.attrs:       # inside nl.no_reorder(): after the one before it
+            found.add(i - 1)
         deps.append(tuple(found))
         for r in rec.writes:
             builder.wrote(r, i)

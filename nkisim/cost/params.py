@@ -41,10 +41,18 @@ class CostParams:
     dve_fp32_rate: int = 2               # input elements per partition per cycle, fp32 or PSUM
     dve_fp16_rate: int = 4               # 16-bit SBUF perf mode
     # (fit: P1's fp32 tensor_tensor with N=2000 took ~2.2 us = (2*2000/2 + 64) cycles)
+    dve_bn_aggr_cycles_per_triple: int = 13  # doc: SDK 2.26 nki.isa.bn_aggr, "max(MIN_II, 13*(N/3))" cycles
+    dve_reciprocal_act_factor: float = 8.0  # doc: nki.isa.reciprocal, the Vector engine's is "about 8x"
+    # slower than the Scalar engine's activation(op=nl.reciprocal) for large tiles (SDK 2.21 page,
+    # NKI 0.6 reference); SDK 2.26.1 page: max(MIN_II, 8*N) Vector cycles
+    dve_predicated_copy_sbuf_factor: int = 2  # doc: SDK 2.26 nki.isa.tensor_copy_predicated, max(MIN_II, 2N)
+    # cycles when src and predicate are both in SBUF, max(MIN_II, N) when one is in PSUM
 
     # --- Scalar and GpSimd engines (section 5 item 6) ---
     act_overhead_cycles: int = 140       # ACT: N + ~140 cycles (fit on the P3 PSUM evictions)
     pool_overhead_cycles: int = 150      # GPSIMD_START ~150 cycles (documented)
+    pool_n_gather_elements: int = 512    # doc: nki.isa.nc_n_gather (SDK 2.27+, NKI 0.6): one underlying
+    # instruction per 512 elements a partition gathers, "n = ceil(elems_per_partition / 512)"
 
     # --- cross-engine semaphore hop (section 5 item 2: ~0.1 us, assumed) ---
     semaphore_ns: float = 100.0

@@ -73,8 +73,125 @@ _BY_ENGINE = {Engine.VECTOR: _dve_ns, Engine.SCALAR: _act_ns, Engine.GPSIMD: _po
 
 @cost_rule("tensor_copy", "tensor_tensor", "tensor_scalar", "tensor_reduce", "memset", "activation",
            "iota", "affine_select", "tensor_partition_reduce")
+# one pass over the data: the SDK 2.26 reference gives bn_stats max(MIN_II, N) Vector cycles and
+# max8 / nc_find_index8 N cycles, the form of tensor_tensor's; nc_match_replace8's "min(MIN_II, N)"
+# is read as max(MIN_II, N), like every other Vector formula (a min would cap any N at 64 cycles)
+@cost_rule("bn_stats", "max8", "nc_find_index8", "nc_match_replace8")
+# sequence_bounds, nonzero_with_count: no cost documented (SDK 2.26, NKI 0.6); GpSimd streams the
+# larger of its operands' rows (2n bounds; n + 1 indices and count) at its rate
+@cost_rule("sequence_bounds", "nonzero_with_count")
+# dropout: SDK 2.26 reference, max(MIN_II, N) Vector cycles (tensor_copy's form); range_select and
+# select_reduce: no cost found in the 2.26 or 0.6 reference, so one pass over what they read
+@cost_rule("dropout", "range_select", "select_reduce")
 def elementwise(rec: TraceRecord, p: CostParams) -> Cost:
     return ComputeCost(QUEUE_OF_ENGINE[rec.engine], _BY_ENGINE[rec.engine](rec, p))
+
+
+@cost_rule("tensor_copy_predicated")
+def tensor_copy_predicated(rec: TraceRecord, p: CostParams) -> Cost:
+    """SDK 2.26 tensor_copy_predicated reference: max(MIN_II, N) Vector cycles when one of src and
+    predicate is in SBUF and the other in PSUM, max(MIN_II, 2N) when both are in SBUF; here N
+    or 2N elements at tensor_copy's rate (documented max(MIN_II, N) too). A scalar src (assumed)
+    streams only the predicate: N. reads: predicate, dst as it was, [src] (the kind's layout)."""
+    if len(rec.reads) < 2:
+        return elementwise(rec, p)
+    predicate, src = rec.reads[0], rec.reads[2] if len(rec.reads) > 2 else None
+    n = predicate.elements_per_partition
+    both_sbuf = src is not None and src.buffer == "sbuf" and predicate.buffer == "sbuf"
+    elements = n * p.dve_predicated_copy_sbuf_factor if both_sbuf else n
+    fast = src is not None and all(_is_16bit(r.dtype) and r.buffer == "sbuf" for r in (src, rec.writes[0]))
+    rate = p.dve_fp16_rate if fast else p.dve_fp32_rate
+    return ComputeCost("DVE", (max(p.dve_min_ii, elements / rate) + p.dve_overhead_cycles) / p.dve_ghz)
+
+
+@cost_rule("bn_aggr")
+def bn_aggr(rec: TraceRecord, p: CostParams) -> Cost:
+    """SDK 2.26 bn_aggr reference: max(MIN_II, 13 * (N / 3)) Vector cycles, N the input's
+    elements per partition (13 cycles a (count, mean, variance * count) triple)."""
+    n = rec.reads[0].elements_per_partition if rec.reads else 0
+    cycles = max(p.dve_min_ii, p.dve_bn_aggr_cycles_per_triple * n / 3)
+    return ComputeCost("DVE", (cycles + p.dve_overhead_cycles) / p.dve_ghz)
+
+
+# ----- fused Vector arithmetic and scans (nkisim.instructions.vector_fused) -------------------------
+
+def _dve_pass_ns(elements: float, fast: bool, p: CostParams, extra_cycles: float = 0.0) -> float:
+    """Vector time of `elements` input elements per partition at the fp32 rate, or at the 16-bit
+    SBUF rate when `fast` (the NC-v3 reading of the 2.26 cycle formulas, as _dve_ns makes it)."""
+    rate = p.dve_fp16_rate if fast else p.dve_fp32_rate
+    return (max(p.dve_min_ii, elements / rate) + extra_cycles + p.dve_overhead_cycles) / p.dve_ghz
+
+
+@cost_rule("scalar_tensor_tensor")
+def scalar_tensor_tensor(rec: TraceRecord, p: CostParams) -> Cost:
+    """SDK 2.26 scalar_tensor_tensor reference: 2N Vector cycles (two inputs, as tensor_tensor),
+    N when data and operand1 are bfloat16, op0 subtract, op1 multiply and N even: only then the
+    16-bit rate. The ops are read from params, which decide the values too."""
+    data, other = rec.reads[0], rec.reads[1]
+    n = data.elements_per_partition
+    fast = (rec.params.get("op0") == "subtract" and rec.params.get("op1") == "multiply" and n % 2 == 0
+            and all(r.dtype == "bfloat16" and r.buffer == "sbuf" for r in (data, other)))
+    return ComputeCost("DVE", _dve_pass_ns(n + other.elements_per_partition, fast, p))
+
+
+@cost_rule("tensor_tensor_scan")
+def tensor_tensor_scan(rec: TraceRecord, p: CostParams) -> Cost:
+    """SDK 2.26 tensor_tensor_scan reference: max(MIN_II, 2N) Vector cycles, whatever the
+    dtypes (no fast case is documented for a scan)."""
+    elements = rec.reads[0].elements_per_partition + rec.reads[1].elements_per_partition
+    return ComputeCost("DVE", _dve_pass_ns(elements, False, p))
+
+
+@cost_rule("tensor_scalar_reduce")
+def tensor_scalar_reduce(rec: TraceRecord, p: CostParams) -> Cost:
+    """SDK 2.26 tensor_scalar_reduce reference: max(MIN_II, N) + MIN_II Vector cycles, i.e.
+    tensor_scalar's pass and one MIN_II more for the reduction. The accumulator registers are
+    engine state, not traffic: the 16-bit rate follows data and the result only."""
+    data, result = rec.reads[0], rec.writes[0]
+    fast = all(_is_16bit(r.dtype) and r.buffer == "sbuf" for r in (data, result))
+    return ComputeCost("DVE", _dve_pass_ns(data.elements_per_partition, fast, p, p.dve_min_ii))
+
+
+@cost_rule("tensor_scalar_cumulative")
+def tensor_scalar_cumulative(rec: TraceRecord, p: CostParams) -> Cost:
+    """No cost is documented (0.6 only, whose reference has no cycle formulas): assumed one pass
+    over the source at the fp32 rate, as tensor_tensor_scan's running value has no fast case."""
+    return ComputeCost("DVE", _dve_pass_ns(rec.reads[0].elements_per_partition, False, p))
+
+
+@cost_rule("reciprocal")
+def reciprocal(rec: TraceRecord, p: CostParams) -> Cost:
+    """The Vector engine's reciprocal is more precise than the Scalar engine's activation
+    (op=nl.reciprocal) and about 8x slower for large tiles (0.6 reference; 2.26: max(MIN_II, 8N)
+    Vector cycles): `dve_reciprocal_act_factor` times the Scalar engine's N cycles, above
+    MIN_II, so a tile of under ~64 elements costs about what the Scalar engine's would."""
+    n = rec.reads[0].elements_per_partition
+    ns = max(p.dve_min_ii / p.dve_ghz, p.dve_reciprocal_act_factor * n / p.act_ghz)
+    return ComputeCost("DVE", ns + p.dve_overhead_cycles / p.dve_ghz)
+
+
+# ----- cross-partition movement and gathers (nkisim.instructions.gather) ----------------------------
+
+@cost_rule("nc_stream_shuffle")
+def stream_shuffle(rec: TraceRecord, p: CostParams) -> Cost:
+    """SDK 2.26 nc_stream_shuffle reference: max(MIN_II, N) Vector cycles, N the elements per
+    partition of src (reads[0]), at the rates _dve_ns gives a one-input pass; dst, read only to
+    keep the partitions a 255 entry leaves unchanged, adds nothing."""
+    src = rec.reads[0]
+    fast = all(_is_16bit(r.dtype) and r.buffer == "sbuf" for r in rec.reads + rec.writes)
+    rate = p.dve_fp16_rate if fast else p.dve_fp32_rate
+    return ComputeCost("DVE", (max(p.dve_min_ii, src.elements_per_partition / rate)
+                               + p.dve_overhead_cycles) / p.dve_ghz)
+
+
+@cost_rule("nc_n_gather")
+def n_gather(rec: TraceRecord, p: CostParams) -> Cost:
+    """nc_n_gather reference (SDK 2.27+, NKI 0.6): n = ceil(N / 512) underlying GpSimd
+    instructions, N the elements per partition gathered; each pays GPSIMD_START, and the N
+    elements stream at GpSimd's rate (one a cycle, as _pool_ns)."""
+    n = rec.writes[0].elements_per_partition
+    instructions = max(1, -(-n // p.pool_n_gather_elements))
+    return ComputeCost("POOL", (n + instructions * p.pool_overhead_cycles) / p.pool_ghz)
 
 
 @cost_rule("device_print")

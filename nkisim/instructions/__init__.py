@@ -8,3 +8,7 @@ order is the order of the table.
 """
 from . import dma, gpsimd, scalar, tensor_engine, vector  # noqa: F401 (each registers its instructions)
 from . import language_ops, loops  # noqa: F401 (device_print; the tile operators; nl.loop_reduce)
+from . import vector_fused  # noqa: F401 (fused arithmetic and scans on the Vector engine)
+from . import vector_stats  # noqa: F401 (bn_stats / bn_aggr, max8 and the top-8 index instructions)
+from . import select  # noqa: F401 (predicated copy, range_select, select_reduce, dropout)
+from . import gather  # noqa: F401 (nc_stream_shuffle, nc_n_gather / nl.gather_flattened, sequence_bounds)

@@ -20,7 +20,7 @@ from .. import dtypes
 from ..errors import ShapeError, UnsupportedOperationError
 from ..memory import Buffer
 from ..tensor import DeviceTensor
-from .common import operand, partitions
+from .common import operand, partitions, start_partition
 
 # the table's reduce_cmd codes (the legacy nisa.reduce_cmd values, and load_reduce of NKI 0.6)
 IDLE, RESET, REDUCE, RESET_REDUCE, LOAD_REDUCE = 0, 1, 2, 3, 4
@@ -49,23 +49,19 @@ def _registers(m) -> DeviceTensor:
     return state["tile"]
 
 
-def _first_partition(t: DeviceTensor) -> int:
-    alloc = t._alloc
-    per_partition = alloc.size // alloc.shape[alloc.par_axis] if alloc.shape else 1
-    return t.region().start // max(per_partition, 1)
-
-
 def lanes(m, data: DeviceTensor) -> DeviceTensor:
     """The registers of `data`'s partitions."""
-    first, parts = _first_partition(data), partitions(data)
+    first, parts = start_partition(data), partitions(data)
     return _registers(m)[first:first + parts, 0:1]
 
 
 def reduction(m, instr: str, data: DeviceTensor, op_name: str, cmd: int, reduce_res, reads: list,
-              writes: list, params: dict, *, init=None, negate: bool = False) -> None:
+              writes: list, params: dict, *, init=None, negate: bool = False,
+              init_name: str = "reduce_init") -> None:
     """Add to a record (its `reads`, `writes` and `params`) what its reduction into the registers
     does: `cmd` (command()) says where the register starts, `reduce_res` (a (P, 1) tile or None)
-    receives the register's new value. Idle: the instruction reduces nothing."""
+    receives the register's new value. Idle: the instruction reduces nothing. `init` (load_reduce's
+    start, the kernel's `init_name` argument) is a number or a (P, 1) tile the record reads."""
     state = m.__dict__.setdefault("_vector_accumulator", {"tile": None, "unknown": False})
     if cmd == IDLE:
         if reduce_res is not None:
@@ -77,16 +73,19 @@ def reduction(m, instr: str, data: DeviceTensor, op_name: str, cmd: int, reduce_
         state["unknown"] = True          # "may still modify the accumulator" (0.6 reference)
         return
     if init is not None and cmd != LOAD_REDUCE:
-        raise UnsupportedOperationError(f"reduce_init of '{instr}' is used only with reduce_cmd=load_reduce",
-                                        remedy="leave reduce_init unset, or pass reduce_cmd=load_reduce",
+        raise UnsupportedOperationError(f"{init_name} of '{instr}' is used only with reduce_cmd=load_reduce",
+                                        remedy=f"leave {init_name} unset, or pass reduce_cmd=load_reduce",
                                         code="err_unsupported_args")
     if cmd == LOAD_REDUCE and init is None:
-        raise UnsupportedOperationError(f"reduce_cmd=load_reduce of '{instr}' needs reduce_init, the value the "
+        raise UnsupportedOperationError(f"reduce_cmd=load_reduce of '{instr}' needs {init_name}, the value the "
                                         "registers start from", code="err_operand_cannot_be_none")
     registers = lanes(m, data)
     how = {RESET: "reset", RESET_REDUCE: "reset", LOAD_REDUCE: "load", REDUCE: "continue"}[cmd]
     spec = {"op": op_name, "how": how}
-    if how == "load":
+    if how == "load" and isinstance(init, DeviceTensor):
+        reads.append(init)               # one start value per partition
+        spec["init_read"] = len(reads) - 1
+    elif how == "load":
         spec["init"] = float(init)
     if how == "continue":
         if state["unknown"]:

@@ -53,6 +53,15 @@ def partitions(t: DeviceTensor) -> int:
     return t.shape[0] if t.shape else 1
 
 
+def start_partition(t: DeviceTensor) -> int:
+    """The first partition of the allocation that the tile `t` touches."""
+    alloc = t._alloc
+    axis = alloc.par_axis
+    stride = math.prod(alloc.shape[axis + 1:])
+    first = int(t._offset_map().ravel()[0]) if t._offsets is not None else t._start
+    return (first // max(stride, 1)) % max(alloc.shape[axis], 1)
+
+
 def free_size(t: DeviceTensor) -> int:
     return math.prod(t.shape[1:])
 

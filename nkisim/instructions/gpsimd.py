@@ -20,7 +20,7 @@ def iota(m, expr, dtype, *, mask=None, **kwargs):
     if expr.ndim < 2:
         raise ShapeError(f"iota needs a 2-D (partition, free) expression, got shape {list(expr.shape)}",
                          remedy="shape it with nl.arange(n)[:, None] or nl.arange(n)[None, :]")
-    result = m.new_tile(expr.shape, dtype, Buffer.SBUF)
+    result = m.result_tile(expr.shape, dtype, Buffer.SBUF)
     m.emit("iota", Engine.GPSIMD, "iota", [], [result], params={"values": expr.values.astype(np.int32)},
            mask=mask)
     return result
@@ -39,7 +39,7 @@ def affine_select(m, pred, on_true_tile, on_false_value, *, mask=None, dtype=Non
     except ValueError:
         raise ShapeError(f"pred of shape {list(pred.values.shape)} does not match on_true_tile "
                          f"{list(on_true_tile.shape)} in 'affine_select'") from None
-    result = m.new_tile(on_true_tile.shape, out_dtype(dtype, on_true_tile.dtype), Buffer.SBUF)
+    result = m.result_tile(on_true_tile.shape, out_dtype(dtype, on_true_tile.dtype), Buffer.SBUF)
     m.emit("affine_select", Engine.GPSIMD, "affine_select", [on_true_tile], [result], mask=mask,
            params={"pred": np.ascontiguousarray(pred.values, dtype=bool), "on_false": number(on_false_value)})
     return result
@@ -49,7 +49,7 @@ def affine_select(m, pred, on_true_tile, on_false_value, *, mask=None, dtype=Non
 def tensor_partition_reduce(m, op, data, *, mask=None, dtype=None, **kwargs):
     operand(data, "tensor_partition_reduce", "data", SBUF_ONLY, mask=mask)
     alu = reduce_op(op, "tensor_partition_reduce")
-    result = m.new_tile((1,) + data.shape[1:], out_dtype(dtype, data.dtype), Buffer.SBUF)
+    result = m.result_tile((1,) + data.shape[1:], out_dtype(dtype, data.dtype), Buffer.SBUF)
     m.emit("tensor_partition_reduce", Engine.GPSIMD, "partition_reduce", [data], [result], mask=mask,
            params={"op": alu.name}, op=alu.name)
     return result

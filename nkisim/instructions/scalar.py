@@ -28,7 +28,7 @@ def activation(m, op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=
                                 "nisa.tensor_copy(bias, dtype=nl.float32)")
     if bias is not None:
         params["bias"] = scalar_operand(bias, "activation", "bias", parts, reads)
-    result = m.new_tile(data.shape, out_dtype(dtype, data.dtype), Buffer.SBUF)
+    result = m.result_tile(data.shape, out_dtype(dtype, data.dtype), Buffer.SBUF)
     writes = [result]
     if reduce_res is not None:
         operand(reduce_res, "activation", "reduce_res")

@@ -57,7 +57,7 @@ def nc_matmul(m, stationary, moving, *, is_stationary_onezero=False, is_moving_o
     if bool(tile_position) != bool(tile_size):
         raise UnsupportedOperationError("tile_position and tile_size of 'nc_matmul' must be given together")
     out_shape = (m_size,) + m_shape[1:]
-    result = m.new_tile(out_shape, dtypes.float32, Buffer.PSUM)
+    result = m.result_tile(out_shape, dtypes.float32, Buffer.PSUM)
     # what the cost model needs, from the operand regions alone (the executor derives them again
     # from a program's regions, never trusting a claim): their dtypes, k, and the m and n above
     s_region = stationary._region or stationary.region()
@@ -83,7 +83,7 @@ def nc_transpose(m, data, *, mask=None, dtype=None, engine=0, **kwargs):
         remedy = "the Vector Engine transposes at most 32x32: use the Tensor Engine for larger tiles"
     check_limit(p, limit, "partition size", "nc_transpose", remedy)
     check_limit(f, limit, "free size", "nc_transpose", remedy)
-    result = m.new_tile((f, p), out_dtype(dtype, data.dtype), out_buffer)
+    result = m.result_tile((f, p), out_dtype(dtype, data.dtype), out_buffer)
     m.emit("nc_transpose", eng, "transpose", [data], [result], mask=mask, dtype=dtypes.name_of(data.dtype),
            p=p, f=f)
     return result

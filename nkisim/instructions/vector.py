@@ -37,7 +37,7 @@ def tensor_copy(m, src, *, mask=None, dtype=None, engine=0, **kwargs):
     default = Engine.SCALAR if src.buffer is Buffer.PSUM else Engine.VECTOR
     eng = resolve_engine(engine, default, _ELEMENTWISE, "tensor_copy")
     _no_psum_on_gpsimd(eng, "tensor_copy", src)
-    result = m.new_tile(src.shape, out_dtype(dtype, src.dtype), Buffer.SBUF)
+    result = m.result_tile(src.shape, out_dtype(dtype, src.dtype), Buffer.SBUF)
     m.emit("tensor_copy", eng, "copy", [src], [result], mask=mask, auto_engine=engine_unspecified(engine))
     return result
 
@@ -85,7 +85,9 @@ def tensor_tensor(m, data1, data2, op, *, dtype=None, mask=None, engine=0, **kwa
             check_align(shape1, shape, "tensor_tensor", "", "")
         if shape2 != shape:
             check_align(shape2, shape, "tensor_tensor", "", "")
-    result = m.new_tile(shape, result_dtype, _SBUF)
+    # (the call result_tile makes, inline on the legacy dialect's path)
+    result = (m.new_tile(shape, result_dtype, _SBUF) if m.destination is None
+              else m.result_tile(shape, result_dtype, _SBUF))
     m.emit("tensor_tensor", eng, "binary", [data1, data2], [result], params={"op": name}, mask=mask, op=name)
     return result
 
@@ -111,7 +113,7 @@ def tensor_scalar(m, data, op0, operand0, reverse0=False, op1=None, operand1=Non
     if alu1 is not None:
         params.update(op1=alu1.name, operand1=scalar_operand(operand1, "tensor_scalar", "operand1", parts, reads),
                       reverse1=bool(reverse1))
-    result = m.new_tile(data.shape, out_dtype(dtype, data.dtype), Buffer.SBUF)
+    result = m.result_tile(data.shape, out_dtype(dtype, data.dtype), Buffer.SBUF)
     m.emit("tensor_scalar", eng, "scalar", reads, [result], params=params, mask=mask, op=alu0.name,
            op1=alu1.name if alu1 else None)
     return result
@@ -146,7 +148,7 @@ def tensor_reduce(m, op, data, axis, *, mask=None, dtype=None, negate=False, kee
         raise UnsupportedOperationError("negate=True is only for arithmetic reductions",
                                         code="err_reduce_unsupported_negate")
     shape = reduced_shape(data.shape, axes, bool(keepdims))
-    result = m.new_tile(shape, out_dtype(dtype, data.dtype), Buffer.SBUF)
+    result = m.result_tile(shape, out_dtype(dtype, data.dtype), Buffer.SBUF)
     m.emit("tensor_reduce", Engine.VECTOR, "reduce", [data], [result], mask=mask,
            params={"op": alu.name, "axes": list(axes), "keepdims": bool(keepdims), "negate": bool(negate)},
            op=alu.name, axes=axes)
@@ -165,6 +167,6 @@ def memset(m, shape, value, dtype, *, mask=None, engine=0, **kwargs):
     if not isinstance(value, (numbers.Number, np.number)):
         raise UnsupportedOperationError("memset fills with a compile-time number",
                                         code="err_expected_constant_value")
-    result = m.new_tile_checked(checked_shape(shape), dtype, Buffer.SBUF)   # the kernel's own shape
+    result = m.result_tile(checked_shape(shape), dtype, Buffer.SBUF)   # the kernel's own shape
     m.emit("memset", eng, "fill", [], [result], params={"value": number(value)}, mask=mask, value=float(value))
     return result

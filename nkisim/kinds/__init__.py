@@ -13,3 +13,7 @@ from .values import VALUE_KINDS, ValueKind  # noqa: F401
 
 # the families: each registers its kinds (nkisim.kinds.values.value_kind)
 from . import accumulate  # noqa: E402,F401
+from . import fused  # noqa: E402,F401 (scalar_tensor_tensor, the scans, tensor_scalar_reduce)
+from . import stats  # noqa: E402,F401 (bn_stats / bn_aggr, max8 and the top-8 index instructions)
+from . import select  # noqa: E402,F401 (predicated copy, range_select, select_reduce, dropout)
+from . import gather  # noqa: E402,F401 (stream shuffle, per-partition gather, sequence bounds)

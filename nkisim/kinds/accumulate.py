@@ -18,6 +18,8 @@ def start_value(reduction: dict, values: list, parts: int) -> np.ndarray:
     how = reduction["how"]
     if how == "reset":
         return np.full(parts, IDENTITY[alu.reduce_op(reduction["op"]).name], dtype=np.float32)
+    if how == "load" and "init_read" in reduction:
+        return f32(values[reduction["init_read"]]).reshape(parts)
     if how == "load":
         return np.full(parts, np.float32(reduction["init"]), dtype=np.float32)
     if how == "continue":

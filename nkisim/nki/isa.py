@@ -5,10 +5,18 @@ from types import SimpleNamespace as _NS
 import numpy as _np
 
 from ..instructions.dma import dma_copy, dma_transpose
+from ..instructions.gather import nc_stream_shuffle, sequence_bounds
 from ..instructions.gpsimd import affine_select, iota, tensor_partition_reduce
 from ..instructions.scalar import activation
+from ..instructions.select import dropout, select_reduce, tensor_copy_predicated
+from ..instructions.select import legacy_range_select as range_select
 from ..instructions.tensor_engine import nc_matmul, nc_transpose
 from ..instructions.vector import memset, tensor_copy, tensor_reduce, tensor_scalar, tensor_tensor
+from ..instructions.vector_fused import reciprocal, scalar_tensor_tensor, tensor_tensor_scan
+from ..instructions.vector_fused import legacy_tensor_scalar_reduce as tensor_scalar_reduce
+from ..instructions.vector_stats import bn_aggr, bn_stats, max8
+from ..instructions.vector_stats import legacy_nc_find_index8 as nc_find_index8
+from ..instructions.vector_stats import legacy_nc_match_replace8 as nc_match_replace8
 from ..platforms import current_rules as _current_rules
 from ..trace import Engine as _Engine
 from . import names as _names

@@ -11,6 +11,7 @@ from ..instructions.language_ops import (
     BlockDimensionWarning, broadcast_to, copy, device_print, empty_like, full, load,
     load_transpose2d, matmul, ndarray, ones, ones_like, par_dim, store, transpose,
     where, zeros, zeros_like)
+from ..instructions.gather import gather_flattened
 from ..instructions.loops import loop_reduce
 from ..memory import Buffer as _Buffer
 from ..registry import kernel_facing as _kernel_facing

@@ -21,7 +21,6 @@ LANGUAGE_NOT_SIMULATED = {
                "nisa.tensor_reduce)",
     "rms_norm": "compute it with nl.square, nl.mean along the free axis, nl.rsqrt and nl.multiply",
     "dropout": "dropout is random; a graded kernel should not need it",
-    "gather_flattened": "gather with nisa.dma_copy from computed slices of the source",
     "all_reduce": "collectives need several NeuronCores; reduce within the kernel instead",
     "atomic_rmw": "accumulate with nisa.dma_copy(dst=..., src=..., dst_rmw_op=np.add)",
     "rand": "pass random data in as a kernel argument",
@@ -37,22 +36,9 @@ LANGUAGE_NOT_SIMULATED = {
 # nki.isa instructions documented for SDK 2.26 (nki-api.md 1.3, "Other nisa instructions")
 ISA_NOT_SIMULATED = {
     "activation_reduce": "use nisa.activation followed by nisa.tensor_reduce",
-    "tensor_scalar_reduce": "use nisa.tensor_scalar followed by nisa.tensor_reduce",
-    "scalar_tensor_tensor": "use nisa.tensor_scalar followed by nisa.tensor_tensor",
-    "tensor_tensor_scan": "write the scan as a loop of nisa.tensor_tensor over columns",
-    "reciprocal": "use nisa.activation(op=nl.reciprocal, ...) or nl.reciprocal",
-    "bn_stats": "compute mean and variance with nl.mean / nl.var along the free axis",
-    "bn_aggr": "compute mean and variance with nl.mean / nl.var along the free axis",
-    "dropout": "dropout is random; a graded kernel should not need it",
-    "local_gather": "gather with nisa.dma_copy from computed slices of the source",
-    "max8": "use nisa.tensor_reduce(nl.max, ...) for the largest value",
-    "nc_find_index8": "not expressible with the simulated instructions",
-    "nc_match_replace8": "not expressible with the simulated instructions",
-    "nc_stream_shuffle": "move partitions with nisa.nc_transpose or a DMA",
-    "range_select": "use nisa.affine_select or nl.where",
-    "select_reduce": "use nl.where followed by nisa.tensor_reduce",
-    "sequence_bounds": "not expressible with the simulated instructions",
+    "local_gather": "gather within each partition with nl.gather_flattened, or across partitions with nisa.dma_copy "
+                    "(local_gather is not simulated: the reference's prose does not say which source "
+                    "elements each output partition receives; only an example shows the layout)",
     "tensor_copy_dynamic_src": "copy with a slice computed in Python from loop indices",
     "tensor_copy_dynamic_dst": "copy with a slice computed in Python from loop indices",
-    "tensor_copy_predicated": "use nl.where, or nisa.tensor_copy with mask=",
 }

@@ -13,6 +13,7 @@ import enum
 import math
 
 from ..errors import ArgumentError, KernelContractError, MemorySpaceError, ShapeError
+from ..machine import ENGINE_OUTPUTS
 from ..registry import INSTRUCTIONS, machine_call
 from ..tensor import DeviceTensor
 from .names import DESTINATION_FIRST, REMOVED_KEYWORDS
@@ -60,6 +61,31 @@ def destination(dst, instr: str) -> DeviceTensor:
     return dst
 
 
+def into(m, dst: DeviceTensor, instr: str, fn, *args, **kwargs) -> None:
+    """Run the table's function `fn` with its result written straight into `dst` (the machine's
+    destination, taken by Machine.result_tile): no transient tile, no retargeting. A function
+    that made a result of its own has it delivered to dst instead."""
+    m.destination = dst
+    try:
+        result = fn(m, *args, **kwargs)
+    finally:
+        m.destination = None
+    if result is not dst:
+        deliver(m, dst, result, instr)
+        return
+    engine = m.trace[-1].engine
+    if dst._alloc.buffer not in ENGINE_OUTPUTS.get(engine, ()):
+        _engine_cannot_write(m, dst, instr)
+
+
+def _engine_cannot_write(m, dst: DeviceTensor, instr: str):
+    engine = m.trace[-1].engine
+    raise MemorySpaceError(
+        f"'nisa.{instr}' runs on the {engine.label} engine, which cannot write {dst._label()} "
+        f"in {dst.buffer.value}",
+        remedy="write an SBUF tile (copy it onward with nisa.tensor_copy), or choose another engine=")
+
+
 def deliver(m, dst: DeviceTensor, result: DeviceTensor, instr: str, accumulate: bool = False) -> None:
     """Make the instruction that just produced `result` write `dst` instead."""
     shape = dst.shape
@@ -69,11 +95,7 @@ def deliver(m, dst: DeviceTensor, result: DeviceTensor, instr: str, accumulate: 
                          f"computes {list(result.shape)}",
                          remedy="slice dst to the shape of the result", code="err_param_shape_mismatch")
     if not m._place_result(result, dst, accumulate=accumulate):
-        engine = m.trace[-1].engine
-        raise MemorySpaceError(
-            f"'nisa.{instr}' runs on the {engine.label} engine, which cannot write {dst._label()} "
-            f"in {dst.buffer.value}",
-            remedy="write an SBUF tile (copy it onward with nisa.tensor_copy), or choose another engine=")
+        _engine_cannot_write(m, dst, instr)
 
 
 def _squeezed(shape: tuple) -> tuple:

@@ -22,6 +22,7 @@ from . import bind as _bind
 from . import names as _names
 from .bind import binding as _binding
 from .bind import deliver as _deliver
+from .bind import into as _into
 from .bind import destination as _destination
 from .bind import named as _named
 from .bind import semantics as _semantics
@@ -33,6 +34,19 @@ from .enums import DGE_MODE as _DGE_MODE, OOB_MODE as _OOB_MODE, PERF_MODE as _P
 from .enums import REDUCE_CMD as _REDUCE_CMD, TABLE_DGE_MODE as _TABLE_DGE_MODE
 from .enums import TABLE_REDUCE_CMD as _TABLE_REDUCE_CMD, UNKNOWN_ENGINE as _UNKNOWN_ENGINE
 from .enums import table_engine as _engine
+
+
+# sequencer registers whose values are known when the kernel is traced (nkisim.nki06.registers)
+from .registers import VirtualRegister, register_alloc, register_move  # noqa: E402,F401
+# the Vector engine's statistics and top-8 instructions (nkisim.nki06.stats)
+from .stats import bn_aggr, bn_stats, max8, nc_find_index8, nc_match_replace8  # noqa: E402,F401
+# fused arithmetic and scans on the Vector engine (nkisim.nki06.fused)
+from .fused import reciprocal, scalar_tensor_tensor, tensor_scalar_cumulative, tensor_scalar_reduce  # noqa: E402,F401
+from .fused import tensor_tensor_scan  # noqa: E402,F401
+# selection on the Vector engine (nkisim.nki06.select)
+from .select import dropout, range_select, select_reduce, tensor_copy_predicated  # noqa: E402,F401
+# cross-partition movement and gathers (nkisim.nki06.gather)
+from .gather import nc_n_gather, nc_stream_shuffle, nonzero_with_count, sequence_bounds  # noqa: E402,F401
 
 
 def get_nc_version() -> nc_version:
@@ -203,10 +217,10 @@ def nc_matmul(m, dst, stationary, moving, is_stationary_onezero=False, is_moving
                 code="err_psum_accumulate_uninitialized")
     else:
         raise _ArgumentError(f"'accumulate' of 'nisa.nc_matmul' must be True, False or None, got {accumulate!r}")
-    result = _nc_matmul(m, stationary, moving, is_stationary_onezero=is_stationary_onezero,
-                        is_moving_onezero=is_moving_onezero, is_transpose=is_transpose,
-                        tile_position=tile_position, tile_size=tile_size)
-    _deliver(m, dst, result, "nc_matmul", accumulate=adding)
+    _into(m, dst, "nc_matmul", _nc_matmul, stationary, moving, is_stationary_onezero=is_stationary_onezero,
+          is_moving_onezero=is_moving_onezero, is_transpose=is_transpose, tile_position=tile_position,
+          tile_size=tile_size)
+    m.trace[-1].accumulate = adding
     _mark_written(m, dst, key)
 
 
@@ -218,8 +232,8 @@ def nc_transpose(m, dst, data, engine=engine.unknown, name=None):
         raise _Unsupported(f"nisa.nc_transpose keeps the dtype: data is {_dt.name_of(data.dtype)}, dst "
                            f"{_dt.name_of(dst.dtype)}", remedy="give dst the dtype of data (cast afterwards with "
                                                                 "nisa.tensor_copy)", code="err_instruction_unsupported_dtypes")
-    result = _nc_transpose(m, data, dtype=dst.dtype, engine=_engine(engine, "nc_transpose"))
-    _deliver(m, dst, result, "nc_transpose")
+    _into(m, dst, "nc_transpose", _nc_transpose, data, dtype=dst.dtype,
+          engine=_engine(engine, "nc_transpose"))
 
 
 # ----- Vector / Scalar / GpSimd --------------------------------------------------------------------
@@ -227,8 +241,7 @@ def nc_transpose(m, dst, data, engine=engine.unknown, name=None):
 def tensor_copy(m, dst, src, engine=engine.unknown, name=None):
     _bind.instruction_name(name, "tensor_copy")
     _destination(dst, "tensor_copy")
-    result = _tensor_copy(m, src, dtype=dst.dtype, engine=_engine(engine, "tensor_copy"))
-    _deliver(m, dst, result, "tensor_copy")
+    _into(m, dst, "tensor_copy", _tensor_copy, src, dtype=dst.dtype, engine=_engine(engine, "tensor_copy"))
 
 
 @_binding
@@ -242,8 +255,8 @@ def tensor_tensor(m, dst, data1, data2, op, engine=engine.unknown, name=None):
                           f"{list(data1.shape)} and {list(data2.shape)} (NKI 0.6 does not broadcast)",
                           remedy="for a per-partition (P, 1) operand use nisa.tensor_scalar(dst, data, op0, "
                                  "operand0=column)", code="err_param_shape_incompatible_with_numpy")
-    result = _tensor_tensor(m, data1, data2, op, dtype=dst.dtype, engine=_engine(engine, "tensor_tensor"))
-    _deliver(m, dst, result, "tensor_tensor")
+    _into(m, dst, "tensor_tensor", _tensor_tensor, data1, data2, op, dtype=dst.dtype,
+          engine=_engine(engine, "tensor_tensor"))
 
 
 @_binding
@@ -251,9 +264,8 @@ def tensor_scalar(m, dst, data, op0, operand0, reverse0=False, op1=None, operand
                   engine=engine.unknown, name=None):
     _bind.instruction_name(name, "tensor_scalar")
     _destination(dst, "tensor_scalar")
-    result = _tensor_scalar(m, data, op0, operand0, reverse0, op1, operand1, reverse1, dtype=dst.dtype,
-                            engine=_engine(engine, "tensor_scalar"))
-    _deliver(m, dst, result, "tensor_scalar")
+    _into(m, dst, "tensor_scalar", _tensor_scalar, data, op0, operand0, reverse0, op1, operand1, reverse1,
+          dtype=dst.dtype, engine=_engine(engine, "tensor_scalar"))
 
 
 @_binding
@@ -261,8 +273,8 @@ def tensor_reduce(m, dst, op, data, axis, negate=False, keepdims=False, name=Non
     _bind.instruction_name(name, "tensor_reduce")
     _destination(dst, "tensor_reduce")
     _trailing_axes(axis, data, "tensor_reduce")
-    result = _tensor_reduce(m, op, data, axis, dtype=dst.dtype, negate=negate, keepdims=keepdims)
-    _deliver(m, dst, result, "tensor_reduce")
+    _into(m, dst, "tensor_reduce", _tensor_reduce, op, data, axis, dtype=dst.dtype, negate=negate,
+          keepdims=keepdims)
 
 
 def _trailing_axes(axis, data, instr: str) -> None:
@@ -285,8 +297,7 @@ def _trailing_axes(axis, data, instr: str) -> None:
 def tensor_partition_reduce(m, dst, op, data, name=None):
     _bind.instruction_name(name, "tensor_partition_reduce")
     _destination(dst, "tensor_partition_reduce")
-    result = _tensor_partition_reduce(m, op, data, dtype=dst.dtype)
-    _deliver(m, dst, result, "tensor_partition_reduce")
+    _into(m, dst, "tensor_partition_reduce", _tensor_partition_reduce, op, data, dtype=dst.dtype)
 
 
 @_binding
@@ -298,9 +309,8 @@ def activation(m, dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_re
     if reduce_cmd is _REDUCE_CMD.load_reduce:
         raise _Unsupported("reduce_cmd=nisa.reduce_cmd.load_reduce is not simulated for nisa.activation",
                            remedy="use reset_reduce or reduce", code="err_not_simulated")
-    result = _activation(m, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
-                         reduce_cmd=_TABLE_REDUCE_CMD[reduce_cmd], dtype=dst.dtype)
-    _deliver(m, dst, result, "activation")
+    _into(m, dst, "activation", _activation, op, data, bias=bias, scale=scale, reduce_op=reduce_op,
+          reduce_res=reduce_res, reduce_cmd=_TABLE_REDUCE_CMD[reduce_cmd], dtype=dst.dtype)
 
 
 @_binding
@@ -308,9 +318,8 @@ def activation_reduce(m, dst, op, data, reduce_op, reduce_res, bias=None, scale=
     """activation with reduce_cmd=reset_reduce: the free-axis reduction of the result goes to reduce_res."""
     _bind.instruction_name(name, "activation_reduce")
     _destination(dst, "activation_reduce")
-    result = _activation(m, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
-                         reduce_cmd=_TABLE_REDUCE_CMD[_REDUCE_CMD.reset_reduce], dtype=dst.dtype)
-    _deliver(m, dst, result, "activation_reduce")
+    _into(m, dst, "activation_reduce", _activation, op, data, bias=bias, scale=scale, reduce_op=reduce_op,
+          reduce_res=reduce_res, reduce_cmd=_TABLE_REDUCE_CMD[_REDUCE_CMD.reset_reduce], dtype=dst.dtype)
 
 
 @_binding
@@ -324,8 +333,7 @@ def memset(m, dst, value, engine=engine.unknown, name=None):
         raise _Unsupported(f"nisa.memset value {value!r} does not fit the {_dt.name_of(dst.dtype)} tile "
                            f"{dst._label()}", remedy="fill an integer tile with an integer value",
                            code="err_memset_value_dtype_mismatch")
-    result = _memset(m, dst.shape, value, dst.dtype, engine=_engine(engine, "memset"))
-    _deliver(m, dst, result, "memset")
+    _into(m, dst, "memset", _memset, dst.shape, value, dst.dtype, engine=_engine(engine, "memset"))
 
 
 def _pattern_values(pattern, offset, channel_multiplier, parts: int, instr: str) -> _np.ndarray:
@@ -384,8 +392,7 @@ def affine_select(m, dst, pattern, channel_multiplier, on_true_tile, on_false_va
         raise _ShapeError(f"'pattern' of 'nisa.affine_select' covers {values.size} elements, on_true_tile "
                           f"{on_true_tile._label()} holds {on_true_tile.size}")
     predicate = compare.fn(values.reshape(on_true_tile.shape), 0).astype(bool)
-    result = _affine_select(m, _Predicate(predicate), on_true_tile, on_false_value, dtype=dst.dtype)
-    _deliver(m, dst, result, "affine_select")
+    _into(m, dst, "affine_select", _affine_select, _Predicate(predicate), on_true_tile, on_false_value, dtype=dst.dtype)
 
 
 # documented NKI 0.6 instructions nkisim does not simulate yet, and names that are not NKI at all

@@ -19,6 +19,7 @@ from ..tensor import checked_shape as _checked_shape
 from ..indexing import ds
 from ..instructions import language_ops as _ops
 from . import isa as _isa
+from . import views as _views
 from . import names as _names
 
 # ----- data types -----
@@ -143,7 +144,7 @@ def transpose(x, dtype=None):
 
 
 def expand_dims(x, axis):
-    return x.expand_dims(axis)
+    return _views.expand_dim(x, axis)
 
 
 def device_print(print_prefix, tensor):
@@ -163,6 +164,10 @@ def static_range(*args):
     return range(*args)
 
 
+# ----- runtime loops (each iteration traced with its counter's value) and no_reorder ---------------
+from .loops import dynamic_range, fori_loop, no_reorder, while_loop  # noqa: E402,F401
+
+
 # ----- a kernel runs as one program on one logical NeuronCore -----
 def program_id(axis=0):
     return 0
@@ -177,10 +182,11 @@ def program_ndim():
 
 
 # Every function a kernel calls reports any exception at the kernel's own line (op objects
-# such as nl.add stay as they are: they are also op codes passed to instructions).
+# such as nl.add stay as they are: they are also op codes passed to instructions). The loops
+# that call the kernel's own body are left as they are: its exceptions are the kernel's.
 for _name, _fn in list(globals().items()):
     if (callable(_fn) and not _name.startswith("_") and not isinstance(_fn, (type, _NkiOp))
-            and getattr(_fn, "__module__", "").startswith("nkisim")):
+            and getattr(_fn, "__module__", "").startswith("nkisim") and _name not in ("fori_loop", "while_loop")):
         globals()[_name] = _kernel_facing(_fn, f"nl.{_name}")
 del _name, _fn
 

@@ -18,33 +18,22 @@ ISA_NOT_SIMULATED = {
     "nc_matmul_mx": "MX matmul runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet",
     "quantize_mx": "MX quantization runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet",
     "activate2": "activate2 runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet",
-    "exponential": "use nisa.activation(dst, op=nl.exp, data=...)",
-    "tensor_scalar_reduce": "use nisa.tensor_scalar followed by nisa.tensor_reduce",
-    "scalar_tensor_tensor": "use nisa.tensor_scalar followed by nisa.tensor_tensor",
-    "tensor_tensor_scan": "write the scan as a loop of nisa.tensor_tensor over columns",
-    "tensor_scalar_cumulative": "write the scan as a loop of nisa.tensor_scalar over columns",
-    "tensor_copy_predicated": "use nisa.affine_select, or nisa.tensor_tensor with a 0/1 mask tile",
-    "reciprocal": "use nisa.activation(dst, op=nl.reciprocal, data=...)",
-    "dropout": "dropout is random; a graded kernel should not need it",
-    "range_select": "use nisa.affine_select",
-    "select_reduce": "use nisa.affine_select followed by nisa.tensor_reduce",
-    "sequence_bounds": "not expressible with the simulated instructions",
-    "bn_stats": "compute mean and variance with nisa.tensor_reduce and nisa.tensor_tensor",
-    "bn_aggr": "compute mean and variance with nisa.tensor_reduce and nisa.tensor_tensor",
-    "local_gather": "gather with nisa.dma_copy from computed slices of the source",
-    "nc_n_gather": "gather with nisa.dma_copy from computed slices of the source",
+    "exponential": "nisa.exponential is a Trainium3 (NeuronCore-v4) instruction and nkisim models Trainium2, "
+                   "which does not have it: on Trainium2 use nisa.activation(dst, op=nl.exp, data=src, "
+                   "bias=negated_max) for exp(src - max), with reduce_op=nl.add and reduce_res= for its sum",
+    "local_gather": "gather within each partition with nisa.nc_n_gather, or across partitions with "
+                    "nisa.dma_copy (local_gather is not simulated: the reference's prose does not say which "
+                    "source elements each output partition receives; only an example shows the layout)",
     "dma_compute": "accumulate on chip with nisa.tensor_tensor, then nisa.dma_copy the result",
-    "max8": "use nisa.tensor_reduce(dst, nl.max, data, axis=...) for the largest value",
-    "nc_find_index8": "not expressible with the simulated instructions",
-    "nc_match_replace8": "not expressible with the simulated instructions",
-    "nc_stream_shuffle": "move partitions with nisa.nc_transpose or a DMA",
-    "topk": "use nisa.tensor_reduce(dst, nl.max, data, axis=...) for the largest value",
-    "nonzero_with_count": "not expressible with the simulated instructions",
-    "register_alloc": "runtime registers drive runtime loops, which nkisim does not simulate: use "
-                      "Python loops with compile-time bounds",
-    "register_load": "use Python loops with compile-time bounds",
-    "register_store": "use Python loops with compile-time bounds",
-    "register_move": "use Python loops with compile-time bounds",
+    "topk": "use nisa.max8 (the 8 largest per partition) or nisa.tensor_reduce(dst, nl.max, data, axis=...) "
+            "(topk is not simulated: the 0.6 reference says each partition works independently yet reads a "
+            "16-partition snake, and does not say where the K results are written)",
+    "register_load": "a register loaded from memory makes control flow or addresses depend on data, which "
+                     "nkisim's static programs cannot express: use registers set with nisa.register_alloc(x) "
+                     "or nisa.register_move, and loop bounds known when the kernel is traced",
+    "register_store": "storing a register writes a value known only at run time on Trainium; nkisim simulates "
+                      "registers whose values are known when traced: write the value with nisa.memset or "
+                      "nisa.iota",
     "core_barrier": "collectives need several NeuronCores; launch the kernel on one core",
     "sendrecv": "collectives need several NeuronCores; launch the kernel on one core",
     "rng": "pass random data in as a kernel argument",
@@ -69,10 +58,6 @@ ISA_REMOVED = {
 
 # nki.language names NKI 0.6 does not simulate yet
 LANGUAGE_NOT_SIMULATED = {
-    "fori_loop": "runtime loops are not simulated: use a Python range() loop with compile-time bounds",
-    "while_loop": "runtime loops are not simulated: use a Python range() loop with compile-time bounds",
-    "dynamic_range": "runtime loops are not simulated: use a Python range() loop with compile-time bounds",
-    "no_reorder": "scheduling hints change no values: leave the block out to simulate it",
     "softmax": "compute it with nisa.activation(op=nl.exp), nisa.tensor_reduce and nisa.tensor_scalar",
     "rms_norm": "compute it with nisa.activation and nisa.tensor_reduce",
     "dropout": "dropout is random; a graded kernel should not need it",

@@ -268,12 +268,13 @@ def test_loop_reduce_with_an_order_dependent_op_is_not_simulated():
 
 # ----- names nkisim does not simulate, and names that are not NKI ----------------------------------
 
-def uses_bn_stats(x):
-    out = nl.ndarray((128, 6), nl.float32, buffer=nl.hbm)
+def uses_local_gather(x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.hbm)
     tile = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=tile, src=x)
-    stats = nisa.bn_stats(tile)  # <bn-stats>
-    nisa.dma_copy(dst=out, src=stats)
+    index = nl.zeros((128, 8), nl.uint16, buffer=nl.sbuf)
+    gathered = nisa.local_gather(tile, index)  # <local-gather>
+    nisa.dma_copy(dst=out, src=gathered)
     return out
 
 
@@ -302,17 +303,17 @@ def uses_misspelled_instruction(x):
 
 
 def test_documented_but_unsimulated_names_say_so_and_list_what_is():
-    err = raised_at(errors.NotSimulatedError, "err_not_simulated", "bn-stats", uses_bn_stats, f32(128, 8))
-    assert "documented NKI" in err.detail and "nisa.tensor_tensor" in err.detail
-    assert "nl.mean" in err.remedy and "hardware" in err.remedy
+    err = raised_at(errors.NotSimulatedError, "err_not_simulated", "local-gather", uses_local_gather, f32(128, 8))
+    assert "documented NKI" in err.detail and "nisa.tensor_tensor" in err.detail and "nisa.bn_stats" in err.detail
+    assert "nl.gather_flattened" in err.remedy
     err = raised_at(errors.NotSimulatedError, "err_not_simulated", "softmax", uses_softmax, f32(128, 8))
     assert "nl.loop_reduce" in err.detail and "nl.exp" in err.remedy
 
 
 def test_an_unsimulated_name_that_is_only_imported_does_not_fail():
-    from neuronxcc.nki.isa import bn_stats
+    from neuronxcc.nki.isa import local_gather
     from neuronxcc.nki.language import softmax
-    assert "not simulated" in repr(bn_stats) and "not simulated" in repr(softmax)
+    assert "not simulated" in repr(local_gather) and "not simulated" in repr(softmax)
     x = f32(128, 2048, seed=8)
     np.testing.assert_array_equal(nki.baremetal(copy_columns_by_ds)(x), x)
 
@@ -326,7 +327,7 @@ def test_names_that_are_not_nki_get_close_matches():
     with pytest.raises(errors.NoSuchNameError, match="nki.baremetal"):
         nki.baremtal  # noqa: B018
     with pytest.raises(errors.NotSimulatedError, match="neuron-profile"):
-        nki.profile(uses_bn_stats)
+        nki.profile(uses_local_gather)
     # still AttributeErrors, so feature tests in Python keep working
     assert not hasattr(nl, "no_such_function") and getattr(nisa, "nope", None) is None
     with pytest.raises(AttributeError):

@@ -1,0 +1,289 @@
+"""NKI 0.6's tensor views (t.ap(), permute, slice, select, ...), its subscript rule, its runtime
+loops with their counter registers, and nl.no_reorder: values against NumPy, the documented
+refusals, and what the legacy dialect does not have."""
+import numpy as np
+import pytest
+
+import nkisim
+from nkisim import cost, errors
+
+nkisim.install()
+
+import neuronxcc.nki as lnki  # noqa: E402
+import neuronxcc.nki.isa as lisa  # noqa: E402
+import neuronxcc.nki.language as lnl  # noqa: E402
+import nki  # noqa: E402
+import nki.isa as nisa  # noqa: E402
+import nki.language as nl  # noqa: E402
+
+
+def data(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def load(src):
+    tile = nl.ndarray(src.shape, src.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=src)
+    return tile
+
+
+def store_copy(view):
+    """A copy of `view` (any on-chip view) into a fresh output."""
+    tile = nl.ndarray(view.shape, view.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=tile, src=view)
+    out = nl.ndarray(view.shape, view.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=tile)
+    return out
+
+
+def viewed(method):
+    @nki.jit
+    def kernel(a):
+        return store_copy(method(load(a)))
+    return kernel
+
+
+# ----- views against NumPy ----------------------------------------------------------------------
+@pytest.mark.parametrize("method, expected", [
+    (lambda t: t.permute((0, 2, 1)), lambda a: a.transpose(0, 2, 1)),
+    (lambda t: t.reshape_dim(2, (2, -1)), lambda a: a.reshape(128, 4, 2, 4)),
+    (lambda t: t.flatten_dims(1, 2), lambda a: a.reshape(128, 32)),
+    (lambda t: t.slice(2, 1, 7, 2), lambda a: a[:, :, 1:7:2]),
+    (lambda t: t.select(1, 3), lambda a: a[:, 3, :]),
+    (lambda t: t.select(1, -1), lambda a: a[:, -1, :]),
+    (lambda t: t[:, 0:1, :].squeeze_dim(1), lambda a: a[:, 0, :]),
+    (lambda t: t[:, 0:1, :].broadcast(1, 5), lambda a: np.repeat(a[:, 0:1, :], 5, axis=1)),
+    (lambda t: t.expand_dim(2), lambda a: a[:, :, None, :]),
+    (lambda t: t.permute((0, 2, 1)).slice(1, 2, 6).select(2, 1), lambda a: a.transpose(0, 2, 1)[:, 2:6, 1]),
+])
+def test_views_have_numpys_values(method, expected):
+    a = data((128, 4, 8))
+    np.testing.assert_array_equal(viewed(method)(a), expected(a))
+
+
+def test_attributes_describe_the_view_in_elements():
+    seen = {}
+
+    @nki.jit
+    def kernel(a):
+        t = load(a)
+        v = t[:, 1:3, 2:8:2]
+        seen.update(strides=v.strides, offset=v.offset, pattern=v.get_pattern(), dense=t.is_contiguous(),
+                    sparse=v.is_contiguous(), indirect=v.is_indirect())
+        return store_copy(v)
+    kernel(data((128, 4, 8)))
+    assert seen == {"strides": (32, 8, 2), "offset": 10, "pattern": [[32, 128], [8, 2], [2, 3]], "dense": True,
+                    "sparse": False, "indirect": False}
+
+
+def test_an_access_pattern_pools_in_one_instruction():
+    """2x2 max pool of (128, 8, 8): one tensor_reduce over [partition, h/2, w/2, kh, kw]."""
+    @nki.jit
+    def pool(a):
+        t = load(a)
+        window = t.ap([[64, 128], [16, 4], [2, 4], [8, 2], [1, 2]])
+        out_tile = nl.ndarray((128, 4, 4), a.dtype, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=out_tile, op=nl.maximum, data=window, axis=(3, 4))
+        out = nl.ndarray((128, 4, 4), a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=out_tile)
+        return out
+    a = data((128, 8, 8))
+    run = nkisim.run_kernel(pool, (a,), {})
+    np.testing.assert_array_equal(run.outputs, a.reshape(128, 4, 2, 4, 2).max(axis=(2, 4)))
+    assert [r.opcode for r in run.trace].count("tensor_reduce") == 1
+
+
+def test_an_access_pattern_starts_at_the_views_offset_plus_its_own():
+    @nki.jit
+    def kernel(a):
+        t = load(a)
+        return store_copy(t[:, 2:].ap([[16, 128], [2, 3]], offset=1))   # elements 3, 5, 7 of each row
+    a = data((128, 16))
+    np.testing.assert_array_equal(kernel(a), a[:, 3:8:2])
+
+
+@pytest.mark.parametrize("method, error, words", [
+    (lambda t: t.permute((1, 0, 2)), errors.ShapeError, "partition dimension"),
+    (lambda t: t.broadcast(1, 4), errors.ShapeError, "not 1"),
+    (lambda t: t.squeeze_dim(0), errors.ShapeError, "size 128, not 1"),
+    (lambda t: t.flatten_dims(0, 1), errors.ShapeError, "partition dimension"),
+    (lambda t: t.slice(1, 2, 9), errors.OutOfBoundsError, "end <= 4"),
+    (lambda t: t.select(2, 8), errors.OutOfBoundsError, "out of range"),
+    (lambda t: t.ap([[16, 128], [1, 32]]), errors.ShapeError, "its stride must be the storage's 32"),
+    (lambda t: t.ap([[32, 128], [1, 33]]), errors.OutOfBoundsError, "reaches outside"),
+    (lambda t: t.ap([[32, 128], [1, 8]], vector_offset=t), errors.NotSimulatedError, "run time"),
+    (lambda t: t.rearrange("p a b -> p b a", "p b a"), errors.NotSimulatedError, "rearrange"),
+    (lambda t: t.astype(nl.bfloat16), errors.NoSuchNameError, "nisa.tensor_copy"),
+    (lambda t: t.broadcast_to((128, 4, 8)), errors.NoSuchNameError, "t.broadcast"),
+])
+def test_views_refuse_what_nki_06_refuses(method, error, words):
+    with pytest.raises(error, match=words):
+        viewed(method)(data((128, 4, 8)))
+
+
+def test_a_legacy_kernel_has_no_06_views():
+    @lnki.jit
+    def kernel(a):
+        t = lnl.load(a)
+        out = lnl.ndarray(a.shape, a.dtype, buffer=lnl.shared_hbm)
+        lnl.store(out, t.ap([[32, 128], [1, 32]]))
+        return out
+    with pytest.raises(errors.NoSuchNameError, match="NKI 0.6"):
+        kernel(data((128, 32)))
+
+
+# ----- subscripts --------------------------------------------------------------------------------
+def test_on_chip_ints_keep_the_partition_dimension_and_two_dimensions():
+    shapes = {}
+
+    @nki.jit
+    def kernel(a):
+        t = nl.ndarray((64, 64, 8), nl.float32, buffer=nl.sbuf)
+        shapes.update(p=t[3].shape, free=t[:, 2].shape, both=t[:, 2, 3].shape, all_ints=t[0, 0, 3].shape,
+                      negative=t[-1, 0].shape, hbm=a[1].shape)
+        nisa.memset(dst=t, value=0.0)
+        return store_copy(t[0])
+    kernel(data((4, 8)))
+    assert shapes == {"p": (1, 64, 8), "free": (64, 8), "both": (64, 1), "all_ints": (1, 1), "negative": (1, 8),
+                      "hbm": (8,)}
+
+
+def test_an_int_subscript_selects_the_partition():
+    @nki.jit
+    def kernel(a):
+        return store_copy(load(a)[5, 1:3])
+    a = data((128, 4))
+    np.testing.assert_array_equal(kernel(a), a[5:6, 1:3])
+
+
+# ----- runtime loops -----------------------------------------------------------------------------
+@nki.jit
+def doubled_by_fori(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 64), a.dtype, buffer=nl.sbuf)
+
+    def body(i):
+        nisa.dma_copy(dst=t, src=a.ap([[256, 128], [1, 64]], scalar_offset=i, indirect_dim=1))
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out.ap([[256, 128], [1, 64]], scalar_offset=i, indirect_dim=1), src=t)
+    nl.fori_loop(0, 4, body)
+    return out
+
+
+def test_fori_loop_traces_each_iteration_with_its_counter():
+    a = data((128, 4, 64))
+    run = nkisim.run_kernel(doubled_by_fori, (a,), {})
+    np.testing.assert_array_equal(run.outputs, a * 2)
+    assert [r.opcode for r in run.trace].count("tensor_scalar") == 4
+
+
+def test_dynamic_range_warns_and_selects_by_its_register():
+    @nki.jit
+    def kernel(a):
+        t = load(a)
+        out_tile = nl.ndarray((128, 8), a.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=out_tile, value=0.0)
+        for i in nl.dynamic_range(1, 4):
+            nisa.tensor_tensor(dst=out_tile, data1=out_tile, data2=t.select(1, i), op=nl.add)
+        out = nl.ndarray((128, 8), a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=out_tile)
+        return out
+    a = data((128, 4, 8))
+    with pytest.warns(DeprecationWarning, match="fori_loop"):
+        result = kernel(a)
+    np.testing.assert_allclose(result, a[:, 1] + a[:, 2] + a[:, 3], rtol=1e-6)
+
+
+def test_while_loop_runs_until_its_register_is_zero():
+    @nki.jit
+    def kernel(a):
+        t = load(a)
+        passes = []
+        counter = nisa.register_alloc(3)
+        done = nisa.register_alloc(0)
+
+        def body(cond):
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
+            passes.append(1)
+            nisa.register_move(cond, done if len(passes) == 3 else counter)
+            return cond
+        nl.while_loop(nisa.register_alloc(1), body)
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    a = data((128, 8))
+    np.testing.assert_array_equal(kernel(a), ((a + np.float32(1)) + np.float32(1)) + np.float32(1))
+
+
+@pytest.mark.parametrize("body, error, words", [
+    (lambda t, i: t, errors.KernelContractError, "returns nothing"),
+    (lambda t, i: t[0:int(i)], TypeError, "not a Python int"),
+    (lambda t, i: nisa.register_move(i, 3), errors.KernelContractError, "read-only"),
+])
+def test_a_fori_loop_body_is_held_to_the_rules(body, error, words):
+    @nki.jit
+    def kernel(a):
+        t = load(a)
+        nl.fori_loop(0, 2, lambda i: body(t, i))
+        return store_copy(t)
+    with pytest.raises(error, match=words):
+        kernel(data((128, 8)))
+
+
+def test_registers_loaded_from_memory_are_refused():
+    @nki.jit
+    def kernel(a):
+        r = nisa.register_alloc()
+        nisa.register_load(r, load(a)[0:1, 0:1])
+        return store_copy(load(a))
+    with pytest.raises(errors.NotSimulatedError, match="depend on data"):
+        kernel(data((128, 8)))
+
+
+def test_a_loop_inside_no_reorder_is_refused():
+    @nki.jit
+    def kernel(a):
+        t = load(a)
+        with nl.no_reorder():
+            nl.fori_loop(0, 2, lambda i: None)
+        return store_copy(t)
+    with pytest.raises(errors.KernelContractError, match="no_reorder"):
+        kernel(data((128, 8)))
+
+
+# ----- no_reorder --------------------------------------------------------------------------------
+def two_independent(ordered: bool):
+    @nki.jit
+    def kernel(a):
+        x = load(a)
+        outs = [nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf) for _ in range(2)]
+        block = nl.no_reorder() if ordered else _nothing()
+        with block:
+            nisa.activation(dst=outs[0], op=nl.exp, data=x)          # Scalar engine
+            nisa.tensor_scalar(dst=outs[1], data=x, op0=nl.add, operand0=1.0)   # Vector engine
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nisa.tensor_tensor(dst=outs[0], data1=outs[0], data2=outs[1], op=nl.add)
+        nisa.dma_copy(dst=out, src=outs[0])
+        return out
+    return kernel
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_no_reorder_runs_its_block_in_program_order_and_changes_no_values():
+    a = data((128, 2048), 1)
+    free, kept = (nkisim.run_kernel(two_independent(o), (a,), {}) for o in (False, True))
+    np.testing.assert_array_equal(free.outputs, kept.outputs)
+    slots = {o: {rec.opcode: slot for rec, slot in zip(run.trace, cost.estimate(run).slots)}
+             for o, run in ((False, free), (True, kept))}
+    # unordered, the two engines overlap; in the block the Vector op starts after the Scalar one ends
+    assert slots[False]["tensor_scalar"].start < slots[False]["activation"].end
+    assert slots[True]["tensor_scalar"].start >= slots[True]["activation"].end
+    assert [bool(r.attrs.get("ordered")) for r in kept.trace if r.opcode in ("activation", "tensor_scalar")] == \
+        [False, True]
