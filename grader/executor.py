@@ -74,6 +74,10 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
         with collector.paused():
             program = programs.decode(data, programs.ProgramLimits(max_records=job["max_instructions"]))
             programs.validate(program, _limits(job.get("platform", "trn2")), inputs)
+            # the spec's dialect decides what never-written memory holds, not what the kernel's
+            # process claims
+            from nkisim.dialects import dialect_named
+            program.dialect = dialect_named(job.get("dialect")).name
     except programs.ProgramError as err:
         return {"status": "invalid", "error": str(err)[:4000]}, []
     declared = declared_outputs(program.outputs)

@@ -226,7 +226,7 @@ def _execute_with(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel
                    "warmup": job.warmup, "iters": job.iters, "neuron_core": job.neuron_core,
                    "neuron": job.neuron, "input_names": list(job.input_names),
                    "expected_output": _expected_output(job), "shared": layout,
-                   "processes": job.processes}, fh)
+                   "processes": job.processes, "dialect": job.dialect}, fh)
     module = "grader.executor" if name == "program.bin" else "grader.neuron"
     fds = () if shared is None else (inputs.fd,) + ((room[0],) if room else ())
     done = run_child([sys.executable, "-I", "-m", module], workdir, limits=limits,

@@ -13,6 +13,9 @@ class Dialect:
     facade: str            # nkisim's package that stands in for `package`
     title: str             # how a report names it
     sdk: str               # the Neuron SDK line that ships it
+    # what never-written integer memory holds when a program of the dialect runs: a value
+    # (nki.simulate's documented sentinel), or None for a recognisable byte pattern
+    uninitialized_int: int | None = None
 
     @property
     def label(self) -> str:
@@ -32,9 +35,14 @@ LEGACY = Dialect(
 CURRENT = Dialect(
     name="nki-0.6", package="nki",
     modules=("nki", "nki.language", "nki.isa", "nki.typing"),
-    facade="nkisim.nki06", title="NKI 0.6 (nki)", sdk="Neuron SDK 2.32")
+    facade="nkisim.nki06", title="NKI 0.6 (nki)", sdk="Neuron SDK 2.32",
+    # nki.simulate: "every new allocation is filled with NaN for floating types and 4 for integer types"
+    uninitialized_int=4)
 
 DIALECTS = {d.name: d for d in (LEGACY, CURRENT)}
+
+# NKI 0.6's rule for a mask= argument, in the words every refusal of one uses
+REMOVED_MASK = "NKI 0.6 removed mask=: slice the operands to the valid region instead (bounds with min())"
 
 
 def dialect_named(name: str | None) -> Dialect:

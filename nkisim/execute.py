@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import alu, dtypes
+from .dialects import DIALECTS
 from .kinds import VALUE_KINDS
 from .program import Program, ProgramError
 from .tensor import align_to
@@ -45,6 +46,7 @@ class _Memory:
         self.placed = dict(placed or {})
         self.pinned = set(self.placed)               # memory given by the caller: written in place, never replaced
         self.fill_nan = fill_nan
+        self.int_sentinel = DIALECTS[program.dialect].uninitialized_int
         self.filled = filled                         # placed memory that already holds its starting values
         self.arrays: dict[int, np.ndarray] = {}
         # views made of each allocation's current memory, by region (a region object is read
@@ -92,6 +94,8 @@ class _Memory:
             return arr
         elif self.fill_nan and dtypes.is_float(dtype):
             arr[...] = np.nan
+        elif self.fill_nan and self.int_sentinel is not None:
+            arr[...] = self.int_sentinel           # the dialect's documented value (NKI 0.6: 4)
         elif self.fill_nan:
             arr.view(np.uint8)[...] = 0xA5        # recognisable garbage
         else:

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import collector, dtypes
 from . import instructions  # noqa: F401 (fills the table a program is held to)
+from .dialects import DIALECTS, LEGACY
 from .kinds import VALUE_KINDS
 from .registry import INSTRUCTIONS
 from .limits import HardwareLimits
@@ -57,6 +58,7 @@ class Program:
     outputs: object                      # a Region, or a tuple/list/dict of them
     compile_options: dict = field(default_factory=dict)
     platform: str = "trn2"
+    dialect: str = LEGACY.name           # the NKI dialect traced (nkisim.dialects): its memory sentinels
 
 
 # ----- encoding ---------------------------------------------------------------------------------
@@ -210,7 +212,8 @@ def _encode(program: Program) -> bytes:
         if isinstance(value, np.ndarray):
             return {"$array": arrays.add(value)}
         raise TypeError(f"cannot encode a {type(value).__name__} in a program")
-    header = {"kernel": program.kernel, "platform": program.platform, "compile_options": program.compile_options,
+    header = {"kernel": program.kernel, "platform": program.platform, "dialect": program.dialect,
+              "compile_options": program.compile_options,
               "allocs": [[a.id, a.buffer, list(a.shape), a.dtype, a.par_axis, a.name, a.input_index]
                          for a in program.allocs if a.id in used or a.input_index is not None],
               "regions": arrays.add(np.array(regions.rows, dtype=np.int64).reshape(-1, _REGION_COLUMNS)),
@@ -397,8 +400,12 @@ def _decode(data, limits: ProgramLimits | None) -> Program:
                                    kind, params, mask_arr, regions[2]))
     outputs = _outputs(h.get("outputs"), regions_table, reader, 0)
     options = reader.value(h.get("compile_options", {}))
+    dialect = h.get("dialect", LEGACY.name)
+    if dialect not in DIALECTS:
+        _fail(f"unknown NKI dialect {dialect!r}")
     return Program(_text(h.get("kernel", ""), "kernel name", limits), list(allocs.values()), records, outputs,
-                   options if isinstance(options, dict) else {}, _text(h.get("platform", "trn2"), "platform", limits))
+                   options if isinstance(options, dict) else {}, _text(h.get("platform", "trn2"), "platform", limits),
+                   dialect)
 
 
 def _head(i: int, raw, reader: _Reader) -> tuple:

@@ -222,7 +222,7 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
         # the allocation table (one tuple per allocation) is made while the collector is still paused
         program = Program(kernel=k.__name__, allocs=machine.allocation_table(), records=machine.trace,
                           outputs=outputs, compile_options=dict(compile_options or {}),
-                          platform=getattr(machine.settings, "platform", "trn2"))
+                          platform=getattr(machine.settings, "platform", "trn2"), dialect=k.dialect)
     return program, machine
 
 

@@ -54,7 +54,7 @@ def dma_copy(m, *, dst, src, mask=None, dst_rmw_op=None, oob_mode=0, dge_mode=3,
 
 
 @instruction("dma_transpose", Engine.DMA, kinds=("permute",))
-def dma_transpose(m, src, *, axes=None, mask=None, dtype=None, **kwargs):
+def dma_transpose(m, src, *, axes=None, mask=None, dtype=None):
     operand(src, "dma_transpose", "src", DMA_ENDPOINTS, tile=False, mask=mask)
     perm = _TRANSPOSE_AXES.get(src.ndim)
     if perm is None:

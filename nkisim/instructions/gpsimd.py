@@ -13,7 +13,7 @@ from .common import SBUF_ONLY, number, operand, out_dtype
 
 
 @instruction("iota", Engine.GPSIMD, kinds=("iota",))
-def iota(m, expr, dtype, *, mask=None, **kwargs):
+def iota(m, expr, dtype, *, mask=None):
     if not isinstance(expr, IndexExpr):
         raise ShapeError("iota takes an index expression built from nl.arange / nl.mgrid",
                          code="err_expected_index_expression")
@@ -27,7 +27,7 @@ def iota(m, expr, dtype, *, mask=None, **kwargs):
 
 
 @instruction("affine_select", Engine.GPSIMD, kinds=("affine_select",))
-def affine_select(m, pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
+def affine_select(m, pred, on_true_tile, on_false_value, *, mask=None, dtype=None):
     if not isinstance(pred, Predicate):
         raise ShapeError("affine_select's pred must compare index expressions (e.g. i_p >= i_f)",
                          code="err_expected_index_expression")
@@ -46,7 +46,7 @@ def affine_select(m, pred, on_true_tile, on_false_value, *, mask=None, dtype=Non
 
 
 @instruction("tensor_partition_reduce", Engine.GPSIMD, kinds=("partition_reduce",))
-def tensor_partition_reduce(m, op, data, *, mask=None, dtype=None, **kwargs):
+def tensor_partition_reduce(m, op, data, *, mask=None, dtype=None):
     operand(data, "tensor_partition_reduce", "data", SBUF_ONLY, mask=mask)
     alu = reduce_op(op, "tensor_partition_reduce")
     result = m.result_tile((1,) + data.shape[1:], out_dtype(dtype, data.dtype), Buffer.SBUF)

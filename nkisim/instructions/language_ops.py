@@ -9,7 +9,8 @@ import numpy as np
 
 from .. import dtypes
 from ..alu import OPS, NkiOp, binary_op, register_op_call
-from ..errors import HardwareLimitError, MemorySpaceError, ShapeError, UnsupportedOperationError
+from ..dialects import CURRENT, REMOVED_MASK
+from ..errors import ArgumentError, HardwareLimitError, MemorySpaceError, ShapeError, UnsupportedOperationError
 from ..memory import Buffer
 from ..platforms import current_rules
 from ..registry import instruction
@@ -66,7 +67,7 @@ def _partition_axis(shape, buffer: Buffer) -> int:
     return axis
 
 
-def ndarray(shape, dtype=dtypes.float32, *, buffer=None, name="", **kwargs):
+def ndarray(shape, dtype=dtypes.float32, *, buffer=None, name=""):
     buf = _buffer(buffer)
     raw = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     return current_machine().allocate(checked_shape(raw), dtype, buf, par_axis=_partition_axis(raw, buf),
@@ -87,33 +88,33 @@ def _filled(shape, value, dtype, buffer, name):
     return t
 
 
-def zeros(shape, dtype=dtypes.float32, *, buffer=None, name="", **kwargs):
+def zeros(shape, dtype=dtypes.float32, *, buffer=None, name=""):
     return _filled(shape, 0, dtype, buffer, name)
 
 
-def ones(shape, dtype=dtypes.float32, *, buffer=None, name="", **kwargs):
+def ones(shape, dtype=dtypes.float32, *, buffer=None, name=""):
     return _filled(shape, 1, dtype, buffer, name)
 
 
-def full(shape, fill_value, dtype=dtypes.float32, *, buffer=None, name="", **kwargs):
+def full(shape, fill_value, dtype=dtypes.float32, *, buffer=None, name=""):
     return _filled(shape, fill_value, dtype, buffer, name)
 
 
-def empty_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+def empty_like(a, dtype=None, *, buffer=None, name=""):
     return ndarray(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
 
 
-def zeros_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+def zeros_like(a, dtype=None, *, buffer=None, name=""):
     return _filled(a.shape, 0, dtype or a.dtype, buffer or a.buffer, name)
 
 
-def ones_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+def ones_like(a, dtype=None, *, buffer=None, name=""):
     return _filled(a.shape, 1, dtype or a.dtype, buffer or a.buffer, name)
 
 
 # ----- data movement -----------------------------------------------------------------------------
 
-def load(src, *, mask=None, dtype=None, **kwargs):
+def load(src, *, mask=None, dtype=None):
     m = current_machine()
     operand(src, "load", "src", ANY_HBM, tile=False, mask=mask)
     if not src.shape:
@@ -123,7 +124,7 @@ def load(src, *, mask=None, dtype=None, **kwargs):
     return tile
 
 
-def store(dst, value, *, mask=None, **kwargs):
+def store(dst, value, *, mask=None):
     m = current_machine()
     operand(dst, "store", "dst", ANY_HBM, tile=False, mask=mask)
     m.check_writable(dst, "nl.store destination")
@@ -137,7 +138,7 @@ def store(dst, value, *, mask=None, **kwargs):
     dma_move(m, dst, value, mask)
 
 
-def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
+def load_transpose2d(src, *, mask=None, dtype=None):
     m = current_machine()
     operand(src, "load_transpose2d", "src", ANY_HBM, tile=False, mask=mask)
     if src.ndim != 2:
@@ -148,11 +149,11 @@ def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
     return tile
 
 
-def copy(src, *, mask=None, dtype=None, **kwargs):
+def copy(src, *, mask=None, dtype=None):
     return tensor_copy(src, mask=mask, dtype=dtype)
 
 
-def broadcast_to(src, *, shape, **kwargs):
+def broadcast_to(src, *, shape):
     operand(src, "broadcast_to", "src")
     shape = checked_shape(shape)
     if shape == src.shape:
@@ -171,7 +172,7 @@ def broadcast_to(src, *, shape, **kwargs):
     return result
 
 
-def transpose(x, *, dtype=None, mask=None, **kwargs):
+def transpose(x, *, dtype=None, mask=None):
     operand(x, "transpose", "x")
     if x.ndim != 2:
         raise ShapeError(f"nl.transpose takes a 2-D tile, got {x._label()}",
@@ -184,7 +185,7 @@ def transpose(x, *, dtype=None, mask=None, **kwargs):
     return nc_transpose(x, dtype=dtype, mask=mask)
 
 
-def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
+def matmul(x, y, *, transpose_x=False, mask=None):
     """x @ y on the Tensor Engine; x is transposed first unless transpose_x says it already is."""
     stationary = x
     if not transpose_x:
@@ -193,7 +194,7 @@ def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
 
 
 @instruction("device_print", Engine.SYNC, kinds=("print",))
-def device_print(m, prefix, x, *, mask=None, **kwargs):
+def device_print(m, prefix, x, *, mask=None):
     """Printed when the program runs, with the values the device holds then: the text goes
     to the run's output, never back to the kernel."""
     label = str(prefix)[:200]
@@ -247,7 +248,7 @@ def elementwise_unary(opname, x, dtype=None, mask=None):
     return result
 
 
-def _reduce(op: NkiOp, x, axis, dtype=None, mask=None, keepdims=False, **kwargs):
+def _reduce(op: NkiOp, x, axis, dtype=None, mask=None, keepdims=False):
     if op.alias_of:
         return tensor_reduce(op, x, axis, dtype=dtype, mask=mask, keepdims=keepdims)
     operand(x, f"nl.{op.name}", "x", mask=mask)
@@ -260,10 +261,22 @@ def _reduce(op: NkiOp, x, axis, dtype=None, mask=None, keepdims=False, **kwargs)
     return result
 
 
+# the keywords each kind of op call takes besides dtype= and mask=
+_OP_KEYWORDS = {"binary": (), "unary": (), "reduce": ("x", "axis", "keepdims")}
+
+
 def call_op(op: NkiOp, *args, dtype=None, mask=None, **kwargs):
     """What calling an op object does: nl.add(a, b), nl.exp(t), nl.max(t, axis=1)."""
     if op.name == "copy":   # nl.copy is also the activation identity code; as a call it is tensor_copy
         return copy(*args, dtype=dtype, mask=mask, **kwargs)
+    unknown = sorted(set(kwargs) - set(_OP_KEYWORDS.get(op.kind, ())))
+    if unknown:
+        raise ArgumentError(f"nl.{op.name} got unexpected keyword arguments {unknown}",
+                            remedy=f"call it as documented: nl.{op.name}("
+                                   + {"binary": "x, y", "unary": "x"}.get(op.kind, "x, axis, keepdims=False")
+                                   + ", dtype=None)")
+    if mask is not None and current_machine().dialect == CURRENT.name:
+        raise ArgumentError(f"nl.{op.name}(mask=...): {REMOVED_MASK}")
     if op.kind == "binary":
         if len(args) != 2:
             raise TypeError(f"nl.{op.name} takes two operands (x, y)")
@@ -277,7 +290,7 @@ def call_op(op: NkiOp, *args, dtype=None, mask=None, **kwargs):
     return _reduce(op, x, axis, dtype=dtype, mask=mask, **kwargs)
 
 
-def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
+def where(condition, x, y, *, dtype=None, mask=None):
     operand(condition, "where", "condition")
     tiles = [t for t in (x, y) if isinstance(t, DeviceTensor)]
     for t in tiles:

@@ -36,7 +36,7 @@ _DESTINATION_REMEDY = ("allocate the accumulator before the loop (e.g. b = nl.ze
                        "b = nl.loop_reduce(a, op=np.add, loop_indices=[k])")
 
 
-def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None):
     alu = binary_op(op, "loop_reduce")
     if alu.name not in _ORDER_FREE_OPS:
         raise NotSimulatedError(

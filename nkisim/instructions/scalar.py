@@ -15,7 +15,7 @@ REDUCE_CMD_REDUCE = 2   # nisa.reduce_cmd.reduce: keep accumulating into reduce_
 
 @instruction("activation", Engine.SCALAR, kinds=("activation",))
 def activation(m, op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=0,
-               mask=None, dtype=None, **kwargs):
+               mask=None, dtype=None):
     fn = alu.activation_op(op)
     operand(data, "activation", "data", mask=mask)
     parts = partitions(data)

@@ -26,7 +26,7 @@ _MATMUL_TYPES = frozenset(id(d) for d in dtypes.MATMUL_INPUT_TYPES)
 
 @instruction("nc_matmul", Engine.TENSOR, kinds=("matmul",))
 def nc_matmul(m, stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False,
-              is_transpose=False, tile_position=(), tile_size=(), mask=None, **kwargs):
+              is_transpose=False, tile_position=(), tile_size=(), mask=None):
     # the checks in their order, with the calls that would only return skipped (one matmul is
     # traced per PSUM accumulation step: tens of thousands per conv2d configuration)
     operand(stationary, "nc_matmul", "stationary", SBUF_ONLY, mask=mask)
@@ -69,7 +69,7 @@ def nc_matmul(m, stationary, moving, *, is_stationary_onezero=False, is_moving_o
 
 
 @instruction("nc_transpose", Engine.TENSOR, Engine.VECTOR, kinds=("transpose",))
-def nc_transpose(m, data, *, mask=None, dtype=None, engine=0, **kwargs):
+def nc_transpose(m, data, *, mask=None, dtype=None, engine=0):
     operand(data, "nc_transpose", "data", ON_CHIP, mask=mask)
     default = Engine.VECTOR if data.buffer is Buffer.PSUM else Engine.TENSOR
     eng = resolve_engine(engine, default, (Engine.TENSOR, Engine.VECTOR), "nc_transpose")

@@ -31,7 +31,7 @@ def _no_psum_on_gpsimd(eng: Engine, instr: str, *tiles) -> None:
 
 
 @instruction("tensor_copy", *_ELEMENTWISE, kinds=("copy", "broadcast"))
-def tensor_copy(m, src, *, mask=None, dtype=None, engine=0, **kwargs):
+def tensor_copy(m, src, *, mask=None, dtype=None, engine=0):
     operand(src, "tensor_copy", "src", ON_CHIP, mask=mask)
     # PSUM evictions were measured on the Scalar engine; SBUF copies go to the Vector engine
     default = Engine.SCALAR if src.buffer is Buffer.PSUM else Engine.VECTOR
@@ -43,7 +43,7 @@ def tensor_copy(m, src, *, mask=None, dtype=None, engine=0, **kwargs):
 
 
 @instruction("tensor_tensor", Engine.VECTOR, Engine.GPSIMD, kinds=("binary", "select"))
-def tensor_tensor(m, data1, data2, op, *, dtype=None, mask=None, engine=0, **kwargs):
+def tensor_tensor(m, data1, data2, op, *, dtype=None, mask=None, engine=0):
     # the checks of every instruction, in their order, with the calls that would only return
     # skipped (tracing's budget is a few microseconds per instruction)
     # operand() has nothing to say about a whole-partition on-chip tile with no invalid elements
@@ -94,7 +94,7 @@ def tensor_tensor(m, data1, data2, op, *, dtype=None, mask=None, engine=0, **kwa
 
 @instruction("tensor_scalar", Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD, kinds=("scalar", "unary"))
 def tensor_scalar(m, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *,
-                  dtype=None, mask=None, engine=0, **kwargs):
+                  dtype=None, mask=None, engine=0):
     operand(data, "tensor_scalar", "data", mask=mask)
     if (op1 is None) != (operand1 is None):
         raise UnsupportedOperationError("op1 and operand1 of 'tensor_scalar' must be given together",
@@ -140,7 +140,7 @@ def normalize_axes(axis, ndim: int, instr: str) -> tuple[int, ...]:
 
 
 @instruction("tensor_reduce", Engine.VECTOR, kinds=("reduce",))
-def tensor_reduce(m, op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
+def tensor_reduce(m, op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False):
     operand(data, "tensor_reduce", "data", mask=mask)
     alu = reduce_op(op)
     axes = normalize_axes(axis, data.ndim, "tensor_reduce")
@@ -162,7 +162,7 @@ def reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
 
 
 @instruction("memset", Engine.VECTOR, Engine.GPSIMD, kinds=("fill",))
-def memset(m, shape, value, dtype, *, mask=None, engine=0, **kwargs):
+def memset(m, shape, value, dtype, *, mask=None, engine=0):
     eng = resolve_engine(engine, Engine.VECTOR, (Engine.VECTOR, Engine.GPSIMD), "memset")
     if not isinstance(value, (numbers.Number, np.number)):
         raise UnsupportedOperationError("memset fills with a compile-time number",

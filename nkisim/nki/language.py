@@ -60,15 +60,15 @@ def _range(*args):
     return range(*ints)
 
 
-def affine_range(*args, **kwargs):
+def affine_range(*args):
     return _range(*args)
 
 
-def sequential_range(*args, **kwargs):
+def sequential_range(*args):
     return _range(*args)
 
 
-def static_range(*args, **kwargs):
+def static_range(*args):
     return _range(*args)
 
 

@@ -2,6 +2,7 @@
 no longer has, each with its migration rule (nkisim.facade answers for both)."""
 from __future__ import annotations
 
+from ..dialects import REMOVED_MASK
 from ..facade import make_getattr, public_names
 
 # the migration rules of a legacy call, in the words both the simulator's errors and the grader's
@@ -9,7 +10,7 @@ from ..facade import make_getattr, public_names
 DESTINATION_FIRST = ("every nki.isa call takes its destination first and returns nothing, e.g. "
                      "nisa.nc_matmul(dst=psum, stationary=a, moving=b)")
 REMOVED_KEYWORDS = {
-    "mask": "NKI 0.6 removed mask=: slice the operands to the valid region instead (bounds with min())",
+    "mask": REMOVED_MASK,
     "dtype": "NKI 0.6 removed dtype= from nki.isa calls: the result takes the dtype of dst",
 }
 

@@ -332,3 +332,30 @@ def test_names_that_are_not_nki_get_close_matches():
     assert not hasattr(nl, "no_such_function") and getattr(nisa, "nope", None) is None
     with pytest.raises(AttributeError):
         nl.__no_dunder__  # noqa: B018
+
+
+def test_no_instruction_or_language_function_takes_keywords_it_does_not_name():
+    """An argument nkisim does not understand is an error: no simulated nisa/nl function (in either
+    dialect) swallows unknown keywords, and a call with one says so at the kernel's line."""
+    import inspect
+
+    import nki.isa as nisa06
+    import nki.language as nl06
+    for module in (nisa, nl, nisa06, nl06):
+        for name in dir(module):
+            fn = getattr(module, name)
+            if name.startswith("_") or not callable(fn) or isinstance(fn, type) or type(fn).__name__ == "NkiOp":
+                continue
+            try:
+                params = inspect.signature(fn).parameters.values()
+            except (TypeError, ValueError):
+                continue
+            assert all(p.kind is not p.VAR_KEYWORD for p in params), f"{module.__name__}.{name} takes **kwargs"
+
+    def unknown_keyword(x):
+        tile = nl.load(x)
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.hbm)
+        nl.store(out, nisa.tensor_tensor(tile, tile, op=nl.add, bogus=1))  # <bogus>
+        return out
+    err = raised_at(errors.ArgumentError, "err_unsupported_args", "bogus", unknown_keyword, f32(128, 4))
+    assert "bogus" in err.detail

@@ -287,3 +287,50 @@ def test_no_reorder_runs_its_block_in_program_order_and_changes_no_values():
     assert slots[True]["tensor_scalar"].start >= slots[True]["activation"].end
     assert [bool(r.attrs.get("ordered")) for r in kept.trace if r.opcode in ("activation", "tensor_scalar")] == \
         [False, True]
+
+
+# ----- never-written memory ----------------------------------------------------------------------
+def test_never_written_memory_holds_the_documented_sentinels():
+    """nki.simulate's: NaN for floats, 4 for integers (the legacy dialect keeps a byte pattern)."""
+    @nki.jit
+    def unwritten(a):
+        ints = nl.ndarray((128, 4), nl.int32, buffer=nl.sbuf)
+        floats = nl.ndarray((128, 4), nl.float32, buffer=nl.sbuf)
+        out_i = nl.ndarray((128, 4), nl.int32, buffer=nl.shared_hbm)
+        out_f = nl.ndarray((128, 4), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out_i, src=ints)
+        nisa.dma_copy(dst=out_f, src=floats)
+        return out_i, out_f
+
+    @lnki.jit
+    def unwritten_legacy(a):
+        ints = lnl.ndarray((128, 4), lnl.int32, buffer=lnl.sbuf)
+        out = lnl.ndarray((128, 4), lnl.int32, buffer=lnl.shared_hbm)
+        lisa.dma_copy(dst=out, src=ints)
+        return out
+    out_i, out_f = unwritten(data((128, 4)))
+    assert (out_i == 4).all() and np.isnan(out_f).all()
+    assert (unwritten_legacy(data((128, 4))) == np.int32(np.uint32(0xA5A5A5A5).view(np.int32))).all()
+
+
+# ----- nl's element-wise functions -----------------------------------------------------------------
+@pytest.mark.parametrize("call, words", [
+    (lambda t: nl.add(t, t, mask=None, foo=1), "unexpected keyword"),
+    (lambda t: nl.exp(t, mask=t), "removed mask="),
+    (lambda t: nl.sum(t, axis=1, negate=True), "unexpected keyword"),
+])
+def test_nl_functions_take_their_documented_arguments_only(call, words):
+    @nki.jit
+    def kernel(a):
+        return store_copy(call(load(a)))
+    with pytest.raises(errors.ArgumentError, match=words):
+        kernel(data((128, 8)))
+
+
+def test_nl_functions_compute_as_documented():
+    @nki.jit
+    def kernel(a):
+        t = load(a)
+        return store_copy(nl.sum(nl.multiply(t, nl.exp(t)), axis=1, keepdims=True))
+    a = data((128, 8))
+    np.testing.assert_allclose(kernel(a), (a * np.exp(a)).sum(axis=1, keepdims=True), rtol=1e-5)
