@@ -9,6 +9,7 @@ import numbers
 import numpy as np
 
 from .errors import DtypeError
+from .facade import NotSimulated
 
 float32 = np.dtype(np.float32)
 float16 = np.dtype(np.float16)
@@ -69,6 +70,8 @@ def to_dtype(value) -> np.dtype:
             dt = None
     if dt is not None and (dt in SUPPORTED or is_tf32(dt)):
         return dt
+    if isinstance(value, NotSimulated):      # a documented dtype nkisim does not simulate: say so
+        raise value._error()
     raise DtypeError(f"unsupported dtype {value!r}",
                      remedy="use one of nl.float32, nl.float16, nl.bfloat16, nl.tfloat32, "
                             "nl.float8_e4m3, nl.float8_e5m2, nl.int8/16/32, nl.uint8/16/32, nl.bool_",

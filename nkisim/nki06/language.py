@@ -15,9 +15,13 @@ from ..memory import Buffer as _Buffer
 from ..registry import kernel_facing as _kernel_facing
 from ..limits import HardwareLimits as _Limits
 from ..source import user_site as _user_site
+from ..tensor import DeviceTensor as _DeviceTensor
 from ..tensor import checked_shape as _checked_shape
 from ..indexing import ds
 from ..instructions import language_ops as _ops
+from ..instructions.gather import gather_flattened as _gather_flattened
+from ..instructions.select import dropout as _dropout
+from ..trace import Engine as _Engine
 from . import isa as _isa
 from . import views as _views
 from . import names as _names
@@ -28,6 +32,9 @@ float8_e4m3, float8_e5m2 = _dt.float8_e4m3, _dt.float8_e5m2
 int8, int16, int32 = _dt.int8, _dt.int16, _dt.int32
 uint8, uint16, uint32 = _dt.uint8, _dt.uint16, _dt.uint32
 bool_ = _dt.bool_
+# nkisim stores NKI's float8_e4m3 in the OCP e4m3fn format (ml_dtypes.float8_e4m3fn) in both
+# dialects, so 0.6's explicit OCP name is the same dtype
+float8_e4m3fn = _dt.float8_e4m3
 fp32 = _NS(min=float(_np.finfo(_np.float32).min))
 
 # ----- buffers -----
@@ -35,6 +42,47 @@ sbuf = _Buffer.SBUF
 psum = _Buffer.PSUM
 hbm = private_hbm = _Buffer.HBM
 shared_hbm = _Buffer.SHARED_HBM
+MemoryRegion = _NS(sbuf=sbuf, psum=psum, private_hbm=private_hbm, shared_hbm=shared_hbm)
+
+
+def is_hbm(buffer) -> bool:
+    return _as_buffer(buffer).is_hbm
+
+
+def is_on_chip(buffer) -> bool:
+    return _as_buffer(buffer).on_chip
+
+
+def is_psum(buffer) -> bool:
+    return _as_buffer(buffer) is psum
+
+
+def is_sbuf(buffer) -> bool:
+    return _as_buffer(buffer) is sbuf
+
+
+def _as_buffer(buffer):
+    if not isinstance(buffer, _Buffer):
+        raise _ArgumentError(f"expected a memory region (nl.sbuf, nl.psum, nl.private_hbm, nl.shared_hbm), got "
+                             f"{buffer!r}")
+    return buffer
+
+
+class NKIObject:
+    """The base of a kernel's own classes (NKI 0.6): nothing for nkisim to add."""
+
+
+class _TensorType(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, _DeviceTensor)
+
+    def __call__(cls, *args, **kwargs):
+        raise _NotSimulatedError("nl.NkiTensor(shape, dtype, storage, ...) builds a tensor on storage by hand, which "
+                                 "nkisim does not simulate", remedy="allocate with nl.ndarray(shape, dtype, buffer=...)")
+
+
+class NkiTensor(metaclass=_TensorType):
+    """What isinstance(t, nl.NkiTensor) checks: every tensor a kernel holds."""
 
 # ----- tile sizes -----
 _limits = _Limits()
@@ -145,6 +193,44 @@ def transpose(x, dtype=None):
 
 def expand_dims(x, axis):
     return _views.expand_dim(x, axis)
+
+
+def where(condition, x, y, dtype=None):
+    return _ops.where(condition, x, y, dtype=dtype)
+
+
+def broadcast_to(x, shape, dtype=None):
+    result = _ops.broadcast_to(x, shape=shape)
+    return copy(result, dtype) if dtype is not None and _dt.to_dtype(dtype) != result.dtype else result
+
+
+def load_transpose2d(src, dtype=None):
+    return _ops.load_transpose2d(src, dtype=dtype)
+
+
+def gather_flattened(data, indices, axis=0, dtype=None):
+    """nisa.nc_n_gather as a function: indices into each partition's flattened free dimensions."""
+    if axis != 0:
+        raise _NotSimulatedError(f"nl.gather_flattened(axis={axis!r}): the 0.6 reference documents the gather "
+                                 "over each partition's flattened free dimensions (axis=0) only",
+                                 remedy="leave axis unset")
+    return _gather_flattened(data, indices, dtype=dtype)
+
+
+def dropout(x, rate, dtype=None):
+    """nisa.dropout as a function: each element zeroed with probability `rate` (nkisim's draw)."""
+    return _dropout(x, rate, dtype=dtype)
+
+
+def shared_identity_matrix(n, dtype=uint8, dst=None):
+    """An (n, n) identity in SBUF (an iota of 0s and 1s on the GpSimd engine), or into `dst`."""
+    size = _checked_shape((n,))[0]
+    tile = ndarray((size, size), dtype, buffer=sbuf) if dst is None else dst
+    if not isinstance(tile, _DeviceTensor) or tuple(tile.shape) != (size, size) or tile.buffer is not sbuf:
+        raise _ArgumentError(f"dst of nl.shared_identity_matrix must be an ({size}, {size}) SBUF tile, got {tile!r}")
+    _current_machine().emit("iota", _Engine.GPSIMD, "iota", [], [tile],
+                            params={"values": _np.eye(size, dtype=_np.int32)})
+    return tile
 
 
 def device_print(print_prefix, tensor):

@@ -61,10 +61,22 @@ ISA_REMOVED = {
 LANGUAGE_NOT_SIMULATED = {
     "softmax": "compute it with nisa.activation(op=nl.exp), nisa.tensor_reduce and nisa.tensor_scalar",
     "rms_norm": "compute it with nisa.activation and nisa.tensor_reduce",
-    "dropout": "dropout is random; a graded kernel should not need it",
     "rand": "pass random data in as a kernel argument",
     "random_seed": "pass random data in as a kernel argument",
     "shared_constant": "pass the constant in as a kernel argument, or build it with nisa.iota / nisa.memset",
+    "float8_e8m0fnu": "the MX scale type is Trainium3's (NeuronCore-v4), which nkisim does not model yet",
+    "float8_e5m2_x4": "packed MX types are Trainium3's (NeuronCore-v4), which nkisim does not model yet",
+    "float8_e4m3fn_x4": "packed MX types are Trainium3's (NeuronCore-v4), which nkisim does not model yet",
+    "float4_e2m1fn_x4": "packed MX types are Trainium3's (NeuronCore-v4), which nkisim does not model yet",
+    "bypass": "the bypass stage is activate2's, a Trainium3 (NeuronCore-v4) instruction nkisim does not model yet",
+    "prelu": "prelu needs activate2's relu_param, a Trainium3 (NeuronCore-v4) instruction nkisim does not model "
+             "yet: on Trainium2 combine nisa.tensor_scalar(op0=nl.multiply) and nisa.tensor_tensor(op=nl.maximum)",
+    "average": "the reference names the average op without documenting it: reduce with nl.add, then scale with "
+               "nisa.tensor_scalar(op0=nl.multiply, operand0=1/n)",
+    "abs_max": "abs_max runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet",
+    "abs_min": "abs_min runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet",
+    "gelu_apprx_sigmoid_dx": "the derivative of the sigmoid-approximated GELU has no documented formula nkisim "
+                             "could follow: use nl.gelu_dx",
 }
 
 # legacy nki.language names that NKI 0.6 does not have

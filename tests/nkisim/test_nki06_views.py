@@ -334,3 +334,27 @@ def test_nl_functions_compute_as_documented():
         return store_copy(nl.sum(nl.multiply(t, nl.exp(t)), axis=1, keepdims=True))
     a = data((128, 8))
     np.testing.assert_allclose(kernel(a), (a * np.exp(a)).sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+def test_the_06_language_helpers():
+    @nki.jit
+    def kernel(a):
+        eye = nl.shared_identity_matrix(128, dtype=nl.float32)
+        t = load(a)
+        assert isinstance(t, nl.NkiTensor) and nl.is_sbuf(t.buffer) and nl.is_on_chip(nl.psum)
+        assert nl.is_hbm(a.buffer) and not nl.is_psum(nl.MemoryRegion.sbuf)
+        positive = nl.where(nl.greater(t, 0.0), t, 0.0)
+        product = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=product, stationary=eye, moving=positive)
+        return store_copy(nl.copy(product))
+    a = data((128, 128))
+    np.testing.assert_array_equal(kernel(a), np.maximum(a, 0))
+
+
+@pytest.mark.parametrize("name, words", [("abs_max", "Trainium3"), ("float8_e5m2_x4", "Trainium3"),
+                                         ("average", "documenting"), ("shared_constant", "kernel argument")])
+def test_06_language_names_nkisim_does_not_simulate_say_why(name, words):
+    stand_in = getattr(nl, name)          # importing one is fine; using it says why it cannot run
+    with pytest.raises(errors.NotSimulatedError, match=words):
+        viewed(lambda t: nl.ndarray((128, 4), stand_in, buffer=nl.sbuf) if name.startswith("float")
+               else stand_in(t))(data((128, 4)))
