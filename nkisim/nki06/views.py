@@ -272,7 +272,7 @@ def ap(t: DeviceTensor, pattern, offset=None, scalar_offset=None, vector_offset=
         first, within = divmod(base, per_partition)
         low = within + sum(min(0, s * (n - 1)) for s, n in pairs[1:])
         high = within + sum(max(0, s * (n - 1)) for s, n in pairs[1:])
-        if first + shape[0] > alloc.shape[0] or low < 0 or high >= per_partition:
+        if first < 0 or first + shape[0] > alloc.shape[0] or low < 0 or high >= per_partition:
             raise OutOfBoundsError(f"tensor.ap({pattern!r}) reaches outside {t._label()}'s storage "
                                    f"({alloc.shape[0]} partitions of {per_partition} elements)",
                                    remedy="keep the pattern within the storage")

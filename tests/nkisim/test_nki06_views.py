@@ -111,6 +111,8 @@ def test_an_access_pattern_starts_at_the_views_offset_plus_its_own():
     (lambda t: t.select(2, 8), errors.OutOfBoundsError, "out of range"),
     (lambda t: t.ap([[16, 128], [1, 32]]), errors.ShapeError, "its stride must be the storage's 32"),
     (lambda t: t.ap([[32, 128], [1, 33]]), errors.OutOfBoundsError, "reaches outside"),
+    (lambda t: t.ap([[32, 128], [1, 8]], offset=-8), errors.OutOfBoundsError, "reaches outside"),
+    (lambda t: t[64:].ap([[32, 128], [1, 8]]), errors.OutOfBoundsError, "reaches outside"),
     (lambda t: t.ap([[32, 128], [1, 8]], vector_offset=t), errors.NotSimulatedError, "run time"),
     (lambda t: t.rearrange("p a b -> p b a", "p b a"), errors.NotSimulatedError, "rearrange"),
     (lambda t: t.astype(nl.bfloat16), errors.NoSuchNameError, "nisa.tensor_copy"),
