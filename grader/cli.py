@@ -101,11 +101,12 @@ def _grade(args) -> int:
     try:
         try:
             spec, submission, options = _prepare(args)
+            options.cancel = token
+            from .grade import grade
+            # grade() refuses, too, what it finds before grading starts (a spec this SDK line cannot compile)
+            report = None if caught else grade(submission, spec, options)
         except GraderInputError as err:
             return _fail(str(err))
-        options.cancel = token
-        from .grade import grade
-        report = None if caught else grade(submission, spec, options)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -167,8 +168,9 @@ def build_parser(commands=()) -> argparse.ArgumentParser:
                                    "of the reference kernels' p99 on every timed configuration beside the spec's "
                                    "reference latencies and thresholds. Exit 0 only when all is well; 1 when a "
                                    "reference fails, misses its threshold or is >10% off; 2 when this machine "
-                                   "cannot grade on a NeuronCore (what is missing on one line).")
-    d.add_argument("--assignment", default="asst4-trainium2", help="a bundled assignment or a spec .toml path")
+                                   "cannot grade on a NeuronCore, or not this spec (why, on one line).")
+    d.add_argument("--assignment", help="a bundled assignment or a spec .toml path (default: the SDK line's: "
+                                        "asst4-trainium2 on the legacy line, asst4-trainium2-nki06 on the current)")
     d.add_argument("--core", type=int, default=0, help="the NeuronCore to time on (default 0)")
     d.add_argument("--json", metavar="OUT", help="also write the table as JSON here")
     d.set_defaults(func=_doctor)

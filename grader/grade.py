@@ -104,6 +104,12 @@ class _Run:
     def __init__(self, submission: Submission, spec: AssignmentSpec, options: GradeOptions) -> None:
         self.sub, self.spec, self.opt = submission, spec, options
         self.backend = choose_backend(options.backend)
+        self.neuron = None
+        if self.backend == Backend.NEURON:
+            from .neuron import check_dialect, detect
+            setup = detect()
+            check_dialect(setup, spec)    # each line compiles one dialect: refuse the other's spec up front
+            self.neuron = setup.job_fields()
         self.answers = options.answers
         if self.answers is not None and options.seed is not None:
             raise GraderInputError("a grade takes a seed or a set of answers made ahead, not both",
@@ -144,10 +150,6 @@ class _Run:
         self.lock = threading.Lock()
         self.done = 0
         self.cores = list(options.neuron_cores)
-        self.neuron = None
-        if self.backend == Backend.NEURON:
-            from .neuron import detect
-            self.neuron = detect().job_fields()
         capabilities()    # probe once, before worker threads start
         ZYGOTE.warm()
 

@@ -39,10 +39,9 @@ def reference_dir(dialect: str = LEGACY.name) -> Path:
     return (Path(list(spec.submodule_search_locations)[0]) / FOLDER_OF_DIALECT[dialect]).resolve()
 
 
-def archive(spec, reference: str, nki_namespace: str = LEGACY.package) -> bytes:
+def archive(spec, reference: str) -> bytes:
     """A submission archive holding this reference's kernels, in the spec's dialect, at the
-    spec's archive paths. `nki_namespace="nki"` rewrites a legacy spec's `neuronxcc.nki`
-    imports (the current SDK line's hardware, which has no legacy package: grader doctor)."""
+    spec's archive paths."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for fs in spec.files.values():
@@ -50,8 +49,6 @@ def archive(spec, reference: str, nki_namespace: str = LEGACY.package) -> bytes:
             if name is None:
                 continue
             data = (reference_dir(spec.dialect) / name).read_bytes()
-            if spec.dialect == LEGACY.name and nki_namespace != LEGACY.package:
-                data = data.replace(LEGACY.package.encode(), nki_namespace.encode())
             info = tarfile.TarInfo(fs.archive_path)
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))

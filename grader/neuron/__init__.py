@@ -7,7 +7,9 @@ simulator's.
   real inputs on the job's NeuronCore (NEURON_RT_VISIBLE_CORES), its outputs are read back and
   its device-side time is taken: legacy.py (SDK 2.26: libnrt + neuron-profile) or current.py
   (SDK 2.28+: a separate nrtpy interpreter running nrtpy_main.py).
-- lines.py detects which line a machine has, and says what is missing when it has neither.
+- lines.py detects which line a machine has, and says what is missing when it has neither;
+  each line compiles one NKI dialect (legacy: neuronxcc.nki; current: NKI 0.6), and
+  check_dialect refuses a spec in the other.
 
 docs/trainium.md describes the set-up of each line on a Trn2 instance.
 """
@@ -15,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .lines import NeuronSetup, NeuronUnavailable, detect
+from .lines import NeuronSetup, NeuronUnavailable, WrongSdkLine, check_dialect, detect
 
-__all__ = ["NeuronSetup", "NeuronUnavailable", "detect", "as_expected"]
+__all__ = ["NeuronSetup", "NeuronUnavailable", "WrongSdkLine", "check_dialect", "detect", "as_expected"]
 
 
 def as_expected(output: np.ndarray, expected: np.ndarray) -> np.ndarray:

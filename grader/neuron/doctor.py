@@ -6,8 +6,10 @@ trusted execution, device-side timing) on every timed configuration of the assig
 prints each p99 beside the spec's reference latency (its threshold / 1.2: the course sets
 thresholds at 120% of the reference's p99) and the threshold. A machine more than 10% off
 the spec's numbers grades against thresholds measured elsewhere: re-derive them first.
+Each SDK line compiles one NKI dialect: run it with asst4-trainium2 (legacy neuronxcc.nki) on
+the legacy line and with asst4-trainium2-nki06 (NKI 0.6) on the current one.
 Exit status: 0 all is well; 1 a reference failed, missed its threshold or is >10% off;
-2 this machine cannot grade on a NeuronCore at all (one line says what is missing).
+2 this machine cannot grade on a NeuronCore at all, or not this spec (one line says why).
 """
 from __future__ import annotations
 
@@ -40,16 +42,17 @@ class Row:
         return None if self.p99_us is None else self.p99_us / self.reference_us - 1.0
 
 
-def check(spec, setup, cores: tuple[int, ...] = (0,)) -> list[Row]:
-    """Grade each tier's references on the spec's timed tests alone (ungated) and compare."""
+def check(spec, cores: tuple[int, ...] = (0,)) -> list[Row]:
+    """Grade each tier's references, in the spec's dialect (reference_kernels/ or its nki06/),
+    on the spec's timed tests alone (ungated) and compare. A spec this machine's SDK line does
+    not compile is refused by grade() (grader.neuron.check_dialect) before any reference runs."""
     from ..grade import GradeOptions, grade
     from ..submission import submission_from_bytes
     timed = tuple(dataclasses.replace(t, gated_by=()) for t in spec.tests if t.timed and t.thresholds_us)
     only_timed = dataclasses.replace(spec, tests=timed, precheck=False)
     rows = []
     for tier, reference in REFERENCE_OF_TIER.items():
-        namespace = "nki" if setup.line == "current" else "neuronxcc.nki"   # the standalone wheel's, on the current line
-        submission = submission_from_bytes("references.tar.gz", archive(only_timed, reference, namespace), only_timed)
+        submission = submission_from_bytes("references.tar.gz", archive(only_timed, reference), only_timed)
         report = grade(submission, only_timed, GradeOptions(backend=Backend.NEURON, seed=0, neuron_cores=cores,
                                                             run_precheck=False))
         rows += rows_from_report(only_timed, tier, report)
@@ -91,14 +94,14 @@ def table(rows: list[Row]) -> str:
 def main(args) -> int:
     from ..errors import GraderInputError
     from .. import spec as specs
-    from .lines import NeuronUnavailable, detect
+    from .lines import SPEC_OF_LINE, NeuronUnavailable, detect
     try:
         setup = detect()
     except NeuronUnavailable as err:
         print(f"grader doctor: {err}", file=sys.stderr)
         return 2
     try:
-        spec = specs.load(args.assignment)
+        spec = specs.load(args.assignment or SPEC_OF_LINE[setup.line])   # by default, the spec this line compiles
     except GraderInputError as err:
         print(f"grader doctor: {err}", file=sys.stderr)
         return 2
@@ -109,7 +112,11 @@ def main(args) -> int:
     print(f"assignment: {spec.assignment} (spec {spec.spec_version}, thresholds {spec.thresholds_version}); "
           f"reference = threshold / {COURSE_MARGIN:g}; grading the references on NeuronCore {args.core} ...",
           flush=True)
-    rows = check(spec, setup, cores=(args.core,))
+    try:
+        rows = check(spec, cores=(args.core,))
+    except GraderInputError as err:          # the spec is in the dialect of the other SDK line
+        print(f"grader doctor: {err}", file=sys.stderr)
+        return 2
     print()
     print(table(rows))
     bad = [r for r in rows if r.verdict != "ok"]

@@ -4,9 +4,14 @@ Two lines do not overlap (shared/docs/neuron-runtime.md):
 - legacy: SDK 2.26 (the course's): kernels import `neuronxcc.nki`; the child compiles with
   `nki.baremetal(kernel, save_neff_name=...)`; outputs come back through libnrt and device
   time from `neuron-profile capture`/`view` (aws-neuronx-tools).
-- current: SDK 2.28+, the standalone `nki` 0.2+ wheel: the child compiles with
+- current: SDK 2.28+, the standalone `nki` 0.2+ wheel (NKI 0.6 on SDK 2.32): the child compiles with
   `NKI_ARTIFACTS_DIR` set before nki is imported; a separate nrtpy interpreter
   (GRADER_NRTPY_PYTHON) runs and times the NEFF (`benchmark(mode="device")`).
+
+Each line compiles one NKI dialect (nkisim.dialects): legacy `neuronxcc.nki` kernels on the
+legacy line, NKI 0.6 `nki` kernels on the current one (since SDK 2.30 neuronxcc.nki in a kernel
+is a compile error, and the `nki` wheel has the 0.6 API). check_dialect() refuses a spec in the
+other dialect before anything is compiled.
 
 Settings (environment): GRADER_LIBNRT (default /opt/aws/neuron/lib/libnrt.so.1),
 GRADER_NEURON_TOOLS (default /opt/aws/neuron/bin, where aws-neuronx-tools installs
@@ -22,6 +27,8 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 
+from nkisim.dialects import CURRENT, LEGACY, dialect_named
+
 from ..errors import GraderInputError
 
 DEFAULT_LIBNRT = "/opt/aws/neuron/lib/libnrt.so.1"
@@ -30,6 +37,16 @@ DEFAULT_TOOLS = "/opt/aws/neuron/bin"
 
 class NeuronUnavailable(GraderInputError):
     """This machine cannot grade on a NeuronCore; the message names what is missing."""
+
+
+class WrongSdkLine(GraderInputError):
+    """The spec's kernels are in a dialect this machine's SDK line does not compile."""
+
+
+# each line: the dialect it compiles, what its kernels are called, and the course's spec in it
+DIALECT_OF_LINE = {"legacy": LEGACY, "current": CURRENT}
+KERNELS_OF_LINE = {"legacy": "legacy NKI", "current": "NKI 0.6"}
+SPEC_OF_LINE = {"legacy": "asst4-trainium2", "current": "asst4-trainium2-nki06"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +60,22 @@ class NeuronSetup:
 
     def job_fields(self) -> dict:
         return asdict(self)
+
+
+def check_dialect(setup: NeuronSetup, spec) -> None:
+    """Refuse to grade `spec` on this machine's SDK line when its kernels are in the other NKI
+    dialect: every submission would fail to compile, through no fault of the student's."""
+    wanted = DIALECT_OF_LINE[setup.line]
+    if spec.dialect == wanted.name:
+        return
+    written = dialect_named(spec.dialect)
+    other = next(line for line, d in DIALECT_OF_LINE.items() if d is written)
+    raise WrongSdkLine(
+        f"the {setup.line} Neuron SDK line ({setup.sdk}) compiles {KERNELS_OF_LINE[setup.line]} kernels "
+        f"(import {wanted.package}) only, and spec {spec.assignment!r} is written in {written.label}",
+        f"On this machine grade with the {SPEC_OF_LINE[setup.line]} spec, or another "
+        f"{KERNELS_OF_LINE[setup.line]} spec; grade {spec.assignment!r} on a {other}-line worker "
+        f"({written.sdk}) or with --backend sim.")
 
 
 def _version(dist: str) -> str | None:

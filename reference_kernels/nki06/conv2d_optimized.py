@@ -9,8 +9,9 @@ have the legacy form, the closest one takes its place, costing within 1% of the 
   memset (the legacy kernel's nl.zeros has one);
 * tensor_tensor does not broadcast, so the bias add (a (128, 1) column against a tile) is a
   tensor_scalar with the column as operand0;
-* tensor_reduce reduces trailing free dimensions only, so the 2x2 max-pool is a reduce over the
-  column pairs (the last axis) followed by an element-wise max of the even and odd rows.
+* tensor_reduce reduces trailing free dimensions only, so the 2x2 max-pool reduces a permuted
+  view of the PSUM tile (each window's row and column pair last): one instruction, as in the
+  legacy reference.
 
 Design (numbers for the graded 224x224, C_in = C_out = 256, K = 3 case):
 
@@ -133,15 +134,12 @@ def conv_psum_tile(x_blk, w_t, bias_sb, out_blk, co, r0, out_r0, rows, K, pool_s
         nisa.tensor_scalar(dst=out_blk[:, out_r0:out_r0 + out_rows, :], data=acc, op0=nl.add, operand0=bias_col)
     else:
         # Pool straight out of PSUM, then add the bias and cast on the smaller tile. NKI 0.6's
-        # tensor_reduce reduces trailing free dimensions only, so the 2x2 window takes two steps:
-        # the column pairs (the last axis) by a reduce that reads PSUM, then the row pairs by
-        # an element-wise max of the even and odd rows.
+        # tensor_reduce reduces trailing free dimensions only: a view (no copy) puts each
+        # window's rows and columns last, so one reduce over both pools.
         pooled_width = out_width // pool_size
-        windows = acc.reshape((P, out_rows, pool_size, pooled_width, pool_size))
-        col_max = nl.ndarray((P, out_rows, pool_size, pooled_width), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_reduce(dst=col_max, op=nl.max, data=windows, axis=4)
+        windows = acc.reshape((P, out_rows, pool_size, pooled_width, pool_size)).permute((0, 1, 3, 2, 4))
         pooled = nl.ndarray((P, out_rows, pooled_width), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=pooled, data1=col_max[:, :, 0, :], data2=col_max[:, :, 1, :], op=nl.maximum)
+        nisa.tensor_reduce(dst=pooled, op=nl.max, data=windows, axis=(3, 4))
         nisa.tensor_scalar(dst=out_blk[:, out_r0:out_r0 + out_rows, :], data=pooled, op0=nl.add,
                            operand0=bias_col)
 

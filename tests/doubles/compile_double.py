@@ -15,10 +15,12 @@ def check_arrays(args, kwargs, who: str) -> None:
             raise TypeError(f"{who} expects numpy.ndarray inputs, got {type(value).__name__}")
 
 
-def compile_and_run(kernel, args, kwargs, neff_path: str | None, compile_options: dict):
+def compile_and_run(kernel, args, kwargs, neff_path: str | None, compile_options: dict, settings=None):
+    """`settings`: nkisim's SimSettings of the run (the platform NKI 0.6 reads from the
+    environment); None: nkisim's defaults (Trainium2)."""
     from nkisim.runtime import as_kernel, flat_arrays, trace_kernel
     from nkisim.execute import execute
-    program, _ = trace_kernel(as_kernel(kernel), args, kwargs, compile_options=compile_options)
+    program, _ = trace_kernel(as_kernel(kernel), args, kwargs, settings, compile_options=compile_options)
     if neff_path:
         with open(neff_path, "wb") as fh:
             fh.write(neff_double.encode(program))

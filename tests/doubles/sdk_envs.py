@@ -1,7 +1,7 @@
 """Builds, for a test session, what a Trn2 worker has on each SDK line, from the doubles:
 
 - `legacy`: a Python environment with the grader and `neuronxcc.nki` (SDK 2.26);
-- `current`: a Python environment with the grader and the `nki` 0.4 wheel;
+- `current`: a Python environment with the grader and the `nki` 0.6 wheel (SDK 2.32);
 - `nrtpy`: the separate nrtpy interpreter's environment (nrtpy and NumPy, never nki);
 - `lib/libnrt.so.1` (built with the system C compiler) and `bin/neuron-profile`.
 

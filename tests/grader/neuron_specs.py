@@ -1,4 +1,5 @@
-"""A small assignment for the hardware-path tests: one correctness and one timed conv2d test."""
+"""A small assignment for the hardware-path tests: one correctness and one timed conv2d test, in
+each SDK line's dialect."""
 SMALL_SPEC = {
     "assignment": "small-conv", "spec_version": "t1", "thresholds_version": "t1", "partial_credit": 0.95,
     "files": {"conv2d": {"archive_path": "part2/conv2d.py",
@@ -15,6 +16,5 @@ SMALL_SPEC = {
     ]}
 
 
-def for_current_line(source: bytes) -> bytes:
-    """A course kernel ported to the current line's namespace (`import nki`, NKI 0.2+)."""
-    return source.replace(b"neuronxcc.nki", b"nki")
+# the same assignment in NKI 0.6 (`import nki`), the only dialect the current SDK line compiles
+SMALL_SPEC_NKI06 = dict(SMALL_SPEC, assignment="small-conv-nki06", dialect="nki-0.6")

@@ -139,8 +139,8 @@ def test_the_nki06_transpose_passes_and_the_report_says_its_dialect():
 
 # ----------------------------------------------------------------------------- the references
 
-def archived(spec, reference: str, **kw) -> dict[str, bytes]:
-    with tarfile.open(fileobj=io.BytesIO(archive(spec, reference, **kw))) as tar:
+def archived(spec, reference: str) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(archive(spec, reference))) as tar:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
 
 
@@ -154,14 +154,6 @@ def test_a_specs_dialect_picks_its_reference_kernels(reference):
         assert files == {"part2/conv2d.py": read(f"{folder}/{FILES[reference]['fused_conv2d_maxpool']}"),
                          "part1/kernels.py": read(f"{folder}/transpose.py")}
     assert all(b"import nki\n" in data and b"neuronxcc" not in data for data in archived(NKI06, reference).values())
-
-
-def test_only_a_legacy_specs_references_are_rewritten_for_the_current_sdk_line():
-    """grader doctor on the current SDK line asks for `nki` imports: the legacy references are
-    rewritten, as before; an NKI 0.6 spec's are already in that dialect."""
-    rewritten = archived(LEGACY_SPEC, "conv2d_optimized", nki_namespace="nki")
-    assert all(b"neuronxcc.nki" not in data and b"import nki.isa as nisa" in data for data in rewritten.values())
-    assert archived(NKI06, "conv2d_optimized", nki_namespace="nki") == archived(NKI06, "conv2d_optimized")
 
 
 # ----------------------------------------------------------------------------- whole grades (slow)

@@ -1,7 +1,7 @@
-"""The current SDK line (2.28+, the nki 0.2+ wheel) end to end through its contract doubles: the
-sandboxed child compiles with NKI_ARTIFACTS_DIR, a separate nrtpy interpreter (which must never
-import nki) runs kernel.neff with NrtpyTensor inputs, and the p99 comes from
-benchmark(mode="device").durations_ms."""
+"""The current SDK line (2.32, the nki 0.6 wheel) end to end through its contract doubles: the
+sandboxed child compiles an NKI 0.6 kernel with NKI_ARTIFACTS_DIR, a separate nrtpy interpreter
+(which must never import nki) runs kernel.neff with NrtpyTensor inputs, and the p99 comes from
+benchmark(mode="device").durations_ms. The line compiles NKI 0.6 only: a legacy spec is refused."""
 from __future__ import annotations
 
 import json
@@ -18,27 +18,29 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import sdk_envs  # noqa: E402
 from fixtures import grade_on, sdk  # noqa: E402,F401
-from neuron_specs import SMALL_SPEC, for_current_line  # noqa: E402
+from neuron_specs import SMALL_SPEC, SMALL_SPEC_NKI06  # noqa: E402
 
 from grader import spec as specs  # noqa: E402
 from grader.grade import GradeOptions, grade  # noqa: E402
 from grader.submission import submission_from_bytes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-OPTIMIZED = (ROOT / "reference_kernels" / "conv2d_optimized.py").read_bytes()
+OPTIMIZED = (ROOT / "reference_kernels" / "nki06" / "conv2d_optimized.py").read_bytes()
+LEGACY_OPTIMIZED = (ROOT / "reference_kernels" / "conv2d_optimized.py").read_bytes()
 SPREAD = 1.04       # the double's durations span base x 1.00 .. 1.04; p99 of 5 is ~the top
+SIGNATURE = b"def fused_conv2d_maxpool(X, W, bias, pool_size=1):"
 
 
 def sim_report():
-    spec = specs.parse(SMALL_SPEC)
+    spec = specs.parse(SMALL_SPEC_NKI06)
     return grade(submission_from_bytes("conv2d.py", OPTIMIZED, spec), spec, GradeOptions(backend="sim", seed=5))
 
 
-def test_a_kernel_is_graded_on_the_current_line_with_device_side_p99(sdk, tmp_path):
-    report = grade_on(sdk, "current", SMALL_SPEC, for_current_line(OPTIMIZED), tmp_path, seed=5,
-                      neuron_cores=[3], run_precheck=False)
+def test_an_nki06_kernel_is_graded_on_the_current_line_with_device_side_p99(sdk, tmp_path):
+    report = grade_on(sdk, "current", SMALL_SPEC_NKI06, OPTIMIZED, tmp_path, seed=5, neuron_cores=[3])
     sim = sim_report()
-    assert report["backend"] == "neuron"
+    assert report["backend"] == "neuron" and report["dialect"] == "nki-0.6"
+    assert report["rejections"] == [], report["rejections"]          # the precheck passes a 0.6 kernel
     tests = {t["name"]: t for t in report["tests"]}
     assert tests["small"]["status"] == "passed" and tests["perf"]["status"] == "passed", report["tests"]
     assert report["score"]["total"] == sim.score.total == 6
@@ -47,14 +49,69 @@ def test_a_kernel_is_graded_on_the_current_line_with_device_side_p99(sdk, tmp_pa
     assert tests["perf"]["p99_us"] == pytest.approx(sim.tests[1].p99_us * p99, rel=1e-3)
 
 
-def test_a_wrong_kernel_fails_on_the_current_line(sdk, tmp_path):
-    # the kernel reads its input as the bias too: it compiles and runs, its output is wrong
-    broken = for_current_line(OPTIMIZED).replace(b"def fused_conv2d_maxpool(X, W, bias, pool_size=1):",
-                            b"def fused_conv2d_maxpool(X, W, bias, pool_size=1):\n    bias = X", 1)
-    report = grade_on(sdk, "current", SMALL_SPEC, broken, tmp_path, seed=5, run_precheck=False)
+def test_a_wrong_nki06_kernel_fails_on_the_current_line(sdk, tmp_path):
+    # the kernel ignores the pool size it is given: it compiles and runs, its output is wrong
+    assert OPTIMIZED.count(SIGNATURE) == 1
+    broken = OPTIMIZED.replace(SIGNATURE, SIGNATURE + b"\n    pool_size = 1", 1)
+    report = grade_on(sdk, "current", SMALL_SPEC_NKI06, broken, tmp_path, seed=5)
     small = next(t for t in report["tests"] if t["name"] == "small")
-    assert small["status"] in ("failed", "error"), small
+    assert small["status"] == "failed", small
     assert report["score"]["total"] == 0
+
+
+def test_a_legacy_kernel_renamed_to_nki_does_not_compile_on_the_current_line(sdk, tmp_path):
+    """What the grader once did for the current line (neuronxcc.nki -> nki) cannot work: the nki
+    wheel has the 0.6 API, and the kernel's first legacy name stops it when its file is loaded
+    (tests/grader/test_neuron_doubles.py: a legacy call is refused when it is compiled)."""
+    renamed = LEGACY_OPTIMIZED.replace(b"neuronxcc.nki", b"nki")
+    report = grade_on(sdk, "current", SMALL_SPEC_NKI06, renamed, tmp_path, seed=5, run_precheck=False)
+    small = next(t for t in report["tests"] if t["name"] == "small")
+    assert small["status"] == "error" and "nki.compiler is not an NKI name" in small["message"], small
+    assert report["score"]["total"] == 0
+
+
+def grade_cli(sdk, line: str, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([str(sdk.python(line)), "-m", "grader.cli", "grade", *args, "--backend", "neuron"],
+                          cwd=ROOT, capture_output=True, text=True, env=sdk_envs.run_env(sdk.settings(line)),
+                          timeout=300)
+
+
+def one_line_refusal(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+    [line] = done.stderr.strip().splitlines()
+    return line
+
+
+def test_a_legacy_spec_is_refused_on_the_current_line_naming_the_nki06_spec(sdk, tmp_path):
+    (tmp_path / "conv2d.py").write_bytes(LEGACY_OPTIMIZED)
+    line = one_line_refusal(grade_cli(sdk, "current", str(tmp_path / "conv2d.py"), "--assignment", "asst4-trainium2"))
+    assert line.startswith("grader: the current Neuron SDK line (nki 0.6.0) compiles NKI 0.6 kernels (import nki) "
+                           "only, and spec 'asst4-trainium2' is written in legacy NKI"), line
+    assert "grade with the asst4-trainium2-nki06 spec" in line and "on a legacy-line worker" in line
+
+
+def test_grade_refuses_a_legacy_spec_on_the_current_line_before_any_kernel_runs(sdk, tmp_path):
+    """The API (what a trn2 worker calls) raises the grader's error, never a report scoring 0."""
+    (tmp_path / "spec.json").write_text(json.dumps(SMALL_SPEC))
+    (tmp_path / "conv2d.py").write_bytes(LEGACY_OPTIMIZED)
+    (tmp_path / "options.json").write_text(json.dumps({"backend": "neuron"}))
+    done = subprocess.run([str(sdk.current), "-I", str(ROOT / "tests" / "doubles" / "grade_driver.py"), str(tmp_path)],
+                          capture_output=True, text=True, env=sdk_envs.run_env(sdk.settings("current")), timeout=300)
+    assert done.returncode != 0 and done.stdout == ""
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("grader.neuron.lines.WrongSdkLine: the current Neuron SDK line (nki 0.6.0) compiles "
+                           "NKI 0.6 kernels (import nki) only, and spec 'small-conv'"), last
+    assert "asst4-trainium2-nki06" in last
+
+
+def test_an_nki06_spec_is_refused_on_the_legacy_line(sdk, tmp_path):
+    (tmp_path / "conv2d.py").write_bytes(OPTIMIZED)
+    line = one_line_refusal(grade_cli(sdk, "legacy", str(tmp_path / "conv2d.py"), "--assignment",
+                                      "asst4-trainium2-nki06"))
+    assert line.startswith("grader: the legacy Neuron SDK line (neuronx-cc 2.21.33363.0) compiles legacy NKI "
+                           "kernels (import neuronxcc.nki) only, and spec 'asst4-trainium2-nki06' is written in "
+                           "NKI 0.6"), line
+    assert "grade with the asst4-trainium2 spec" in line and "on a current-line worker" in line
 
 
 def _job_dir(tmp_path: Path, sdk, input_names: list[str], mode: str = "benchmark") -> Path:
@@ -64,10 +121,11 @@ def _job_dir(tmp_path: Path, sdk, input_names: list[str], mode: str = "benchmark
     kernel.write_text(
         "import nki\nimport nki.isa as nisa\nimport nki.language as nl\n\n"
         "@nki.jit\ndef scale(x):\n"
-        "    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.hbm)\n"
+        "    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)\n"
         "    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)\n"
         "    nisa.dma_copy(dst=t, src=x)\n"
-        "    nisa.dma_copy(dst=out, src=nisa.tensor_scalar(t, nl.multiply, 2.0))\n"
+        "    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)\n"
+        "    nisa.dma_copy(dst=out, src=t)\n"
         "    return out\n")
     job = tmp_path / "job"
     (job / "inputs").mkdir(parents=True)

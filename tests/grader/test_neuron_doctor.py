@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "doubles"))
@@ -24,11 +25,13 @@ from grader.submission import submission_from_bytes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = '{ batch = 1, c_in = 128, c_out = 128, height = 10, width = 10, k = 3, bias = true, pool = 1, dtype = "float16" }'
+NKI06 = "nki-0.6"
 PROFILE_OVER_BENCH_US = 5.0     # neuron-profile total_time vs the simulator's nki.benchmark latency
 
 
-def spec_toml(optimized_us: float, relaxed_us: float) -> str:
-    return f"""
+def spec_toml(optimized_us: float, relaxed_us: float, dialect: str | None = None) -> str:
+    """A small spec; `dialect` "nki-0.6" for the current line (absent: legacy neuronxcc.nki)."""
+    return (f'dialect = "{dialect}"\n' if dialect else "") + f"""
 assignment = "doctor-check"
 spec_version = "t1"
 thresholds_version = "t1"
@@ -59,9 +62,10 @@ configs = [{CONFIG}]
 """
 
 
-def sim_p99(reference: str) -> float:
-    """The reference's p99 on the simulator, whose cost model the doubles' device shares."""
-    spec = specs.parse({"assignment": "x", "spec_version": "1", "thresholds_version": "1",
+def sim_p99(reference: str, dialect: str = "neuronxcc-nki") -> float:
+    """The reference's p99 on the simulator, whose cost model the doubles' device shares: in
+    reference_kernels/, or reference_kernels/nki06/ for dialect "nki-0.6"."""
+    spec = specs.parse({"assignment": "x", "spec_version": "1", "thresholds_version": "1", "dialect": dialect,
                         "files": {"conv2d": {"archive_path": "part2/conv2d.py",
                                              "functions": {"fused_conv2d_maxpool": ["X", "W", "bias", "pool_size"]}}},
                         "tolerances": {"float16": {"rtol": 1e-2, "atol": 1e-1}},
@@ -69,7 +73,7 @@ def sim_p99(reference: str) -> float:
                                    "points": 1, "thresholds_us": {"optimized": 1e6, "relaxed": 1e6},
                                    "configs": [{"batch": 1, "c_in": 128, "c_out": 128, "height": 10, "width": 10,
                                                 "k": 3, "bias": True, "pool": 1, "dtype": "float16"}]}]})
-    source = (ROOT / "reference_kernels" / reference).read_bytes()
+    source = (ROOT / "reference_kernels" / ("nki06" if dialect == "nki-0.6" else ".") / reference).read_bytes()
     return grade(submission_from_bytes("conv2d.py", source, spec), spec, GradeOptions(backend="sim", seed=0)).tests[0].p99_us
 
 
@@ -104,15 +108,50 @@ def test_doctor_on_a_legacy_trn2_whose_numbers_match_the_spec_says_all_is_well(s
     assert rows[1]["p99_us"] == pytest.approx(relaxed, rel=0.01)
 
 
+def test_doctor_on_a_current_trn2_grades_the_nki06_references_and_says_all_is_well(sdk, tmp_path):
+    """Under an NKI 0.6 spec the references graded are reference_kernels/nki06/'s, as they are:
+    the legacy ones, renamed, would not even load on the nki 0.6 wheel."""
+    p99 = np.percentile([1.0, 1.01, 1.02, 1.03, 1.04], 99)    # the nrtpy double's device durations, per base
+    optimized = sim_p99("conv2d_optimized.py", NKI06) * p99
+    relaxed = sim_p99("conv2d_relaxed.py", NKI06) * p99
+    (tmp_path / "spec.toml").write_text(spec_toml(1.2 * optimized, 1.2 * relaxed, NKI06))
+    done = doctor(sdk.current, sdk.settings("current"), "--assignment", str(tmp_path / "spec.toml"),
+                  "--json", str(tmp_path / "doctor.json"))
+    print(done.stdout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SDK line: current (nki 0.6.0), NEFFs run by" in done.stdout and "all well" in done.stdout
+    table = [line.split() for line in done.stdout.splitlines() if line.startswith("perf_small_float16")]
+    assert [(row[1], row[-1]) for row in table] == [("optimized", "ok"), ("relaxed", "ok")]
+    rows = json.loads((tmp_path / "doctor.json").read_text())["rows"]
+    assert [(r["test"], r["tier"], r["verdict"]) for r in rows] == [
+        ("perf_small_float16", "optimized", "ok"), ("perf_small_float16", "relaxed", "ok")]
+    assert rows[0]["p99_us"] == pytest.approx(optimized, rel=1e-3)
+    assert rows[1]["p99_us"] == pytest.approx(relaxed, rel=1e-3)
+
+
 def test_doctor_on_a_current_trn2_far_from_the_spec_says_rederive_and_fails(sdk, tmp_path):
     # thresholds measured on some other machine, twice as slow as this one
-    (tmp_path / "spec.toml").write_text(spec_toml(2.4 * sim_p99("conv2d_optimized.py"),
-                                                  2.4 * sim_p99("conv2d_relaxed.py")))
+    (tmp_path / "spec.toml").write_text(spec_toml(2.4 * sim_p99("conv2d_optimized.py", NKI06),
+                                                  2.4 * sim_p99("conv2d_relaxed.py", NKI06), NKI06))
     done = doctor(sdk.current, sdk.settings("current"), "--assignment", str(tmp_path / "spec.toml"))
     print(done.stdout)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "SDK line: current (nki 0.4.0), NEFFs run by" in done.stdout
+    assert "SDK line: current (nki 0.6.0), NEFFs run by" in done.stdout
     assert 'timing: nrtpy benchmark(mode="device").durations_ms' in done.stdout
     rows = [line for line in done.stdout.splitlines() if line.startswith("perf_small_float16")]
     assert len(rows) == 2 and all(">10% off the spec's reference" in r for r in rows)
     assert "re-derive them" in done.stdout
+
+
+@pytest.mark.parametrize("spec", ["asst4-trainium2", "legacy-toml"])
+def test_doctor_on_a_current_trn2_refuses_a_legacy_spec_in_one_line(sdk, tmp_path, spec):
+    (tmp_path / "spec.toml").write_text(spec_toml(100.0, 200.0))
+    name = "doctor-check" if spec == "legacy-toml" else spec
+    done = doctor(sdk.current, sdk.settings("current"), "--assignment",
+                  str(tmp_path / "spec.toml") if spec == "legacy-toml" else spec)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "p99 us" not in done.stdout              # no table: no reference was graded
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"grader doctor: the current Neuron SDK line (nki 0.6.0) compiles NKI 0.6 kernels "
+                           f"(import nki) only, and spec {name!r} is written in legacy NKI"), line
+    assert "grade with the asst4-trainium2-nki06 spec" in line

@@ -17,10 +17,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "dou
 import sdk_envs  # noqa: E402
 from fixtures import sdk  # noqa: E402,F401
 
-KERNEL = """\
-import {ns} as nki
-import {ns}.isa as nisa
-import {ns}.language as nl
+# the same small kernel in each SDK line's dialect: legacy calls return their result; NKI 0.6
+# calls take their destination first and return nothing, and outputs live in nl.shared_hbm
+LEGACY_KERNEL = """\
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
 
 @nki.jit
 def scale(x):
@@ -28,6 +30,20 @@ def scale(x):
     t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=x)
     nisa.dma_copy(dst=out, src=nisa.tensor_scalar(t, nl.multiply, 2.0))
+    return out
+"""
+NKI06_KERNEL = """\
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+@nki.jit
+def scale(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+    nisa.dma_copy(dst=out, src=t)
     return out
 """
 
@@ -41,7 +57,7 @@ def run_in(python, code: str, cwd: Path, **env) -> subprocess.CompletedProcess:
 def neff_dir(sdk, tmp_path_factory):
     """kernel.neff of a small kernel from the current line's compile double, and its input."""
     where = tmp_path_factory.mktemp("neff")
-    (where / "scale.py").write_text(KERNEL.format(ns="nki"))
+    (where / "scale.py").write_text(NKI06_KERNEL)
     np.save(where / "x.npy", np.arange(128 * 64, dtype=np.float32).reshape(128, 64))
     done = run_in(sdk.current, f"""
         import numpy as np, sys
@@ -104,7 +120,7 @@ def test_nrtpy_cannot_be_imported_beside_nki(sdk, neff_dir):
 
 
 def test_the_legacy_compile_surface_refuses_undocumented_arguments(sdk, tmp_path):
-    (tmp_path / "scale.py").write_text(KERNEL.format(ns="neuronxcc.nki"))
+    (tmp_path / "scale.py").write_text(LEGACY_KERNEL)
     done = run_in(sdk.legacy, """
         import numpy as np, sys
         sys.path.insert(0, ".")
@@ -116,7 +132,7 @@ def test_the_legacy_compile_surface_refuses_undocumented_arguments(sdk, tmp_path
 
 
 def test_the_current_line_has_no_baremetal_and_reads_the_artifacts_dir_at_import(sdk, tmp_path):
-    (tmp_path / "scale.py").write_text(KERNEL.format(ns="nki"))
+    (tmp_path / "scale.py").write_text(NKI06_KERNEL)
     done = run_in(sdk.current, "import nki\nnki.baremetal", tmp_path)
     assert "nki.baremetal is not available from NKI 0.2.0" in last_error(done)
     late = run_in(sdk.current, """
@@ -128,6 +144,48 @@ def test_the_current_line_has_no_baremetal_and_reads_the_artifacts_dir_at_import
         print(os.path.exists("late"))
         """, tmp_path)
     assert late.returncode == 0 and late.stdout.strip() == "False", late.stderr
+
+
+def test_the_current_line_serves_nki06_and_refuses_the_legacy_api(sdk, tmp_path):
+    """The nki wheel of SDK 2.30+ has NKI 0.6's API: a legacy kernel under `import nki` is refused
+    when it is compiled, and nothing leaves a NEFF behind."""
+    (tmp_path / "scale.py").write_text(LEGACY_KERNEL.replace("neuronxcc.nki", "nki"))
+    done = run_in(sdk.current, """
+        import sys, numpy as np, nki
+        sys.path.insert(0, ".")
+        print(nki.__version__, nki.isa.__name__, nki.language.__name__, nki.typing.__name__)
+        from scale import scale
+        scale(np.zeros((128, 64), np.float32))
+        """, tmp_path, NKI_ARTIFACTS_DIR=str(tmp_path / "art"))
+    assert done.stdout.split() == ["0.6.0", "nkisim.nki06.isa", "nkisim.nki06.language", "nkisim.nki06.typing"]
+    assert "takes its destination first" in done.stderr, done.stderr
+    assert not (tmp_path / "art" / "kernel.neff").exists()
+
+
+@pytest.mark.parametrize("body, error", [
+    # since NKI 0.3 the target comes from NEURON_PLATFORM_TARGET_OVERRIDE, and only the top-level kernel is jitted
+    ("nki.jit(platform_target='trn2')", "nki.jit(platform_target=...) is an error since NKI 0.3"),
+    ("@nki.jit\ndef helper(x):\n    return x\n@nki.jit\ndef k(x):\n    return helper(x)\nk(np.zeros((4, 4), np.float32))",
+     "called from inside another kernel"),
+    ("nki.jit(nki.jit(lambda x: x))", "is decorated with @nki.jit twice"),
+])
+def test_the_current_lines_jit_keeps_nki06_rules(sdk, tmp_path, body, error):
+    done = run_in(sdk.current, "import numpy as np, nki\n" + body, tmp_path)
+    assert done.returncode != 0 and error in done.stderr, done.stderr       # nkisim's errors span lines
+
+
+def test_nki_simulate_runs_on_the_cpu_and_keeps_no_neff(sdk, tmp_path):
+    (tmp_path / "scale.py").write_text(NKI06_KERNEL)
+    done = run_in(sdk.current, """
+        import os, sys, numpy as np, nki
+        sys.path.insert(0, ".")
+        from scale import scale
+        x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+        print(np.array_equal(nki.simulate(scale)(x), 2 * x), os.path.exists("art"))
+        print(np.array_equal(scale(x), 2 * x), os.path.exists("art/kernel.neff"))
+        """, tmp_path, NKI_ARTIFACTS_DIR=str(tmp_path / "art"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False", "True", "True"]
 
 
 def test_the_nrtpy_script_frames_its_header_as_the_grader_reads_it():

@@ -74,4 +74,45 @@ def test_each_line_is_detected_with_its_cores(sdk, line):
     assert done.returncode == 0, done.stderr
     name, cores, *sdk_name, has_nrtpy = done.stdout.split()
     assert (name, cores, has_nrtpy) == (line, "4", str(line == "current"))
-    assert " ".join(sdk_name) == ("nki 0.4.0" if line == "current" else "neuronx-cc 2.21.33363.0")
+    assert " ".join(sdk_name) == ("nki 0.6.0" if line == "current" else "neuronx-cc 2.21.33363.0")
+
+
+def setup_of(line: str):
+    from grader.neuron import NeuronSetup
+    return NeuronSetup(line, "nki 0.6.0" if line == "current" else "neuronx-cc 2.21.33363.0", 8,
+                       "/opt/aws/neuron/lib/libnrt.so.1", "/opt/aws/neuron/bin",
+                       "/opt/nrtpy/bin/python" if line == "current" else None)
+
+
+@pytest.mark.parametrize("line", ["legacy", "current"])
+def test_each_line_grades_the_bundled_spec_of_its_dialect(line):
+    """The spec a refusal names (and `grader doctor` grades by default) is one the line compiles."""
+    from grader import spec as specs
+    from grader.neuron import check_dialect
+    from grader.neuron.lines import DIALECT_OF_LINE, SPEC_OF_LINE
+    spec = specs.load(SPEC_OF_LINE[line])
+    assert spec.dialect == DIALECT_OF_LINE[line].name
+    check_dialect(setup_of(line), spec)          # no error
+
+
+@pytest.mark.parametrize("line, spec, words", [
+    ("current", "asst4-trainium2", ["the current Neuron SDK line (nki 0.6.0) compiles NKI 0.6 kernels (import nki) "
+                                    "only, and spec 'asst4-trainium2' is written in legacy NKI (neuronxcc.nki, "
+                                    "NKI 0.1) on Neuron SDK 2.26",
+                                    "On this machine grade with the asst4-trainium2-nki06 spec, or another NKI 0.6 spec",
+                                    "on a legacy-line worker (Neuron SDK 2.26) or with --backend sim"]),
+    ("current", "asst4-trainium", ["spec 'asst4-trainium' is written in legacy NKI", "asst4-trainium2-nki06 spec"]),
+    ("legacy", "asst4-trainium2-nki06", ["the legacy Neuron SDK line (neuronx-cc 2.21.33363.0) compiles legacy NKI "
+                                         "kernels (import neuronxcc.nki) only, and spec 'asst4-trainium2-nki06' is "
+                                         "written in NKI 0.6 (nki) on Neuron SDK 2.32",
+                                         "On this machine grade with the asst4-trainium2 spec, or another legacy NKI spec",
+                                         "on a current-line worker (Neuron SDK 2.32)"]),
+])
+def test_a_spec_in_the_other_lines_dialect_is_a_grader_error(line, spec, words):
+    from grader import spec as specs
+    from grader.errors import GraderInputError
+    from grader.neuron import WrongSdkLine, check_dialect
+    with pytest.raises(WrongSdkLine) as err:
+        check_dialect(setup_of(line), specs.load(spec))
+    assert isinstance(err.value, GraderInputError)        # the CLI, web and workers show it as the grader's
+    assert all(w in str(err.value) for w in words), str(err.value)

@@ -1,11 +1,14 @@
-"""Contract double of the standalone `nki` wheel (NKI 0.2+, SDK 2.28+). The kernel language is
-nkisim's; the surface is what the current line documents:
+"""Contract double of the standalone `nki` wheel as the current line ships it (NKI 0.6, Neuron
+SDK 2.32). The kernel language is nkisim's NKI 0.6 front end (nkisim.nki06), so its rules hold
+here as on the real wheel: destination-first nki.isa calls, outputs in nl.shared_hbm, no
+legacy `neuronxcc.nki` inside a kernel. The surface is what the current line documents:
 
 - NKI_ARTIFACTS_DIR is read when nki is imported ("must be set before importing nki. The
   compile options are resolved at import time": nrtpy tutorial "debug a NEFF");
 - a @nki.jit kernel called on NumPy arrays compiles and runs on the device, keeping
-  NKI_ARTIFACTS_DIR/kernel.neff;
-- nki.baremetal, nki.benchmark and nki.simulate_kernel are gone (NKI 0.2.0): AttributeError.
+  NKI_ARTIFACTS_DIR/kernel.neff; the platform comes from NEURON_PLATFORM_TARGET_OVERRIDE;
+- nki.simulate(kernel)(...) runs it on the CPU (here: nkisim), with no NEFF;
+- nki.baremetal, nki.benchmark, nki.simulate_kernel and nki.profile are gone (NKI 0.2.0).
 """
 import os
 import sys
@@ -13,41 +16,56 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import compile_double  # noqa: E402
-from nkisim.nki import compiler, isa, language, typing  # noqa: E402,F401
-from nkisim.runtime import Kernel  # noqa: E402
+from nkisim import nki06 as _nki06  # noqa: E402
+from nkisim.nki06 import isa, language, rules as _rules, typing  # noqa: E402,F401
+from nkisim.nki06.kernel import CurrentKernel, settings_from_environment  # noqa: E402
+from nkisim.nki06.kernel import jit as _nki06_jit, simulate as _nki06_simulate  # noqa: E402
 
 sys.modules[__name__ + ".language"] = language
 sys.modules[__name__ + ".isa"] = isa
-sys.modules[__name__ + ".compiler"] = compiler
 sys.modules[__name__ + ".typing"] = typing
 
-__version__ = "0.4.0"
+__version__ = "0.6.0"
 _ARTIFACTS = os.environ.get("NKI_ARTIFACTS_DIR")     # resolved once, at import
 
 
-class _Jit(Kernel):
-    """A kernel (nkisim's, so compiler directives such as skip_middle_end_transformations keep
-    it) whose call on NumPy arrays compiles, keeps the NEFF and runs."""
+class _Jit(CurrentKernel):
+    """NKI 0.6's kernel (nkisim's, so every 0.6 rule still applies) whose call on NumPy arrays
+    compiles, keeps the NEFF and runs on the device."""
 
     def __call__(self, *args, **kwargs):
         from nkisim.running import RUNNING
-        if RUNNING.get() is not None:           # a helper call inside a running kernel
-            return self.func(*args, **kwargs)
+        if RUNNING.get() is not None:            # a decorated helper: NKI 0.6 refuses it
+            return super().__call__(*args, **kwargs)
+        _rules.arrays_only(args)
         compile_double.check_arrays(args, kwargs, "an nki.jit kernel")
         neff = None
         if _ARTIFACTS:
             os.makedirs(_ARTIFACTS, exist_ok=True)
             neff = os.path.join(_ARTIFACTS, "kernel.neff")
-        return compile_double.compile_and_run(self.func, args, kwargs, neff, {})
+        return compile_double.compile_and_run(self, args, kwargs, neff, {}, settings_from_environment())
 
 
 def jit(func=None, **options):
-    return (lambda f: _Jit(f, **options)) if func is None else _Jit(func, **options)
+    """@nki.jit: nkisim.nki06's refusals (options, platform_target=, decorated twice), this double's kernel."""
+    checked = _nki06_jit(**options)
 
+    def make(f):
+        return _Jit(checked(f).func)
+    return make if func is None else make(func)
+
+
+def simulate(kernel):
+    """nki.simulate(kernel)(*arrays): on the CPU, so no NEFF is compiled or kept."""
+    kernel = _nki06_simulate(kernel)
+    return lambda *args, **kwargs: CurrentKernel.__call__(kernel, *args, **kwargs)
+
+
+_REMOVED = ("baremetal", "benchmark", "simulate_kernel", "profile")
 
 
 def __getattr__(name):
-    if name in ("baremetal", "benchmark", "simulate_kernel", "profile"):
+    if name in _REMOVED:
         raise AttributeError(f"nki.{name} is not available from NKI 0.2.0: call the @nki.jit kernel on NumPy "
                              f"arrays, with NKI_ARTIFACTS_DIR set before importing nki to keep the NEFF")
-    raise AttributeError(f"module 'nki' has no attribute {name!r}")
+    return _nki06.__getattr__(name)             # NKI 0.6's own answer: a removed name's migration rule, or none
