@@ -696,6 +696,10 @@ def _check_record(rec: TraceRecord, allocs: dict, limits: HardwareLimits, heads:
             raise ProgramError(f"{_where(rec)}: DMA cannot reach PSUM")
         if rec.reads and rec.writes and math.prod(rec.reads[0].shape) != math.prod(rec.writes[0].shape):
             raise ProgramError(f"{_where(rec)}: a DMA moves as many elements as it writes")
+        if len(rec.reads) > 1:           # dma_compute: at most 16 sources, each of dst's element count
+            n = math.prod(rec.writes[0].shape) if rec.writes else 0
+            if len(rec.reads) > 16 or any(math.prod(r.shape) != n for r in rec.reads):
+                raise ProgramError(f"{_where(rec)}: a DMA adds at most 16 sources, each of its destination's size")
     elif engine is not Engine.SYNC:
         for r in rec.reads:
             if r.buffer not in _ON_CHIP:

@@ -194,6 +194,21 @@ def n_gather(rec: TraceRecord, p: CostParams) -> Cost:
     return ComputeCost("POOL", (n + instructions * p.pool_overhead_cycles) / p.pool_ghz)
 
 
+# ----- random bits (nkisim.instructions.random_bits) -----------------------------------------------
+
+@cost_rule("rng", "set_rng_seed")
+def random_bits(rec: TraceRecord, p: CostParams) -> Cost:
+    """No cost is documented for rng or set_rng_seed (NKI 0.6 reference). Assumed: rng is one
+    pass writing dst's elements per partition at its engine's rate (the Vector engine's fp32
+    rate: the bits are 32 a element; GpSimd N + GPSIMD_START); the generator state it reads and
+    writes is engine state, not traffic. set_rng_seed reads one element: one minimal Vector
+    instruction (MIN_II plus overhead)."""
+    n = rec.writes[0].elements_per_partition if rec.opcode == "rng" and rec.writes else 1
+    if rec.engine is Engine.GPSIMD:
+        return ComputeCost("POOL", (n + p.pool_overhead_cycles) / p.pool_ghz)
+    return ComputeCost("DVE", _dve_pass_ns(n, False, p))
+
+
 @cost_rule("device_print")
 def device_print(rec: TraceRecord, p: CostParams) -> Cost:
     """Debug output the simulator shows; nothing a timed kernel pays for (assumed)."""
@@ -295,6 +310,25 @@ def dma(rec: TraceRecord, p: CostParams) -> Cost:
 @cost_rule("dma_transpose")
 def dma_transpose(rec: TraceRecord, p: CostParams) -> Cost:
     return _dma_cost(rec, p, p.dma_transpose_efficiency)
+
+
+@cost_rule("dma_compute")
+def dma_compute(rec: TraceRecord, p: CostParams) -> Cost:
+    """NKI 0.6 dma_compute (dst = the sum of k sources): no cost is documented. Assumed: the DMA
+    engines read each source once and write dst once, so the transfer moves the sources' bytes
+    (at least dst's) in each source's descriptors against dst's, as k copies into one
+    destination would, but is issued once; its descriptors are prebuilt (DGE mode none, as the
+    0.6 reference says the compiler assigns the static form), so the issue is the static one."""
+    dst = rec.writes[0]
+    dst_runs = _runs(dst)
+    runs = [_runs(src) for src in rec.reads] or [dst_runs]
+    descriptors = sum(max(n, dst_runs) for n in runs)
+    nbytes = max(sum(r.nbytes for r in rec.reads), dst.nbytes)
+    rows = max([r.partitions for r in rec.reads + rec.writes if r.buffer in ("sbuf", "psum")] or [1])
+    writes = max(runs + [dst_runs])     # C3's read-modify-write rule, on dst's descriptors (written once)
+    partial = writes if dst.buffer in ("hbm", "shared_hbm") and \
+        dst.nbytes < writes * p.dma_hbm_write_granule_bytes else 0
+    return DmaCost(nbytes, descriptors, 1.0, rows, partial)
 
 
 # ----- placement: which queue issues a DMA, which engines an unplaced copy may use ----------

@@ -47,6 +47,8 @@ from .fused import tensor_tensor_scan  # noqa: E402,F401
 from .select import dropout, range_select, select_reduce, tensor_copy_predicated  # noqa: E402,F401
 # cross-partition movement and gathers (nkisim.nki06.gather)
 from .gather import nc_n_gather, nc_stream_shuffle, nonzero_with_count, sequence_bounds  # noqa: E402,F401
+# random bits and their seed; the DMA engines' sum (nkisim.nki06.random_bits)
+from .random_bits import dma_compute, rng, set_rng_seed  # noqa: E402,F401
 
 
 def get_nc_version() -> nc_version:

@@ -25,7 +25,6 @@ ISA_NOT_SIMULATED = {
     "local_gather": "gather within each partition with nisa.nc_n_gather, or across partitions with "
                     "nisa.dma_copy (local_gather is not simulated: the reference's prose does not say which "
                     "source elements each output partition receives; only an example shows the layout)",
-    "dma_compute": "accumulate on chip with nisa.tensor_tensor, then nisa.dma_copy the result",
     "topk": "use nisa.max8 (the 8 largest per partition) or nisa.tensor_reduce(dst, nl.max, data, axis=...) "
             "(topk is not simulated: the 0.6 reference says each partition works independently yet reads a "
             "16-partition snake, and does not say where the K results are written)",
@@ -37,11 +36,14 @@ ISA_NOT_SIMULATED = {
                       "nisa.iota",
     "core_barrier": "collectives need several NeuronCores; launch the kernel on one core",
     "sendrecv": "collectives need several NeuronCores; launch the kernel on one core",
-    "rng": "pass random data in as a kernel argument",
-    "rand2": "pass random data in as a kernel argument",
-    "rand_set_state": "pass random data in as a kernel argument",
-    "rand_get_state": "pass random data in as a kernel argument",
-    "set_rng_seed": "pass random data in as a kernel argument",
+    "rand2": "rand2 runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet: draw bits with "
+             "nisa.rng and scale them into [min, max] with nisa.tensor_scalar",
+    "rand_set_state": "the generator state it sets is the hardware's XORWOW state, whose layout and stream nkisim "
+                      "does not reproduce (nisa.rng's bits are nkisim's own draw): seed the Vector engine's "
+                      "generator with nisa.set_rng_seed instead",
+    "rand_get_state": "the generator state it reads is the hardware's XORWOW state, whose layout and stream nkisim "
+                      "does not reproduce (nisa.rng's bits are nkisim's own draw): keep the seed you passed to "
+                      "nisa.set_rng_seed instead",
 }
 
 # legacy nki.isa names that NKI 0.6 does not have
@@ -61,8 +63,10 @@ ISA_REMOVED = {
 LANGUAGE_NOT_SIMULATED = {
     "softmax": "compute it with nisa.activation(op=nl.exp), nisa.tensor_reduce and nisa.tensor_scalar",
     "rms_norm": "compute it with nisa.activation and nisa.tensor_reduce",
-    "rand": "pass random data in as a kernel argument",
-    "random_seed": "pass random data in as a kernel argument",
+    "rand": "how nl.rand turns random bits into [0, 1) is not documented: draw bits with "
+            "nisa.rng(dst=uint16_tile) and scale them with nisa.tensor_scalar (multiply by 1/65536)",
+    "random_seed": "seed nisa.rng's Vector engine generator with nisa.set_rng_seed(seed_tile) (nl.rand, which "
+                   "the seed is for, is not simulated)",
     "shared_constant": "pass the constant in as a kernel argument, or build it with nisa.iota / nisa.memset",
     "float8_e8m0fnu": "the MX scale type is Trainium3's (NeuronCore-v4), which nkisim does not model yet",
     "float8_e5m2_x4": "packed MX types are Trainium3's (NeuronCore-v4), which nkisim does not model yet",

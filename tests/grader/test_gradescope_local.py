@@ -207,5 +207,26 @@ def test_kernel_that_never_returns_stops_at_the_budget(root):
     assert "timed out" in results["output"]
 
 
+def test_an_nki06_assignment_grades_its_dialect_and_refuses_the_other(root, tmp_path):
+    """The same small assignment in NKI 0.6: its references earn what the legacy ones earn under
+    the legacy zip, and a legacy kernel gets one error naming the dialect and the rule it breaks."""
+    spec = tmp_path / "small-nki06.toml"
+    spec.write_text('dialect = "nki-0.6"\n' + SMALL_SPEC.read_text().replace('assignment = "small-asst4"',
+                                                                            'assignment = "small-asst4-nki06"'))
+    zip_path = root.zips / "nki06.zip"
+    build(zip_path, "--assignment", str(spec), "--mode", "local", "--fixed-seed")
+    root.unpack(zip_path)
+    nki06 = REPO / "reference_kernels" / "nki06"
+    try:
+        current, _ = root.run({"asst4.tar.gz": asst4_tar((nki06 / "conv2d_optimized.py").read_bytes(),
+                                                         (nki06 / "transpose.py").read_bytes())})
+        legacy, _ = root.run({"asst4.tar.gz": asst4_tar()})
+    finally:
+        root.unpack(root.zips / "autograder.zip")
+    assert valid(current)["score"] == 18.5 and "NKI 0.6" in current["output"]
+    assert valid(legacy)["score"] == 0
+    assert "NKI 0.6" in legacy["output"] and "neuronxcc.nki" in legacy["output"]
+
+
 def test_system_python_is_usable():
     assert system_python()

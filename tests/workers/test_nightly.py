@@ -148,3 +148,24 @@ def test_the_nightly_on_a_trn2_worker_records_the_doctor_table(db, assignment, s
     # the tiny spec's optimized threshold (40 us) implies a 33.3 us reference; this Trn2 is faster
     assert "Performance: one small image, float16 (optimized) >10% off the spec's reference" in result.drift_reason
     assert "p99 us" in done.stderr and "reference us" in done.stderr      # the table, in the worker's log
+
+
+def test_an_nki06_specs_nightly_grades_its_own_references(db, assignment):
+    """A spec in NKI 0.6 is held to reference_kernels/nki06 (never renamed legacy kernels): both
+    pass, and their p99s are the legacy references' to within the 2% the dialects keep."""
+    import grader
+    from store import specs
+    from workers.nightly import grade_reference
+    legacy_hash = specs.stored(db, specs.spec_of(assignment)).hash
+    toml = 'dialect = "nki-0.6"\n' + specs.spec_of(assignment).toml.replace(
+        'assignment = "tiny-conv"', 'assignment = "tiny-conv-nki06"')
+    current_hash = specs.stored(db, grader.spec_from_toml(toml)).hash
+    night = NightlyRun(trigger="manual")
+    db.add(night)
+    db.commit()
+    for reference in ("conv2d_optimized", "conv2d_relaxed"):
+        current = grade_reference(night.id, current_hash, reference, "sim")
+        legacy = grade_reference(night.id, legacy_hash, reference, "sim")
+        assert current.passed and not current.drift, current.drift_reason
+        assert current.report["dialect"] == "nki-0.6" and legacy.report["dialect"] == "neuronxcc-nki"
+        assert abs(current.p99_us["perf_tiny"] / legacy.p99_us["perf_tiny"] - 1) <= 0.02
