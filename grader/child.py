@@ -77,7 +77,9 @@ def run(job: dict) -> tuple[dict, bytes]:
         _check_dialect(kernel, job["function"], vars(module), job.get("dialect"))
         from nkisim import program as programs
         from nkisim.runtime import trace_kernel
-        program, _ = trace_kernel(kernel, _arg_specs(job), job["kwargs"], _settings(job), job["compile_options"])
+        # launched on the spec's logical NeuronCore, whatever the submission's kernel object says
+        program, _ = trace_kernel(kernel, _arg_specs(job), job["kwargs"], _settings(job), job["compile_options"],
+                                  lnc=job.get("lnc", 1))
         return {"status": "ok", "artifact": "program"}, programs.encode(program)
     from grader.neuron.compile import compile_neff    # the real SDK: compile, never run on real inputs
     return {"status": "ok", "artifact": "neff"}, compile_neff(kernel, _arg_specs(job), job)

@@ -78,6 +78,9 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
             # process claims
             from nkisim.dialects import dialect_named
             program.dialect = dialect_named(job.get("dialect")).name
+            if program.lnc != job.get("lnc", 1):       # the spec's launch, not what the child claims
+                raise programs.ProgramError(f"the program runs on a logical NeuronCore of {program.lnc} physical "
+                                            f"cores; the assignment grades on {job.get('lnc', 1)}")
     except programs.ProgramError as err:
         return {"status": "invalid", "error": str(err)[:4000]}, []
     declared = declared_outputs(program.outputs)

@@ -109,6 +109,11 @@ class _Run:
             from .neuron import check_dialect, detect
             setup = detect()
             check_dialect(setup, spec)    # each line compiles one dialect: refuse the other's spec up front
+            if spec.lnc != 1:
+                raise GraderInputError(
+                    f"spec {spec.assignment!r} launches kernels on a logical NeuronCore of {spec.lnc} physical cores "
+                    "(lnc); the Trainium path compiles and times them at lnc = 1 only so far",
+                    remedy="grade this spec on the simulator (--backend sim), or use a spec without lnc")
             self.neuron = setup.job_fields()
         self.answers = options.answers
         if self.answers is not None and options.seed is not None:
@@ -433,7 +438,7 @@ class _Run:
                          neuron_core=self.cores[index % len(self.cores)] if self.backend == Backend.NEURON else None,
                          neuron=self.neuron, thresholds_us=test.thresholds_us,
                          expected_output=problems.output(test.problem, config), processes=self._threads(),
-                         dialect=self.spec.dialect)
+                         dialect=self.spec.dialect, lnc=self.spec.lnc)
 
     def _inputs_job(self, test: TestSpec, index: int, config: dict, count: int) -> RunnerJob:
         """A configuration's job with the names of its `count` inputs, still without their values."""

@@ -64,6 +64,8 @@ class RunnerJob:
     processes: int = 1
     # the NKI dialect the spec's kernels are written in: the tracing child refuses a kernel of another
     dialect: str = LEGACY.name
+    # the logical NeuronCore's physical cores the kernel is launched on (the spec's; 1: one core)
+    lnc: int = 1
 
 
 @dataclass
@@ -136,7 +138,7 @@ def _trace(job: RunnerJob, workdir: str, limits: Limits, cancel) -> tuple[memory
         json.dump({"backend": job.backend, "file": job.filename, "function": job.function,
                    "inputs": _input_specs(job), "kwargs": job.kwargs,
                    "platform": job.platform, "compile_options": job.compile_options,
-                   "line": job.neuron["line"] if job.neuron else None, "dialect": job.dialect}, fh)
+                   "line": job.neuron["line"] if job.neuron else None, "dialect": job.dialect, "lnc": job.lnc}, fh)
     child = run_child([sys.executable, "-I", "-m", "grader.child"], workdir, limits=limits,
                       env=minimal_env(_neuron_env(job, limits)), hide_paths=(job.job_root,) + tuple(job.hide_paths),
                       own_uid=job.backend == Backend.SIM, cancel=cancel)
@@ -226,7 +228,7 @@ def _execute_with(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel
                    "warmup": job.warmup, "iters": job.iters, "neuron_core": job.neuron_core,
                    "neuron": job.neuron, "input_names": list(job.input_names),
                    "expected_output": _expected_output(job), "shared": layout,
-                   "processes": job.processes, "dialect": job.dialect}, fh)
+                   "processes": job.processes, "dialect": job.dialect, "lnc": job.lnc}, fh)
     module = "grader.executor" if name == "program.bin" else "grader.neuron"
     fds = () if shared is None else (inputs.fd,) + ((room[0],) if room else ())
     done = run_child([sys.executable, "-I", "-m", module], workdir, limits=limits,

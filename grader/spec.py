@@ -95,6 +95,7 @@ class AssignmentSpec:
     toml: str = field(default="", repr=False, compare=False)    # the TOML text it was built from
     gradescope: dict = field(default_factory=dict, repr=False, compare=False)   # its [gradescope] table
     dialect: str = LEGACY.name        # the NKI dialect its kernels are written in (nkisim.dialects)
+    lnc: int = 1                      # physical cores of the logical NeuronCore kernels are launched on
 
     @property
     def nki(self) -> Dialect:
@@ -242,6 +243,7 @@ def parse(data: dict, where: str = "spec", raw: bytes | None = None, text: str =
     budget = _number(data.get("time_budget_s", DEFAULT_TIME_BUDGET_S), where, "time_budget_s")
     config_timeout = _number(data.get("config_timeout_s", DEFAULT_CONFIG_TIMEOUT_S), where, "config_timeout_s")
     dialect = _dialect(data.get("dialect"), where)
+    lnc = _lnc(data.get("lnc", 1), dialect, data.get("platform", "trn2"), where)
     if raw is None:
         raw = json.dumps(data, sort_keys=True, default=str).encode()
     return AssignmentSpec(
@@ -252,7 +254,7 @@ def parse(data: dict, where: str = "spec", raw: bytes | None = None, text: str =
         precheck=bool(data.get("precheck", True)), implausible_speedup=float(data.get("implausible_speedup", 3.0)),
         files=files, tolerances=tolerances, tests=tuple(tests), time_budget_s=budget,
         config_timeout_s=config_timeout, spec_hash=content_hash(raw), toml=text,
-        gradescope=dict(data.get("gradescope", {})), dialect=dialect)
+        gradescope=dict(data.get("gradescope", {})), dialect=dialect, lnc=lnc)
 
 
 def _dialect(value, where: str) -> str:
@@ -264,6 +266,17 @@ def _dialect(value, where: str) -> str:
     allowed = ", ".join(f"{d.name!r} ({d.title}, {d.sdk})" for d in DIALECTS.values())
     raise _fail(where, f"dialect must be one of {allowed}, got {value!r}",
                 f'Write dialect = "{CURRENT.name}" for {CURRENT.title}, or leave the key out for {LEGACY.title}.')
+
+
+def _lnc(value, dialect: str, platform: str, where: str) -> int:
+    """The spec's `lnc`: kernels are launched as kernel[lnc] (NKI 0.6 on Trn2: 1 or 2 physical cores)."""
+    if value == 1 and type(value) is int:
+        return 1
+    if value == 2 and type(value) is int and dialect == CURRENT.name and platform == "trn2":
+        return 2
+    raise _fail(where, f"lnc must be 1, or 2 for an {CURRENT.title} spec on trn2 (a logical NeuronCore of two "
+                       f"physical cores); got {value!r}",
+                f'Write lnc = 2 with dialect = "{CURRENT.name}" and platform = "trn2", or leave lnc out for one core.')
 
 
 def _test(t: dict, at: str, files: dict, tolerances: dict) -> TestSpec:

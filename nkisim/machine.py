@@ -69,6 +69,15 @@ class Machine:
         self.dialect: str = "neuronxcc-nki"
         # the tile the next instruction writes instead of a result of its own (result_tile)
         self.destination: DeviceTensor | None = None
+        # a launch on a logical NeuronCore of several physical cores (NKI 0.6's kernel[lnc]): each
+        # core runs the kernel once, in turn (begin_core); state that is the core's own (its
+        # accumulator registers, PSUM accumulation groups, ...) lives in core_state
+        self.cores = 1
+        self.core = 0
+        self.core_state: dict = {}
+        self._core_start = 0
+        self._shared_hbm: list[DeviceTensor] = []     # core 0's shared_hbm tensors, in order
+        self._shared_seen = 0
 
     @property
     def allocations(self) -> dict[int, AllocInfo]:
@@ -90,9 +99,66 @@ class Machine:
             RUNNING.reset(token)
 
     # ----- allocation ----------------------------------------------------------------------
+    # ----- several physical cores --------------------------------------------------------------
+    def begin_core(self, core: int) -> None:
+        """Trace the kernel's run on physical core `core` next: its own on-chip memory and
+        per-core state; HBM (the inputs, shared_hbm) is the logical core's."""
+        self.core = core
+        self.core_state = {}
+        self._core_start = len(self.trace)
+        self._shared_seen = 0
+        if core:
+            self.memory = MemoryTracker(self.limits)
+
+    def end_core(self) -> None:
+        """Label the records the core traced (the cost model runs each core's on its own engines)."""
+        if self.core:
+            for rec in self.trace[self._core_start:]:
+                rec.attrs["core"] = self.core
+        if self.core and self._shared_seen != len(self._shared_hbm):
+            raise KernelContractError(
+                f"under LNC={self.cores} core {self.core} allocated {self._shared_seen} nl.shared_hbm tensors, core 0 "
+                f"{len(self._shared_hbm)}: every core runs the same kernel and allocates the same shared tensors",
+                remedy="allocate shared_hbm tensors outside any branch on nl.program_id()",
+                code="err_lnc_control_flow")
+
+    def _shared_tensor(self, shape: tuple, dtype, name: str) -> DeviceTensor | None:
+        """Core 1's nl.shared_hbm allocation is core 0's of the same place in the kernel (the k-th)."""
+        k = self._shared_seen
+        self._shared_seen += 1
+        if self.core == 0:
+            return None
+        if k >= len(self._shared_hbm):
+            raise KernelContractError(
+                f"under LNC={self.cores} core {self.core} allocates more nl.shared_hbm tensors than core 0 "
+                f"({len(self._shared_hbm)})", remedy="allocate shared_hbm tensors outside any branch on "
+                                                     "nl.program_id()", code="err_lnc_control_flow")
+        first = self._shared_hbm[k]
+        if tuple(shape) != first.shape or dtypes.to_dtype(dtype) != first.dtype:
+            raise KernelContractError(
+                f"under LNC={self.cores} core {self.core}'s shared_hbm tensor #{k + 1} is "
+                f"{dtypes.name_of(dtypes.to_dtype(dtype))}{list(shape)}, core 0's {first._label()}: every core "
+                "allocates the same shared tensors", remedy="give both cores the same shared_hbm allocations",
+                code="err_lnc_control_flow")
+        return DeviceTensor(first._alloc, first.shape, name=name or first.name)
+
     def allocate(self, shape, dtype, buffer: Buffer, *, par_axis: int = 0, name: str = "",
                  transient: bool = False, is_input: bool = False, input_index: int | None = None,
                  site=None) -> DeviceTensor:
+        if self.cores > 1 and buffer is Buffer.SHARED_HBM and not is_input:
+            shared = self._shared_tensor(tuple(checked_shape(shape)), dtype, name)
+            if shared is not None:
+                return shared
+            t = self._allocate(shape, dtype, buffer, par_axis=par_axis, name=name, transient=transient,
+                               site=site or user_site(2))
+            self._shared_hbm.append(t)
+            return t
+        return self._allocate(shape, dtype, buffer, par_axis=par_axis, name=name, transient=transient,
+                              is_input=is_input, input_index=input_index, site=site)
+
+    def _allocate(self, shape, dtype, buffer: Buffer, *, par_axis: int = 0, name: str = "",
+                  transient: bool = False, is_input: bool = False, input_index: int | None = None,
+                  site=None) -> DeviceTensor:
         if not transient:   # instruction results arrive with checked int shapes and dtypes
             shape = checked_shape(shape)
             dtype = dtypes.to_dtype(dtype)

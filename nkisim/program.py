@@ -28,6 +28,7 @@ from .source import SourceSite
 from .trace import AllocInfo, Engine, Region, TraceRecord
 
 MAGIC = b"NKIPROG1"
+MAX_LNC = 2          # Trn2's logical NeuronCores pair two physical cores at most
 BUFFERS = ("hbm", "shared_hbm", "sbuf", "psum")
 _CORE_KINDS = ("copy", "broadcast", "transpose", "permute", "binary", "scalar", "unary", "reduce", "fill",
                "activation", "matmul", "iota", "affine_select", "partition_reduce", "select", "print")
@@ -59,6 +60,7 @@ class Program:
     compile_options: dict = field(default_factory=dict)
     platform: str = "trn2"
     dialect: str = LEGACY.name           # the NKI dialect traced (nkisim.dialects): its memory sentinels
+    lnc: int = 1                         # physical cores of the logical NeuronCore (records: attrs["core"])
 
 
 # ----- encoding ---------------------------------------------------------------------------------
@@ -212,7 +214,7 @@ def _encode(program: Program) -> bytes:
         if isinstance(value, np.ndarray):
             return {"$array": arrays.add(value)}
         raise TypeError(f"cannot encode a {type(value).__name__} in a program")
-    header = {"kernel": program.kernel, "platform": program.platform, "dialect": program.dialect,
+    header = {"kernel": program.kernel, "platform": program.platform, "dialect": program.dialect, "lnc": program.lnc,
               "compile_options": program.compile_options,
               "allocs": [[a.id, a.buffer, list(a.shape), a.dtype, a.par_axis, a.name, a.input_index]
                          for a in program.allocs if a.id in used or a.input_index is not None],
@@ -403,9 +405,12 @@ def _decode(data, limits: ProgramLimits | None) -> Program:
     dialect = h.get("dialect", LEGACY.name)
     if dialect not in DIALECTS:
         _fail(f"unknown NKI dialect {dialect!r}")
+    lnc = h.get("lnc", 1)
+    if type(lnc) is not int or not 1 <= lnc <= MAX_LNC:
+        _fail(f"a logical NeuronCore has 1 to {MAX_LNC} physical cores, not {lnc!r}")
     return Program(_text(h.get("kernel", ""), "kernel name", limits), list(allocs.values()), records, outputs,
                    options if isinstance(options, dict) else {}, _text(h.get("platform", "trn2"), "platform", limits),
-                   dialect)
+                   dialect, lnc)
 
 
 def _head(i: int, raw, reader: _Reader) -> tuple:
@@ -632,8 +637,11 @@ def validate(program: Program, limits: HardwareLimits, inputs: list[np.ndarray] 
     first, last = {}, {}
     heads: set = set()           # (opcode, engine, kind, operand counts) found in the table already
     inputs_ids = {a.id for a in program.allocs if a.input_index is not None}
+    core_of: dict[int, int] = {}     # on-chip allocation -> the one physical core whose memory it is
     for index, rec in enumerate(program.records):
         _check_record(rec, allocs, limits, heads, inputs_ids)
+        if program.lnc > 1 or "core" in rec.attrs:
+            _check_core(rec, program.lnc, core_of)
         # a store is the result tile a placed result still fills (machine._place_result): one,
         # on chip, the shape of the write, never used before; anything else is a free copy
         if rec.stores and (len(rec.stores) > 1 or rec.stores[0].alloc_id in first
@@ -645,7 +653,7 @@ def validate(program: Program, limits: HardwareLimits, inputs: list[np.ndarray] 
                 if r.alloc_id not in first:
                     first[r.alloc_id] = index
                 last[r.alloc_id] = index
-    _check_capacity(program, allocs, first, last, limits)
+    _check_capacity(program, allocs, first, last, limits, core_of)
     _check_outputs(program.outputs, allocs)
 
 
@@ -752,9 +760,23 @@ def _multipliable(name: str) -> bool:
     return found
 
 
-def _check_capacity(program: Program, allocs: dict, first: dict, last: dict, limits: HardwareLimits) -> None:
+def _check_core(rec: TraceRecord, lnc: int, core_of: dict) -> None:
+    """A record runs on one physical core of the logical one, and on-chip memory is that core's:
+    a tile two cores touch is no program any kernel traced."""
+    core = rec.attrs.get("core", 0)
+    if type(core) is not int or not 0 <= core < lnc:
+        raise ProgramError(f"{_where(rec)}: runs on core {core!r} of a logical NeuronCore of {lnc}")
+    for group in (rec.reads, rec.writes, rec.stores):
+        for r in group:
+            if r.buffer in _ON_CHIP and core_of.setdefault(r.alloc_id, core) != core:
+                raise ProgramError(f"{_where(rec)}: touches on-chip memory of another physical core")
+
+
+def _check_capacity(program: Program, allocs: dict, first: dict, last: dict, limits: HardwareLimits,
+                    core_of: dict | None = None) -> None:
     """On-chip tiles live at least from their first to their last use: the sum over those
-    ranges may not exceed SBUF or the 8 PSUM banks (a lower bound of what the kernel held)."""
+    ranges may not exceed SBUF or the 8 PSUM banks of the core they are on (a lower bound of
+    what the kernel held)."""
     events = []
     for aid, start in first.items():
         a = allocs[aid]
@@ -762,12 +784,13 @@ def _check_capacity(program: Program, allocs: dict, first: dict, last: dict, lim
             continue
         per_partition = math.prod(a.shape) // max(a.shape[a.par_axis], 1) * _dtype(a.dtype).itemsize
         cost = per_partition if a.buffer == "sbuf" else math.ceil(per_partition / limits.psum_bank_bytes)
-        events.append((start, 0, a.buffer, cost))
-        events.append((last[aid], 1, a.buffer, -cost))
-    used = {"sbuf": 0, "psum": 0}
-    for _, _, buffer, cost in sorted(events):
-        used[buffer] += cost
-        if used["sbuf"] > limits.sbuf_usable_bytes or used["psum"] > limits.psum_banks:
+        core = (core_of or {}).get(aid, 0)
+        events.append((start, 0, core, a.buffer, cost))
+        events.append((last[aid], 1, core, a.buffer, -cost))
+    used: dict = {}
+    for _, _, core, buffer, cost in sorted(events):
+        used[core, buffer] = used.get((core, buffer), 0) + cost
+        if used.get((core, "sbuf"), 0) > limits.sbuf_usable_bytes or used.get((core, "psum"), 0) > limits.psum_banks:
             raise ProgramError("the program keeps more on-chip memory live than the NeuronCore has")
 
 

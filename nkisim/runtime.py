@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +23,7 @@ from .program import Program
 from .settings import SimSettings
 from .source import SourceSite
 from .tensor import DeviceTensor
+from .trace import Region
 
 
 @dataclass
@@ -44,6 +46,7 @@ class Kernel:
     nki.baremetal; called from inside a running kernel it is an ordinary helper call."""
 
     dialect = "neuronxcc-nki"      # its dialect's name in nkisim.dialects (the legacy front end's)
+    lnc = 1                        # physical cores of the logical NeuronCore it is launched on
 
     def __init__(self, func, mode: str = "auto", **options) -> None:
         self.func = func
@@ -167,6 +170,17 @@ def _output_regions(value, where: str, site=None):
     raise KernelContractError(f"the kernel returned a {type(value).__name__}; expected HBM tensors", site=site)
 
 
+def _same_outputs(a, b) -> bool:
+    """Do two cores' returned output structures name the same regions?"""
+    if isinstance(a, Region) and isinstance(b, Region):
+        return (a.alloc_id, a.start, a.shape, a.strides) == (b.alloc_id, b.start, b.shape, b.strides)
+    if isinstance(a, (tuple, list)) and type(a) is type(b) and len(a) == len(b):
+        return all(_same_outputs(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        return all(_same_outputs(a[k], b[k]) for k in a)
+    return False
+
+
 def _call_keeping_locals(func, args, kwargs):
     """Call the kernel and also return its frame, which keeps the kernel's locals alive after
     it returns (a one-event profile hook grabs it), so on-chip capacity can be checked on the
@@ -198,31 +212,48 @@ def _last_line(func) -> SourceSite | None:
 
 
 def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
-                 compile_options: dict | None = None) -> tuple[Program, Machine]:
+                 compile_options: dict | None = None, lnc: int | None = None) -> tuple[Program, Machine]:
     """Run the kernel's Python on value-free tensors and return the program it traced.
-    `args` may be NumPy arrays or ArgSpecs: only shapes and dtypes are used."""
+    `args` may be NumPy arrays or ArgSpecs: only shapes and dtypes are used. `lnc`: the logical
+    NeuronCore's physical cores, whatever the kernel object says (a grader launches at its
+    spec's); None: the kernel's own launch (kernel[lnc])."""
     k = as_kernel(kernel)
+    if lnc is not None and lnc != k.lnc:
+        k = copy.copy(k)
+        k.lnc = lnc
     k.before_trace(args, kwargs)
     machine = Machine(settings)
     machine.dialect = k.dialect
+    machine.cores = k.lnc
     names = _param_names(k.func, len(args))
     with machine.activate(), collector.paused():
         counter = [0]
         dev_args = [_to_device(machine, n, a, counter) for n, a in zip(names, args)]
         dev_kwargs = {n: _to_device(machine, n, v, counter) for n, v in kwargs.items()}
-        result, frame = _call_keeping_locals(k.func, dev_args, dev_kwargs)
-        try:
-            machine.memory.check()   # what the kernel still held when it returned was live too
-        finally:
-            if frame is not None:
-                frame.clear()
-            del frame
-        k.check_result(result, _last_line(k.func))
-        outputs = _output_regions(result, k.__name__, _last_line(k.func))
+        outputs = None
+        for core in range(k.lnc):         # each physical core of the logical one runs the kernel
+            machine.begin_core(core)
+            result, frame = _call_keeping_locals(k.func, dev_args, dev_kwargs)
+            try:
+                machine.memory.check()   # what the kernel still held when it returned was live too
+            finally:
+                if frame is not None:
+                    frame.clear()
+                del frame
+            machine.end_core()
+            k.check_result(result, _last_line(k.func))
+            returned = _output_regions(result, k.__name__, _last_line(k.func))
+            if outputs is not None and not _same_outputs(returned, outputs):
+                raise KernelContractError(
+                    f"under LNC={k.lnc} core {core} returned other tensors than core 0: every core returns the "
+                    "same nl.shared_hbm outputs", remedy="return the same shared_hbm tensors on every core",
+                    code="err_lnc_control_flow", site=_last_line(k.func))
+            outputs = returned
         # the allocation table (one tuple per allocation) is made while the collector is still paused
         program = Program(kernel=k.__name__, allocs=machine.allocation_table(), records=machine.trace,
                           outputs=outputs, compile_options=dict(compile_options or {}),
-                          platform=getattr(machine.settings, "platform", "trn2"), dialect=k.dialect)
+                          platform=getattr(machine.settings, "platform", "trn2"), dialect=k.dialect,
+                          lnc=k.lnc)
     return program, machine
 
 

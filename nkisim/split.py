@@ -349,7 +349,7 @@ def _rebuilt(kind: str, message: str) -> Exception:
 
 def _part(program: Program, indices: list[int]) -> Program:
     return Program(program.kernel, program.allocs, [program.records[i] for i in indices], program.outputs,
-                   program.compile_options, program.platform, program.dialect)
+                   program.compile_options, program.platform, program.dialect, program.lnc)
 
 
 def _fill_once(program: Program, target, output: np.ndarray, fill_nan: bool) -> None:

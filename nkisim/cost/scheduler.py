@@ -72,6 +72,7 @@ class _Job:
 
     options: tuple[tuple[str, float], ...]
     dma: DmaCost | None = None
+    core: int = 0                       # a DMA: the physical core whose DMA engines move it
 
 
 class _Lane:
@@ -91,18 +92,25 @@ class _Lane:
         self.version = 0
 
 
+def core_queue(queue: str, core: int) -> str:
+    """A queue of physical core `core` of a logical NeuronCore: core 0's keep their names."""
+    return queue if not core else f"{queue}:core{core}"
+
+
 def _jobs(trace: list[TraceRecord], p: CostParams, dge: bool) -> list[_Job]:
     auto_default = not any("auto_engine" in rec.attrs for rec in trace)
     jobs = []
     for rec in trace:
         cost = COST_RULES[rec.opcode](rec, p)
+        core = rec.attrs.get("core", 0)       # another physical core: its own engines and DMA queues
         if isinstance(cost, DmaCost):
             queues = dma_issue_queues(rec, dge, p.dge_default_queues)
-            jobs.append(_Job(tuple((q, dma_issue_ns(cost, p, q != "DMA-issue")) for q in queues), cost))
+            jobs.append(_Job(tuple((core_queue(q, core), dma_issue_ns(cost, p, q != "DMA-issue")) for q in queues),
+                             cost, core))
         elif balanced_copy(rec, auto_default):
-            jobs.append(_Job(tuple((q, copy_ns(rec, q, p)) for q in BALANCED_QUEUES)))
+            jobs.append(_Job(tuple((core_queue(q, core), copy_ns(rec, q, p)) for q in BALANCED_QUEUES)))
         else:
-            jobs.append(_Job(((cost.queue, cost.ns),)))
+            jobs.append(_Job(((core_queue(cost.queue, core), cost.ns),)))
     return jobs
 
 
@@ -167,7 +175,8 @@ class _Scheduler:
         self.join_queue: list[str | None] = [None] * len(graph.joins)
         self.slots: list[Slot | None] = [None] * self.n
         self.scheduled = [False] * self.n
-        self.dma_free = [0.0] * p.dma_engines
+        # each physical core's DMA engines (cores beyond 0 only under LNC > 1)
+        self.dma_free: dict[int, list[float]] = {}
         self.global_heap: list[tuple[float, int, int, str]] = []
         self.deferred: set[int] = set()      # balanced copies one engine left to the other
 
@@ -302,9 +311,9 @@ class _Scheduler:
         dma_count = sum(1 for j in self.jobs if j.dma is not None)
         dma_bytes = sum(j.dma.nbytes for j in self.jobs if j.dma is not None)
         busy = {name: lane.busy for name, lane in self.lanes.items()}
-        if dma_count:   # average busy time of one DMA engine
+        if dma_count:   # average busy time of one DMA engine (of every physical core's)
             busy["DMA"] = sum((s.end - s.start - p.dma_end_latency_ns) * s.engines for s in self.slots
-                              if s.queue == "DMA") / p.dma_engines
+                              if s.queue == "DMA") / (p.dma_engines * max(1, len(self.dma_free)))
         return Timeline(self.slots, makespan, p.bench_overhead_ns if overhead_ns is None else overhead_ns,
                         busy, "dge" if self.dge else "static", dma_count, dma_bytes, p, self.checks,
                         self.hazard_count)
@@ -329,7 +338,11 @@ class _Scheduler:
     def place_transfer(self, idx: int, issue_start: float, issue_end: float, queue: str) -> Slot:
         """Move an issued DMA's bytes, no earlier than its hazards allow."""
         held = self.hazard_ready[idx]
-        slot = _transfer(self.jobs[idx].dma, issue_start, issue_end, self.p, self.dma_free, held)
+        job = self.jobs[idx]
+        engines = self.dma_free.get(job.core)
+        if engines is None:
+            engines = self.dma_free[job.core] = [0.0] * self.p.dma_engines
+        slot = _transfer(job.dma, issue_start, issue_end, self.p, engines, held)
         slot.issue_queue = queue
         if held > issue_end:
             slot.hazard_wait = held - issue_end

@@ -35,7 +35,7 @@ _DTYPE_CODE = "err_instruction_unsupported_dtypes"
 
 
 def _state(m) -> dict:
-    return m.__dict__.setdefault("_vector_rng", {"tile": None, "seeded": False})
+    return m.core_state.setdefault("_vector_rng", {"tile": None, "seeded": False})
 
 
 def _state_tile(m) -> DeviceTensor:

@@ -158,7 +158,7 @@ def _matmul_written(m, dst, key) -> str:
 
 
 def _matmul_writes(m, dst):
-    table = m.__dict__.setdefault("_psum_matmul_writes", {})
+    table = m.core_state.setdefault("_psum_matmul_writes", {})
     entry = table.get(dst._alloc.id)
     if entry is None:
         entry = table[dst._alloc.id] = [set(), None]

@@ -2,6 +2,7 @@
 arrays; the platform comes from NEURON_PLATFORM_TARGET_OVERRIDE, never from an argument."""
 from __future__ import annotations
 
+import copy
 import os
 
 from ..dialects import CURRENT
@@ -35,13 +36,21 @@ class CurrentKernel(Kernel):
         return run_kernel(self, args, kwargs, settings=settings_from_environment()).outputs
 
     def __getitem__(self, lnc):
-        """kernel[lnc](...): launch on a logical NeuronCore of `lnc` physical cores."""
-        if lnc == 1 and type(lnc) is int:
+        """kernel[lnc](...): launch on a logical NeuronCore of `lnc` physical cores, each running
+        the kernel with its own nl.program_id(0) (Trn2 pairs two)."""
+        if type(lnc) is not int or lnc < 1:
+            raise ArgumentError(f"kernel[{lnc!r}]: the launch takes the logical NeuronCore's size, a single int",
+                                remedy="launch as kernel[1](...) or kernel[2](...)", code="err_unsupported_args")
+        most = 2 if settings_from_environment().platform == "trn2" else 1
+        if lnc > most:
+            raise ArgumentError(f"kernel[{lnc}]: a logical NeuronCore of this platform has at most {most} physical "
+                                f"core{'s' if most > 1 else ''}", remedy=f"launch as kernel[{most}](...)",
+                                code="err_unsupported_lnc")
+        if lnc == self.lnc:
             return self
-        raise NotSimulatedError(
-            f"kernel[{lnc!r}] launches on a logical NeuronCore of {lnc!r} physical cores; nkisim simulates "
-            "one physical core (LNC=1)", remedy="call the kernel directly, or as kernel[1](...)",
-            code="err_not_simulated")
+        launched = copy.copy(self)
+        launched.lnc = lnc
+        return launched
 
     def before_trace(self, args, kwargs) -> None:
         """What the NKI compiler refuses when it compiles the kernel (its first call), not when

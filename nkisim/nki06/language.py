@@ -256,15 +256,27 @@ from .loops import dynamic_range, fori_loop, no_reorder, while_loop  # noqa: E40
 
 # ----- a kernel runs as one program on one logical NeuronCore -----
 def program_id(axis=0):
-    return 0
+    """Which physical core of the logical NeuronCore runs this copy of the kernel (kernel[lnc])."""
+    _grid_axis(axis, "nl.program_id")
+    return _current_machine().core
 
 
 def num_programs(axes=None):
-    return 1
+    """The launch's size: the logical NeuronCore's physical cores (1 without kernel[lnc])."""
+    if axes is not None:
+        _grid_axis(axes, "nl.num_programs")
+    return _current_machine().cores
 
 
 def program_ndim():
-    return 0
+    """0 without a launch grid, 1 under kernel[lnc] with lnc > 1."""
+    return 1 if _current_machine().cores > 1 else 0
+
+
+def _grid_axis(axis, where: str) -> None:
+    if isinstance(axis, bool) or axis != 0:
+        raise _ArgumentError(f"{where}({axis!r}): an NKI 0.6 launch has one axis, 0 (kernel[lnc])",
+                             code="err_unsupported_args")
 
 
 # Every function a kernel calls reports any exception at the kernel's own line (op objects

@@ -40,7 +40,7 @@ def _step(step, where: str) -> int:
 
 
 def _no_loop_inside_no_reorder(where: str) -> None:
-    if current_machine().__dict__.get("_no_reorder_depth"):
+    if current_machine().core_state.get("_no_reorder_depth"):
         raise KernelContractError(f"{where} cannot run inside nl.no_reorder()",
                                   remedy="put the loop outside the no_reorder block", code="err_no_reorder_loop")
 
@@ -95,10 +95,10 @@ def dynamic_range(start, stop=None, step=1):
 def no_reorder():
     m = current_machine()
     first = len(m.trace)
-    m.__dict__["_no_reorder_depth"] = m.__dict__.get("_no_reorder_depth", 0) + 1
+    m.core_state["_no_reorder_depth"] = m.core_state.get("_no_reorder_depth", 0) + 1
     try:
         yield
     finally:
-        m.__dict__["_no_reorder_depth"] -= 1
+        m.core_state["_no_reorder_depth"] -= 1
         for rec in m.trace[first + 1:]:
             rec.attrs["ordered"] = True

@@ -211,3 +211,84 @@ nisa.tensor_copy = _lossy
 @nki.jit''', 1)
     assert source != HONEST
     assert_nothing_earned(graded(source), "wrong output")
+
+
+# ----- the launch: a kernel may not choose more physical cores than its spec grades on
+
+def split_across_cores(source: str) -> str:
+    """The honest kernel with its output rows split between two physical cores, launched on a
+    logical NeuronCore of two by the submission itself (kernel[2], at import)."""
+    split = source.replace("            for hp in nl.affine_range(out_pool_height):\n",
+                           "            for hp in nl.affine_range(out_pool_height):\n"
+                           "                if hp % nl.num_programs() != nl.program_id(0):\n"
+                           "                    continue\n", 1)
+    assert split != source
+    return split + "\n\nfused_conv2d_maxpool = fused_conv2d_maxpool[2]\n"
+
+
+def test_a_kernel_launching_itself_on_two_cores_is_graded_on_the_specs_one():
+    honest = by_name(graded(HONEST))["perf"]
+    report = graded(split_across_cores(HONEST))
+    # launched on the spec's one core, nl.num_programs() is 1 and the split does every row on
+    # it: the honest kernel's grade and latency, not half of it
+    assert by_name(report)["perf"].p99_us == honest.p99_us
+    assert report.score.total == FULL_MARKS
+
+
+def test_a_program_claiming_two_cores_is_refused_by_the_parent(tmp_path, monkeypatch):
+    """A forged program (lnc=2, half its records on core 1) from the tracing child: the parent
+    holds the program to the spec's logical NeuronCore."""
+    import numpy as np
+
+    from grader import executor
+    from nkisim import program as programs
+    from nkisim.runtime import ArgSpec, trace_kernel
+    import nkisim
+    nkisim.install()
+    import nki
+    import nki.isa as nisa
+    import nki.language as nl
+
+    @nki.jit
+    def scale(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    program, _ = trace_kernel(scale[2], (ArgSpec((128, 8), np.float32),), {})
+    assert program.lnc == 2 and any(r.attrs.get("core") == 1 for r in program.records)
+    (tmp_path / "program.bin").write_bytes(programs.encode(program))
+    (tmp_path / "inputs").mkdir()
+    np.save(tmp_path / "inputs" / "arg0.npy", np.ones((128, 8), np.float32))
+    monkeypatch.chdir(tmp_path)
+    result, _ = executor.run({"n_inputs": 1, "mode": "correctness", "platform": "trn2", "dialect": "nki-0.6",
+                              "max_instructions": 100, "lnc": 1})
+    assert result["status"] == "invalid" and "logical NeuronCore" in result["error"]
+
+
+def test_a_spec_launching_on_two_cores_grades_the_split_kernel_at_lnc_2():
+    """lnc = 2 in the spec: the harness launches kernel[2], the split kernel earns its marks with
+    each core doing half the rows, faster than on one core; the honest one-core kernel (every
+    core doing all the rows) is still right."""
+    spec2 = dataclasses.replace(SPEC06, assignment="hostile-small-nki06-lnc2", lnc=2)
+    split = split_across_cores(HONEST).replace("\n\nfused_conv2d_maxpool = fused_conv2d_maxpool[2]\n", "\n")
+    sub = Submission(files={"conv2d": split}, filenames={"conv2d": "conv2d.py"},
+                     sha256=hashlib.sha256(split.encode()).hexdigest(), origin="conv2d.py")
+    two = grade(sub, spec2, GradeOptions(backend="sim", run_precheck=True, limits=Limits(wall_seconds=WALL)))
+    one = graded(HONEST)
+    assert two.score.total == FULL_MARKS, [(t.name, t.status, t.message) for t in two.tests]
+    assert by_name(two)["perf"].p99_us < 0.8 * by_name(one)["perf"].p99_us
+
+
+def test_a_spec_asks_for_two_cores_only_where_there_are_two():
+    import pytest
+
+    from grader.errors import GraderInputError
+    from grader.spec import from_toml
+    base = (ROOT / "grader" / "specs" / "asst4-trainium2.toml").read_text()
+    with pytest.raises(GraderInputError, match="lnc must be 1, or 2"):
+        from_toml("lnc = 2\n" + base)                        # a legacy spec
+    with pytest.raises(GraderInputError, match="lnc must be 1, or 2"):
+        from_toml('dialect = "nki-0.6"\nlnc = 3\n' + base)
+    assert from_toml('dialect = "nki-0.6"\nlnc = 2\n' + base).lnc == 2

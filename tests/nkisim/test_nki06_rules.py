@@ -97,11 +97,11 @@ def uses_legacy_inside(a):
     (lambda: calls_decorated_helper(A), errors.KernelContractError, "only the top-level kernel"),
     (lambda: honest([A]), errors.KernelContractError, "pass a tuple"),
     (lambda: uses_legacy_inside(A), errors.KernelContractError, "neuronxcc.nki inside an NKI kernel"),
-    (lambda: honest[2](A), errors.NotSimulatedError, "LNC=1"),
+    (lambda: honest[4](A), errors.ArgumentError, "at most 2 physical cores"),
     (lambda: nki.jit(platform_target="trn2"), errors.ArgumentError, "NEURON_PLATFORM_TARGET_OVERRIDE"),
     (lambda: nki.jit(mode="simulation"), errors.ArgumentError, "does not take mode"),
 ], ids=["is", "is-in-helper", "keyword-only", "private-hbm-return", "string-buffer", "decorated-helper",
-        "list-argument", "legacy-inside", "lnc-2", "platform-target", "mode"])
+        "list-argument", "legacy-inside", "lnc-4", "platform-target", "mode"])
 def test_what_the_nki_compiler_refuses_since_0_3(call, error, words):
     with pytest.raises(error) as caught:
         call()

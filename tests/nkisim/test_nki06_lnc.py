@@ -1,0 +1,163 @@
+"""NKI 0.6's launch on a logical NeuronCore of two physical cores (kernel[2]): each core runs the
+kernel with its own nl.program_id(0) and its own on-chip memory, HBM is shared, the cores run
+in parallel in the cost model, and a program is held to what two cores can do."""
+import os
+
+import numpy as np
+import pytest
+
+import nkisim
+from nkisim import cost, errors
+from nkisim import program as programs
+from nkisim.settings import HardwareLimits
+
+nkisim.install()
+
+import nki  # noqa: E402
+import nki.isa as nisa  # noqa: E402
+import nki.language as nl  # noqa: E402
+
+LIMITS = HardwareLimits()
+
+
+def data(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@nki.jit
+def doubled(a):
+    """Each core doubles its half of the rows, 128 at a time."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    share = a.shape[0] // nl.num_programs()
+    first = nl.program_id(0) * share
+    for r in range(share // 128):
+        rows = slice(first + r * 128, first + (r + 1) * 128)
+        t = nl.ndarray((128, a.shape[1]), a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a[rows, :])
+        nisa.activation(dst=t, op=nl.exp, data=t)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out[rows, :], src=t)
+    return out
+
+
+def test_two_cores_split_the_work_and_compute_the_same_values():
+    a = data((1024, 512))
+    one, two = nkisim.run_kernel(doubled, (a,), {}), nkisim.run_kernel(doubled[2], (a,), {})
+    expected = np.exp(a) * np.float32(2)
+    np.testing.assert_allclose(one.outputs, expected, rtol=1e-6)
+    np.testing.assert_array_equal(two.outputs, one.outputs)
+    np.testing.assert_array_equal(nki.simulate(doubled[2])(a), one.outputs)
+    assert two.program.lnc == 2 and one.program.lnc == 1
+    cores = [r.attrs.get("core", 0) for r in two.trace]
+    assert cores.count(0) == cores.count(1) == len(one.trace) // 2
+
+
+def test_two_cores_run_side_by_side_on_their_own_engines():
+    a = data((1024, 512))
+    one, two = (cost.estimate(nkisim.run_kernel(k, (a,), {})) for k in (doubled, doubled[2]))
+    assert {"ACT", "DVE", "ACT:core1", "DVE:core1"} <= set(two.busy_ns)
+    assert "ACT:core1" not in one.busy_ns
+    # the same instructions spread over two cores' engines and DMA engines: shorter than one core
+    assert two.total_ns - two.overhead_ns < 0.75 * (one.total_ns - one.overhead_ns)
+
+
+def test_the_launch_is_what_nl_program_id_and_num_programs_say():
+    seen = []
+
+    @nki.jit
+    def launch(a):
+        seen.append((nl.program_id(0), nl.num_programs(), nl.program_ndim()))
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    a = data((128, 8))
+    launch(a)
+    launch[1](a)
+    launch[2](a)
+    assert seen == [(0, 1, 0), (0, 1, 0), (0, 2, 1), (1, 2, 1)]
+
+
+def test_each_core_has_its_own_sbuf():
+    """Two tiles of 150 KiB a partition: too much for one core, fine for one on each."""
+    @nki.jit
+    def big(a):
+        out = nl.ndarray((128, 2), nl.float32, buffer=nl.shared_hbm)
+        tiles = [nl.ndarray((128, 38400), nl.float32, buffer=nl.sbuf)
+                 for _ in range(2 if nl.num_programs() == 1 else 1)]
+        for t in tiles:
+            nisa.memset(dst=t, value=1.0)
+        part = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=part, op=nl.add, data=tiles[0], axis=1)
+        nisa.dma_copy(dst=out[:, nl.program_id(0):nl.program_id(0) + 1], src=part)
+        return out
+    run = nkisim.run_kernel(big[2], (data((128, 8)),), {})
+    np.testing.assert_array_equal(run.outputs, np.full((128, 2), 38400, np.float32))
+    programs.validate(programs.decode(programs.encode(run.program)), LIMITS)
+    with pytest.raises(errors.NKISimError, match="SBUF|capacity|exceed"):
+        nkisim.run_kernel(big, (data((128, 8)),), {})
+
+
+def test_cores_allocate_the_same_shared_tensors():
+    @nki.jit
+    def lopsided(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        if nl.program_id(0) == 1:
+            nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    with pytest.raises(errors.KernelContractError, match="shared_hbm tensors") as raised:
+        lopsided[2](data((128, 8)))
+    assert raised.value.code == "err_lnc_control_flow"
+
+
+@pytest.mark.parametrize("launch, words", [(3, "at most 2"), ("2", "single int"), (0, "single int")])
+def test_a_launch_trn2_cannot_make_is_refused(launch, words):
+    with pytest.raises(errors.ArgumentError, match=words):
+        doubled[launch]
+
+
+def test_trn1_has_one_core_a_logical_neuroncore(monkeypatch):
+    monkeypatch.setitem(os.environ, "NEURON_PLATFORM_TARGET_OVERRIDE", "trn1")
+    with pytest.raises(errors.ArgumentError, match="at most 1"):
+        doubled[2]
+
+
+# ----- a program from another process -------------------------------------------------------------
+def traced(kernel, a):
+    program = nkisim.run_kernel(kernel, (a,), {}).program
+    return programs.decode(programs.encode(program))
+
+
+def test_a_two_core_program_round_trips_to_the_same_values_and_latency():
+    a = data((512, 256))
+    run = nkisim.run_kernel(doubled[2], (a,), {})
+    again = traced(doubled[2], a)
+    programs.validate(again, LIMITS, [a])
+    from nkisim.execute import execute
+    np.testing.assert_array_equal(execute(again, [a]).outputs, run.outputs)
+    assert again.lnc == 2 and [r.attrs.get("core", 0) for r in again.records] == \
+        [r.attrs.get("core", 0) for r in run.program.records]
+    decoded_ns = cost.time_trace(again.records, again.allocs, dge=True,
+                                 overhead_ns=cost.DEFAULT_PARAMS.bench_overhead_ns).total_ns
+    assert decoded_ns == pytest.approx(cost.estimate(run).total_ns)
+
+
+def test_a_record_claiming_another_core_is_refused():
+    a = data((512, 256))
+    one = traced(doubled, a)
+    one.records[3].attrs["core"] = 1           # half the work on a core a one-core launch lacks
+    with pytest.raises(programs.ProgramError, match="core 1 of a logical NeuronCore of 1"):
+        programs.validate(one, LIMITS, [a])
+
+
+def test_on_chip_memory_shared_by_two_cores_is_refused():
+    a = data((512, 256))
+    two = traced(doubled[2], a)
+    first_core1 = next(i for i, r in enumerate(two.records) if r.attrs.get("core") == 1)
+    two.records[first_core1 - 1].attrs["core"] = 1     # core 0's last store, claimed by core 1
+    with pytest.raises(programs.ProgramError, match="another physical core"):
+        programs.validate(two, LIMITS, [a])
