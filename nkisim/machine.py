@@ -78,6 +78,8 @@ class Machine:
         self._core_start = 0
         self._shared_hbm: list[DeviceTensor] = []     # core 0's shared_hbm tensors, in order
         self._shared_seen = 0
+        # the name= label of the current-dialect instruction being traced (nkisim.nki06.bind)
+        self.pending_label: str | None = None
 
     @property
     def allocations(self) -> dict[int, AllocInfo]:

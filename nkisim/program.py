@@ -642,6 +642,10 @@ def validate(program: Program, limits: HardwareLimits, inputs: list[np.ndarray] 
         _check_record(rec, allocs, limits, heads, inputs_ids)
         if program.lnc > 1 or "core" in rec.attrs:
             _check_core(rec, program.lnc, core_of)
+        after = rec.attrs.get("after")
+        if after is not None and not (type(after) in (list, tuple) and len(after) <= 4096 and
+                                      all(type(j) is int and 0 <= j < rec.index for j in after)):
+            raise ProgramError(f"{_where(rec)}: scheduling edges must name earlier instructions")
         # a store is the result tile a placed result still fills (machine._place_result): one,
         # on chip, the shape of the write, never used before; anything else is a free copy
         if rec.stores and (len(rec.stores) > 1 or rec.stores[0].alloc_id in first

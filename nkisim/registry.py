@@ -91,11 +91,13 @@ def instruction(name: str, *engines: Engine, kinds: tuple[str, ...]):
     return register
 
 
-def machine_call(fn: Callable, label: str, advice: Callable | None = None) -> Callable:
+def machine_call(fn: Callable, label: str, advice: Callable | None = None, returns: Callable | None = None) -> Callable:
     """`fn(machine, *args, **kwargs)` as a kernel calls it: the running machine found here, the
     kernel's line of the call noted for Machine.emit, and untyped exceptions made typed errors
     at that line. Both front ends' instructions are made by it: the legacy table's own
-    functions (`instruction`) and the current dialect's destination-first bindings."""
+    functions (`instruction`) and the current dialect's destination-first bindings.
+    `returns(machine, first)`, if given, is what the call returns instead of fn's result, given
+    the index of the first record fn traced (NKI 0.6's instruction handles)."""
     sig = inspect.signature(fn)
     public = sig.replace(parameters=list(sig.parameters.values())[1:])
     running = RUNNING.get          # the running machine (nkisim.running): one C call per instruction
@@ -123,7 +125,11 @@ def machine_call(fn: Callable, label: str, advice: Callable | None = None) -> Ca
         outer = machine.entry
         machine.entry = (caller, site)
         try:
-            return fn(machine, *args, **kwargs)
+            if returns is None:
+                return fn(machine, *args, **kwargs)
+            first = len(machine.trace)
+            fn(machine, *args, **kwargs)
+            return returns(machine, first)
         except _PASS_THROUGH:
             raise
         except Exception as exc:

@@ -71,6 +71,9 @@ class Kernel:
     def check_result(self, result, site) -> None:
         """Checks of what the traced kernel returned (its HBM outputs are checked for both)."""
 
+    def after_trace(self, machine) -> None:
+        """What the dialect adds to a finished trace (NKI 0.6: with_schedule's edges)."""
+
     def __getitem__(self, grid):
         raise KernelContractError("SPMD launch grids (kernel[grid](...)) are not simulated by nkisim",
                                   remedy="call the kernel without a grid", code="err_not_simulated")
@@ -249,6 +252,7 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
                     "same nl.shared_hbm outputs", remedy="return the same shared_hbm tensors on every core",
                     code="err_lnc_control_flow", site=_last_line(k.func))
             outputs = returned
+        k.after_trace(machine)
         # the allocation table (one tuple per allocation) is made while the collector is still paused
         program = Program(kernel=k.__name__, allocs=machine.allocation_table(), records=machine.trace,
                           outputs=outputs, compile_options=dict(compile_options or {}),

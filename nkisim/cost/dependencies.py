@@ -114,6 +114,7 @@ def dependencies(trace: list[TraceRecord], fan_in: int = FAN_IN) -> DependencyGr
     """For each record, the earlier records (or joins of them) whose results it reads."""
     builder = _Builder(len(trace), fan_in)
     deps: list[tuple[int, ...]] = []
+    position = None                 # program index -> place in this trace, for scheduling edges
     for i, rec in enumerate(trace):
         found: set[int] = set()
         for r in rec.reads:
@@ -123,6 +124,11 @@ def dependencies(trace: list[TraceRecord], fan_in: int = FAN_IN) -> DependencyGr
                 builder.producers(r, found)
         if i and "ordered" in rec.attrs:       # inside nl.no_reorder(): after the one before it
             found.add(i - 1)
+        after = rec.attrs.get("after")         # depends_on / with_schedule: after these instructions
+        if after:
+            if position is None:
+                position = {r.index: k for k, r in enumerate(trace)}
+            found.update(k for k in map(position.get, after) if k is not None and k < i)
         deps.append(tuple(found))
         for r in rec.writes:
             builder.wrote(r, i)

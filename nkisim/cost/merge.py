@@ -14,6 +14,8 @@ source and destination starting exactly one contiguous run after the previous on
 """
 from __future__ import annotations
 
+import copy
+
 from ..trace import Region, TraceRecord
 
 MAX_GROUP = 64       # a bound on one merged DMA (the backend's descriptor queue is finite)
@@ -99,4 +101,10 @@ def merge_trace(trace: list[TraceRecord], groups: list[tuple[int, ...]]):
         for j in group:
             owner[j] = len(merged) - 1
         i += k
+    if any("after" in rec.attrs for rec in merged):     # scheduling edges name the group's first DMA
+        lead = {trace[j].index: merged[owner[j]].index for j in range(len(trace))}
+        for pos, rec in enumerate(merged):
+            if "after" in rec.attrs:
+                rec = merged[pos] = copy.copy(rec)
+                rec.attrs = dict(rec.attrs, after=tuple(sorted({lead.get(j, j) for j in rec.attrs["after"]})))
     return merged, owner

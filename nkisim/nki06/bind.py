@@ -15,14 +15,73 @@ import math
 from ..errors import ArgumentError, KernelContractError, MemorySpaceError, ShapeError
 from ..machine import ENGINE_OUTPUTS
 from ..registry import INSTRUCTIONS, machine_call
+from ..running import RUNNING
 from ..tensor import DeviceTensor
 from .names import DESTINATION_FIRST, REMOVED_KEYWORDS
 
 
 def binding(fn):
     """`fn(machine, dst, ...)` as `nisa.<name>(dst, ...)`: the running machine found, the kernel's
-    line noted, and an argument the 0.6 signature does not have refused with that signature."""
-    return machine_call(fn, f"nisa.{fn.__name__}", migration_advice)
+    line noted, an argument the 0.6 signature does not have refused with that signature, and
+    the call's instruction handle returned."""
+    return machine_call(fn, f"nisa.{fn.__name__}", migration_advice, returns=NkiInstruction.traced)
+
+
+class NkiInstruction:
+    """What an NKI 0.6 instruction returns while tracing: a handle on the records it traced.
+    `.depends_on(*producers)` makes it run after each producer (a scheduling edge: the cost
+    model's dependency, attrs["after"]); it returns the handle, so calls chain."""
+
+    __slots__ = ("_machine", "_first", "_end")
+
+    def __init__(self, machine, first: int, end: int) -> None:
+        self._machine, self._first, self._end = machine, first, end
+
+    @classmethod
+    def traced(cls, machine, first: int) -> "NkiInstruction":
+        label = machine.pending_label
+        if label is not None:                 # name=: a label for kernel.with_schedule
+            machine.pending_label = None
+            for rec in machine.trace[first:]:
+                rec.attrs["name"] = label
+        handle = _new_object(cls)             # __init__'s fields set here: one is made per instruction
+        handle._machine = machine
+        handle._first = first
+        handle._end = len(machine.trace)
+        return handle
+
+    @property
+    def records(self) -> list:
+        return self._machine.trace[self._first:self._end]
+
+    def depends_on(self, *producers) -> "NkiInstruction":
+        for producer in producers:
+            if not isinstance(producer, NkiInstruction):
+                raise ArgumentError(f"depends_on takes the handles nki.isa calls return, got {type(producer).__name__}",
+                                    code="err_unsupported_args")
+            if producer._machine is not self._machine or producer._end > self._first:
+                raise KernelContractError(
+                    "depends_on names an instruction traced after this one (or in another kernel): an edge runs "
+                    "from an earlier instruction to a later one", remedy="call depends_on on the later instruction",
+                    code="err_schedule_edge_order")
+        add_edges(self.records, [rec for producer in producers for rec in producer.records])
+        return self
+
+    def __repr__(self) -> str:
+        ops = ", ".join(rec.opcode for rec in self.records)
+        return f"<NkiInstruction {ops or 'of no record'}>"
+
+
+_new_object = object.__new__
+
+
+def add_edges(consumers: list, producers: list) -> None:
+    """Each consumer record runs after each producer record (by their program indices)."""
+    wanted = {rec.index for rec in producers}
+    for rec in consumers:
+        before = {j for j in wanted if j < rec.index}
+        if before:
+            rec.attrs["after"] = tuple(sorted(set(rec.attrs.get("after", ())) | before))
 
 
 def migration_advice(mismatch: str, args, kwargs) -> str | None:
@@ -116,6 +175,9 @@ def named(value, enum_type: type[enum.Enum], param: str, instr: str) -> None:
 
 def instruction_name(name, instr: str) -> None:
     """`name=` labels an instruction for kernel.with_schedule; it does not change what runs."""
-    if name is not None and not isinstance(name, str):
-        raise ArgumentError(f"'name' of 'nisa.{instr}' must be a string, got {type(name).__name__}",
+    if name is None:
+        return
+    if not isinstance(name, str) or not name:
+        raise ArgumentError(f"'name' of 'nisa.{instr}' must be a non-empty string, got {name!r}",
                             code="err_unsupported_args")
+    RUNNING.get().pending_label = name

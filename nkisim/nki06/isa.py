@@ -39,6 +39,7 @@ from .enums import table_engine as _engine
 # sequencer registers whose values are known when the kernel is traced (nkisim.nki06.registers)
 from .registers import VirtualRegister, register_alloc, register_move  # noqa: E402,F401
 # the Vector engine's statistics and top-8 instructions (nkisim.nki06.stats)
+from .bind import NkiInstruction  # noqa: E402,F401  (what every instruction returns)
 from .stats import bn_aggr, bn_stats, max8, nc_find_index8, nc_match_replace8  # noqa: E402,F401
 # fused arithmetic and scans on the Vector engine (nkisim.nki06.fused)
 from .fused import reciprocal, scalar_tensor_tensor, tensor_scalar_cumulative, tensor_scalar_reduce  # noqa: E402,F401
@@ -257,8 +258,8 @@ def tensor_tensor(m, dst, data1, data2, op, engine=engine.unknown, name=None):
                           f"{list(data1.shape)} and {list(data2.shape)} (NKI 0.6 does not broadcast)",
                           remedy="for a per-partition (P, 1) operand use nisa.tensor_scalar(dst, data, op0, "
                                  "operand0=column)", code="err_param_shape_incompatible_with_numpy")
-    _into(m, dst, "tensor_tensor", _tensor_tensor, data1, data2, op, dtype=dst.dtype,
-          engine=_engine(engine, "tensor_tensor"))
+    # (no dtype=: the table writes dst itself, in dst's dtype, through Machine.result_tile)
+    _into(m, dst, "tensor_tensor", _tensor_tensor, data1, data2, op, engine=_engine(engine, "tensor_tensor"))
 
 
 @_binding

@@ -11,6 +11,7 @@ from ..running import RUNNING
 from ..runtime import Kernel, run_kernel
 from ..settings import SimSettings
 from . import rules
+from .bind import add_edges
 
 # NEURON_PLATFORM_TARGET_OVERRIDE's documented values -> nkisim's platform names
 PLATFORM_TARGETS = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2",
@@ -60,6 +61,47 @@ class CurrentKernel(Kernel):
 
     def check_result(self, result, site) -> None:
         rules.check_outputs(result, self.__name__, site)
+
+    schedule: tuple = ()
+
+    def with_schedule(self, edges):
+        """The kernel with scheduling edges between named instructions: [(consumer, producer or
+        [producers]), ...], each name an instruction's `name=`; "consumer after producer"."""
+        checked = []
+        for edge in edges:
+            if not (isinstance(edge, tuple) and len(edge) == 2 and isinstance(edge[0], str)):
+                raise ArgumentError(f"with_schedule takes (consumer, producer) pairs of instruction names, got {edge!r}",
+                                    code="err_unsupported_args")
+            producers = (edge[1],) if isinstance(edge[1], str) else tuple(edge[1])
+            if not producers or not all(isinstance(p, str) for p in producers):
+                raise ArgumentError(f"the producers of with_schedule's edge {edge!r} are instruction names",
+                                    code="err_unsupported_args")
+            checked.append((edge[0], producers))
+        scheduled = copy.copy(self)
+        scheduled.schedule = self.schedule + tuple(checked)
+        return scheduled
+
+    def after_trace(self, machine) -> None:
+        if not self.schedule:
+            return
+        named: dict[str, list] = {}
+        for rec in machine.trace:
+            if "name" in rec.attrs:
+                named.setdefault(rec.attrs["name"], []).append(rec)
+        for consumer, producers in self.schedule:
+            for name in (consumer,) + producers:
+                if name not in named:
+                    raise KernelContractError(f"with_schedule names {name!r}, which no instruction of "
+                                              f"'{self.__name__}' was given as name=",
+                                              remedy=f"pass name={name!r} to the instruction it means",
+                                              code="err_schedule_unknown_name")
+            earlier = [rec for p in producers for rec in named[p]]
+            if min(rec.index for rec in named[consumer]) < min(rec.index for rec in earlier):
+                raise NotSimulatedError(
+                    f"with_schedule puts {consumer!r} after {', '.join(map(repr, producers))}, which the kernel calls "
+                    "later: nkisim keeps each engine's program order, so an edge against it cannot be scheduled",
+                    remedy="call the producer before the consumer in the kernel", code="err_not_simulated")
+            add_edges(named[consumer], earlier)
 
 
 def jit(func=None, **options):

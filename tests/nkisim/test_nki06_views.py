@@ -360,3 +360,78 @@ def test_06_language_names_nkisim_does_not_simulate_say_why(name, words):
     with pytest.raises(errors.NotSimulatedError, match=words):
         viewed(lambda t: nl.ndarray((128, 4), stand_in, buffer=nl.sbuf) if name.startswith("float")
                else stand_in(t))(data((128, 4)))
+
+
+# ----- instruction handles and scheduling edges ---------------------------------------------------
+HANDLES = []
+
+
+def three_engines(schedule=None, edge=False):
+    """An activation (Scalar) and a tensor_scalar (Vector) that need not wait for each other,
+    optionally ordered by depends_on or by kernel.with_schedule."""
+    @nki.jit
+    def kernel(a):
+        x = load(a)
+        outs = [nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf) for _ in range(2)]
+        first = nisa.activation(dst=outs[0], op=nl.exp, data=x, name="exp")
+        second = nisa.tensor_scalar(dst=outs[1], data=x, op0=nl.add, operand0=1.0, name="add")
+        HANDLES[:] = [first, second, second.depends_on(first) if edge else second]
+        nisa.tensor_tensor(dst=outs[0], data1=outs[0], data2=outs[1], op=nl.add)
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=outs[0])
+        return out
+    return kernel.with_schedule(schedule) if schedule else kernel
+
+
+def slots_by_opcode(run):
+    return {rec.opcode: slot for rec, slot in zip(run.trace, cost.estimate(run).slots)}
+
+
+@pytest.mark.parametrize("how", ["depends_on", "with_schedule"])
+def test_a_scheduling_edge_orders_two_instructions_and_changes_no_values(how):
+    a = data((128, 2048), 3)
+    free = nkisim.run_kernel(three_engines(), (a,), {})
+    kernel = three_engines(edge=True) if how == "depends_on" else three_engines(schedule=[("add", "exp")])
+    kept = nkisim.run_kernel(kernel, (a,), {})
+    np.testing.assert_array_equal(free.outputs, kept.outputs)
+    first, second, chained = HANDLES
+    assert isinstance(first, nisa.NkiInstruction) and "activation" in repr(first) and chained == second
+    unordered, ordered = slots_by_opcode(free), slots_by_opcode(kept)
+    assert unordered["tensor_scalar"].start < unordered["activation"].end
+    assert ordered["tensor_scalar"].start >= ordered["activation"].end
+    assert [r.attrs.get("name") for r in kept.trace if r.opcode in ("activation", "tensor_scalar")] == ["exp", "add"]
+
+
+def test_scheduling_edges_survive_the_program_format_and_forged_ones_are_refused():
+    from nkisim import program as programs
+    from nkisim.settings import HardwareLimits
+    a = data((128, 256))
+    run = nkisim.run_kernel(three_engines(edge=True), (a,), {})
+    again = programs.decode(programs.encode(run.program))
+    programs.validate(again, HardwareLimits(), [a])
+    assert [r.attrs.get("after") for r in again.records] == [r.attrs.get("after") for r in run.program.records]
+    again.records[1].attrs["after"] = [5]          # an edge from a later instruction
+    with pytest.raises(programs.ProgramError, match="earlier instructions"):
+        programs.validate(again, HardwareLimits(), [a])
+
+
+@pytest.mark.parametrize("schedule, error, words", [
+    ([("add", "nope")], errors.KernelContractError, "'nope'"),
+    ([("exp", "add")], errors.NotSimulatedError, "program order"),
+    ([("add",)], errors.ArgumentError, "pairs"),
+])
+def test_with_schedule_refuses_what_it_cannot_honour(schedule, error, words):
+    with pytest.raises(error, match=words):
+        three_engines(schedule=schedule)(data((128, 64)))
+
+
+def test_depends_on_runs_from_an_earlier_instruction():
+    @nki.jit
+    def backwards(a):
+        x = load(a)
+        first = nisa.activation(dst=x, op=nl.exp, data=x)
+        second = nisa.tensor_scalar(dst=x, data=x, op0=nl.add, operand0=1.0)
+        first.depends_on(second)
+        return store_copy(x)
+    with pytest.raises(errors.KernelContractError, match="traced after this one"):
+        backwards(data((128, 8)))
