@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from ..trace import Engine
 from .params import DEFAULT_PARAMS, CostParams
 from .rules import short_row_ns
-from .scheduler import Timeline
+from .scheduler import Timeline, core_queue
 from .timeline_svg import timeline_svg
 
 LANE_ORDER = ("PE", "DVE", "ACT", "POOL", "SP", "DGE-SP", "DGE-ACT", "DMA-issue", "DMA")
@@ -48,6 +48,7 @@ class Profile:
     hazard_lines: list[dict] = field(default_factory=list)   # source lines whose writes waited most
     short_row_matmuls: int = 0    # matmuls whose moving rows are shorter than one SBUF access request
     short_row_us: float = 0.0     # the Tensor Engine time that costs them beyond their columns
+    cores: int = 1                # physical cores the kernel ran on (NKI 0.6's kernel[2]: 2)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -58,11 +59,14 @@ class Profile:
                  f"roofline bound         {self.roofline_us:10.1f} us  ({self.roofline_limit}-bound)",
                  f"MFU                    {self.mfu:10.1%}  ({self.achieved_tflops:.2f} TFLOP/s achieved)",
                  f"DMA                    {self.dma_count:10d} transfers, {self.dma_bytes / 1e6:.2f} MB"]
-        for name in LANE_ORDER:
-            if name in self.engines:
-                e = self.engines[name]
-                lines.append(f"{LANE_LABELS[name]:22} {e.busy_us:10.1f} us busy  {e.utilisation:6.1%}  "
-                             f"{e.instructions} instructions")
+        for core in range(self.cores):
+            for name in LANE_ORDER:
+                lane = core_queue(name, core) if name != "DMA" else name
+                if lane in self.engines and (core == 0 or name != "DMA"):
+                    e = self.engines[lane]
+                    label = LANE_LABELS[name] + (f", core {core}" if core else "")
+                    lines.append(f"{label:22} {e.busy_us:10.1f} us busy  {e.utilisation:6.1%}  "
+                                 f"{e.instructions} instructions")
         if self.hazard_waits:
             lines.append(f"hazard waits           {self.hazard_wait_us:10.1f} us  {self.hazard_waits} instructions "
                          f"waited to overwrite memory still being read or written")
@@ -126,13 +130,16 @@ def build_profile(trace, timeline: Timeline, params: CostParams = DEFAULT_PARAMS
             entry[1] += 1
     engines = {name: EngineStats(busy / 1e3, busy / total_ns if total_ns else 0.0, counts.get(name, 0))
                for name, busy in timeline.busy_ns.items()}
+    # a launch on a logical NeuronCore of several physical cores has each one's engines
+    cores = 1 + max((rec.attrs.get("core", 0) for rec in trace), default=0)
     if timeline.dma_mode == "dge" and timeline.dma_count:   # both DGEs, so an idle one shows as free
-        for lane in ("DGE-SP", "DGE-ACT"):
-            engines.setdefault(lane, EngineStats(0.0, 0.0, 0))
+        for core in range(cores):
+            for lane in ("DGE-SP", "DGE-ACT"):
+                engines.setdefault(core_queue(lane, core), EngineStats(0.0, 0.0, 0))
     useful = hw - tr
-    peak = params.pe_peak_flops_per_ns
+    peak = params.pe_peak_flops_per_ns * cores
     compute_ns = (useful - fp32_flops) / peak + fp32_flops / (peak / params.pe_fp32_factor)
-    memory_ns = hbm_bytes / params.dma_bytes_per_ns
+    memory_ns = hbm_bytes / (params.dma_bytes_per_ns * cores)
     hotspots = sorted(({"line": k[0], "queue": k[1], "busy_us": v[0] / 1e3, "instructions": v[1]}
                        for k, v in lines.items()), key=lambda h: -h["busy_us"])
     return Profile(
@@ -148,7 +155,7 @@ def build_profile(trace, timeline: Timeline, params: CostParams = DEFAULT_PARAMS
         hazard_wait_us=sum(v[0] for v in hazards.values()) / 1e3,
         hazard_lines=sorted(({"line": k, "wait_us": v[0] / 1e3, "instructions": v[1]} for k, v in hazards.items()),
                             key=lambda h: -h["wait_us"])[:10],
-        short_row_matmuls=short_n, short_row_us=short_ns / 1e3)
+        short_row_matmuls=short_n, short_row_us=short_ns / 1e3, cores=cores)
 
 
 def write_json(profile: Profile, path: str) -> None:

@@ -161,3 +161,14 @@ def test_on_chip_memory_shared_by_two_cores_is_refused():
     two.records[first_core1 - 1].attrs["core"] = 1     # core 0's last store, claimed by core 1
     with pytest.raises(programs.ProgramError, match="another physical core"):
         programs.validate(two, LIMITS, [a])
+
+
+def test_the_profile_shows_each_core_and_a_roofline_of_both():
+    from nkisim.cost.profile import build_profile
+    a = data((1024, 512))
+    one, two = (nkisim.run_kernel(k, (a,), {}) for k in (doubled, doubled[2]))
+    p1, p2 = (build_profile(run.trace, cost.estimate(run)) for run in (one, two))
+    assert (p1.cores, p2.cores) == (1, 2)
+    assert "Scalar (ACT), core 1" in p2.summary() and "core 1" not in p1.summary()
+    # both cores' DMA engines: half the single core's memory-bound time above the fixed overhead
+    assert p2.roofline_us - p2.overhead_us == pytest.approx((p1.roofline_us - p1.overhead_us) / 2)
