@@ -78,6 +78,7 @@ class Machine:
         self._core_start = 0
         self._shared_hbm: list[DeviceTensor] = []     # core 0's shared_hbm tensors, in order
         self._shared_seen = 0
+        self.launch = None                  # the launch's cores and their meetings (nkisim.launch)
         # the name= label of the current-dialect instruction being traced (nkisim.nki06.bind)
         self.pending_label: str | None = None
 
@@ -102,21 +103,34 @@ class Machine:
 
     # ----- allocation ----------------------------------------------------------------------
     # ----- several physical cores --------------------------------------------------------------
-    def begin_core(self, core: int) -> None:
-        """Trace the kernel's run on physical core `core` next: its own on-chip memory and
-        per-core state; HBM (the inputs, shared_hbm) is the logical core's."""
+    def switch_core(self, core: int) -> None:
+        """Trace on physical core `core` from here: the records traced since the last switch are
+        labelled with the core that traced them, and each core keeps its own on-chip memory and
+        per-core state (HBM, the inputs and shared_hbm, is the logical core's). The first switch
+        to a core starts it afresh."""
+        self._label_records()
+        saved = self.__dict__.setdefault("_core_fields", {})
+        saved[self.core] = (self.core_state, self.memory, self._shared_seen, self.pending_label)
+        if core in saved:
+            self.core_state, self.memory, self._shared_seen, self.pending_label = saved[core]
+        else:
+            memory = self.memory if core == 0 else MemoryTracker(self.limits)
+            self.core_state, self.memory, self._shared_seen, self.pending_label = {}, memory, 0, None
         self.core = core
-        self.core_state = {}
-        self._core_start = len(self.trace)
-        self._shared_seen = 0
-        if core:
-            self.memory = MemoryTracker(self.limits)
 
-    def end_core(self) -> None:
-        """Label the records the core traced (the cost model runs each core's on its own engines)."""
+    def _label_records(self) -> None:
         if self.core:
             for rec in self.trace[self._core_start:]:
                 rec.attrs["core"] = self.core
+        self._core_start = len(self.trace)
+
+    def begin_core(self, core: int) -> None:
+        """Trace the kernel's run on physical core `core` next (see switch_core)."""
+        self.switch_core(core)
+
+    def end_core(self) -> None:
+        """The core's run is traced: its records labelled, its shared tensors those of core 0."""
+        self._label_records()
         if self.core and self._shared_seen != len(self._shared_hbm):
             raise KernelContractError(
                 f"under LNC={self.cores} core {self.core} allocated {self._shared_seen} nl.shared_hbm tensors, core 0 "

@@ -770,9 +770,15 @@ def _check_core(rec: TraceRecord, lnc: int, core_of: dict) -> None:
     core = rec.attrs.get("core", 0)
     if type(core) is not int or not 0 <= core < lnc:
         raise ProgramError(f"{_where(rec)}: runs on core {core!r} of a logical NeuronCore of {lnc}")
+    crossing = rec.opcode == "sendrecv"        # the one instruction that writes the other core's SBUF
     for group in (rec.reads, rec.writes, rec.stores):
         for r in group:
-            if r.buffer in _ON_CHIP and core_of.setdefault(r.alloc_id, core) != core:
+            if r.buffer not in _ON_CHIP:
+                continue
+            if crossing and group is rec.writes:
+                if lnc < 2 or core_of.setdefault(r.alloc_id, 1 - core) == core:
+                    raise ProgramError(f"{_where(rec)}: a sendrecv writes the other physical core's SBUF")
+            elif core_of.setdefault(r.alloc_id, core) != core:
                 raise ProgramError(f"{_where(rec)}: touches on-chip memory of another physical core")
 
 

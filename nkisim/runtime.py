@@ -16,6 +16,7 @@ from . import collector, dtypes
 from . import instructions  # noqa: F401 (the table, and what tile operators trace)
 from .errors import KernelContractError
 from .execute import execute
+from .launch import Launch
 from .machine import Machine
 from .running import RUNNING
 from .memory import Buffer
@@ -233,9 +234,8 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
         counter = [0]
         dev_args = [_to_device(machine, n, a, counter) for n, a in zip(names, args)]
         dev_kwargs = {n: _to_device(machine, n, v, counter) for n, v in kwargs.items()}
-        outputs = None
-        for core in range(k.lnc):         # each physical core of the logical one runs the kernel
-            machine.begin_core(core)
+
+        def run_core(core: int):
             result, frame = _call_keeping_locals(k.func, dev_args, dev_kwargs)
             try:
                 machine.memory.check()   # what the kernel still held when it returned was live too
@@ -243,7 +243,15 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
                 if frame is not None:
                     frame.clear()
                 del frame
-            machine.end_core()
+            return result
+
+        if k.lnc == 1:
+            results = [run_core(0)]
+        else:                             # each physical core of the logical one runs the kernel
+            machine.launch = Launch(machine, k.lnc)
+            results = machine.launch.run(run_core)
+        outputs = None
+        for core, result in enumerate(results):
             k.check_result(result, _last_line(k.func))
             returned = _output_regions(result, k.__name__, _last_line(k.func))
             if outputs is not None and not _same_outputs(returned, outputs):

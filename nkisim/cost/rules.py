@@ -209,6 +209,22 @@ def random_bits(rec: TraceRecord, p: CostParams) -> Cost:
     return ComputeCost("DVE", _dve_pass_ns(n, False, p))
 
 
+@cost_rule("core_barrier")
+def core_barrier(rec: TraceRecord, p: CostParams) -> Cost:
+    """A semaphore handshake between the cores' engines (assumed one semaphore hop; its waiting
+    is the records it depends on, attrs["after"])."""
+    return ComputeCost(QUEUE_OF_ENGINE[rec.engine], p.semaphore_ns)
+
+
+@cost_rule("sendrecv")
+def sendrecv(rec: TraceRecord, p: CostParams) -> Cost:
+    """SBUF to the other core's SBUF: a DMA of the tile (assumed; the GpSimd DMA variant streams
+    on the GpSimd engine like its other data movement)."""
+    if rec.engine is Engine.GPSIMD:
+        return ComputeCost("POOL", _pool_ns(rec, p))
+    return _dma_cost(rec, p)
+
+
 @cost_rule("device_print")
 def device_print(rec: TraceRecord, p: CostParams) -> Cost:
     """Debug output the simulator shows; nothing a timed kernel pays for (assumed)."""

@@ -13,3 +13,4 @@ from . import vector_stats  # noqa: F401 (bn_stats / bn_aggr, max8 and the top-8
 from . import select  # noqa: F401 (predicated copy, range_select, select_reduce, dropout)
 from . import gather  # noqa: F401 (nc_stream_shuffle, nc_n_gather / nl.gather_flattened, sequence_bounds)
 from . import dma_compute, random_bits  # noqa: F401 (the DMA engines' sum; nisa.rng and its seed)
+from . import collectives  # noqa: F401 (core_barrier, sendrecv: the cores of an LNC=2 launch meeting)

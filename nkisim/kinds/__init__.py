@@ -18,3 +18,4 @@ from . import stats  # noqa: E402,F401 (bn_stats / bn_aggr, max8 and the top-8 i
 from . import select  # noqa: E402,F401 (predicated copy, range_select, select_reduce, dropout)
 from . import gather  # noqa: E402,F401 (stream shuffle, per-partition gather, sequence bounds)
 from . import dma_compute, random_bits  # noqa: E402,F401 (the DMA engines' sum; random bits, the rng seed)
+from . import collectives  # noqa: E402,F401 (the cores of a logical NeuronCore meeting)

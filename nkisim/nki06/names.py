@@ -34,8 +34,6 @@ ISA_NOT_SIMULATED = {
     "register_store": "storing a register writes a value known only at run time on Trainium; nkisim simulates "
                       "registers whose values are known when traced: write the value with nisa.memset or "
                       "nisa.iota",
-    "core_barrier": "collectives need several NeuronCores; launch the kernel on one core",
-    "sendrecv": "collectives need several NeuronCores; launch the kernel on one core",
     "rand2": "rand2 runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet: draw bits with "
              "nisa.rng and scale them into [min, max] with nisa.tensor_scalar",
     "rand_set_state": "the generator state it sets is the hardware's XORWOW state, whose layout and stream nkisim "

@@ -172,3 +172,109 @@ def test_the_profile_shows_each_core_and_a_roofline_of_both():
     assert "Scalar (ACT), core 1" in p2.summary() and "core 1" not in p1.summary()
     # both cores' DMA engines: half the single core's memory-bound time above the fixed overhead
     assert p2.roofline_us - p2.overhead_us == pytest.approx((p1.roofline_us - p1.overhead_us) / 2)
+
+
+# ----- the cores meeting: core_barrier and sendrecv ------------------------------------------------
+@nki.jit
+def swapped_halves(a):
+    """Each core loads its half of the rows and sends it to the other, which writes it out."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    me, other = nl.program_id(0), 1 - nl.program_id(0)
+    mine = nl.ndarray((128, a.shape[1]), a.dtype, buffer=nl.sbuf)
+    theirs = nl.ndarray((128, a.shape[1]), a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mine, src=a[me * 128:(me + 1) * 128, :])
+    nisa.sendrecv(src=mine, dst=theirs, send_to_rank=other, recv_from_rank=other, pipe_id=0)
+    nisa.dma_copy(dst=out[me * 128:(me + 1) * 128, :], src=theirs)
+    return out
+
+
+@nki.jit
+def handed_over(a):
+    """Core 0 doubles the input into shared scratch; after the barrier core 1 copies it out."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    scratch = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    if nl.program_id(0) == 0:
+        nisa.dma_copy(dst=t, src=a)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=scratch, src=t)
+    nisa.core_barrier(scratch, (0, 1))
+    if nl.program_id(0) == 1:
+        nisa.dma_copy(dst=t, src=scratch)
+        nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_sendrecv_swaps_the_cores_tiles():
+    a = data((256, 64))
+    run = nkisim.run_kernel(swapped_halves[2], (a,), {})
+    np.testing.assert_array_equal(run.outputs, np.concatenate([a[128:], a[:128]]))
+    again = traced(swapped_halves[2], a)
+    programs.validate(again, LIMITS, [a])            # the one instruction writing the other core's SBUF
+
+
+def test_after_a_barrier_a_core_reads_what_the_other_wrote_before_it():
+    a = data((128, 64))
+    run = nkisim.run_kernel(handed_over[2], (a,), {})
+    np.testing.assert_array_equal(run.outputs, a * np.float32(2))
+    barriers = [r for r in run.trace if r.opcode == "core_barrier"]
+    assert [r.attrs.get("core", 0) for r in barriers] == [0, 1]
+    # core 1 leaves the barrier after core 0's last instructions before it
+    slots = dict(zip((r.index for r in run.trace), cost.estimate(run).slots))
+    core0_store = max(r.index for r in run.trace if r.opcode == "dma_copy" and r.attrs.get("core", 0) == 0)
+    assert slots[barriers[1].index].start >= slots[core0_store].end
+
+
+def test_threads_of_a_launch_end_with_it():
+    import threading
+    before = threading.active_count()
+    handed_over[2](data((128, 64)))
+    with pytest.raises(errors.KernelContractError):
+        lonely_barrier[2](data((128, 64)))
+    assert threading.active_count() == before
+
+
+@nki.jit
+def lonely_barrier(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    if nl.program_id(0) == 0:
+        nisa.core_barrier(out, (0, 1))
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+@nki.jit
+def mispaired(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    u = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    nisa.sendrecv(src=t, dst=u, send_to_rank=1 - nl.program_id(0), recv_from_rank=1 - nl.program_id(0),
+                  pipe_id=nl.program_id(0))
+    nisa.dma_copy(dst=out, src=u)
+    return out
+
+
+@nki.jit
+def fails_on_core_1(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    nisa.core_barrier(out, (0, 1))
+    if nl.program_id(0) == 1:
+        nisa.tensor_tensor(dst=t, data1=t, data2=t[0:64], op=nl.add)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+@pytest.mark.parametrize("kernel, error, words", [
+    (lambda: lonely_barrier[2], errors.KernelContractError, "ended without reaching core_barrier #1"),
+    (lambda: mispaired[2], errors.KernelContractError, "must pair up"),
+    (lambda: fails_on_core_1[2], errors.ShapeError, "partitions"),
+    (lambda: handed_over, errors.KernelContractError, "runs on one"),
+])
+def test_meetings_the_cores_cannot_keep_are_errors(kernel, error, words):
+    with pytest.raises(error, match=words):
+        kernel()(data((128, 64)))

@@ -1,0 +1,101 @@
+"""The two physical cores of a logical NeuronCore meeting (NKI 0.6, NeuronCore-v3+, LNC=2):
+core_barrier (a semaphore barrier on one engine of each core) and sendrecv (each core's SBUF
+tile into the other core's). Both are points where every core of the launch meets
+(nkisim.launch): the records are emitted once all cores have arrived, one per core, so every
+core's instructions before the meeting precede every core's after it in the program."""
+from __future__ import annotations
+
+from ..errors import KernelContractError, MemorySpaceError, ShapeError, UnsupportedOperationError
+from ..memory import Buffer
+from ..registry import instruction
+from ..trace import Engine
+from .common import operand
+
+_BARRIER_ENGINES = (Engine.GPSIMD, Engine.VECTOR, Engine.SCALAR, Engine.TENSOR, Engine.SYNC)
+
+
+def _launch(m, instr: str):
+    if m.launch is None or m.cores < 2:
+        raise KernelContractError(
+            f"nisa.{instr} synchronises the physical cores of a logical NeuronCore; this kernel runs on one",
+            remedy="launch the kernel as kernel[2](...) (Trn2's LNC=2), or leave the call out",
+            code="err_lnc_required")
+    return m.launch
+
+
+def _last_records(m, core: int, since: int) -> tuple[int, ...]:
+    """The last record of each engine queue core `core` traced since program index `since`: what
+    the other core's barrier waits for (its engines reached the barrier)."""
+    last: dict[int, int] = {}
+    for rec in m.trace[since:]:
+        if rec.attrs.get("core", 0) == core:
+            last[int(rec.engine)] = rec.index
+    return tuple(sorted(last.values()))
+
+
+@instruction("core_barrier", *_BARRIER_ENGINES, kinds=("sync",))
+def core_barrier(m, data, cores=(0, 1), *, engine=Engine.GPSIMD):
+    """Every core's `engine` waits until every core has reached the barrier (0.6: cores=(0, 1),
+    `data` the shared-HBM tensor the barrier protects)."""
+    launch = _launch(m, "core_barrier")
+    if tuple(cores) != tuple(range(m.cores)):
+        raise UnsupportedOperationError(f"core_barrier synchronises cores {tuple(range(m.cores))}, got {cores!r}",
+                                        remedy=f"pass cores={tuple(range(m.cores))}", code="err_unsupported_args")
+    operand(data, "core_barrier", "data", (Buffer.SHARED_HBM, Buffer.HBM), tile=False)
+    eng = Engine(engine)
+    if eng not in _BARRIER_ENGINES:
+        raise UnsupportedOperationError(f"core_barrier blocks a compute or sync engine, got {eng.label}",
+                                        code="err_instruction_engine_unsupported")
+    since = m.__dict__.setdefault("_barrier_since", 0)
+
+    def complete(arrivals: dict) -> None:
+        for core in sorted(arrivals):
+            waits = tuple(j for other in arrivals if other != core for j in _last_records(m, other, since))
+            m.switch_core(core)
+            rec = m.emit("core_barrier", arrivals[core], "sync", [], [])
+            if waits:
+                rec.attrs["after"] = waits
+        m.__dict__["_barrier_since"] = len(m.trace)
+    launch.meet("core_barrier", eng, complete)
+
+
+@instruction("sendrecv", Engine.DMA, Engine.GPSIMD, kinds=("copy",))
+def sendrecv(m, src, dst, send_to_rank, recv_from_rank, pipe_id, *, gpsimd_dma=False):
+    """This core's `src` into the peer's `dst`, and the peer's `src` into this core's `dst`:
+    both SBUF tiles of the same dtype and shape."""
+    launch = _launch(m, "sendrecv")
+    for t, param in ((src, "src"), (dst, "dst")):
+        operand(t, "sendrecv", param, (Buffer.SBUF,))
+    if src.shape != dst.shape or src.dtype != dst.dtype:
+        raise ShapeError(f"sendrecv moves src {src._label()} into the peer's dst: they must have the same shape "
+                         f"and dtype, got dst {dst._label()}", code="err_param_shape_mismatch")
+    for rank, param in ((send_to_rank, "send_to_rank"), (recv_from_rank, "recv_from_rank")):
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < m.cores or rank == m.core:
+            raise UnsupportedOperationError(f"{param} of sendrecv on core {m.core} must name the other core, got "
+                                            f"{rank!r}", code="err_unsupported_args")
+    m.check_writable(dst, "sendrecv destination")
+    if gpsimd_dma:
+        _gpsimd_dma_limit(src)
+    mine = (src, dst, send_to_rank, recv_from_rank, pipe_id)
+
+    def complete(arrivals: dict) -> None:
+        for core, (s, _, to, frm, pipe) in sorted(arrivals.items()):
+            peer_dst, peer_from, peer_pipe = arrivals[to][1], arrivals[to][3], arrivals[to][4]
+            if peer_from != core or peer_pipe != pipe:
+                raise KernelContractError(
+                    f"core {core} sends to core {to} on pipe {pipe!r}, which receives from core {peer_from} on pipe "
+                    f"{peer_pipe!r}: the two sendrecv calls must pair up", code="err_lnc_control_flow",
+                    remedy="make each core's send_to_rank the other's recv_from_rank, with the same pipe_id")
+            m.switch_core(core)
+            m.emit("sendrecv", Engine.GPSIMD if gpsimd_dma else Engine.DMA, "copy", [s], [peer_dst])
+    launch.meet("sendrecv", mine, complete)
+
+
+def _gpsimd_dma_limit(src) -> None:
+    """NKI 0.6: gpsimd_dma moves at most 1024 (32-bit), 512 (16-bit) or 256 (8-bit) bytes a partition."""
+    limit = {4: 1024, 2: 512, 1: 256}.get(src.dtype.itemsize, 1024)
+    per_partition = src.size // max(src.shape[0], 1) * src.dtype.itemsize
+    if per_partition > limit:
+        raise MemorySpaceError(f"sendrecv over the GpSimd DMA moves at most {limit} bytes a partition of "
+                               f"{src.dtype.name}, got {per_partition}", remedy="use dma_engine=nisa.dma_engine.dma",
+                               code="err_size_of_dimension_exceed_arch_limit")
