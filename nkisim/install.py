@@ -13,6 +13,33 @@ _MODULES = ("neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.n
             "nki", "nki.language", "nki.isa", "nki.typing")
 _saved: dict[str, types.ModuleType | None] = {}
 
+# modules of the two packages that NKI documents and nkisim does not simulate: why, and what to do
+_NOT_SIMULATED_MODULES = {
+    "nki.collectives": "collectives run across NeuronCores of several devices, which nkisim does not simulate "
+                       "(AWS's nki.simulate does not either); on one logical NeuronCore exchange tiles with "
+                       "nisa.sendrecv and synchronise with nisa.core_barrier",
+    "nki.meta": "nki.meta is not documented for NKI 0.6 beyond holding nki.meta.tensor; annotate with nki.typing",
+}
+
+
+class _FacadeFinder:
+    """The import of a submodule of `neuronxcc`/`nki` that is not one of the dialects' modules:
+    refused with what NKI has (nkisim's own modules behind the facade are not NKI's)."""
+
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        top = fullname.split(".")[0]
+        if top not in ("neuronxcc", "nki") or fullname in _MODULES or not installed():
+            return None
+        why = _NOT_SIMULATED_MODULES.get(fullname)
+        if why is None:
+            known = ", ".join(m for m in _MODULES if m.split(".")[0] == top)
+            why = f"it is not a module of NKI; the modules are {known}"
+        raise ModuleNotFoundError(f"No module named {fullname!r} in nkisim's NKI: {why}", name=fullname)
+
+
+_FINDER = _FacadeFinder()
+
 
 def installed() -> bool:
     return getattr(sys.modules.get("neuronxcc"), "__nkisim__", False)
@@ -69,11 +96,15 @@ def install(force: bool = False, platform: str | None = None) -> None:
     for name, module in mapping.items():
         _saved.setdefault(name, sys.modules.get(name))
         sys.modules[name] = module
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
 
 
 def uninstall() -> None:
     from .platforms import reset
     reset()
+    if _FINDER in sys.meta_path:
+        sys.meta_path.remove(_FINDER)
     for name in _MODULES:
         previous = _saved.pop(name, None)
         if previous is None:

@@ -40,8 +40,8 @@ from .enums import table_engine as _engine
 from .registers import VirtualRegister, register_alloc, register_move  # noqa: E402,F401
 # the Vector engine's statistics and top-8 instructions (nkisim.nki06.stats)
 from .bind import NkiInstruction  # noqa: E402,F401  (what every instruction returns)
-# the two cores of an LNC=2 launch meeting (nkisim.nki06.collectives)
-from .collectives import core_barrier, sendrecv  # noqa: E402,F401
+# the two cores of an LNC=2 launch meeting (nkisim.nki06.meetings)
+from .meetings import core_barrier, sendrecv  # noqa: E402,F401
 from .stats import bn_aggr, bn_stats, max8, nc_find_index8, nc_match_replace8  # noqa: E402,F401
 # fused arithmetic and scans on the Vector engine (nkisim.nki06.fused)
 from .fused import reciprocal, scalar_tensor_tensor, tensor_scalar_cumulative, tensor_scalar_reduce  # noqa: E402,F401

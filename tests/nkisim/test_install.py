@@ -124,3 +124,24 @@ def test_install_refuses_to_shadow_a_real_nki_package(tmp_path):
     """, extra_path=str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert "refused:" in result.stdout and "force=True" in result.stdout
+
+
+def test_a_module_nki_does_not_have_is_refused_saying_which_it_has():
+    result = run_python("""
+        import importlib
+        import nkisim
+        nkisim.install()
+        def refusal(name):
+            try:
+                importlib.import_module(name)
+            except ModuleNotFoundError as err:
+                return str(err)
+        assert "collectives run across NeuronCores" in refusal("nki.collectives")
+        # nkisim's own modules behind the facade are not NKI's
+        for name in ("nki.bind", "nki.views", "neuronxcc.nki.names"):
+            assert "not a module of NKI; the modules are" in refusal(name), name
+        assert importlib.import_module("nki.isa").dma_copy
+        nkisim.uninstall()
+        assert refusal("nki.collectives") is not None and "nkisim" not in refusal("nki.collectives")
+    """)
+    assert result.returncode == 0, result.stderr
