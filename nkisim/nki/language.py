@@ -13,6 +13,7 @@ from ..instructions.language_ops import (
     where, zeros, zeros_like)
 from ..instructions.gather import gather_flattened
 from ..instructions.loops import loop_reduce
+from ..instructions import normalizations as _normalizations
 from ..memory import Buffer as _Buffer
 from ..registry import kernel_facing as _kernel_facing
 from ..settings import HardwareLimits as _Limits
@@ -48,6 +49,15 @@ tile_size = _NS(
 
 # ----- ALU / activation / reduction ops (each also callable on tiles) -----
 globals().update({name: op for name, op in _OPS.items()})
+
+
+# ----- functions the compiler lowers onto several instructions (nkisim.instructions.normalizations)
+def softmax(x, axis, *, dtype=None, compute_dtype=None, mask=None):
+    return _normalizations.softmax(x, axis, dtype=dtype, compute_dtype=compute_dtype, mask=mask)
+
+
+def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, mask=None):
+    return _normalizations.rms_norm(x, w, axis, n, epsilon, dtype=dtype, compute_dtype=compute_dtype, mask=mask)
 
 
 # ----- iterators: concrete Python ints, as the course's kernels need -----

@@ -17,9 +17,6 @@ def elsewhere(prefix: str):
 # nki.language names documented for SDK 2.26 (shared/docs/nki-api.md 1.2) that nkisim does
 # not simulate, each with what a kernel can use instead.
 LANGUAGE_NOT_SIMULATED = {
-    "softmax": "compute it with nl.exp, a free-axis nl.sum and nl.divide (or nisa.activation and "
-               "nisa.tensor_reduce)",
-    "rms_norm": "compute it with nl.square, nl.mean along the free axis, nl.rsqrt and nl.multiply",
     "dropout": "dropout is random; a graded kernel should not need it",
     "all_reduce": "collectives need several NeuronCores; reduce within the kernel instead",
     "atomic_rmw": "accumulate with nisa.dma_copy(dst=..., src=..., dst_rmw_op=np.add)",

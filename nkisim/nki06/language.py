@@ -19,6 +19,7 @@ from ..tensor import DeviceTensor as _DeviceTensor
 from ..tensor import checked_shape as _checked_shape
 from ..indexing import ds
 from ..instructions import language_ops as _ops
+from ..instructions import normalizations as _normalizations
 from ..instructions.gather import gather_flattened as _gather_flattened
 from ..instructions.select import dropout as _dropout
 from ..trace import Engine as _Engine
@@ -231,6 +232,16 @@ def shared_identity_matrix(n, dtype=uint8, dst=None):
     _current_machine().emit("iota", _Engine.GPSIMD, "iota", [], [tile],
                             params={"values": _np.eye(size, dtype=_np.int32)})
     return tile
+
+
+def softmax(x, axis=-1, dtype=None):
+    """exp(x - max) / sum over `axis`, lowered onto the table's instructions (nkisim.instructions.normalizations)."""
+    return _normalizations.softmax(x, axis, dtype=dtype)
+
+
+def rms_norm(x, w, axis, n, epsilon=1e-06, dtype=None, compute_dtype=None):
+    """x / RMS(x) * w, RMS over `axis` of n values (nkisim.instructions.normalizations)."""
+    return _normalizations.rms_norm(x, w, axis, n, epsilon, dtype=dtype, compute_dtype=compute_dtype)
 
 
 def device_print(print_prefix, tensor):

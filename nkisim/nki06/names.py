@@ -59,8 +59,6 @@ ISA_REMOVED = {
 
 # nki.language names NKI 0.6 does not simulate yet
 LANGUAGE_NOT_SIMULATED = {
-    "softmax": "compute it with nisa.activation(op=nl.exp), nisa.tensor_reduce and nisa.tensor_scalar",
-    "rms_norm": "compute it with nisa.activation and nisa.tensor_reduce",
     "rand": "how nl.rand turns random bits into [0, 1) is not documented: draw bits with "
             "nisa.rng(dst=uint16_tile) and scale them with nisa.tensor_scalar (multiply by 1/65536)",
     "random_seed": "seed nisa.rng's Vector engine generator with nisa.set_rng_seed(seed_tile) (nl.rand, which "

@@ -278,11 +278,11 @@ def uses_local_gather(x):
     return out
 
 
-def uses_softmax(x):
+def uses_all_reduce(x):
     out = nl.ndarray(x.shape, x.dtype, buffer=nl.hbm)
     tile = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=tile, src=x)
-    nisa.dma_copy(dst=out, src=nl.softmax(tile, axis=1))  # <softmax>
+    nisa.dma_copy(dst=out, src=nl.all_reduce(tile, op=nl.add))  # <all-reduce>
     return out
 
 
@@ -306,14 +306,14 @@ def test_documented_but_unsimulated_names_say_so_and_list_what_is():
     err = raised_at(errors.NotSimulatedError, "err_not_simulated", "local-gather", uses_local_gather, f32(128, 8))
     assert "documented NKI" in err.detail and "nisa.tensor_tensor" in err.detail and "nisa.bn_stats" in err.detail
     assert "nl.gather_flattened" in err.remedy
-    err = raised_at(errors.NotSimulatedError, "err_not_simulated", "softmax", uses_softmax, f32(128, 8))
-    assert "nl.loop_reduce" in err.detail and "nl.exp" in err.remedy
+    err = raised_at(errors.NotSimulatedError, "err_not_simulated", "all-reduce", uses_all_reduce, f32(128, 8))
+    assert "nl.loop_reduce" in err.detail and "nl.softmax" in err.detail and "within the kernel" in err.remedy
 
 
 def test_an_unsimulated_name_that_is_only_imported_does_not_fail():
     from neuronxcc.nki.isa import local_gather
-    from neuronxcc.nki.language import softmax
-    assert "not simulated" in repr(local_gather) and "not simulated" in repr(softmax)
+    from neuronxcc.nki.language import all_reduce
+    assert "not simulated" in repr(local_gather) and "not simulated" in repr(all_reduce)
     x = f32(128, 2048, seed=8)
     np.testing.assert_array_equal(nki.baremetal(copy_columns_by_ds)(x), x)
 

@@ -435,3 +435,35 @@ def test_depends_on_runs_from_an_earlier_instruction():
         return store_copy(x)
     with pytest.raises(errors.KernelContractError, match="traced after this one"):
         backwards(data((128, 8)))
+
+
+# ----- nl.softmax and nl.rms_norm, lowered onto the table's instructions ----------------------------
+def softmax_of(a, axis):
+    e = np.exp(a - a.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def test_softmax_and_rms_norm_in_both_dialects():
+    a, w = data((128, 4, 32), 5), data((128, 4, 32), 6)
+
+    @nki.jit
+    def current(a, w):
+        x, weights = load(a), load(w)
+        return store_copy(nl.softmax(x, axis=-1)), store_copy(nl.rms_norm(x, weights, axis=(1, 2), n=128))
+
+    @lnki.jit
+    def legacy(a, w):
+        x, weights = lnl.load(a), lnl.load(w)
+        outs = [lnl.ndarray(a.shape, a.dtype, buffer=lnl.shared_hbm) for _ in range(2)]
+        lnl.store(outs[0], lnl.softmax(x, axis=2))
+        lnl.store(outs[1], lnl.rms_norm(x, weights, axis=(1, 2), n=128))
+        return tuple(outs)
+    rms = a / np.sqrt((a * a).sum(axis=(1, 2), keepdims=True) / 128 + 1e-6) * w
+    for soft, norm in (current(a, w), legacy(a, w)):
+        np.testing.assert_allclose(soft, softmax_of(a, 2), rtol=2e-6, atol=1e-7)
+        np.testing.assert_allclose(norm, rms, rtol=2e-5)
+
+
+def test_softmax_over_the_partitions_is_refused():
+    with pytest.raises(errors.ShapeError, match="partition dimension"):
+        viewed(lambda t: nl.softmax(t, axis=0))(data((128, 8)))
