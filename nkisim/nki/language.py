@@ -14,6 +14,7 @@ from ..instructions.language_ops import (
 from ..instructions.gather import gather_flattened
 from ..instructions.loops import loop_reduce
 from ..instructions import normalizations as _normalizations
+from ..instructions.random_tiles import rand, random_seed
 from ..memory import Buffer as _Buffer
 from ..registry import kernel_facing as _kernel_facing
 from ..settings import HardwareLimits as _Limits

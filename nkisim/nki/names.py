@@ -20,8 +20,6 @@ LANGUAGE_NOT_SIMULATED = {
     "dropout": "dropout is random; a graded kernel should not need it",
     "all_reduce": "collectives need several NeuronCores; reduce within the kernel instead",
     "atomic_rmw": "accumulate with nisa.dma_copy(dst=..., src=..., dst_rmw_op=np.add)",
-    "rand": "pass random data in as a kernel argument",
-    "random_seed": "pass random data in as a kernel argument",
     "shared_constant": "pass the constant in as a kernel argument, or build it with nisa.iota / "
                        "nisa.memset",
     "shared_identity_matrix": "build the identity with nisa.iota and nisa.affine_select, or pass it "

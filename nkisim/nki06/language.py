@@ -20,6 +20,7 @@ from ..tensor import checked_shape as _checked_shape
 from ..indexing import ds
 from ..instructions import language_ops as _ops
 from ..instructions import normalizations as _normalizations
+from ..instructions import random_tiles as _random_tiles
 from ..instructions.gather import gather_flattened as _gather_flattened
 from ..instructions.select import dropout as _dropout
 from ..trace import Engine as _Engine
@@ -232,6 +233,16 @@ def shared_identity_matrix(n, dtype=uint8, dst=None):
     _current_machine().emit("iota", _Engine.GPSIMD, "iota", [], [tile],
                             params={"values": _np.eye(size, dtype=_np.int32)})
     return tile
+
+
+def rand(shape, dtype, buffer=sbuf, name=""):
+    """A tile of uniform values in [0, 1) (nkisim's draw; nkisim.instructions.random_tiles)."""
+    return _random_tiles.rand(shape, dtype, buffer=buffer, name=name)
+
+
+def random_seed(seed):
+    """Seed nl.rand's (and nisa.rng's Vector) generator with a [1, 1] SBUF tensor's value."""
+    _random_tiles.random_seed(seed)
 
 
 def softmax(x, axis=-1, dtype=None):

@@ -59,10 +59,6 @@ ISA_REMOVED = {
 
 # nki.language names NKI 0.6 does not simulate yet
 LANGUAGE_NOT_SIMULATED = {
-    "rand": "how nl.rand turns random bits into [0, 1) is not documented: draw bits with "
-            "nisa.rng(dst=uint16_tile) and scale them with nisa.tensor_scalar (multiply by 1/65536)",
-    "random_seed": "seed nisa.rng's Vector engine generator with nisa.set_rng_seed(seed_tile) (nl.rand, which "
-                   "the seed is for, is not simulated)",
     "shared_constant": "pass the constant in as a kernel argument, or build it with nisa.iota / nisa.memset",
     "float8_e8m0fnu": "the MX scale type is Trainium3's (NeuronCore-v4), which nkisim does not model yet",
     "float8_e5m2_x4": "packed MX types are Trainium3's (NeuronCore-v4), which nkisim does not model yet",

@@ -467,3 +467,34 @@ def test_softmax_and_rms_norm_in_both_dialects():
 def test_softmax_over_the_partitions_is_refused():
     with pytest.raises(errors.ShapeError, match="partition dimension"):
         viewed(lambda t: nl.softmax(t, axis=0))(data((128, 8)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_nl_rand_is_uniform_in_0_1_and_follows_its_seed(dtype):
+    def kernel_for(seeded):
+        @nki.jit
+        def draw(seed):
+            if seeded:
+                nl.random_seed(load(seed))
+            values = nl.rand((128, 512), dtype)
+            return store_copy(values)
+        return draw
+    seed = np.array([[7]], np.int32)
+    first, again = kernel_for(True)(seed), kernel_for(True)(seed)
+    other = kernel_for(True)(np.array([[8]], np.int32))
+    assert first.dtype == dtype and ((first >= 0) & (first < 1)).all()
+    assert abs(float(first.astype(np.float64).mean()) - 0.5) < 0.01
+    np.testing.assert_array_equal(first, again)
+    assert (first != other).mean() > 0.9
+    unseeded = kernel_for(False)(seed)
+    assert ((unseeded >= 0) & (unseeded < 1)).all()
+
+
+def test_legacy_nl_rand_draws_too():
+    @lnki.jit
+    def draw(a):
+        out = lnl.ndarray((128, 64), lnl.float32, buffer=lnl.shared_hbm)
+        lnl.store(out, lnl.rand((128, 64), lnl.float32))
+        return out
+    values = draw(data((1, 1)))
+    assert ((values >= 0) & (values < 1)).all() and len(np.unique(values)) > 8000
