@@ -275,7 +275,8 @@ class _Reader:
         if type(table) is not list:
             _fail("arrays must be a list")
         out, total = [], 0
-        allowed = {np.dtype(np.int64).str, np.dtype(np.int32).str, np.dtype(bool).str}
+        # index arrays, and the bytes of embedded constants (nl.shared_constant)
+        allowed = {np.dtype(np.int64).str, np.dtype(np.int32).str, np.dtype(bool).str, np.dtype(np.uint8).str}
         for entry in table:
             if type(entry) is not list or len(entry) != 4 or entry[0] not in allowed:
                 _fail("bad array entry")

@@ -225,6 +225,12 @@ def sendrecv(rec: TraceRecord, p: CostParams) -> Cost:
     return _dma_cost(rec, p)
 
 
+@cost_rule("shared_constant")
+def shared_constant(rec: TraceRecord, p: CostParams) -> Cost:
+    """Loaded with the kernel's binary (nl.shared_constant: "embedded in the binary"), before it runs."""
+    return ComputeCost("SP", 0.0)
+
+
 @cost_rule("device_print")
 def device_print(rec: TraceRecord, p: CostParams) -> Cost:
     """Debug output the simulator shows; nothing a timed kernel pays for (assumed)."""

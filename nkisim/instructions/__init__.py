@@ -14,3 +14,4 @@ from . import select  # noqa: F401 (predicated copy, range_select, select_reduce
 from . import gather  # noqa: F401 (nc_stream_shuffle, nc_n_gather / nl.gather_flattened, sequence_bounds)
 from . import dma_compute, random_bits  # noqa: F401 (the DMA engines' sum; nisa.rng and its seed)
 from . import collectives  # noqa: F401 (core_barrier, sendrecv: the cores of an LNC=2 launch meeting)
+from . import constants  # noqa: F401 (nl.shared_constant: an array embedded with the kernel)

@@ -19,3 +19,4 @@ from . import select  # noqa: E402,F401 (predicated copy, range_select, select_r
 from . import gather  # noqa: E402,F401 (stream shuffle, per-partition gather, sequence bounds)
 from . import dma_compute, random_bits  # noqa: E402,F401 (the DMA engines' sum; random bits, the rng seed)
 from . import collectives  # noqa: E402,F401 (the cores of a logical NeuronCore meeting)
+from . import constants  # noqa: E402,F401 (nl.shared_constant)

@@ -21,6 +21,7 @@ from ..indexing import ds
 from ..instructions import language_ops as _ops
 from ..instructions import normalizations as _normalizations
 from ..instructions import random_tiles as _random_tiles
+from ..instructions.constants import shared_constant as _shared_constant
 from ..instructions.gather import gather_flattened as _gather_flattened
 from ..instructions.select import dropout as _dropout
 from ..trace import Engine as _Engine
@@ -243,6 +244,11 @@ def rand(shape, dtype, buffer=sbuf, name=""):
 def random_seed(seed):
     """Seed nl.rand's (and nisa.rng's Vector) generator with a [1, 1] SBUF tensor's value."""
     _random_tiles.random_seed(seed)
+
+
+def shared_constant(constant):
+    """A NumPy array (or .npy path) as a shared-HBM tensor embedded with the kernel."""
+    return _shared_constant(constant)
 
 
 def softmax(x, axis=-1, dtype=None):

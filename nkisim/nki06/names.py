@@ -59,7 +59,6 @@ ISA_REMOVED = {
 
 # nki.language names NKI 0.6 does not simulate yet
 LANGUAGE_NOT_SIMULATED = {
-    "shared_constant": "pass the constant in as a kernel argument, or build it with nisa.iota / nisa.memset",
     "float8_e8m0fnu": "the MX scale type is Trainium3's (NeuronCore-v4), which nkisim does not model yet",
     "float8_e5m2_x4": "packed MX types are Trainium3's (NeuronCore-v4), which nkisim does not model yet",
     "float8_e4m3fn_x4": "packed MX types are Trainium3's (NeuronCore-v4), which nkisim does not model yet",

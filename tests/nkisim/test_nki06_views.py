@@ -354,7 +354,7 @@ def test_the_06_language_helpers():
 
 
 @pytest.mark.parametrize("name, words", [("abs_max", "Trainium3"), ("float8_e5m2_x4", "Trainium3"),
-                                         ("average", "documenting"), ("shared_constant", "kernel argument")])
+                                         ("average", "documenting"), ("prelu", "activate2")])
 def test_06_language_names_nkisim_does_not_simulate_say_why(name, words):
     stand_in = getattr(nl, name)          # importing one is fine; using it says why it cannot run
     with pytest.raises(errors.NotSimulatedError, match=words):
@@ -498,3 +498,39 @@ def test_legacy_nl_rand_draws_too():
         return out
     values = draw(data((1, 1)))
     assert ((values >= 0) & (values < 1)).all() and len(np.unique(values)) > 8000
+
+
+# ----- nl.shared_constant --------------------------------------------------------------------------
+def plus_constant(table):
+    @nki.jit
+    def kernel(a):
+        constant = nl.shared_constant(table)
+        x, c = load(a), nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=c, src=constant)
+        nisa.tensor_tensor(dst=x, data1=x, data2=c, op=nl.add)
+        return store_copy(x)
+    return kernel
+
+
+def test_a_shared_constant_is_embedded_with_the_kernel(tmp_path):
+    from nkisim import program as programs
+    from nkisim.execute import execute
+    from nkisim.settings import HardwareLimits
+    table = data((128, 16), 9)
+    a = data((128, 16), 10)
+    run = nkisim.run_kernel(plus_constant(table), (a,), {})
+    np.testing.assert_array_equal(run.outputs, a + table)
+    again = programs.decode(programs.encode(run.program))
+    programs.validate(again, HardwareLimits(), [a])
+    np.testing.assert_array_equal(execute(again, [a]).outputs, run.outputs)
+    embed = next(r for r in run.trace if r.opcode == "shared_constant")
+    assert cost.estimate(run).slots[run.trace.index(embed)].end == 0          # loaded with the binary
+    np.save(tmp_path / "table.npy", table)
+    np.testing.assert_array_equal(plus_constant(str(tmp_path / "table.npy"))(a), a + table)
+    two = nkisim.run_kernel(plus_constant(table)[2], (a,), {})
+    assert [r.opcode for r in two.trace].count("shared_constant") == 1      # the cores share it
+
+
+def test_a_shared_constant_is_an_array():
+    with pytest.raises(errors.ArgumentError, match="NumPy array"):
+        plus_constant([1.0, 2.0])(data((128, 16)))
