@@ -106,7 +106,8 @@ def _grade(args) -> int:
             # grade() refuses, too, what it finds before grading starts (a spec this SDK line cannot compile)
             report = None if caught else grade(submission, spec, options)
         except GraderInputError as err:
-            return _fail(str(err))
+            if not caught:               # a signal during the grade is what ended it, whatever grade() raised
+                return _fail(str(err))
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
