@@ -57,8 +57,15 @@ class Launch:
             threads.append(thread)
         for thread in threads:
             thread.start()
-        for thread in threads:
-            thread.join()
+        try:
+            for thread in threads:
+                thread.join()
+        except BaseException as exc:          # interrupted while the cores trace: end them first
+            with self._cv:
+                self._fail_locked(exc)
+            for thread in threads:
+                thread.join()
+            raise
         if self._failure is not None:
             raise self._failure
         return results

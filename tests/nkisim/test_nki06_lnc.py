@@ -278,3 +278,25 @@ def fails_on_core_1(a):
 def test_meetings_the_cores_cannot_keep_are_errors(kernel, error, words):
     with pytest.raises(error, match=words):
         kernel()(data((128, 64)))
+
+
+def test_an_interrupted_launch_ends_its_cores_threads():
+    """A KeyboardInterrupt in the tracing thread while the cores wait for each other: every core's
+    thread ends before the interrupt reaches the caller."""
+    import threading
+    import _thread
+    before = threading.active_count()
+
+    @nki.jit
+    def interrupted(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        if nl.program_id(0) == 1:
+            _thread.interrupt_main()         # the caller's thread gets the interrupt while core 0 waits
+        nisa.core_barrier(out, (0, 1))
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    with pytest.raises(KeyboardInterrupt):
+        interrupted[2](data((128, 8)))
+    assert threading.active_count() == before
