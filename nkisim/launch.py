@@ -55,16 +55,17 @@ class Launch:
             thread = threading.Thread(target=context.run, args=(self._core, core, body, results),
                                       name=f"nkisim-core-{core}", daemon=True)
             threads.append(thread)
-        for thread in threads:
-            thread.start()
         try:
+            for thread in threads:
+                thread.start()
             for thread in threads:
                 thread.join()
         except BaseException as exc:          # interrupted while the cores trace: end them first
             with self._cv:
                 self._fail_locked(exc)
             for thread in threads:
-                thread.join()
+                if thread.ident is not None:
+                    thread.join()
             raise
         if self._failure is not None:
             raise self._failure
