@@ -20,6 +20,7 @@ import neuronxcc.nki.language as lnl  # noqa: E402
 import nki  # noqa: E402
 import nki.isa as nisa  # noqa: E402
 import nki.language as nl  # noqa: E402
+from kernel_helpers import lload, load, lstore, sbuf, store  # noqa: E402
 
 F32 = np.dtype(np.float32)
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -35,36 +36,6 @@ def normal(seed, shape):
 
 def run(kernel, *args):
     return nkisim.run_kernel(kernel, args, {})
-
-
-# ----- both dialects' loads and stores -----------------------------------------------------------
-
-def load(src):
-    tile = nl.ndarray(src.shape, src.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=tile, src=src)
-    return tile
-
-
-def store(tile):
-    out = nl.ndarray(tile.shape, tile.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=tile)
-    return out
-
-
-def lload(src):
-    tile = lnl.ndarray(src.shape, src.dtype, buffer=lnl.sbuf)
-    lisa.dma_copy(dst=tile, src=src)
-    return tile
-
-
-def lstore(tile):
-    out = lnl.ndarray(tile.shape, tile.dtype, buffer=lnl.hbm)
-    lisa.dma_copy(dst=out, src=tile)
-    return out
-
-
-def sbuf(shape, dtype=nl.float32):
-    return nl.ndarray(shape, dtype, buffer=nl.sbuf)
 
 
 # ----- scalar_tensor_tensor ----------------------------------------------------------------------

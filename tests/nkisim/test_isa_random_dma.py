@@ -25,6 +25,7 @@ import neuronxcc.nki.isa as lisa  # noqa: E402
 import nki  # noqa: E402
 import nki.isa as nisa  # noqa: E402
 import nki.language as nl  # noqa: E402
+from kernel_helpers import load, store  # noqa: E402
 
 F32, BF16 = np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)
 INTEGERS = [np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32]
@@ -32,18 +33,6 @@ INTEGERS = [np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32]
 
 def rng(seed):
     return np.random.default_rng(seed)
-
-
-def load(src, buffer=None):
-    tile = nl.ndarray(src.shape, src.dtype, buffer=buffer or nl.sbuf)
-    nisa.dma_copy(dst=tile, src=src)
-    return tile
-
-
-def store(tile):
-    out = nl.ndarray(tile.shape, tile.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=tile)
-    return out
 
 
 def specs(args):

@@ -24,6 +24,7 @@ import neuronxcc.nki.language as lnl  # noqa: E402
 import nki  # noqa: E402
 import nki.isa as nisa  # noqa: E402
 import nki.language as nl  # noqa: E402
+from kernel_helpers import lload, load, lstore, store  # noqa: E402
 
 F32, BF16 = np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)
 FP32_MIN = np.finfo(np.float32).min
@@ -31,30 +32,6 @@ FP32_MIN = np.finfo(np.float32).min
 
 def rng(seed):
     return np.random.default_rng(seed)
-
-
-def load(src, buffer=None):
-    tile = nl.ndarray(src.shape, src.dtype, buffer=buffer or nl.sbuf)
-    nisa.dma_copy(dst=tile, src=src)
-    return tile
-
-
-def store(tile):
-    out = nl.ndarray(tile.shape, tile.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=tile)
-    return out
-
-
-def lload(src):
-    tile = lnl.ndarray(src.shape, src.dtype, buffer=lnl.sbuf)
-    lisa.dma_copy(dst=tile, src=src)
-    return tile
-
-
-def lstore(tile):
-    out = lnl.ndarray(tile.shape, tile.dtype, buffer=lnl.hbm)
-    lisa.dma_copy(dst=out, src=tile)
-    return out
 
 
 def specs(args):

@@ -24,6 +24,7 @@ import neuronxcc.nki.language as lnl  # noqa: E402
 import nki  # noqa: E402
 import nki.isa as nisa  # noqa: E402
 import nki.language as nl  # noqa: E402
+from kernel_helpers import lload, load, lstore, sbuf, store  # noqa: E402
 
 F32 = np.dtype(np.float32)
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -32,32 +33,6 @@ U16, U32 = np.dtype(np.uint16), np.dtype(np.uint32)
 
 def rng(seed):
     return np.random.default_rng(seed)
-
-
-# ----- helpers inside kernels --------------------------------------------------------------------
-
-def load(src):
-    tile = nl.ndarray(src.shape, src.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=tile, src=src)
-    return tile
-
-
-def store(tile):
-    out = nl.ndarray(tile.shape, tile.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=tile)
-    return out
-
-
-def lload(src):
-    tile = lnl.ndarray(src.shape, src.dtype, buffer=lnl.sbuf)
-    lisa.dma_copy(dst=tile, src=src)
-    return tile
-
-
-def lstore(tile):
-    out = lnl.ndarray(tile.shape, tile.dtype, buffer=lnl.hbm)
-    lisa.dma_copy(dst=out, src=tile)
-    return out
 
 
 def numpy_bn_stats(x):
@@ -352,10 +327,6 @@ def legacy_calling(body):
         body(t)
         return lstore(t)
     return kernel
-
-
-def sbuf(shape, dtype=nl.float32):
-    return nl.ndarray(shape, dtype, buffer=nl.sbuf)
 
 
 def lsbuf(shape, dtype=lnl.float32):

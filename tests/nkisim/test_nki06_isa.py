@@ -18,6 +18,7 @@ import neuronxcc.nki.language as lnl  # noqa: E402
 import nki  # noqa: E402
 import nki.isa as nisa  # noqa: E402
 import nki.language as nl  # noqa: E402
+from kernel_helpers import load, store  # noqa: E402
 
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)
@@ -26,18 +27,6 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 
 def rng(seed=0):
     return np.random.default_rng(seed)
-
-
-def load(src, dtype=None):
-    tile = nl.ndarray(src.shape, dtype or src.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=tile, src=src)
-    return tile
-
-
-def store(tile):
-    out = nl.ndarray(tile.shape, tile.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=tile)
-    return out
 
 
 def evict(psum_tile, dtype=None):

@@ -15,25 +15,18 @@ import neuronxcc.nki.language as lnl  # noqa: E402
 import nki  # noqa: E402
 import nki.isa as nisa  # noqa: E402
 import nki.language as nl  # noqa: E402
+from kernel_helpers import load, sbuf, store  # noqa: E402
 
 
 def data(shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
-def load(src):
-    tile = nl.ndarray(src.shape, src.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=tile, src=src)
-    return tile
-
-
 def store_copy(view):
     """A copy of `view` (any on-chip view) into a fresh output."""
-    tile = nl.ndarray(view.shape, view.dtype, buffer=nl.sbuf)
+    tile = sbuf(view.shape, view.dtype)
     nisa.tensor_copy(dst=tile, src=view)
-    out = nl.ndarray(view.shape, view.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=tile)
-    return out
+    return store(tile)
 
 
 def viewed(method):
