@@ -44,6 +44,7 @@ class Launch:
         self._failure: BaseException | None = None
         self._meetings: list[_Meeting] = []
         self._reached = [0] * cores            # meetings each core has reached
+        self.barrier_since = 0                 # the program index the last core_barrier was emitted at
 
     # ----- running the cores ---------------------------------------------------------------------
     def run(self, body: Callable[[int], object]) -> list:

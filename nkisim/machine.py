@@ -41,6 +41,13 @@ ENGINE_OUTPUTS = {
 }
 
 
+def fits_destination(dst_shape: tuple, shape: tuple) -> bool:
+    """Can an instruction computing `shape` write a destination of `dst_shape`: the same shape,
+    or the same elements with only size-1 dimensions added or removed ((P, 1) for (P,))."""
+    return dst_shape == shape or (math.prod(dst_shape) == math.prod(shape)
+                                  and _squeezed(dst_shape) == _squeezed(shape))
+
+
 def _squeezed(shape: tuple) -> tuple:
     return tuple(n for n in shape if n != 1)
 
@@ -70,11 +77,12 @@ class Machine:
         # the tile the next instruction writes instead of a result of its own (result_tile)
         self.destination: DeviceTensor | None = None
         # a launch on a logical NeuronCore of several physical cores (NKI 0.6's kernel[lnc]): each
-        # core runs the kernel once, in turn (begin_core); state that is the core's own (its
-        # accumulator registers, PSUM accumulation groups, ...) lives in core_state
+        # core runs the kernel in turn (switch_core, nkisim.launch); state that is the core's own
+        # (its accumulator registers, PSUM accumulation groups, ...) lives in core_state
         self.cores = 1
         self.core = 0
         self.core_state: dict = {}
+        self._core_fields: dict[int, tuple] = {}      # a core's own fields while another traces
         self._core_start = 0
         self._shared_hbm: list[DeviceTensor] = []     # core 0's shared_hbm tensors, in order
         self._shared_seen = 0
@@ -101,7 +109,6 @@ class Machine:
         finally:
             RUNNING.reset(token)
 
-    # ----- allocation ----------------------------------------------------------------------
     # ----- several physical cores --------------------------------------------------------------
     def switch_core(self, core: int) -> None:
         """Trace on physical core `core` from here: the records traced since the last switch are
@@ -109,7 +116,7 @@ class Machine:
         per-core state (HBM, the inputs and shared_hbm, is the logical core's). The first switch
         to a core starts it afresh."""
         self._label_records()
-        saved = self.__dict__.setdefault("_core_fields", {})
+        saved = self._core_fields
         saved[self.core] = (self.core_state, self.memory, self._shared_seen, self.pending_label)
         if core in saved:
             self.core_state, self.memory, self._shared_seen, self.pending_label = saved[core]
@@ -123,10 +130,6 @@ class Machine:
             for rec in self.trace[self._core_start:]:
                 rec.attrs["core"] = self.core
         self._core_start = len(self.trace)
-
-    def begin_core(self, core: int) -> None:
-        """Trace the kernel's run on physical core `core` next (see switch_core)."""
-        self.switch_core(core)
 
     def end_core(self) -> None:
         """The core's run is traced: its records labelled, its shared tensors those of core 0."""
@@ -158,6 +161,7 @@ class Machine:
                 code="err_lnc_control_flow")
         return DeviceTensor(first._alloc, first.shape, name=name or first.name)
 
+    # ----- allocation ----------------------------------------------------------------------
     def allocate(self, shape, dtype, buffer: Buffer, *, par_axis: int = 0, name: str = "",
                  transient: bool = False, is_input: bool = False, input_index: int | None = None,
                  site=None) -> DeviceTensor:
@@ -252,8 +256,7 @@ class Machine:
         if dst is None:
             return self.new_tile(shape, dtype, buffer)
         self.destination = None
-        if dst.shape != shape and (math.prod(dst.shape) != math.prod(shape)
-                                   or _squeezed(dst.shape) != _squeezed(tuple(shape))):
+        if not fits_destination(dst.shape, tuple(shape)):
             raise ShapeError(f"the destination {dst._label()} has shape {list(dst.shape)}, but the instruction "
                              f"computes {list(shape)}", remedy="slice dst to the shape of the result",
                              code="err_param_shape_mismatch")

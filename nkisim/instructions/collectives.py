@@ -46,7 +46,7 @@ def core_barrier(m, data, cores=(0, 1), *, engine=Engine.GPSIMD):
     if eng not in _BARRIER_ENGINES:
         raise UnsupportedOperationError(f"core_barrier blocks a compute or sync engine, got {eng.label}",
                                         code="err_instruction_engine_unsupported")
-    since = m.__dict__.setdefault("_barrier_since", 0)
+    since = launch.barrier_since
 
     def complete(arrivals: dict) -> None:
         for core in sorted(arrivals):
@@ -55,7 +55,7 @@ def core_barrier(m, data, cores=(0, 1), *, engine=Engine.GPSIMD):
             rec = m.emit("core_barrier", arrivals[core], "sync", [], [])
             if waits:
                 rec.attrs["after"] = waits
-        m.__dict__["_barrier_since"] = len(m.trace)
+        launch.barrier_since = len(m.trace)
     launch.meet("core_barrier", eng, complete)
 
 

@@ -88,12 +88,20 @@ def _maximum(op, instr: str) -> str:
     return alu.name
 
 
-def _unmasked_reduction(mask, cmd: int, instr: str) -> None:
+def _reduction_command(reduce_cmd, mask, instr: str) -> int:
+    """The reduce_cmd of range_select / select_reduce: no load_reduce (neither has a reduce_init),
+    and no reduction of a masked instruction."""
+    cmd = command(reduce_cmd, instr)
+    if cmd == LOAD_REDUCE:
+        raise UnsupportedOperationError(f"'{instr}' has no reduce_init to load: reduce_cmd=load_reduce is not "
+                                        "documented for it", remedy="use reset_reduce or reduce",
+                                        code="err_not_simulated")
     if mask is not None and cmd != IDLE:
         raise UnsupportedOperationError(f"'{instr}' with a mask= and a reduction: which elements a masked "
                                         "instruction reduces is not documented",
                                         remedy="slice the operands instead of masking them",
                                         code="err_not_simulated")
+    return cmd
 
 
 # ----- tensor_copy_predicated ---------------------------------------------------------------------
@@ -175,12 +183,7 @@ def range_select(m, *, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_
     if isinstance(range_start, (bool, np.bool_)) or not isinstance(range_start, (numbers.Real, np.number)):
         raise ArgumentError(f"range_start of '{instr}' must be a number, got {range_start!r}",
                             remedy="pass the index the first column compares as, e.g. range_start=0")
-    cmd = command(reduce_cmd, instr)
-    if cmd == LOAD_REDUCE:
-        raise UnsupportedOperationError(f"'{instr}' has no reduce_init to load: reduce_cmd=load_reduce is not "
-                                        "documented for it", remedy="use reset_reduce or reduce",
-                                        code="err_not_simulated")
-    _unmasked_reduction(mask, cmd, instr)
+    cmd = _reduction_command(reduce_cmd, mask, instr)
     params = {"cmp0": ops[0], "cmp1": ops[1], "start": float(np.float32(range_start))}
     result = m.new_tile(on_true_tile.shape, out_dtype(dtype, on_true_tile.dtype), Buffer.SBUF)
     writes = [result]
@@ -254,12 +257,7 @@ def select_reduce(m, *, dst, predicate, on_true, on_false, reduce_res=None, redu
     on_false_spec = scalar_operand(on_false, instr, "on_false", partitions(on_true), reads)
     if "const" in on_false_spec:
         on_false_spec = {"const": float(np.float32(on_false_spec["const"]))}
-    cmd = command(reduce_cmd, instr)
-    if cmd == LOAD_REDUCE:
-        raise UnsupportedOperationError(f"'{instr}' has no reduce_init to load: reduce_cmd=load_reduce is not "
-                                        "documented for it", remedy="use reset_reduce or reduce",
-                                        code="err_not_simulated")
-    _unmasked_reduction(mask, cmd, instr)
+    cmd = _reduction_command(reduce_cmd, mask, instr)
     params = {"on_false": on_false_spec, "reverse": _flag(reverse_pred, instr, "reverse_pred")}
     writes = [dst]
     reduction(m, instr, on_true, _maximum(reduce_op, instr), cmd, reduce_res, reads, writes, params)

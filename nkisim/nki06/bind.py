@@ -10,10 +10,9 @@ records: same opcodes, same regions, same costs.
 from __future__ import annotations
 
 import enum
-import math
 
 from ..errors import ArgumentError, KernelContractError, MemorySpaceError, ShapeError
-from ..machine import ENGINE_OUTPUTS
+from ..machine import ENGINE_OUTPUTS, fits_destination
 from ..registry import INSTRUCTIONS, machine_call
 from ..running import RUNNING
 from ..tensor import DeviceTensor
@@ -147,18 +146,12 @@ def _engine_cannot_write(m, dst: DeviceTensor, instr: str):
 
 def deliver(m, dst: DeviceTensor, result: DeviceTensor, instr: str, accumulate: bool = False) -> None:
     """Make the instruction that just produced `result` write `dst` instead."""
-    shape = dst.shape
-    if shape != result.shape and (math.prod(shape) != math.prod(result.shape)
-                                      or _squeezed(dst.shape) != _squeezed(result.shape)):
+    if not fits_destination(dst.shape, result.shape):
         raise ShapeError(f"'dst' of 'nisa.{instr}' has shape {list(dst.shape)}, but the instruction "
                          f"computes {list(result.shape)}",
                          remedy="slice dst to the shape of the result", code="err_param_shape_mismatch")
     if not m._place_result(result, dst, accumulate=accumulate):
         _engine_cannot_write(m, dst, instr)
-
-
-def _squeezed(shape: tuple) -> tuple:
-    return tuple(n for n in shape if n != 1)
 
 
 def named(value, enum_type: type[enum.Enum], param: str, instr: str) -> None:
