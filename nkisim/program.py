@@ -709,6 +709,11 @@ def _check_record(rec: TraceRecord, allocs: dict, limits: HardwareLimits, heads:
             raise ProgramError(f"{_where(rec)}: DMA cannot reach PSUM")
         if rec.reads and rec.writes and math.prod(rec.reads[0].shape) != math.prod(rec.writes[0].shape):
             raise ProgramError(f"{_where(rec)}: a DMA moves as many elements as it writes")
+        if rec.opcode == "shared_constant" and not (
+                len(rec.writes) == 1 and rec.writes[0].buffer == "shared_hbm"
+                and math.prod(rec.writes[0].shape) == math.prod(allocs[rec.writes[0].alloc_id].shape)):
+            # loaded with the binary at no cost: only ever the whole of a shared-HBM tensor
+            raise ProgramError(f"{_where(rec)}: an embedded constant fills a whole shared-HBM tensor")
         if len(rec.reads) > 1:           # dma_compute: at most 16 sources, each of dst's element count
             n = math.prod(rec.writes[0].shape) if rec.writes else 0
             if len(rec.reads) > 16 or any(math.prod(r.shape) != n for r in rec.reads):

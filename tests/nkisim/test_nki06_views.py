@@ -527,3 +527,26 @@ def test_a_shared_constant_is_embedded_with_the_kernel(tmp_path):
 def test_a_shared_constant_is_an_array():
     with pytest.raises(errors.ArgumentError, match="NumPy array"):
         plus_constant([1.0, 2.0])(data((128, 16)))
+
+
+def test_a_forged_constant_record_cannot_fill_on_chip_memory_for_free():
+    """The embedded-constant record costs nothing (it is loaded with the binary): a program that
+    turns a memset into one, writing SBUF from its params, is no program a kernel traced."""
+    from nkisim import program as programs
+    from nkisim.settings import HardwareLimits
+    from nkisim.trace import Engine
+
+    @nki.jit
+    def filled(a):
+        t = sbuf(a.shape)
+        nisa.memset(dst=t, value=3.0)
+        return store(t)
+    a = data((128, 16))
+    run = nkisim.run_kernel(filled, (a,), {})
+    forged = programs.decode(programs.encode(run.program))
+    rec = next(r for r in forged.records if r.opcode == "memset")
+    values = np.full((128, 16), 3.0, np.float32)
+    rec.opcode, rec.engine, rec.kind = "shared_constant", Engine.DMA, "constant"
+    rec.params = {"bytes": values.reshape(-1).view(np.uint8), "dtype": "float32", "shape": [128, 16]}
+    with pytest.raises(programs.ProgramError, match="shared-HBM"):
+        programs.validate(forged, HardwareLimits(), [a])
