@@ -194,6 +194,15 @@ def n_gather(rec: TraceRecord, p: CostParams) -> Cost:
     return ComputeCost("POOL", (n + instructions * p.pool_overhead_cycles) / p.pool_ghz)
 
 
+@cost_rule("topk")
+def topk(rec: TraceRecord, p: CostParams) -> Cost:
+    """nisa.topk reference (NKI 0.6): 4*n + K GpSimd cycles, n the active snake elements and K
+    the results (every group of 16 partitions on its own GpSimd core, in parallel), plus
+    GPSIMD_START as every GpSimd instruction pays."""
+    n, k = rec.params.get("n", 0), rec.params.get("k", 0)
+    return ComputeCost("POOL", (4 * n + k + p.pool_overhead_cycles) / p.pool_ghz)
+
+
 # ----- random bits (nkisim.instructions.random_bits) -----------------------------------------------
 
 @cost_rule("rng", "set_rng_seed")
@@ -223,6 +232,15 @@ def sendrecv(rec: TraceRecord, p: CostParams) -> Cost:
     if rec.engine is Engine.GPSIMD:
         return ComputeCost("POOL", _pool_ns(rec, p))
     return _dma_cost(rec, p)
+
+
+@cost_rule("register_store")
+def register_store(rec: TraceRecord, p: CostParams) -> Cost:
+    """No cost is documented (NKI 0.6 reference). Assumed: one DMA descriptor moving the
+    element, a partial write when it lands in HBM (C3)."""
+    dst = rec.writes[0]
+    partial = 1 if dst.buffer in ("hbm", "shared_hbm") and dst.nbytes < p.dma_hbm_write_granule_bytes else 0
+    return DmaCost(dst.nbytes, 1, 1.0, 1, partial)
 
 
 @cost_rule("shared_constant")

@@ -15,3 +15,5 @@ from . import gather  # noqa: F401 (nc_stream_shuffle, nc_n_gather / nl.gather_f
 from . import dma_compute, random_bits  # noqa: F401 (the DMA engines' sum; nisa.rng and its seed)
 from . import collectives  # noqa: F401 (core_barrier, sendrecv: the cores of an LNC=2 launch meeting)
 from . import constants  # noqa: F401 (nl.shared_constant: an array embedded with the kernel)
+from . import topk  # noqa: F401 (GpSimd's top-k over 16-partition snakes)
+from . import registers  # noqa: F401 (nisa.register_store: a traced register's value to memory)

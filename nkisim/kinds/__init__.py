@@ -20,3 +20,4 @@ from . import gather  # noqa: E402,F401 (stream shuffle, per-partition gather, s
 from . import dma_compute, random_bits  # noqa: E402,F401 (the DMA engines' sum; random bits, the rng seed)
 from . import collectives  # noqa: E402,F401 (the cores of a logical NeuronCore meeting)
 from . import constants  # noqa: E402,F401 (nl.shared_constant)
+from . import topk  # noqa: E402,F401 (GpSimd's top-k)

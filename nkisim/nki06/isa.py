@@ -37,7 +37,7 @@ from .enums import table_engine as _engine
 
 
 # sequencer registers whose values are known when the kernel is traced (nkisim.nki06.registers)
-from .registers import VirtualRegister, register_alloc, register_move  # noqa: E402,F401
+from .registers import VirtualRegister, register_alloc, register_move, register_store  # noqa: E402,F401
 # the Vector engine's statistics and top-8 instructions (nkisim.nki06.stats)
 from .bind import NkiInstruction  # noqa: E402,F401  (what every instruction returns)
 # the two cores of an LNC=2 launch meeting (nkisim.nki06.meetings)
@@ -50,6 +50,7 @@ from .fused import tensor_tensor_scan  # noqa: E402,F401
 from .select import dropout, range_select, select_reduce, tensor_copy_predicated  # noqa: E402,F401
 # cross-partition movement and gathers (nkisim.nki06.gather)
 from .gather import nc_n_gather, nc_stream_shuffle, nonzero_with_count, sequence_bounds  # noqa: E402,F401
+from .topk import topk  # noqa: E402,F401
 # random bits and their seed; the DMA engines' sum (nkisim.nki06.random_bits)
 from .random_bits import dma_compute, rng, set_rng_seed  # noqa: E402,F401
 

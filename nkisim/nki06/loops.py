@@ -17,6 +17,7 @@ import warnings
 
 from ..errors import ArgumentError, KernelContractError
 from ..running import current_machine
+from .bind import NkiInstruction
 from .registers import VirtualRegister
 
 # iterations of a while_loop before nkisim calls it endless (its condition never became 0)
@@ -54,7 +55,8 @@ def fori_loop(lower, upper, body_fun, step=1):
         raise ArgumentError(f"body_fun of nl.fori_loop must be a function of the counter, got {type(body_fun).__name__}")
     for value in range(lo, hi, st):
         returned = body_fun(VirtualRegister(value, frozen=True))
-        if returned is not None:
+        # an instruction's handle is what a one-call lambda body returns: not a carried value
+        if returned is not None and not isinstance(returned, NkiInstruction):
             raise KernelContractError("the body of nl.fori_loop returned a value: in NKI 0.6 it returns nothing "
                                       "(there is no carried value)",
                                       remedy="keep loop state in an SBUF or HBM tensor updated in place",

@@ -25,15 +25,9 @@ ISA_NOT_SIMULATED = {
     "local_gather": "gather within each partition with nisa.nc_n_gather, or across partitions with "
                     "nisa.dma_copy (local_gather is not simulated: the reference's prose does not say which "
                     "source elements each output partition receives; only an example shows the layout)",
-    "topk": "use nisa.max8 (the 8 largest per partition) or nisa.tensor_reduce(dst, nl.max, data, axis=...) "
-            "(topk is not simulated: the 0.6 reference says each partition works independently yet reads a "
-            "16-partition snake, and does not say where the K results are written)",
     "register_load": "a register loaded from memory makes control flow or addresses depend on data, which "
                      "nkisim's static programs cannot express: use registers set with nisa.register_alloc(x) "
                      "or nisa.register_move, and loop bounds known when the kernel is traced",
-    "register_store": "storing a register writes a value known only at run time on Trainium; nkisim simulates "
-                      "registers whose values are known when traced: write the value with nisa.memset or "
-                      "nisa.iota",
     "rand2": "rand2 runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet: draw bits with "
              "nisa.rng and scale them into [min, max] with nisa.tensor_scalar",
     "rand_set_state": "the generator state it sets is the hardware's XORWOW state, whose layout and stream nkisim "

@@ -4,15 +4,19 @@ On Trainium a register holds a 32-bit value an engine's sequencer reads at run t
 counter of nl.fori_loop / nl.dynamic_range, or an offset passed to `t.ap(scalar_offset=r)`.
 nkisim traces a kernel into a static program, so it simulates exactly the registers whose
 values are known when the kernel is traced: constants (register_alloc(x), register_move) and
-loop counters, each traced iteration with its own value. A register loaded from memory
-(register_load) makes control flow or addresses depend on data, which a static program cannot
-express: that is refused, not guessed.
+loop counters, each traced iteration with its own value; register_store writes that value to
+memory (nkisim.instructions.registers). A register loaded from memory (register_load) makes
+control flow or addresses depend on data, which a static program cannot express: that is
+refused, not guessed.
 
 As the 0.6 reference says, a register is not a Python int: `if r:`, `int(r)`, `range(r)` and
 Python arithmetic on one are refused (TypeError under NKI's tracer)."""
 from __future__ import annotations
 
 from ..errors import ArgumentError, KernelContractError
+from .bind import binding, semantics
+
+_register_store = semantics("register_store")
 
 
 class VirtualRegister:
@@ -77,3 +81,12 @@ def register_move(dst: VirtualRegister, src) -> None:
         raise ArgumentError(f"'src' of nisa.register_move must be an int or a VirtualRegister, got {src!r}",
                             code="err_unsupported_args")
     dst.set(value, "nisa.register_move")
+
+
+@binding
+def register_store(m, dst, src) -> None:
+    """Memory's one element `dst` = the register `src` (its traced value)."""
+    if not isinstance(src, VirtualRegister):
+        raise ArgumentError(f"'src' of nisa.register_store must be a VirtualRegister, got {type(src).__name__}",
+                            remedy="allocate one with nisa.register_alloc(x)", code="err_unsupported_args")
+    _register_store(m, dst, src.traced_value("nisa.register_store"))

@@ -235,6 +235,46 @@ def test_registers_loaded_from_memory_are_refused():
         kernel(data((128, 8)))
 
 
+def test_register_store_writes_each_traced_value_into_hbm_and_sbuf():
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((1, 4), nl.int32, buffer=nl.shared_hbm)
+        t = load(a)
+        nisa.register_store(t[0:1, 0:1], nisa.register_alloc(-3))
+        nl.fori_loop(0, 5, lambda i: nisa.register_store(out[0:1, 1:2], i))   # the last iteration's 4
+        r = nisa.register_alloc(0)
+        nisa.register_move(r, 2 ** 32 - 1)                     # 32 bits: -1 as an int32
+        nisa.register_store(t[0:1, 2:3], r)
+        nisa.dma_copy(dst=out[0:1, 0:1], src=t[0:1, 0:1])
+        nisa.dma_copy(dst=out[0:1, 2:4], src=t[0:1, 2:4])
+        return out
+    a = np.arange(4, dtype=np.int32).reshape(1, 4)
+    run = nkisim.run_kernel(kernel, (a,), {})
+    np.testing.assert_array_equal(run.outputs, [[-3, 4, -1, 3]])
+    stores = [r for r in run.trace if r.opcode == "register_store"]
+    assert len(stores) == 7 and all(r.engine.label == "DMA" for r in stores)
+    assert cost.estimate(run).total_ns > 0
+
+
+@pytest.mark.parametrize("body, error, words", [
+    (lambda t: nisa.register_store(t[0:1, 0:2], nisa.register_alloc(1)), errors.ShapeError, "exactly one element"),
+    (lambda t: nisa.register_store(t[0:1, 0:1], 5), errors.ArgumentError, "VirtualRegister"),
+    (lambda t: nisa.register_store(t[0:1, 0:1], nisa.register_alloc()), errors.KernelContractError, "no instruction"),
+    (lambda t: nisa.register_store(sbuf((1, 1), nl.float32), nisa.register_alloc(1)), errors.NotSimulatedError,
+     "bits or its value"),
+    (lambda t: nisa.register_store(nl.ndarray((1, 1), nl.int32, buffer=nl.psum), nisa.register_alloc(1)),
+     errors.MemorySpaceError, "psum"),
+])
+def test_register_store_refuses_what_it_cannot_store(body, error, words):
+    @nki.jit
+    def kernel(a):
+        t = load(a)
+        body(t)
+        return store_copy(t)
+    with pytest.raises(error, match=words):
+        kernel(np.zeros((1, 4), np.int32))
+
+
 def test_a_loop_inside_no_reorder_is_refused():
     @nki.jit
     def kernel(a):
