@@ -205,14 +205,16 @@ def topk(rec: TraceRecord, p: CostParams) -> Cost:
 
 # ----- random bits (nkisim.instructions.random_bits) -----------------------------------------------
 
-@cost_rule("rng", "set_rng_seed")
+@cost_rule("rng", "set_rng_seed", "rand_set_state", "rand_get_state")
 def random_bits(rec: TraceRecord, p: CostParams) -> Cost:
-    """No cost is documented for rng or set_rng_seed (NKI 0.6 reference). Assumed: rng is one
-    pass writing dst's elements per partition at its engine's rate (the Vector engine's fp32
-    rate: the bits are 32 a element; GpSimd N + GPSIMD_START); the generator state it reads and
-    writes is engine state, not traffic. set_rng_seed reads one element: one minimal Vector
-    instruction (MIN_II plus overhead)."""
-    n = rec.writes[0].elements_per_partition if rec.opcode == "rng" and rec.writes else 1
+    """No cost is documented for rng, set_rng_seed, rand_set_state or rand_get_state (NKI 0.6
+    reference). Assumed: rng is one pass writing dst's elements per partition at its engine's
+    rate (the Vector engine's fp32 rate: the bits are 32 a element; GpSimd N + GPSIMD_START); the
+    generator state it reads and writes is engine state, not traffic. set_rng_seed reads one
+    element: one minimal Vector instruction (MIN_II plus overhead). rand_set_state and
+    rand_get_state move the 6 state words a partition: one GpSimd pass of N = 6 (their first
+    write, the state rows or dst) plus GPSIMD_START."""
+    n = rec.writes[0].elements_per_partition if rec.opcode != "set_rng_seed" and rec.writes else 1
     if rec.engine is Engine.GPSIMD:
         return ComputeCost("POOL", (n + p.pool_overhead_cycles) / p.pool_ghz)
     return ComputeCost("DVE", _dve_pass_ns(n, False, p))

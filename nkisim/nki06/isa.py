@@ -53,6 +53,7 @@ from .gather import nc_n_gather, nc_stream_shuffle, nonzero_with_count, sequence
 from .topk import topk  # noqa: E402,F401
 # random bits and their seed; the DMA engines' sum (nkisim.nki06.random_bits)
 from .random_bits import dma_compute, rng, set_rng_seed  # noqa: E402,F401
+from .random_bits import rand_get_state, rand_set_state  # noqa: E402,F401  (the GpSimd generator's state)
 
 
 def get_nc_version() -> nc_version:

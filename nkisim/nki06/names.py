@@ -30,12 +30,6 @@ ISA_NOT_SIMULATED = {
                      "or nisa.register_move, and loop bounds known when the kernel is traced",
     "rand2": "rand2 runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet: draw bits with "
              "nisa.rng and scale them into [min, max] with nisa.tensor_scalar",
-    "rand_set_state": "the generator state it sets is the hardware's XORWOW state, whose layout and stream nkisim "
-                      "does not reproduce (nisa.rng's bits are nkisim's own draw): seed the Vector engine's "
-                      "generator with nisa.set_rng_seed instead",
-    "rand_get_state": "the generator state it reads is the hardware's XORWOW state, whose layout and stream nkisim "
-                      "does not reproduce (nisa.rng's bits are nkisim's own draw): keep the seed you passed to "
-                      "nisa.set_rng_seed instead",
 }
 
 # legacy nki.isa names that NKI 0.6 does not have

@@ -1,4 +1,5 @@
-"""NKI 0.6's random-number instructions (rng, set_rng_seed) and the DMA engines' arithmetic
+"""NKI 0.6's random-number instructions (rng, set_rng_seed, rand_set_state, rand_get_state) and the
+DMA engines' arithmetic
 (dma_compute), each lowered onto the instruction table's function
 (nkisim.instructions.random_bits, nkisim.instructions.dma_compute), which says what they
 compute and whose random bits they are."""
@@ -21,6 +22,8 @@ from .enums import engine, oob_mode
 
 _rng = _semantics("rng")
 _set_rng_seed = _semantics("set_rng_seed")
+_rand_set_state = _semantics("rand_set_state")
+_rand_get_state = _semantics("rand_get_state")
 _dma_compute = _semantics("dma_compute")
 _RNG_ENGINES = (_ENGINE.vector, _ENGINE.gpsimd)
 
@@ -50,6 +53,36 @@ def rng(m, dst, engine=engine.vector, name=None):
 def set_rng_seed(m, src_seeds, name=None):
     _bind.instruction_name(name, "set_rng_seed")
     _set_rng_seed(m, src_seeds)
+
+
+def _state_engine(engine, instr: str) -> int:
+    """The table's engine of a generator-state call: engine.unknown (the reference's default, "the
+    best engine will be selected": GpSimd, the only one on NeuronCore-v3), gpsimd or vector (which
+    the table refuses before NeuronCore-v4)."""
+    _named(engine, _ENGINE, "engine", instr)
+    if engine not in (_ENGINE.unknown, _ENGINE.gpsimd, _ENGINE.vector):
+        raise _Unsupported(f"nisa.{instr} runs on the GpSimd engine (or the Vector engine on NeuronCore-v4), not "
+                           f"{engine!r}", remedy="pass engine=nisa.engine.gpsimd or leave engine unset",
+                           code="err_instruction_engine_unsupported")
+    return _TABLE_ENGINE[engine]
+
+
+@_binding
+def rand_set_state(m, src_seeds, engine=engine.unknown, name=None):
+    """The 0.6 reference's signature (latest pages: engine=engine.unknown, not the digest's
+    engine.gpsimd; either is GpSimd on NeuronCore-v3). src_seeds: [P, 6] uint32 in SBUF."""
+    _bind.instruction_name(name, "rand_set_state")
+    _rand_set_state(m, src_seeds, engine=_state_engine(engine, "rand_set_state"))
+
+
+@_binding
+def rand_get_state(m, dst, engine=engine.unknown, name=None):
+    """The 0.6 reference's signature (engine=engine.unknown by default, as rand_set_state). dst:
+    [P, 6] uint32 in SBUF, receiving the GpSimd state of the lanes it occupies."""
+    _bind.instruction_name(name, "rand_get_state")
+    _destination(dst, "rand_get_state")
+    table_engine = _state_engine(engine, "rand_get_state")
+    _into(m, dst, "rand_get_state", _rand_get_state, dst.shape, dst.dtype, engine=table_engine)
 
 
 @_binding
