@@ -1,4 +1,5 @@
-"""Tracing a launch on a logical NeuronCore of several physical cores (NKI 0.6's kernel[2]).
+"""Tracing a launch on a logical NeuronCore of several physical cores (NKI 0.6's kernel[2], the
+legacy dialect's SPMD grids with an nl.nc dimension), and the legacy launch grids themselves.
 
 Each core runs the kernel's Python in a thread of its own, one at a time: core 0 runs until it
 reaches a point where the cores meet (nisa.core_barrier, nisa.sendrecv) or ends, then core 1,
@@ -8,17 +9,122 @@ core's instructions before a meeting ahead of every core's instructions after it
 makes the executor's values those of the hardware; the cost model runs each core's records on
 that core's engines (attrs["core"]).
 
+A launch grid (kernel[4, 2], kernel[nl.nc(2), 2], kernel[nl.spmd_dim(nl.nc(2), 2), 2]) has one
+instance of the kernel per grid point, each tracing with its own nl.program_id(axis). An
+instance runs on core 0 unless an nl.nc factor places it; a core runs its instances one after
+another in grid order, traced into its instruction stream as an unrolled loop over them would
+be (the cost model overlaps two only where their data allow), and every instance's
+nl.shared_hbm tensors are the first instance's.
+
 Only one thread ever runs kernel code, the tracing machine switching to its core at each hand-
 over (Machine.switch_core); every thread is joined before the trace is returned, and an
 exception on one core ends the others."""
 from __future__ import annotations
 
 import contextvars
+import itertools
+import math
 import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
 from .errors import KernelContractError
+
+
+# ----- SPMD launch grids (the legacy dialect's kernel[grid], nl.nc, nl.spmd_dim) ----------------------
+
+class NcDim:
+    """nl.nc(n): a grid dimension of n instances, each on its own physical core of the logical one."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n) -> None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise KernelContractError(f"nl.nc(n) takes a positive int, the physical cores, got {n!r}",
+                                      remedy="write nl.nc(2) for Trainium2's two cores", code="err_unsupported_args")
+        self.n = n
+
+    def __repr__(self) -> str:
+        return f"nl.nc({self.n})"
+
+
+class SpmdDim:
+    """nl.spmd_dim(a, b, ...): one grid dimension of a * b * ... instances, numbered row-major
+    over its factors; an nl.nc factor places each of its sub-blocks on a core of its own."""
+
+    __slots__ = ("factors",)
+
+    def __init__(self, *factors) -> None:
+        if not factors:
+            raise KernelContractError("nl.spmd_dim() needs at least one factor", code="err_unsupported_args")
+        for f in factors:
+            if not isinstance(f, NcDim) and (isinstance(f, bool) or not isinstance(f, int) or f < 1):
+                raise KernelContractError(f"a factor of nl.spmd_dim is a positive int or nl.nc(n), got {f!r}",
+                                          code="err_unsupported_args")
+        self.factors = factors
+
+    def __repr__(self) -> str:
+        return f"nl.spmd_dim({', '.join(map(repr, self.factors))})"
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A launch grid: its dimensions' sizes, and the physical core of each instance (row-major)."""
+
+    sizes: tuple
+    cores: int
+    core_of: tuple
+
+    def instances_by_core(self) -> list[list[tuple]]:
+        """Each core's instances (their program ids), in grid order: the order the core runs them."""
+        by_core: list[list[tuple]] = [[] for _ in range(self.cores)]
+        for flat, ids in enumerate(itertools.product(*(range(n) for n in self.sizes))):
+            by_core[self.core_of[flat]].append(ids)
+        return by_core
+
+
+MAX_GRID_INSTANCES = 1 << 16      # far beyond any grid a kernel is launched with; a bound on tracing
+
+
+def parse_grid(grid) -> Grid:
+    """kernel[grid]'s grid: an int, nl.nc(n), nl.spmd_dim(...), or a tuple of them."""
+    dims = grid if isinstance(grid, tuple) else (grid,)
+    if not dims:
+        raise KernelContractError("kernel[()] names no grid dimension", remedy="launch as kernel[n](...) or "
+                                  "call the kernel without a grid", code="err_unsupported_args")
+    sizes, places = [], []             # places: per dimension, each index's core (None: no core split)
+    nc_dims = 0
+    for d in dims:
+        factors = d.factors if isinstance(d, SpmdDim) else (d,)
+        if not all(isinstance(f, NcDim) or (type(f) is int and f >= 1) for f in factors):
+            raise KernelContractError(f"a launch grid dimension is a positive int, nl.nc(n) or nl.spmd_dim(...), got "
+                                      f"{d!r}", remedy="launch as kernel[2, 3](...) or kernel[nl.nc(2), 3](...)",
+                                      code="err_unsupported_args")
+        counts = [f.n if isinstance(f, NcDim) else f for f in factors]
+        size = math.prod(counts)
+        place = None
+        for k, f in enumerate(factors):
+            if isinstance(f, NcDim):
+                nc_dims += 1
+                inner = math.prod(counts[k + 1:])
+                place = [(i // inner) % f.n for i in range(size)]
+        sizes.append(size)
+        places.append(place)
+    if nc_dims > 1:
+        raise KernelContractError(f"the launch grid {grid!r} has {nc_dims} nl.nc dimensions; instances are placed on "
+                                  "the physical cores along one", remedy="mark one dimension with nl.nc(n)",
+                                  code="err_unsupported_args")
+    total = math.prod(sizes)
+    if total > MAX_GRID_INSTANCES:
+        raise KernelContractError(f"the launch grid {grid!r} has {total} instances; nkisim traces at most "
+                                  f"{MAX_GRID_INSTANCES}", remedy="launch fewer, larger instances",
+                                  code="err_unsupported_args")
+    cores = next((f.n for d in dims for f in (d.factors if isinstance(d, SpmdDim) else (d,))
+                  if isinstance(f, NcDim)), 1)
+    core_of = []
+    for ids in itertools.product(*(range(n) for n in sizes)):
+        core_of.append(next((places[a][i] for a, i in enumerate(ids) if places[a] is not None), 0))
+    return Grid(tuple(sizes), cores, tuple(core_of))
 
 
 class _Ended(BaseException):

@@ -84,8 +84,14 @@ class Machine:
         self.core_state: dict = {}
         self._core_fields: dict[int, tuple] = {}      # a core's own fields while another traces
         self._core_start = 0
-        self._shared_hbm: list[DeviceTensor] = []     # core 0's shared_hbm tensors, in order
+        self._shared_hbm: list[DeviceTensor] = []     # the first instance's shared_hbm tensors, in order
         self._shared_seen = 0
+        # an SPMD launch grid (legacy kernel[grid]): every instance of the launch, and the program
+        # ids and number of this core's instance being traced (nl.program_id)
+        self.instances = 1
+        self.grid_sizes: tuple = ()
+        self.program_ids: tuple = ()
+        self._core_instance = 0
         self.launch = None                  # the launch's cores and their meetings (nkisim.launch)
         # the name= label of the current-dialect instruction being traced (nkisim.nki06.bind)
         self.pending_label: str | None = None
@@ -117,12 +123,15 @@ class Machine:
         to a core starts it afresh."""
         self._label_records()
         saved = self._core_fields
-        saved[self.core] = (self.core_state, self.memory, self._shared_seen, self.pending_label)
+        saved[self.core] = (self.core_state, self.memory, self._shared_seen, self.pending_label, self.program_ids,
+                            self._core_instance)
         if core in saved:
-            self.core_state, self.memory, self._shared_seen, self.pending_label = saved[core]
+            (self.core_state, self.memory, self._shared_seen, self.pending_label, self.program_ids,
+             self._core_instance) = saved[core]
         else:
             memory = self.memory if core == 0 else MemoryTracker(self.limits)
             self.core_state, self.memory, self._shared_seen, self.pending_label = {}, memory, 0, None
+            self.program_ids, self._core_instance = (), 0
         self.core = core
 
     def _label_records(self) -> None:
@@ -131,41 +140,63 @@ class Machine:
                 rec.attrs["core"] = self.core
         self._core_start = len(self.trace)
 
-    def end_core(self) -> None:
-        """The core's run is traced: its records labelled, its shared tensors those of core 0."""
-        self._label_records()
-        if self.core and self._shared_seen != len(self._shared_hbm):
+    def begin_instance(self, program_ids: tuple) -> None:
+        """The core's next instance of the launch starts: its program ids, its shared tensors
+        counted afresh."""
+        self.program_ids = program_ids
+        self._shared_seen = 0
+
+    def end_instance(self) -> None:
+        """The instance is traced: every instance after the first allocated the first's shared tensors."""
+        if not self._creates_shared() and self._shared_seen != len(self._shared_hbm):
             raise KernelContractError(
-                f"under LNC={self.cores} core {self.core} allocated {self._shared_seen} nl.shared_hbm tensors, core 0 "
-                f"{len(self._shared_hbm)}: every core runs the same kernel and allocates the same shared tensors",
+                f"{self._instance_label()} allocated {self._shared_seen} nl.shared_hbm tensors, {self._first_label()} "
+                f"{len(self._shared_hbm)}: every instance runs the same kernel and allocates the same shared tensors",
                 remedy="allocate shared_hbm tensors outside any branch on nl.program_id()",
                 code="err_lnc_control_flow")
+        self._core_instance += 1
+
+    def end_core(self) -> None:
+        """The core's run is traced: its records labelled."""
+        self._label_records()
+
+    def _creates_shared(self) -> bool:
+        return self.core == 0 and self._core_instance == 0
+
+    def _instance_label(self) -> str:
+        if self.grid_sizes:
+            return f"SPMD instance {list(self.program_ids)}"
+        return f"under LNC={self.cores} core {self.core}"
+
+    def _first_label(self) -> str:
+        return "the first instance" if self.grid_sizes else "core 0"
 
     def _shared_tensor(self, shape: tuple, dtype, name: str) -> DeviceTensor | None:
-        """Core 1's nl.shared_hbm allocation is core 0's of the same place in the kernel (the k-th)."""
+        """A later instance's nl.shared_hbm allocation is the first instance's of the same place
+        in the kernel (the k-th): None while the first instance (core 0's first) allocates."""
         k = self._shared_seen
         self._shared_seen += 1
-        if self.core == 0:
+        if self._creates_shared():
             return None
         if k >= len(self._shared_hbm):
             raise KernelContractError(
-                f"under LNC={self.cores} core {self.core} allocates more nl.shared_hbm tensors than core 0 "
+                f"{self._instance_label()} allocates more nl.shared_hbm tensors than {self._first_label()} "
                 f"({len(self._shared_hbm)})", remedy="allocate shared_hbm tensors outside any branch on "
                                                      "nl.program_id()", code="err_lnc_control_flow")
         first = self._shared_hbm[k]
         if tuple(shape) != first.shape or dtypes.to_dtype(dtype) != first.dtype:
             raise KernelContractError(
-                f"under LNC={self.cores} core {self.core}'s shared_hbm tensor #{k + 1} is "
-                f"{dtypes.name_of(dtypes.to_dtype(dtype))}{list(shape)}, core 0's {first._label()}: every core "
-                "allocates the same shared tensors", remedy="give both cores the same shared_hbm allocations",
-                code="err_lnc_control_flow")
+                f"{self._instance_label()}'s shared_hbm tensor #{k + 1} is "
+                f"{dtypes.name_of(dtypes.to_dtype(dtype))}{list(shape)}, {self._first_label()}'s {first._label()}: "
+                "every instance allocates the same shared tensors",
+                remedy="give every instance the same shared_hbm allocations", code="err_lnc_control_flow")
         return DeviceTensor(first._alloc, first.shape, name=name or first.name)
 
     # ----- allocation ----------------------------------------------------------------------
     def allocate(self, shape, dtype, buffer: Buffer, *, par_axis: int = 0, name: str = "",
                  transient: bool = False, is_input: bool = False, input_index: int | None = None,
                  site=None) -> DeviceTensor:
-        if self.cores > 1 and buffer is Buffer.SHARED_HBM and not is_input:
+        if self.instances > 1 and buffer is Buffer.SHARED_HBM and not is_input:
             shared = self._shared_tensor(tuple(checked_shape(shape)), dtype, name)
             if shared is not None:
                 return shared

@@ -16,7 +16,7 @@ from . import collector, dtypes
 from . import instructions  # noqa: F401 (the table, and what tile operators trace)
 from .errors import KernelContractError
 from .execute import execute
-from .launch import Launch
+from .launch import Grid, Launch, parse_grid
 from .machine import Machine
 from .running import RUNNING
 from .memory import Buffer
@@ -48,6 +48,7 @@ class Kernel:
 
     dialect = "neuronxcc-nki"      # its dialect's name in nkisim.dialects (the legacy front end's)
     lnc = 1                        # physical cores of the logical NeuronCore it is launched on
+    grid: Grid | None = None       # the SPMD launch grid of kernel[grid] (the legacy dialect's)
 
     def __init__(self, func, mode: str = "auto", **options) -> None:
         self.func = func
@@ -76,8 +77,20 @@ class Kernel:
         """What the dialect adds to a finished trace (NKI 0.6: with_schedule's edges)."""
 
     def __getitem__(self, grid):
-        raise KernelContractError("SPMD launch grids (kernel[grid](...)) are not simulated by nkisim",
-                                  remedy="call the kernel without a grid", code="err_not_simulated")
+        """kernel[grid](...): one instance of the kernel per grid point (nkisim.launch)."""
+        if RUNNING.get() is not None:
+            raise KernelContractError(f"'{self.__name__}[...]' is launched with an SPMD grid from inside a kernel; "
+                                      "only the top-level launch takes a grid",
+                                      remedy=f"call {self.__name__}(...) as a helper, without the grid",
+                                      code="err_nested_kernel_with_spmd_grid")
+        if self.grid is not None:
+            raise KernelContractError(f"'{self.__name__}' already has the launch grid {self.grid.sizes}",
+                                      remedy="give the whole grid in one subscript: kernel[2, 3](...)",
+                                      code="err_unsupported_args")
+        launched = copy.copy(self)
+        launched.grid = parse_grid(grid)
+        launched.lnc = launched.grid.cores
+        return launched
 
     def __repr__(self) -> str:
         return f"<nki kernel {self.__name__}>"
@@ -215,6 +228,16 @@ def _last_line(func) -> SourceSite | None:
     return SourceSite(code.co_filename, max(lines) if lines else code.co_firstlineno)
 
 
+def _check_cores(k: Kernel, machine: Machine) -> None:
+    """A grid's nl.nc dimension places instances on the platform's physical cores (Trainium2: 2)."""
+    most = 2 if getattr(machine.settings, "platform", "trn2") == "trn2" else 1
+    if k.grid is not None and k.grid.cores > most:
+        raise KernelContractError(f"the launch grid of '{k.__name__}' places instances on nl.nc({k.grid.cores}) "
+                                  f"physical cores; a logical NeuronCore of this platform has {most}",
+                                  remedy=f"use nl.nc({most})" if most > 1 else "launch without nl.nc on this platform",
+                                  code="err_multi_cores_spmd_not_supported")
+
+
 def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
                  compile_options: dict | None = None, lnc: int | None = None) -> tuple[Program, Machine]:
     """Run the kernel's Python on value-free tensors and return the program it traced.
@@ -222,20 +245,25 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
     NeuronCore's physical cores, whatever the kernel object says (a grader launches at its
     spec's); None: the kernel's own launch (kernel[lnc])."""
     k = as_kernel(kernel)
-    if lnc is not None and lnc != k.lnc:
+    if lnc is not None and (lnc != k.lnc or k.grid is not None):     # the caller's launch, not the kernel's
         k = copy.copy(k)
-        k.lnc = lnc
+        k.lnc, k.grid = lnc, None
     k.before_trace(args, kwargs)
     machine = Machine(settings)
     machine.dialect = k.dialect
     machine.cores = k.lnc
+    _check_cores(k, machine)
+    by_core = k.grid.instances_by_core() if k.grid is not None else [[()] for _ in range(k.lnc)]
+    machine.instances = sum(map(len, by_core))
+    machine.grid_sizes = k.grid.sizes if k.grid is not None else ()
     names = _param_names(k.func, len(args))
     with machine.activate(), collector.paused():
         counter = [0]
         dev_args = [_to_device(machine, n, a, counter) for n, a in zip(names, args)]
         dev_kwargs = {n: _to_device(machine, n, v, counter) for n, v in kwargs.items()}
 
-        def run_core(core: int):
+        def run_instance(ids: tuple):
+            machine.begin_instance(ids)
             result, frame = _call_keeping_locals(k.func, dev_args, dev_kwargs)
             try:
                 machine.memory.check()   # what the kernel still held when it returned was live too
@@ -243,7 +271,11 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
                 if frame is not None:
                     frame.clear()
                 del frame
-            return result
+            machine.end_instance()
+            return ids, result
+
+        def run_core(core: int):
+            return [run_instance(ids) for ids in by_core[core]]
 
         if k.lnc == 1:
             results = [run_core(0)]
@@ -251,15 +283,18 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
             machine.launch = Launch(machine, k.lnc)
             results = machine.launch.run(run_core)
         outputs = None
-        for core, result in enumerate(results):
-            k.check_result(result, _last_line(k.func))
-            returned = _output_regions(result, k.__name__, _last_line(k.func))
-            if outputs is not None and not _same_outputs(returned, outputs):
-                raise KernelContractError(
-                    f"under LNC={k.lnc} core {core} returned other tensors than core 0: every core returns the "
-                    "same nl.shared_hbm outputs", remedy="return the same shared_hbm tensors on every core",
-                    code="err_lnc_control_flow", site=_last_line(k.func))
-            outputs = returned
+        for core, instances in enumerate(results):
+            for ids, result in instances:
+                k.check_result(result, _last_line(k.func))
+                returned = _output_regions(result, k.__name__, _last_line(k.func))
+                if outputs is not None and not _same_outputs(returned, outputs):
+                    who = f"SPMD instance {list(ids)}" if k.grid is not None else f"under LNC={k.lnc} core {core}"
+                    raise KernelContractError(
+                        f"{who} returned other tensors than the first instance: every instance returns the same "
+                        "nl.shared_hbm outputs", remedy="allocate the outputs with buffer=nl.shared_hbm and return "
+                                                        "the same tensors from every instance",
+                        code="err_lnc_control_flow", site=_last_line(k.func))
+                outputs = returned
         k.after_trace(machine)
         # the allocation table (one tuple per allocation) is made while the collector is still paused
         program = Program(kernel=k.__name__, allocs=machine.allocation_table(), records=machine.trace,
@@ -302,16 +337,24 @@ def _decorator_or_call(kernel, make):
     return make(kernel)
 
 
+class BaremetalKernel:
+    """What nki.baremetal returns: call it (or `[grid]` it, then call) on NumPy arrays."""
+
+    def __init__(self, kernel: Kernel, compile_options: dict) -> None:
+        self.kernel = kernel
+        self.compile_options = compile_options
+        self.__name__ = kernel.__name__
+
+    def __call__(self, *args, **kwargs):
+        return run_kernel(self.kernel, args, kwargs, compile_options=self.compile_options).outputs
+
+    def __getitem__(self, grid):
+        return BaremetalKernel(self.kernel[grid], self.compile_options)
+
+
 def baremetal(kernel=None, **kwargs):
     """Compile-and-run on the (simulated) device; returns NumPy outputs."""
-    def make(k):
-        kern = as_kernel(k)
-
-        def run(*args, **kw):
-            return run_kernel(kern, args, kw, compile_options=kwargs).outputs
-        run.__name__ = kern.__name__
-        return run
-    return _decorator_or_call(kernel, make)
+    return _decorator_or_call(kernel, lambda k: BaremetalKernel(as_kernel(k), kwargs))
 
 
 def simulate_kernel(kernel, *args, **kwargs):
@@ -354,8 +397,16 @@ class BenchmarkedKernel:
         self.benchmark_result: BenchmarkResult | None = None
 
     def __call__(self, *args, **kwargs):
+        return self._run(self.kernel, args, kwargs)
+
+    def __getitem__(self, grid):
+        """benchmarked[grid](...): the kernel launched on `grid`; the result lands on this object."""
+        launched = self.kernel[grid]
+        return lambda *args, **kwargs: self._run(launched, args, kwargs)
+
+    def _run(self, kernel: Kernel, args, kwargs):
         # one simulated execution stands for warmup + iters: the model is deterministic
-        run = run_kernel(self.kernel, args, kwargs, settings=self.settings, compile_options=self.options)
+        run = run_kernel(kernel, args, kwargs, settings=self.settings, compile_options=self.options)
         self.benchmark_result = BenchmarkResult(run, self.iters)
         return run.outputs
 

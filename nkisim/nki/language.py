@@ -83,17 +83,47 @@ def static_range(*args):
     return _range(*args)
 
 
-# ----- SPMD: a single program instance -----
-def program_id(axis=0):
-    return 0
+# ----- SPMD: the instance of a launch grid being traced (nkisim.launch) -----
+from ..launch import NcDim as nc, SpmdDim as spmd_dim  # noqa: E402,F401
+from ..running import current_machine as _current_machine  # noqa: E402
+from ..errors import KernelContractError as _KernelContractError  # noqa: E402
+import builtins as _builtins  # noqa: E402 (nl.max and others shadow the builtins here)
+
+
+def _axis(axis, sizes: tuple, where: str) -> int:
+    if isinstance(axis, bool) or not isinstance(axis, (int, _np.integer)):
+        raise _KernelContractError(f"the axis of {where} must be an int, got {axis!r}", code="err_unsupported_args")
+    if not 0 <= int(axis) < _builtins.max(len(sizes), 1):
+        raise _KernelContractError(f"{where}({axis}) names an axis the launch grid does not have: the grid is "
+                                   f"{list(sizes) if sizes else 'absent (one instance)'}",
+                                   remedy=f"ask for an axis in 0..{_builtins.max(len(sizes), 1) - 1}",
+                                   code="err_program_id_axis_out_of_bounds")
+    return int(axis)
+
+
+def program_id(axis):
+    """This instance's index along `axis` of the launch grid (0 without a grid)."""
+    m = _current_machine()
+    axis = _axis(axis, m.grid_sizes, "nl.program_id")
+    return m.program_ids[axis] if m.grid_sizes else 0
 
 
 def num_programs(axes=None):
-    return 1
+    """The instances of the launch grid: all of them, or along `axes` (an int or a tuple of ints)."""
+    sizes = _current_machine().grid_sizes
+    if axes is None:
+        return int(_np.prod(sizes)) if sizes else 1
+    chosen = axes if isinstance(axes, tuple) else (axes,)
+    total = 1
+    for a in chosen:
+        axis = _axis(a, sizes, "nl.num_programs")
+        total *= sizes[axis] if sizes else 1
+    return total
 
 
 def program_ndim():
-    return 0
+    """The launch grid's number of dimensions (0 without a grid)."""
+    return len(_current_machine().grid_sizes)
 
 
 def expand_dims(data, axis):

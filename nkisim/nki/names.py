@@ -24,8 +24,6 @@ LANGUAGE_NOT_SIMULATED = {
                        "nisa.memset",
     "shared_identity_matrix": "build the identity with nisa.iota and nisa.affine_select, or pass it "
                               "in as a kernel argument",
-    "spmd_dim": "launch the kernel without an SPMD grid",
-    "nc": "launch the kernel without an SPMD grid",
 }
 
 # nki.isa instructions documented for SDK 2.26 (nki-api.md 1.3, "Other nisa instructions")

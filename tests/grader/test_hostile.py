@@ -992,3 +992,23 @@ nisa.tensor_copy = _lossy
 def test_float16_arithmetic_in_a_float32_kernel_earns_nothing():
     report = graded(FLOAT16_INSIDE)
     assert_nothing_earned(report, "wrong output")
+
+
+# 7. The launch: a kernel may not put itself on more physical cores than its spec grades on.
+def split_over_an_spmd_grid(source: str) -> str:
+    """The honest kernel with its pooled rows split between the instances of an SPMD grid whose
+    nl.nc dimension puts one instance on each of Trainium2's two cores, launched at import."""
+    split = source.replace("            for hp in nl.affine_range(out_pool_height):\n",
+                           "            for hp in range(nl.program_id(0), out_pool_height, nl.num_programs()):\n", 1)
+    split = split.replace("buffer=nl.hbm,", "buffer=nl.shared_hbm,", 1)     # one output for both instances
+    assert split.count("nl.program_id(0)") == 1 and "nl.shared_hbm" in split
+    return split + "\n\nfused_conv2d_maxpool = fused_conv2d_maxpool[nl.nc(2)]\n"
+
+
+def test_a_kernel_launching_itself_on_an_spmd_grid_is_graded_without_it():
+    honest = by_name(graded(HONEST))["perf"]
+    report = graded(split_over_an_spmd_grid(HONEST))
+    # graded as the harness launches it, without a grid: nl.num_programs() is 1 and every row
+    # is done on one core, so the honest kernel's grade and latency, not half of it
+    assert by_name(report)["perf"].p99_us == honest.p99_us
+    assert report.score.total == FULL_MARKS, [(t.name, t.status, t.message) for t in report.tests]
