@@ -89,6 +89,7 @@ class Machine:
         # an SPMD launch grid (legacy kernel[grid]): every instance of the launch, and the program
         # ids and number of this core's instance being traced (nl.program_id)
         self.instances = 1
+        self.grid = None                    # its nkisim.launch.Grid (None: no grid)
         self.grid_sizes: tuple = ()
         self.program_ids: tuple = ()
         self._core_instance = 0

@@ -255,6 +255,7 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
     _check_cores(k, machine)
     by_core = k.grid.instances_by_core() if k.grid is not None else [[()] for _ in range(k.lnc)]
     machine.instances = sum(map(len, by_core))
+    machine.grid = k.grid
     machine.grid_sizes = k.grid.sizes if k.grid is not None else ()
     names = _param_names(k.func, len(args))
     with machine.activate(), collector.paused():

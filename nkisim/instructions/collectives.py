@@ -5,9 +5,14 @@ tile into the other core's). Both are points where every core of the launch meet
 core's instructions before the meeting precede every core's after it in the program."""
 from __future__ import annotations
 
-from ..errors import KernelContractError, MemorySpaceError, ShapeError, UnsupportedOperationError
+import itertools
+import math
+
+from ..alu import binary_op
+from ..errors import KernelContractError, MemorySpaceError, NotSimulatedError, ShapeError, UnsupportedOperationError
 from ..memory import Buffer
 from ..registry import instruction
+from ..running import current_machine
 from ..trace import Engine
 from .common import operand
 
@@ -99,3 +104,75 @@ def _gpsimd_dma_limit(src) -> None:
         raise MemorySpaceError(f"sendrecv over the GpSimd DMA moves at most {limit} bytes a partition of "
                                f"{src.dtype.name}, got {per_partition}", remedy="use dma_engine=nisa.dma_engine.dma",
                                code="err_size_of_dimension_exceed_arch_limit")
+
+
+# ----- nl.all_reduce (SDK 2.26): the instances of an SPMD grid reducing one tile -------------------
+
+def _reduced_axes(program_axes, ndim: int) -> tuple[int, ...]:
+    axes = program_axes if isinstance(program_axes, tuple) else (program_axes,)
+    if not axes or any(isinstance(a, bool) or not isinstance(a, int) or not 0 <= a < max(ndim, 1) for a in axes):
+        raise UnsupportedOperationError(f"program_axes of nl.all_reduce names grid axes 0..{max(ndim, 1) - 1}, got "
+                                        f"{program_axes!r}", remedy="pass an axis of the launch grid, or a tuple of them",
+                                        code="err_program_id_axis_out_of_bounds")
+    return tuple(sorted(set(axes)))
+
+
+def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False):
+    """nl.all_reduce: every instance of the launch grid gets `op` over the x of the instances that
+    differ from it only along `program_axes`. Lowered onto the table's instructions: each core's
+    x into the other core's SBUF (a sendrecv record), then a tensor_tensor of the two on each
+    core (their cost is those records'; the compiler's own lowering is not documented). The
+    instances reduced together must run on different physical cores (the axes an nl.nc
+    dimension places): instances of one core run one after another, so they never meet."""
+    from .vector import tensor_copy, tensor_tensor    # the Vector engine's table functions
+    m = current_machine()
+    operand(x, "all_reduce", "x")
+    alu = binary_op(op, "all_reduce")
+    if type(parallel_reduce) is not bool:
+        raise UnsupportedOperationError(f"parallel_reduce of nl.all_reduce is True or False, got {parallel_reduce!r}",
+                                        code="err_unsupported_args")
+    if asynchronous is not False:
+        raise NotSimulatedError("nl.all_reduce(asynchronous=True) returns before the reduction and needs a "
+                                "synchronisation nkisim does not simulate", remedy="leave asynchronous unset")
+    sizes = m.grid_sizes
+    axes = _reduced_axes(program_axes, len(sizes))
+    group = math.prod(sizes[a] for a in axes) if sizes else 1
+    if group == 1:                                   # one instance reduces with itself
+        return tensor_copy(x, dtype=dtype, mask=mask)
+    if m.grid is None or group != m.cores or not _across_cores(m.grid, axes):
+        raise NotSimulatedError(
+            f"nl.all_reduce over grid axes {axes} reduces {group} instances, which do not run on {group} different "
+            "physical cores: nkisim runs a core's instances one after another, so they cannot meet",
+            remedy="put the reduced axis on the cores: launch as kernel[nl.nc(2), ...] and reduce over axis 0")
+    scratch = m.allocate(tuple(x.shape), x.dtype, Buffer.SBUF, name="all_reduce peer tile")
+    mine = {"x": x, "scratch": scratch, "ids": m.program_ids, "result": None}
+
+    def complete(arrivals: dict) -> None:
+        kept = [i for i in range(len(sizes)) if i not in axes]
+        if len({tuple(a["ids"][i] for i in kept) for a in arrivals.values()}) != 1 or \
+                len({(tuple(a["x"].shape), a["x"].dtype) for a in arrivals.values()}) != 1:
+            raise KernelContractError("the instances meeting at an nl.all_reduce are not one reduction group, or "
+                                      "bring tiles of different shapes: every instance must call the same "
+                                      "all_reduces in the same order", code="err_lnc_control_flow")
+        for core, a in sorted(arrivals.items()):
+            for other, b in sorted(arrivals.items()):
+                if other != core:
+                    m.switch_core(core)
+                    m.emit("sendrecv", Engine.DMA, "copy", [a["x"]], [b["scratch"]])
+        for core, a in sorted(arrivals.items()):
+            m.switch_core(core)
+            a["result"] = tensor_tensor(a["x"], a["scratch"], alu, dtype=dtype, mask=mask)
+    m.launch.meet("all_reduce", mine, complete)
+    return mine["result"]
+
+
+def _across_cores(grid, axes: tuple[int, ...]) -> bool:
+    """Whether every reduction group of `grid` along `axes` has its instances on distinct cores."""
+    groups: dict[tuple, set] = {}
+    for flat, ids in enumerate(itertools.product(*(range(n) for n in grid.sizes))):
+        key = tuple(v for i, v in enumerate(ids) if i not in axes)
+        cores = groups.setdefault(key, set())
+        if grid.core_of[flat] in cores:
+            return False
+        cores.add(grid.core_of[flat])
+    return True

@@ -47,3 +47,31 @@ def shared_constant(constant, dtype=None):
     if m.core == 0:                      # a logical NeuronCore's cores share it: embedded once
         _embed(np.ascontiguousarray(constant.astype(dt)), tensor)
     return tensor
+
+
+# ----- SDK 2.26's nl.shared_constant and nl.shared_identity_matrix ---------------------------------
+
+def legacy_shared_constant(constant, dtype=None):
+    """SDK 2.26's nl.shared_constant: "a tensor which contains the constant data" of a NumPy array
+    (2.26 documents no .npy path). Its buffer is not stated for 2.26; nkisim gives the shared-HBM
+    tensor the current reference documents, which a kernel loads like any HBM tensor."""
+    if not isinstance(constant, np.ndarray):
+        raise ArgumentError(f"nl.shared_constant takes a NumPy array, got {type(constant).__name__}",
+                            remedy="pass the constant data as a NumPy array (a .npy path is NKI 0.6's form)",
+                            code="err_unsupported_args")
+    return shared_constant(constant, dtype)
+
+
+def legacy_shared_identity_matrix(n, dtype=np.uint8):
+    """SDK 2.26's nl.shared_identity_matrix: "the same behavior to nki.language.shared_constant"
+    for an (n, n) identity, so the shared-HBM constant np.eye(n) in `dtype` (0.6 puts it in SBUF)."""
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or int(n) < 1:
+        raise ArgumentError(f"n of nl.shared_identity_matrix must be a positive int, got {n!r}",
+                            remedy="pass the identity's size, e.g. n=128", code="err_unsupported_args")
+    dt = dtypes.to_dtype(dtype)
+    if int(n) ** 2 * dt.itemsize > MAX_CONSTANT_BYTES:
+        raise HardwareLimitError(f"nl.shared_identity_matrix({int(n)}) of {dtypes.name_of(dt)} needs "
+                                 f"{int(n) ** 2 * dt.itemsize} bytes: nkisim embeds at most "
+                                 f"{MAX_CONSTANT_BYTES} bytes of constants in one program",
+                                 remedy="use an identity of at most 128 x 128 (a tile's partitions)")
+    return shared_constant(np.eye(int(n), dtype=np.uint8), dt)

@@ -1,14 +1,16 @@
 """DMA instructions: copies between HBM and SBUF, with casting and optional accumulation."""
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedOperationError
 from ..memory import Buffer
-from ..registry import instruction
+from ..registry import INSTRUCTIONS, instruction, machine_call
 from ..tensor import DeviceTensor
 from ..trace import Engine
-from .common import DMA_ENDPOINTS, operand, out_dtype
+from .common import ANY_HBM, DMA_ENDPOINTS, SBUF_ONLY, operand, out_dtype
 
 _TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
@@ -73,3 +75,32 @@ def dma_transpose(m, src, *, axes=None, mask=None, dtype=None):
 def dma_move(m, dst: DeviceTensor, src: DeviceTensor, mask=None) -> None:
     """A plain DMA between two tensors of equal element count (nl.load / nl.store)."""
     m.emit("dma_copy", Engine.DMA, "copy", [src], [dst], mask=mask)
+
+
+def _legacy_atomic_rmw(m, dst, value, op, *, mask=None):
+    """SDK 2.26's nl.atomic_rmw: dst = op(dst, value) on HBM, op np.add only, lowered onto
+    dma_copy(dst_rmw_op=np.add) (a scalar value is first filled into an SBUF tile of dst's shape
+    by nisa.memset). Elements pair as in dma_copy: equal counts, row-major. The reference says dst
+    "only supports indirect dynamic indexing currently"; nkisim has no indirect indexing (such a
+    subscript is refused where it is written), and takes a static subscript of dst as the same
+    read-modify-write."""
+    instr = "nl.atomic_rmw"
+    if op is not np.add and getattr(op, "name", None) != "add":
+        raise UnsupportedOperationError(f"op of {instr} is {op!r}: SDK 2.26 supports only np.add",
+                                        remedy="pass op=np.add")
+    operand(dst, instr, "dst", ANY_HBM, tile=False, mask=mask)
+    if isinstance(value, (numbers.Number, np.number)) and not isinstance(value, (bool, np.bool_)):
+        value = INSTRUCTIONS["memset"].semantics(m, dst.shape, value, dst.dtype)
+    elif not isinstance(value, DeviceTensor):
+        raise ShapeError(f"value of {instr} must be a tile or a number, got {type(value).__name__}",
+                         remedy="pass an SBUF tile, or a Python number", code="err_operand_must_be_tensor")
+    operand(value, instr, "value", SBUF_ONLY, mask=mask)
+    if value.size != dst.size:
+        raise ShapeError(f"value {value._label()} of {instr} has {value.size} elements, dst {dst._label()} "
+                         f"{dst.size}", remedy="give value as many elements as the dst subscript selects",
+                         code="err_dma_shape_mismatch")
+    INSTRUCTIONS["dma_copy"].semantics(m, dst=dst, src=value, mask=mask, dst_rmw_op=np.add)
+
+
+legacy_atomic_rmw = machine_call(_legacy_atomic_rmw, "nl.atomic_rmw")
+legacy_atomic_rmw.__name__ = legacy_atomic_rmw.__qualname__ = "atomic_rmw"

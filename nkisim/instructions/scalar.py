@@ -3,14 +3,16 @@ from __future__ import annotations
 
 from .. import dtypes
 from .. import alu
-from ..errors import DtypeError, ShapeError
+from ..errors import DtypeError, NotSimulatedError, ShapeError, UnsupportedOperationError
 from ..memory import Buffer
-from ..registry import instruction
+from ..platforms import current_rules
+from ..registry import INSTRUCTIONS, instruction, machine_call
 from ..tensor import DeviceTensor
 from ..trace import Engine
 from .common import operand, out_dtype, partitions, scalar_operand
 
 REDUCE_CMD_REDUCE = 2   # nisa.reduce_cmd.reduce: keep accumulating into reduce_res
+REDUCE_CMD_RESET_REDUCE = 3   # nisa.reduce_cmd.reset_reduce: this instruction's reduction only
 
 
 @instruction("activation", Engine.SCALAR, kinds=("activation",))
@@ -43,3 +45,33 @@ def activation(m, op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=
         writes.append(reduce_res)
     m.emit("activation", Engine.SCALAR, "activation", reads, writes, params=params, mask=mask, op=fn.name)
     return result
+
+
+def _legacy_activation_reduce(m, op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None):
+    """SDK 2.26's nisa.activation_reduce: "equivalent to calling nisa.activation with
+    reduce_cmd=nisa.reduce_cmd.reset_reduce and passing in reduce_res", so one activation record.
+    The 2.26 reference limits reduce_op to an addition on NeuronCore-v2 only; on gen3 the op the
+    kernel names is reduced (the legacy activation's reading). Which elements a masked
+    instruction reduces is not documented, so a mask is refused."""
+    instr = "activation_reduce"
+    if not isinstance(reduce_res, DeviceTensor):
+        raise ShapeError(f"reduce_res of '{instr}' must be an SBUF/PSUM tile of one element per partition, "
+                         f"got {type(reduce_res).__name__}", remedy="pass a (P, 1) tile, e.g. nl.ndarray((P, 1), "
+                                                                   "nl.float32, buffer=nl.sbuf)",
+                         code="err_activation_reduce_res_shape")
+    if isinstance(data, DeviceTensor) and partitions(reduce_res) != partitions(data):
+        raise ShapeError(f"reduce_res of '{instr}' spans {partitions(reduce_res)} partitions, data "
+                         f"{partitions(data)}", remedy="give reduce_res data's partitions and one element on each",
+                         code="err_activation_reduce_res_shape")
+    if current_rules().nc_version == 2 and alu.reduce_op(reduce_op, instr).name != "add":
+        raise UnsupportedOperationError(f"reduce_op of '{instr}' on NeuronCore-v2 can only be an addition, got "
+                                        f"{reduce_op!r}", remedy="pass reduce_op=nl.add")
+    if mask is not None:
+        raise NotSimulatedError(f"'{instr}' with a mask=: which elements a masked instruction reduces is not "
+                                "documented", remedy="slice the operands instead of masking them")
+    return INSTRUCTIONS["activation"].semantics(m, op, data, bias=bias, scale=scale, reduce_op=reduce_op,
+                                                reduce_res=reduce_res, reduce_cmd=REDUCE_CMD_RESET_REDUCE, dtype=dtype)
+
+
+legacy_activation_reduce = machine_call(_legacy_activation_reduce, "nisa.activation_reduce")
+legacy_activation_reduce.__name__ = legacy_activation_reduce.__qualname__ = "activation_reduce"

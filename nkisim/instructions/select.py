@@ -17,10 +17,11 @@ import numpy as np
 
 from .. import dtypes
 from ..alu import binary_op, reduce_op
-from ..errors import ArgumentError, MemorySpaceError, ShapeError, UnsupportedOperationError
+from ..errors import ArgumentError, MemorySpaceError, NotSimulatedError, ShapeError, UnsupportedOperationError
 from ..memory import Buffer
 from ..platforms import current_rules
 from ..registry import INSTRUCTIONS, instruction, machine_call
+from ..tensor import DeviceTensor
 from ..trace import Engine
 from .accumulator import IDLE, LOAD_REDUCE, RESET_REDUCE, command, reduction
 from .common import ON_CHIP, free_size, number, operand, out_dtype, partitions, same_partitions, scalar_operand
@@ -302,3 +303,30 @@ def dropout(m, data, prob, *, mask=None, dtype=None):
     m.emit("dropout", Engine.VECTOR, "dropout", reads, [result], mask=mask,
            params={"prob": spec, "seed": len(m.trace)})
     return result
+
+
+def _legacy_dropout(m, x, rate, *, dtype=None, mask=None):
+    """SDK 2.26's nl.dropout: nisa.dropout with `rate` "a scalar value or a tile with 1 element".
+    A one-element tile is the per-partition probability of a one-partition x; for x of more
+    partitions how the compiler spreads it is not documented, so that case is refused."""
+    if isinstance(rate, (bool, np.bool_)) or not isinstance(rate, (numbers.Number, np.number, DeviceTensor)):
+        raise ArgumentError(f"rate of nl.dropout must be a number or a tile with 1 element, got {rate!r}",
+                            remedy="pass the drop probability as a float, e.g. rate=0.1")
+    if not isinstance(rate, DeviceTensor) and not 0.0 <= float(rate) <= 1.0:
+        raise UnsupportedOperationError(f"rate of nl.dropout is {rate!r}: a probability is between 0 and 1",
+                                        remedy="pass the drop probability, 0.0 to 1.0", code="err_unsupported_args")
+    if isinstance(rate, DeviceTensor):
+        if rate.size != 1:
+            raise ShapeError(f"rate of nl.dropout must be a tile with 1 element, got {rate._label()}",
+                             remedy="pass one probability: a number, or a [1, 1] tile",
+                             code="err_unsupported_args")
+        if isinstance(x, DeviceTensor) and partitions(x) != 1:
+            raise NotSimulatedError(f"nl.dropout of a {partitions(x)}-partition tile with a one-element rate tile: "
+                                    "how the rate reaches every partition is not documented",
+                                    remedy="pass the rate as a number, or one probability per partition with "
+                                           "nisa.dropout(data, prob=<(P, 1) tile>)")
+    return INSTRUCTIONS["dropout"].semantics(m, x, rate, mask=mask, dtype=dtype)
+
+
+legacy_dropout = machine_call(_legacy_dropout, "nl.dropout")
+legacy_dropout.__name__ = legacy_dropout.__qualname__ = "dropout"

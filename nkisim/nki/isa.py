@@ -8,6 +8,7 @@ from ..instructions.dma import dma_copy, dma_transpose
 from ..instructions.gather import nc_stream_shuffle, sequence_bounds
 from ..instructions.gpsimd import affine_select, iota, tensor_partition_reduce
 from ..instructions.scalar import activation
+from ..instructions.scalar import legacy_activation_reduce as activation_reduce
 from ..instructions.select import dropout, select_reduce, tensor_copy_predicated
 from ..instructions.select import legacy_range_select as range_select
 from ..instructions.tensor_engine import nc_matmul, nc_transpose

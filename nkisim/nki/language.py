@@ -12,6 +12,10 @@ from ..instructions.language_ops import (
     load_transpose2d, matmul, ndarray, ones, ones_like, par_dim, store, transpose,
     where, zeros, zeros_like)
 from ..instructions.gather import gather_flattened
+from ..instructions.constants import legacy_shared_constant as shared_constant
+from ..instructions.constants import legacy_shared_identity_matrix as shared_identity_matrix
+from ..instructions.dma import legacy_atomic_rmw as atomic_rmw
+from ..instructions.select import legacy_dropout as dropout
 from ..instructions.loops import loop_reduce
 from ..instructions import normalizations as _normalizations
 from ..instructions.random_tiles import rand, random_seed
@@ -85,6 +89,7 @@ def static_range(*args):
 
 # ----- SPMD: the instance of a launch grid being traced (nkisim.launch) -----
 from ..launch import NcDim as nc, SpmdDim as spmd_dim  # noqa: E402,F401
+from ..instructions.collectives import all_reduce  # noqa: E402,F401 (the instances of a grid reducing a tile)
 from ..running import current_machine as _current_machine  # noqa: E402
 from ..errors import KernelContractError as _KernelContractError  # noqa: E402
 import builtins as _builtins  # noqa: E402 (nl.max and others shadow the builtins here)

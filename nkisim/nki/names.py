@@ -17,18 +17,10 @@ def elsewhere(prefix: str):
 # nki.language names documented for SDK 2.26 (shared/docs/nki-api.md 1.2) that nkisim does
 # not simulate, each with what a kernel can use instead.
 LANGUAGE_NOT_SIMULATED = {
-    "dropout": "dropout is random; a graded kernel should not need it",
-    "all_reduce": "collectives need several NeuronCores; reduce within the kernel instead",
-    "atomic_rmw": "accumulate with nisa.dma_copy(dst=..., src=..., dst_rmw_op=np.add)",
-    "shared_constant": "pass the constant in as a kernel argument, or build it with nisa.iota / "
-                       "nisa.memset",
-    "shared_identity_matrix": "build the identity with nisa.iota and nisa.affine_select, or pass it "
-                              "in as a kernel argument",
 }
 
 # nki.isa instructions documented for SDK 2.26 (nki-api.md 1.3, "Other nisa instructions")
 ISA_NOT_SIMULATED = {
-    "activation_reduce": "use nisa.activation followed by nisa.tensor_reduce",
     "local_gather": "gather within each partition with nl.gather_flattened, or across partitions with nisa.dma_copy "
                     "(local_gather is not simulated: the reference's prose does not say which source "
                     "elements each output partition receives; only an example shows the layout)",

@@ -230,3 +230,64 @@ def test_instances_must_return_and_allocate_the_same_shared_outputs():
         return out
     with pytest.raises(errors.KernelContractError, match=r"SPMD instance \[1\] allocates more nl.shared_hbm tensors than the first instance"):
         branchy[2](data((128, 8)))
+
+
+# ----- nl.all_reduce: the instances of a grid reducing one tile ------------------------------------
+def reducing(op, program_axes=0, dtype=None, every_instance_stores=False):
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((128, a.shape[1] // nl.num_programs(1)) if nl.program_ndim() > 1 else (128, a.shape[1]),
+                         a.dtype if dtype is None else dtype, buffer=nl.shared_hbm)
+        i = nl.program_id(0)
+        j = nl.program_id(1) if nl.program_ndim() > 1 else 0
+        width = out.shape[1]
+        tile = nl.load(a[i * 128:(i + 1) * 128, j * width:(j + 1) * width]) if nl.program_ndim() > 1 else nl.load(a)
+        total = nl.all_reduce(tile, op, program_axes=program_axes, dtype=dtype)
+        if i == 0 and j == nl.num_programs(1) - 1 if nl.program_ndim() > 1 else True:
+            nl.store(out, total)
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("op, fold", [(nl.add, np.add), (nl.maximum, np.maximum)])
+def test_all_reduce_across_the_two_cores(op, fold):
+    a = data((256, 192))
+    run = nkisim.run_kernel(reducing(op)[nl.nc(2), 3], (a,), {})
+    np.testing.assert_array_equal(run.outputs, fold(a[:128, 128:192], a[128:, 128:192]))
+    opcodes = [(r.opcode, r.attrs.get("core", 0)) for r in run.trace]
+    assert opcodes.count(("sendrecv", 0)) == 3 and opcodes.count(("sendrecv", 1)) == 3
+
+
+def test_all_reduce_of_one_instance_is_its_tile_in_the_dtype_asked():
+    a = data((128, 64))
+    got = reducing(nl.add, dtype=nl.bfloat16)(a)
+    np.testing.assert_array_equal(got.astype(np.float32), a.astype(got.dtype).astype(np.float32))
+
+
+def test_all_reduce_refuses_what_it_cannot_reduce():
+    a = data((256, 192))
+    with pytest.raises(errors.NotSimulatedError, match="cannot meet"):
+        reducing(nl.add, program_axes=1)[nl.nc(2), 3](a)         # axis 1 runs on one core
+    with pytest.raises(errors.UnsupportedOperationError, match="program_axes"):
+        reducing(nl.add, program_axes=5)[nl.nc(2), 3](a)
+
+    @nki.jit
+    def later(x):
+        out = nl.ndarray((128, 64), x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.all_reduce(nl.load(x[0:128, 0:64]), nl.add, 0, asynchronous=True))
+        return out
+    with pytest.raises(errors.NotSimulatedError, match="asynchronous"):
+        later[nl.nc(2)](a)
+
+
+def test_all_reduce_called_by_one_core_only_is_an_error():
+    @nki.jit
+    def lopsided(x):
+        out = nl.ndarray((128, 64), x.dtype, buffer=nl.shared_hbm)
+        tile = nl.load(x[0:128, 0:64])
+        if nl.program_id(0) == 0:
+            tile = nl.all_reduce(tile, nl.add, 0)
+        nl.store(out, tile)
+        return out
+    with pytest.raises(errors.KernelContractError, match="ended without reaching all_reduce"):
+        lopsided[nl.nc(2)](data((128, 64)))
