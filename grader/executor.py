@@ -9,7 +9,7 @@ any amount of work within its caps.
 
 Writes to the result pipe (GRADER_RESULT_FD) a JSON header (a length-prefixed frame, see
 grader.wire), then each output array in .npy format. Header fields: status ("ok" | "invalid" |
-"mismatch"), error, printed (nl.device_print text), opcodes, matmul_flops, instructions,
+"mismatch" | "simulator_error": nkisim failed on a valid program), error, printed (nl.device_print text), opcodes, matmul_flops, instructions,
 dma_count, latency_us, profile, processes; for "mismatch", declared. When the grader shares memory with it
 (grader.sharedmem: GRADER_SHARED_FD, its layout in job.json's "shared"), the inputs are read there,
 in place, and the expected output is computed into its room: the header says shared_output: true and no
@@ -104,6 +104,14 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
             if timing is not None:
                 timing.kill()
             return {"status": "invalid", "error": str(err)[:4000]}, []
+        except Exception as err:
+            if timing is not None:
+                timing.kill()
+            if isinstance(err, MemoryError):
+                raise
+            # a valid program that the simulator failed to execute (nkisim.errors.SimulatorFailure,
+            # or what a part's process raised): nkisim's fault, never the student's (runner.SimulatorFault)
+            return {"status": "simulator_error", "error": f"{type(err).__name__}: {err}"[:4000]}, []
         except BaseException:
             if timing is not None:
                 timing.kill()

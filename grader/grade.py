@@ -30,7 +30,7 @@ from .inputs import check_seed, config_inputs, config_seed, shared_config_inputs
 from .malloc import return_big_buffers
 from .precheck import compute_violations
 from .report import Report, TestResult
-from .runner import ConfigRun, RunnerJob, run_configuration, trace_configuration
+from .runner import ConfigRun, RunnerJob, SimulatorFault, run_configuration, trace_configuration
 from .sandbox import Limits, capabilities
 from .spec import AssignmentSpec, TestSpec
 from .static import static_findings
@@ -385,6 +385,9 @@ class _Run:
         detail = {"config": label, "wall_s": run.wall_s}
         output = "\n".join(part for part in (run.child_output, run.printed) if part)
         base = {"detail": detail, "output": output[-2000:]}
+        if run.status == "simulator_error":     # ours: no test status, the whole grade fails
+            raise SimulatorFault(f"{test.name}, {label}: nkisim failed to execute the kernel's valid program: "
+                                 f"{run.message}")
         if run.status == "timeout":
             return dict(base, status=TestStatus.ERROR, message=self._timeout_message(test, label, limits), timed_out=True)
         if run.status == "invalid":

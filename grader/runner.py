@@ -68,9 +68,15 @@ class RunnerJob:
     lnc: int = 1
 
 
+class SimulatorFault(RuntimeError):
+    """nkisim failed to execute a valid program (ConfigRun status "simulator_error"): the grader's
+    fault, not the student's. grade() raises it, so the run is a grader error (a worker retries
+    it, then gives up as infra_error), never a test scored 0."""
+
+
 @dataclass
 class ConfigRun:
-    status: str                         # ok | error | timeout | crashed | cancelled | invalid | mismatch
+    status: str                         # ok | error | timeout | crashed | cancelled | invalid | mismatch | simulator_error
     message: str = ""
     outputs: list = field(default_factory=list)
     printed: str = ""
@@ -292,6 +298,8 @@ def _parse_execution(done: ChildResult, limits: Limits, shared_output=None) -> C
     if header.get("status") == "mismatch":
         return ConfigRun("mismatch", "its declared outputs cannot be the expected ones",
                          wall_s=done.wall_seconds, declared=_declared(header))
+    if header.get("status") == "simulator_error":      # the trusted executor's word: nkisim failed
+        return ConfigRun("simulator_error", wire.bounded_text(str(header.get("error", ""))), wall_s=done.wall_seconds)
     if header.get("status") != "ok":
         message = wire.bounded_text(str(header.get("error", "the program could not run")))
         return ConfigRun("invalid", f"the traced program breaks the hardware's rules: {message}",

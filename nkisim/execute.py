@@ -22,6 +22,7 @@ import numpy as np
 from . import alu, dtypes
 from .dialects import DIALECTS
 from .kinds import VALUE_KINDS
+from .errors import KernelContractError, NKISimError, SimulatorFailure
 from .program import Program, ProgramError
 from .tensor import align_to
 from .trace import Region, TraceRecord
@@ -64,7 +65,10 @@ class _Memory:
         if arr is not None and arr.dtype is _DTYPES.get(dtype_name):
             return arr                 # already in that dtype (a view of it as it would hold the same bits)
         if arr is None:
-            arr = self.arrays[alloc_id] = self._create(self.allocs[alloc_id])
+            a = self.allocs.get(alloc_id)
+            if a is None:
+                raise _MissingAllocation(alloc_id)
+            arr = self.arrays[alloc_id] = self._create(a)
         if dtypes.name_of(arr.dtype) != dtype_name:
             arr = arr.view(dtypes.to_dtype(dtype_name))
         return arr
@@ -165,8 +169,8 @@ class _Memory:
         alloc_id = r.alloc_id
         if alloc_id in self.pinned:
             return False
-        a = self.allocs[alloc_id]
-        if a.input_index is not None or r.dtype != a.dtype:
+        a = self.allocs.get(alloc_id)
+        if a is None or a.input_index is not None or r.dtype != a.dtype:
             return False
         dtype = _DTYPES.get(a.dtype)
         if dtype is None:
@@ -390,7 +394,11 @@ def _copy(rec, v):
 
 
 def _broadcast(rec, v):
-    return [np.broadcast_to(v[0], rec.writes[0].shape)]
+    """Partition dimension first, as tiles broadcast: a [P] source is one value per partition."""
+    src, shape = v[0], rec.writes[0].shape
+    if 0 < src.ndim < len(shape):
+        src = src.reshape(src.shape[:1] + (1,) * (len(shape) - src.ndim) + src.shape[1:])
+    return [np.broadcast_to(src, shape)]
 
 
 def _transpose(rec, v):
@@ -482,11 +490,32 @@ def _reduce(rec, v):
         return [out]
     op = alu.reduce_op(p["op"])
     x = v[0] if op.bitvec else _f32(v[0])
+    if "select" in p:               # a mask over the reduced axes: the others add the op's identity
+        x = np.where(_selected(p["select"], x.shape), x, _identity(op.name, x.dtype))
     if op.reduce_ufunc in _ORDER_FREE and _short(x.shape, axes):
         out = _fold(op.reduce_ufunc, x, axes, keepdims)
     else:
         out = op.reduce_ufunc.reduce(x, axis=axes, keepdims=keepdims)
     return [-out if p.get("negate") else out]
+
+
+# what an element a reduction's mask leaves out adds (nkisim.instructions.language_ops._SELECTABLE)
+_IDENTITY = {"add": 0, "multiply": 1, "maximum": -np.inf, "minimum": np.inf, "bitwise_and": -1,
+             "bitwise_or": 0, "bitwise_xor": 0, "logical_and": 1, "logical_or": 0, "logical_xor": 0}
+
+
+def _selected(select, shape: tuple) -> np.ndarray:
+    """A reduction's selection: a uint8 array (a program's parameter arrays hold no bools), one
+    per input element, broadcast."""
+    if type(select) is not np.ndarray or select.dtype != np.uint8 or select.ndim != len(shape):
+        raise ProgramError("a reduction's select must be a uint8 array of its input's dimensions")
+    return np.broadcast_to(select != 0, shape)
+
+
+def _identity(op: str, dtype: np.dtype):
+    if op not in _IDENTITY:
+        raise ProgramError(f"a {op} reduction cannot select its elements")
+    return np.array(_IDENTITY[op]).astype(dtype)
 
 
 # the same values whatever order they combine in (a zero's sign aside, which no comparison
@@ -685,15 +714,18 @@ def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[in
                     _store(mem, rec.writes[0], results[0], rec.accumulate, rec.mask, adopt=True)
                 else:
                     _write_results(mem, rec, results, uses(index, nothing))
-            except ProgramError:
+            except (ProgramError, _MissingAllocation):
                 raise
             except Exception as err:   # a forged program's nonsense; a traced one never gets here
                 raise _cannot_execute(rec, err) from None
     except Exception as err:
         # which instruction raised it (None: a product retired late, its own error says which)
-        if pending is None and rec is not None and getattr(err, "at", None) is None:
+        at = rec.index if pending is None and rec is not None else None
+        if not isinstance(err, _PASS_THROUGH):      # nkisim's own fault, or a tile of another call
+            raise _unexpected(rec, err, at) from (None if isinstance(err, _MissingAllocation) else err)
+        if at is not None and getattr(err, "at", None) is None:
             try:
-                err.at = rec.index
+                err.at = at
             except AttributeError:
                 pass
         raise
@@ -726,10 +758,39 @@ def _retire(mem: _Memory, item: tuple, future) -> None:
     rec, unread = item
     try:
         _write_results(mem, rec, future.result(), unread)
-    except ProgramError:
+    except (ProgramError, _MissingAllocation):
         raise
     except Exception as err:
         raise _cannot_execute(rec, err) from None
+
+
+class _MissingAllocation(Exception):
+    """A region names an allocation the program does not have (never one program.validate passed)."""
+
+
+# passed through as they are: the program's own errors, nkisim's typed ones, resources, warnings
+_PASS_THROUGH = (ProgramError, NKISimError, MemoryError, RecursionError, Warning)
+
+
+def _unexpected(rec: TraceRecord | None, err: Exception, at: int | None) -> NKISimError:
+    """What an exception other than the program's own errors becomes: a traced program that
+    names an allocation it does not have used a tile of an earlier kernel call (allocation ids
+    are unique in the process); anything else is nkisim's bug, said so."""
+    what = f"instruction {rec.index} ({rec.opcode})" if rec is not None else "the program's outputs"
+    site = rec.site if rec is not None else None
+    if isinstance(err, _MissingAllocation):
+        failure = KernelContractError(
+            f"{what} uses a tile that is not one of this kernel call's: a tile made by an earlier kernel "
+            "call (kept in a global, an attribute or a cache such as functools.lru_cache) was used again",
+            remedy="make every tile within the call that uses it: a tile lives only within the call that "
+                   "made it", site=site)
+    else:
+        failure = SimulatorFailure(
+            f"nkisim failed on {what}: {type(err).__name__}: {err}; this is a bug in the simulator, "
+            "please report it", remedy="report it with this message and the kernel; nothing in the "
+            "kernel needs changing for it", site=site)
+    failure.at = at
+    return failure
 
 
 def _cannot_execute(rec: TraceRecord, err: Exception) -> ProgramError:

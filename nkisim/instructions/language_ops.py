@@ -8,9 +8,11 @@ import warnings
 import numpy as np
 
 from .. import dtypes
-from ..alu import OPS, NkiOp, binary_op, register_op_call
+from ..alu import OPS, NkiOp, binary_op, reduce_op, register_op_call
 from ..dialects import CURRENT, REMOVED_MASK
-from ..errors import ArgumentError, HardwareLimitError, MemorySpaceError, ShapeError, UnsupportedOperationError
+from ..errors import (ArgumentError, HardwareLimitError, MemorySpaceError, NotSimulatedError, ShapeError,
+                      UnsupportedOperationError)
+from ..indexing import Predicate
 from ..memory import Buffer
 from ..platforms import current_rules
 from ..registry import instruction
@@ -154,22 +156,33 @@ def copy(src, *, mask=None, dtype=None):
 
 
 def broadcast_to(src, *, shape):
+    """As tiles broadcast: the partition dimension stays first and free dimensions broadcast
+    like NumPy's, so a [P] tile (one value per partition) spreads along new free dimensions
+    ([P] -> [P, F]). NKI 0.6's nl.broadcast_to keeps the rank (its documentation)."""
     operand(src, "broadcast_to", "src")
     shape = checked_shape(shape)
     if shape == src.shape:
         return src
     m = current_machine()
-    if src.shape[0] not in (1, shape[0]):
-        raise ShapeError(f"cannot broadcast {src._label()} to {list(shape)}")
-    try:
-        if np.broadcast_shapes(src.shape, shape) != shape:
-            raise ValueError
-    except ValueError:
+    if m.dialect == CURRENT.name and len(shape) != src.ndim:
+        raise ShapeError(f"nl.broadcast_to: shape {list(shape)} must have the same rank as {src._label()}",
+                         remedy="give one size per dimension of the tile; add a size-1 dimension with "
+                                "nl.expand_dims first")
+    if not src.shape or len(shape) < src.ndim or src.shape[0] not in (1, shape[0]) \
+            or not _free_broadcasts(src.shape[1:], shape[1:]):
         raise ShapeError(f"cannot broadcast {src._label()} to {list(shape)}",
-                         remedy="only size-1 dimensions broadcast") from None
+                         remedy="the partition dimension must match (or be 1); free dimensions match, are "
+                                "1 or are new")
     result = m.new_tile(shape, src.dtype, Buffer.SBUF)
     m.emit("tensor_copy", Engine.VECTOR, "broadcast", [src], [result], auto_engine=True)
     return result
+
+
+def _free_broadcasts(free: tuple, target: tuple) -> bool:
+    try:
+        return np.broadcast_shapes(free, target) == target
+    except ValueError:
+        return False
 
 
 def transpose(x, *, dtype=None, mask=None):
@@ -186,7 +199,15 @@ def transpose(x, *, dtype=None, mask=None):
 
 
 def matmul(x, y, *, transpose_x=False, mask=None):
-    """x @ y on the Tensor Engine; x is transposed first unless transpose_x says it already is."""
+    """x @ y on the Tensor Engine; x is transposed first unless transpose_x says it already is.
+    x and y are SBUF tiles (2.26's nl.matmul: "a tile on SBUF"): a PSUM one, such as
+    nl.transpose's result, is refused here in nl.matmul's own terms."""
+    for name, t in (("x", x), ("y", y)):
+        operand(t, "matmul", name)
+        if t._alloc.buffer is not Buffer.SBUF:
+            raise MemorySpaceError(f"Expected operand '{name}' of 'matmul' to be in address space 'sbuf', but "
+                                   f"got a tile in '{t.buffer.value}' instead.",
+                                   remedy=f"copy it to SBUF first: {name} = nl.copy({name}) (or nisa.tensor_copy)")
     stationary = x
     if not transpose_x:
         stationary = tensor_copy(nc_transpose(x))
@@ -249,6 +270,8 @@ def elementwise_unary(opname, x, dtype=None, mask=None):
 
 
 def _reduce(op: NkiOp, x, axis, dtype=None, mask=None, keepdims=False):
+    if mask is not None:
+        return _masked_reduce(op, x, axis, dtype, mask, bool(keepdims))
     if op.alias_of:
         return tensor_reduce(op, x, axis, dtype=dtype, mask=mask, keepdims=keepdims)
     operand(x, f"nl.{op.name}", "x", mask=mask)
@@ -259,6 +282,64 @@ def _reduce(op: NkiOp, x, axis, dtype=None, mask=None, keepdims=False):
            params={"op": op.name, "axes": list(axes), "keepdims": bool(keepdims), "negate": False},
            op=op.name, axes=axes)
     return result
+
+
+# what a reduction adds where its mask leaves an element out (nkisim.execute's `select`): the
+# op's identity, so the selected elements alone make the result
+_SELECTABLE = ("add", "multiply", "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor",
+               "logical_and", "logical_or", "logical_xor")
+
+
+def _masked_reduce(op: NkiOp, x, axis, dtype, mask, keepdims: bool):
+    """A reduction's mask is a predicate over its input's indices (the Vector Engine walks the
+    input): over the reduced axes it selects the elements that are reduced; over the others it
+    selects the results written. A result no selected element reaches is not written, as a
+    masked-out result is not. nkisim's reading of the 2.26 masking rules."""
+    name = f"nl.{op.name}"
+    operand(x, name, "x", mask=mask)
+    axes = normalize_axes(axis, x.ndim, name)
+    values = _mask_over_input(mask, x.shape)
+    shape = reduced_shape(x.shape, axes, keepdims)
+    written = values.any(axis=axes, keepdims=keepdims)
+    if len(written.shape) < len(shape):               # a mask of fewer dimensions than the result
+        written = written.reshape((1,) * (len(shape) - len(written.shape)) + written.shape)
+    alu = reduce_op(op.alias_of, name) if op.alias_of else None
+    params = {"op": alu.name if alu else op.name, "axes": list(axes), "keepdims": keepdims, "negate": False}
+    if any(values.shape[a] > 1 for a in axes):
+        if alu is None or alu.name not in _SELECTABLE:
+            raise NotSimulatedError(
+                f"{name} with a mask over its reduced axes: nkisim does not know which elements the "
+                f"{op.name} then divides by", remedy="reduce with nl.sum under the mask, then multiply by "
+                "the count of selected elements' reciprocal")
+        if x._invalid is not None:
+            raise NotSimulatedError(f"{name} of a tile reaching outside its tensor, with a mask over the reduced "
+                                    "axes keeping those elements out", remedy="slice the tile to the tensor's "
+                                    "valid range instead (bounds with min())")
+        params["select"] = np.ascontiguousarray(values, dtype=np.uint8)     # read by execute's _selected
+    m = current_machine()
+    result = m.new_tile(shape, out_dtype(dtype, x.dtype), Buffer.SBUF)
+    m.emit("tensor_reduce", Engine.VECTOR, "reduce", [x], [result], mask=Predicate(written), params=params,
+           op=params["op"], axes=axes)
+    return result
+
+
+def _mask_over_input(mask, shape: tuple) -> np.ndarray:
+    """The mask's values in the input's dimensions (a predicate of fewer leads with size 1)."""
+    values = getattr(mask, "values", None)
+    if not isinstance(mask, Predicate) or values is None:
+        raise UnsupportedOperationError("mask= must be a predicate of index expressions "
+                                        "(comparisons of nl.arange/nl.mgrid combined with '&')",
+                                        code="err_unsupported_expression_in_mask")
+    if values.ndim < len(shape):
+        values = values.reshape((1,) * (len(shape) - values.ndim) + values.shape)
+    try:
+        if values.ndim != len(shape) or np.broadcast_shapes(values.shape, shape) != shape:
+            raise ValueError
+    except ValueError:
+        raise ShapeError(f"mask of shape {list(values.shape)} does not fit the reduced tile {list(shape)}",
+                         remedy="index the mask with the tile's own dimensions, e.g. nl.arange(n)[None, :] "
+                                "for the first free one", code="err_unsupported_expression_in_mask") from None
+    return values.astype(bool, copy=False)
 
 
 # the keywords each kind of op call takes besides dtype= and mask=
