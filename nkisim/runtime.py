@@ -14,7 +14,7 @@ from threadpoolctl import threadpool_limits
 
 from . import collector, dtypes
 from . import instructions  # noqa: F401 (the table, and what tile operators trace)
-from .errors import KernelContractError
+from .errors import ArgumentError, KernelContractError
 from .execute import execute
 from .launch import Grid, Launch, parse_grid
 from .machine import Machine
@@ -309,7 +309,9 @@ def run_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
                compile_options: dict | None = None) -> KernelRun:
     """Trace `kernel`, then execute its program on the inputs: both halves of a graded run,
     in one process, with the same errors at the same kernel lines."""
-    settings = settings or SimSettings()
+    if settings is None:
+        target = getattr(kernel, "options", {}).get("platform_target")      # @nki.jit(platform_target=...)
+        settings = SimSettings(platform=PLATFORM_TARGETS[target]) if target is not None else SimSettings()
     program, machine = trace_kernel(kernel, args, kwargs, settings, compile_options)
     # inf/NaN from instruction math is a value, as on the engines, not a host warning.
     # Tiles are small: one BLAS thread multiplies them faster than several (measured 3x on
@@ -323,7 +325,34 @@ def run_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
 
 # ----- the nki entry points ------------------------------------------------------------------------
 
+# the keywords each SDK 2.26 entry point documents (nki.baremetal, nki.benchmark, nki.jit pages)
+BAREMETAL_OPTIONS = ("save_neff_name", "save_trace_name", "additional_compile_opt", "artifacts_dir")
+# (and nkisim's own `settings=`, a SimSettings for the run: the platform, the latency noise)
+BENCHMARK_OPTIONS = ("warmup", "iters", "save_neff_name", "save_trace_name", "additional_compile_opt", "settings")
+# nki.jit's modes, and the keywords each passes on (simulation's platform_target: the doc tests')
+JIT_OPTIONS = {"auto": BAREMETAL_OPTIONS + ("warmup", "iters", "platform_target"), "baremetal": BAREMETAL_OPTIONS,
+               "benchmark": BENCHMARK_OPTIONS[:-1], "simulation": ("platform_target",), "jax": (), "torchxla": ()}
+PLATFORM_TARGETS = {"trn1": "trn1", "inf2": "trn1", "trn2": "trn2"}
+
+
+def _documented(kwargs: dict, allowed: tuple, where: str) -> None:
+    unknown = sorted(set(kwargs) - set(allowed))
+    if unknown:
+        raise ArgumentError(f"{where} does not take {', '.join(unknown)}: its keywords are "
+                            f"{', '.join(allowed) if allowed else 'none'}",
+                            remedy=f"call {where} with the documented keywords only", code="err_unsupported_args")
+    target = kwargs.get("platform_target")
+    if target is not None and target not in PLATFORM_TARGETS:
+        raise ArgumentError(f"{where}(platform_target={target!r}): nkisim models {', '.join(PLATFORM_TARGETS)}",
+                            remedy="pass platform_target='trn2' (or 'trn1')", code="err_unsupported_args")
+
+
 def jit(func=None, mode: str = "auto", **kwargs):
+    if mode not in JIT_OPTIONS:
+        raise ArgumentError(f"nki.jit(mode={mode!r}): the modes are {', '.join(JIT_OPTIONS)}",
+                            remedy="leave mode unset ('auto')", code="err_unsupported_args")
+    _documented(kwargs, JIT_OPTIONS[mode], f"nki.jit(mode={mode!r})")
+
     def make(f):
         if isinstance(f, Kernel):   # decorators stacked in either order
             f.mode, f.options = mode, {**f.options, **kwargs}
@@ -354,7 +383,9 @@ class BaremetalKernel:
 
 
 def baremetal(kernel=None, **kwargs):
-    """Compile-and-run on the (simulated) device; returns NumPy outputs."""
+    """Compile-and-run on the (simulated) device; returns NumPy outputs. The file-naming keywords
+    are accepted and name files only a device run writes."""
+    _documented(kwargs, BAREMETAL_OPTIONS, "nki.baremetal")
     return _decorator_or_call(kernel, lambda k: BaremetalKernel(as_kernel(k), kwargs))
 
 
@@ -413,4 +444,10 @@ class BenchmarkedKernel:
 
 
 def benchmark(kernel=None, **kwargs):
+    _documented(kwargs, BENCHMARK_OPTIONS, "nki.benchmark")
+    for name in ("warmup", "iters"):
+        value = kwargs.get(name, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "warmup" else 1):
+            raise ArgumentError(f"nki.benchmark's {name} must be {'a non-negative' if name == 'warmup' else 'a positive'} "
+                                f"int, got {value!r}", code="err_unsupported_args")
     return _decorator_or_call(kernel, lambda k: BenchmarkedKernel(k, **kwargs))
