@@ -81,6 +81,9 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
             if program.lnc != job.get("lnc", 1):       # the spec's launch, not what the child claims
                 raise programs.ProgramError(f"the program runs on a logical NeuronCore of {program.lnc} physical "
                                             f"cores; the assignment grades on {job.get('lnc', 1)}")
+            if program.mutable_inputs:              # an assignment's kernel writes only what it allocates
+                raise programs.ProgramError("the program writes its inputs (nt.mutable_tensor parameters "
+                                            f"{list(program.mutable_inputs)}); the assignment's kernel takes none")
     except programs.ProgramError as err:
         return {"status": "invalid", "error": str(err)[:4000]}, []
     declared = declared_outputs(program.outputs)

@@ -44,6 +44,7 @@ class _Memory:
         self.sizes = plan.sizes                      # elements of each allocation but the inputs
         overwritten, zero_based = plan.overwritten, plan.zero_based
         self.inputs = inputs
+        self.mutable_inputs = frozenset(program.mutable_inputs)
         self.placed = dict(placed or {})
         self.pinned = set(self.placed)               # memory given by the caller: written in place, never replaced
         self.fill_nan = fill_nan
@@ -79,6 +80,8 @@ class _Memory:
             values = np.ascontiguousarray(self.inputs[a.input_index])
             if values.dtype != dtype:
                 values = dtypes.cast(values, dtype)
+            elif a.input_index in self.mutable_inputs:     # the kernel writes it: never the caller's array
+                values = values.copy()
             return values.reshape(-1)
         arr = self.placed.pop(a.id, None)
         if (arr is None or arr.shape != (math.prod(a.shape),) or not arr.flags.writeable

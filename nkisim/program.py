@@ -61,6 +61,9 @@ class Program:
     platform: str = "trn2"
     dialect: str = LEGACY.name           # the NKI dialect traced (nkisim.dialects): its memory sentinels
     lnc: int = 1                         # physical cores of the logical NeuronCore (records: attrs["core"])
+    # the inputs the kernel may write (legacy nt.mutable_tensor parameters), by argument index:
+    # each starts with its argument's values and the kernel returns it
+    mutable_inputs: tuple = ()
 
 
 # ----- encoding ---------------------------------------------------------------------------------
@@ -215,6 +218,7 @@ def _encode(program: Program) -> bytes:
             return {"$array": arrays.add(value)}
         raise TypeError(f"cannot encode a {type(value).__name__} in a program")
     header = {"kernel": program.kernel, "platform": program.platform, "dialect": program.dialect, "lnc": program.lnc,
+              "mutable_inputs": list(program.mutable_inputs),
               "compile_options": program.compile_options,
               "allocs": [[a.id, a.buffer, list(a.shape), a.dtype, a.par_axis, a.name, a.input_index]
                          for a in program.allocs if a.id in used or a.input_index is not None],
@@ -409,9 +413,13 @@ def _decode(data, limits: ProgramLimits | None) -> Program:
     lnc = h.get("lnc", 1)
     if type(lnc) is not int or not 1 <= lnc <= MAX_LNC:
         _fail(f"a logical NeuronCore has 1 to {MAX_LNC} physical cores, not {lnc!r}")
+    mutable = h.get("mutable_inputs", [])
+    if type(mutable) is not list or len(mutable) > len(allocs) or \
+            any(type(i) is not int or i < 0 for i in mutable) or len(set(mutable)) != len(mutable):
+        _fail("mutable_inputs lists argument indices, each once")
     return Program(_text(h.get("kernel", ""), "kernel name", limits), list(allocs.values()), records, outputs,
                    options if isinstance(options, dict) else {}, _text(h.get("platform", "trn2"), "platform", limits),
-                   dialect, lnc)
+                   dialect, lnc, tuple(mutable))
 
 
 def _head(i: int, raw, reader: _Reader) -> tuple:
@@ -637,7 +645,10 @@ def validate(program: Program, limits: HardwareLimits, inputs: list[np.ndarray] 
                                    f"the kernel was given {arr.dtype}{list(arr.shape)}")
     first, last = {}, {}
     heads: set = set()           # (opcode, engine, kind, operand counts) found in the table already
-    inputs_ids = {a.id for a in program.allocs if a.input_index is not None}
+    # what no record may write: the inputs but the mutable ones
+    inputs_ids = {a.id for a in program.allocs if a.input_index is not None and a.input_index not in program.mutable_inputs}
+    if not set(program.mutable_inputs) <= set(inputs_seen):
+        raise ProgramError("a mutable input is not one of the program's inputs")
     core_of: dict[int, int] = {}     # on-chip allocation -> the one physical core whose memory it is
     for index, rec in enumerate(program.records):
         _check_record(rec, allocs, limits, heads, inputs_ids)
@@ -659,7 +670,7 @@ def validate(program: Program, limits: HardwareLimits, inputs: list[np.ndarray] 
                     first[r.alloc_id] = index
                 last[r.alloc_id] = index
     _check_capacity(program, allocs, first, last, limits, core_of)
-    _check_outputs(program.outputs, allocs)
+    _check_outputs(program.outputs, allocs, set(program.mutable_inputs))
 
 
 def _reaches_psum(rec: TraceRecord) -> bool:
@@ -810,12 +821,12 @@ def _check_capacity(program: Program, allocs: dict, first: dict, last: dict, lim
             raise ProgramError("the program keeps more on-chip memory live than the NeuronCore has")
 
 
-def _check_outputs(outputs, allocs: dict) -> None:
+def _check_outputs(outputs, allocs: dict, mutable: set) -> None:
     if isinstance(outputs, Region):
         a = allocs[outputs.alloc_id]
-        if a.buffer not in ("hbm", "shared_hbm") or a.input_index is not None:
-            raise ProgramError("kernel outputs must be HBM tensors the kernel allocated")
+        if a.buffer not in ("hbm", "shared_hbm") or (a.input_index is not None and a.input_index not in mutable):
+            raise ProgramError("kernel outputs must be HBM tensors the kernel allocated, or its mutable parameters")
         return
     items = outputs.values() if isinstance(outputs, dict) else outputs
     for item in items:
-        _check_outputs(item, allocs)
+        _check_outputs(item, allocs, mutable)

@@ -104,22 +104,63 @@ def as_kernel(kernel) -> Kernel:
     raise KernelContractError(f"expected a kernel function, got {type(kernel).__name__}")
 
 
-def _to_device(machine: Machine, name: str, value, index: list[int]):
+def _to_device(machine: Machine, name: str, value, index: list[int], mutable: list | None = None):
     """A kernel argument: NumPy arrays (or stand-ins with .shape and .dtype) become read-only
-    HBM tensors without values; anything else is passed through."""
+    HBM tensors without values, or, for a parameter annotated nt.mutable_tensor (`mutable`, the
+    list its argument indices go into), HBM tensors the kernel may write, holding the argument's
+    values; anything else is passed through."""
     if isinstance(value, (np.ndarray, ArgSpec)):
         try:
             dtype = dtypes.to_dtype(value.dtype)
         except Exception:
             raise KernelContractError(f"kernel argument '{name}' has unsupported dtype {value.dtype}",
                                       remedy="pass float32, float16, bfloat16 or integer arrays") from None
-        t = machine.allocate(tuple(int(n) for n in value.shape), dtype, Buffer.HBM, name=name, is_input=True,
-                             input_index=index[0], site=None)
+        t = machine.allocate(tuple(int(n) for n in value.shape), dtype, Buffer.HBM, name=name,
+                             is_input=mutable is None, input_index=index[0], site=None)
+        if mutable is not None:
+            t._alloc.written = True              # it starts with the argument's values
+            mutable.append(index[0])
         index[0] += 1
         return t
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, (np.ndarray, ArgSpec)) for v in value):
-        return type(value)(_to_device(machine, f"{name}[{i}]", v, index) for i, v in enumerate(value))
+        return type(value)(_to_device(machine, f"{name}[{i}]", v, index, mutable) for i, v in enumerate(value))
     return value
+
+
+def _is_mutable(annotation) -> bool:
+    """A parameter annotated nt.mutable_tensor (nkisim.nki.typing), or with its name as a string."""
+    if isinstance(annotation, str):
+        return annotation.split("[")[0].split(".")[-1].strip() == "mutable_tensor"
+    return getattr(annotation, "_name", None) == "mutable_tensor" and type(annotation).__module__.startswith("nkisim")
+
+
+def _mutable_params(func) -> set[str]:
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return set()
+    return {p.name for p in params if p.annotation is not p.empty and _is_mutable(p.annotation)}
+
+
+def _check_mutable_returned(outputs, mutable_ids: dict, kernel: str, site) -> None:
+    """err_mutable_parameter_not_returned: each nt.mutable_tensor parameter is among the outputs."""
+    returned = set()
+
+    def walk(value):
+        if isinstance(value, Region):
+            returned.add(value.alloc_id)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, (tuple, list)):
+            for v in value:
+                walk(v)
+    walk(outputs)
+    for alloc_id, name in mutable_ids.items():
+        if alloc_id not in returned:
+            raise KernelContractError(f"'{kernel}' annotates parameter '{name}' as nt.mutable_tensor but does not "
+                                      "return it", remedy=f"return {name} (with the other outputs)",
+                                      code="err_mutable_parameter_not_returned", site=site)
 
 
 @dataclass(frozen=True)
@@ -146,6 +187,16 @@ def flat_arrays(args, kwargs) -> list[np.ndarray]:
             found.append(value)
         elif isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
             found.extend(value)
+    return found
+
+
+def _tensors(values) -> list[DeviceTensor]:
+    found = []
+    for v in values:
+        if isinstance(v, DeviceTensor):
+            found.append(v)
+        elif isinstance(v, (list, tuple)):
+            found.extend(_tensors(v))
     return found
 
 
@@ -259,9 +310,13 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
     machine.grid_sizes = k.grid.sizes if k.grid is not None else ()
     names = _param_names(k.func, len(args))
     with machine.activate(), collector.paused():
-        counter = [0]
-        dev_args = [_to_device(machine, n, a, counter) for n, a in zip(names, args)]
-        dev_kwargs = {n: _to_device(machine, n, v, counter) for n, v in kwargs.items()}
+        counter, mutable_names, mutable = [0], _mutable_params(k.func), []
+        dev_args = [_to_device(machine, n, a, counter, mutable if n in mutable_names else None)
+                    for n, a in zip(names, args)]
+        dev_kwargs = {n: _to_device(machine, n, v, counter, mutable if n in mutable_names else None)
+                      for n, v in kwargs.items()}
+        mutable_ids = {t._alloc.id: t.name for t in _tensors(dev_args + list(dev_kwargs.values()))
+                       if t._alloc.input_index in mutable}
 
         def run_instance(ids: tuple):
             machine.begin_instance(ids)
@@ -296,12 +351,13 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
                                                         "the same tensors from every instance",
                         code="err_lnc_control_flow", site=_last_line(k.func))
                 outputs = returned
+        _check_mutable_returned(outputs, mutable_ids, k.__name__, _last_line(k.func))
         k.after_trace(machine)
         # the allocation table (one tuple per allocation) is made while the collector is still paused
         program = Program(kernel=k.__name__, allocs=machine.allocation_table(), records=machine.trace,
                           outputs=outputs, compile_options=dict(compile_options or {}),
                           platform=getattr(machine.settings, "platform", "trn2"), dialect=k.dialect,
-                          lnc=k.lnc)
+                          lnc=k.lnc, mutable_inputs=tuple(mutable))
     return program, machine
 
 

@@ -314,3 +314,43 @@ def test_an_annotation_string_that_is_not_an_expression_is_refused():
     source = 'def fused_conv2d_maxpool(X, W, bias, pool_size: "import os" = 1):\n    return X\n'
     errors = [v for v in precheck(source, "conv2d.py") if v.severity == "error"]
     assert any("annotation" in v.message for v in errors), errors
+
+
+def test_a_program_declaring_a_mutable_input_is_refused_by_the_parent(tmp_path, monkeypatch):
+    """A kernel that writes its input (nt.mutable_tensor) and returns it as its output: the
+    executor never writes the caller's arrays, and the parent refuses a program that claims a
+    mutable input where the assignment's kernel has none."""
+    import neuronxcc.nki.typing as nt
+    from grader import executor
+
+    @nki.jit
+    def in_place(a: nt.mutable_tensor):
+        nl.store(a, nl.add(nl.load(a), 1.0))
+        return a
+    x = np.ones((128, 8), np.float32)
+    run = nkisim.run_kernel(in_place, (x,), {})
+    np.testing.assert_array_equal(run.outputs, x + 1)
+    np.testing.assert_array_equal(x, np.ones((128, 8), np.float32))       # the caller's array is untouched
+    program, _ = trace_kernel(in_place, (ArgSpec((128, 8), np.float32),), {})
+    assert program.mutable_inputs == (0,)
+    (tmp_path / "program.bin").write_bytes(programs.encode(program))
+    (tmp_path / "inputs").mkdir()
+    np.save(tmp_path / "inputs" / "arg0.npy", x)
+    monkeypatch.chdir(tmp_path)
+    result, _ = executor.run({"n_inputs": 1, "mode": "correctness", "platform": "trn2", "dialect": "neuronxcc-nki",
+                              "max_instructions": 100})
+    assert result["status"] == "invalid" and "mutable" in result["error"]
+
+
+def test_a_forged_write_to_an_input_not_declared_mutable_is_refused():
+    @nki.jit
+    def copy(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.load(a))
+        return out
+    program, _ = trace_kernel(copy, (ArgSpec((128, 8), np.float32),), {})
+    store = next(r for r in program.records if r.writes and r.writes[0].buffer == "shared_hbm")
+    source = next(r for r in program.records if r.reads and r.reads[0].buffer == "hbm")
+    store.writes[0] = source.reads[0]                    # the store now writes the input
+    with pytest.raises(programs.ProgramError, match="writes a kernel input"):
+        programs.validate(programs.decode(programs.encode(program)), HardwareLimits(), [np.ones((128, 8), np.float32)])

@@ -362,3 +362,47 @@ def test_enable_stack_allocator_needs_skip_middle_end_transformations():
 def test_compiler_decorators_refuse_undocumented_arguments(call, words):
     with pytest.raises(errors.ArgumentError, match=words):
         call()
+
+
+# ----- nt.mutable_tensor: a parameter the kernel writes and returns ---------------------------------
+def test_a_mutable_tensor_parameter_is_written_and_returned():
+    import neuronxcc.nki as lnki
+    import neuronxcc.nki.language as lnl
+    import neuronxcc.nki.typing as nt
+
+    @lnki.jit
+    def accumulate(acc: nt.mutable_tensor, x, scale: "nt.mutable_tensor[128, 4]"):
+        lnl.store(acc, lnl.add(lnl.load(acc), lnl.load(x)))
+        lnl.store(scale[0:64], lnl.multiply(lnl.load(scale[0:64]), 2.0))
+        return acc, scale
+
+    acc, x = np.zeros((128, 4), np.float32), np.arange(512, dtype=np.float32).reshape(128, 4)
+    scale = np.ones((128, 4), np.float32)
+    got_acc, got_scale = accumulate(acc, x, scale)
+    np.testing.assert_array_equal(got_acc, x)
+    np.testing.assert_array_equal(got_scale, np.concatenate([np.full((64, 4), 2.0), np.ones((64, 4))]).astype(np.float32))
+    assert (acc == 0).all() and (scale == 1).all()            # the caller's arrays are left alone
+
+
+def test_a_mutable_tensor_not_returned_and_a_plain_parameter_written_are_refused():
+    import neuronxcc.nki as lnki
+    import neuronxcc.nki.language as lnl
+    import neuronxcc.nki.typing as nt
+    from nkisim import errors
+
+    @lnki.jit
+    def forgets(acc: nt.mutable_tensor):
+        out = lnl.ndarray(acc.shape, acc.dtype, buffer=lnl.shared_hbm)
+        lnl.store(out, lnl.load(acc))
+        return out
+
+    @lnki.jit
+    def writes_input(acc):
+        lnl.store(acc, lnl.load(acc))
+        return acc
+
+    a = np.zeros((128, 4), np.float32)
+    with pytest.raises(errors.KernelContractError, match="err_mutable_parameter_not_returned"):
+        forgets(a)
+    with pytest.raises(errors.KernelContractError, match="read-only"):
+        writes_input(a)
