@@ -15,7 +15,7 @@ from sys import _getframe
 
 import numpy as np
 
-from . import collector, dtypes
+from . import collector, direct_alloc, dtypes
 from .alu import binary_op
 from .errors import HardwareLimitError, KernelContractError, MemorySpaceError, ShapeError, UnsupportedOperationError
 from .indexing import Predicate
@@ -96,6 +96,11 @@ class Machine:
         self.launch = None                  # the launch's cores and their meetings (nkisim.launch)
         # the name= label of the current-dialect instruction being traced (nkisim.nki06.bind)
         self.pending_label: str | None = None
+        # the kernel's direct allocations (nkisim.direct_alloc.DirectState), from its first one;
+        # force_auto_alloc: @nki.compiler.force_auto_alloc makes them automatic
+        self.direct: direct_alloc.DirectState | None = None
+        self.force_auto_alloc = False
+        self.engine_tiles: set[int] = set()     # allocation ids of engine_state's tiles
 
     @property
     def allocations(self) -> dict[int, AllocInfo]:
@@ -211,6 +216,9 @@ class Machine:
     def _allocate(self, shape, dtype, buffer: Buffer, *, par_axis: int = 0, name: str = "",
                   transient: bool = False, is_input: bool = False, input_index: int | None = None,
                   site=None) -> DeviceTensor:
+        placer = None
+        if type(buffer) is not Buffer:      # ncc.sbuf/psum.alloc or mod_alloc (nkisim.direct_alloc)
+            placer, buffer = (None if self.force_auto_alloc else buffer), buffer.buffer
         if not transient:   # instruction results arrive with checked int shapes and dtypes
             shape = checked_shape(shape)
             dtype = dtypes.to_dtype(dtype)
@@ -222,7 +230,11 @@ class Machine:
             self._check_tile_shape(shape, par_axis, name, site)
         alloc = Allocation(buffer, tuple(shape), dtype, par_axis, site, name, is_input=is_input,
                            transient=transient, written=is_input, input_index=input_index)
-        self.memory.admit(alloc)
+        if placer is not None or self.direct is not None:   # placed, or refused beside placed ones
+            self.direct = direct_alloc.declare(self.direct, placer, alloc, self.limits, self._alloc_rows, site,
+                                               self.engine_tiles)
+        if placer is None:          # a direct allocation holds its own places: not the running totals
+            self.memory.admit(alloc)
         self._alloc_rows.append((alloc.id, buffer.text, alloc.shape, dtypes.name_of(dtype), par_axis, name,
                                  input_index))
         return DeviceTensor(alloc, alloc.shape, par_axis=par_axis, name=name)
@@ -351,6 +363,8 @@ class Machine:
                 check_access(t, mask_values, site)
             t._alloc.written = True
             write_regions.append(t._region or t.region())
+        if self.direct is not None:     # physical bytes shared by direct-allocated tiles
+            self.direct.access(self.core, reads, writes, site)
         trace = self.trace
         index = len(trace)
         # TraceRecord(index, opcode, engine, read_regions, write_regions, site, accumulate, attrs, kind,
@@ -380,6 +394,19 @@ class Machine:
 
 
     # ----- writes into existing tensors ----------------------------------------------------------
+    def engine_state(self, key: str, shape: tuple, dtype, name: str) -> DeviceTensor:
+        """A tile of engine state this core keeps for the rest of the kernel (the Vector engine's
+        accumulator registers, a generator's state), allocated on its first use, per core."""
+        tile = self.core_state.get(key)
+        if tile is None:
+            direct, self.direct = self.direct, None     # registers, no kernel tensor: direct allocation's
+            try:                                        # rules (all direct or all automatic) pass them by
+                tile = self.core_state[key] = self.allocate(shape, dtype, Buffer.SBUF, name=name, site=None)
+            finally:
+                self.direct = direct
+            self.engine_tiles.add(tile._alloc.id)
+        return tile
+
     def check_writable(self, dest: DeviceTensor, how: str) -> None:
         if dest._alloc.is_input:
             raise KernelContractError(
@@ -404,6 +431,8 @@ class Machine:
             check_align(value.shape, dest.shape, f"{dest.name or 'dst'}[...] = value", "value ", "destination")
             if not self._place_result(value, dest):
                 engine = Engine.SCALAR if value.buffer is Buffer.PSUM else Engine.VECTOR
+                if self.direct is not None:      # dest[...] = nl.load(...): the result goes into dest
+                    self.direct.assigning(value, self.trace)
                 self.emit("tensor_copy", engine, "copy", [value], [dest], auto_engine=True)
         elif isinstance(value, (numbers.Number, np.number)):
             self.emit("memset", Engine.VECTOR, "fill", [], [dest], params={"value": dtypes.plain_number(value)},
@@ -429,6 +458,8 @@ class Machine:
             return False
         if dest._invalid is not None:
             check_access(dest, rec.mask, rec.site)
+        if self.direct is not None:
+            self.direct.access(self.core, [dest] if accumulate else (), [dest], rec.site)
         rec.stores = rec.stores + [rec.writes[0]]
         rec.writes = [dest.region()] + rec.writes[1:]
         rec.accumulate = accumulate

@@ -615,10 +615,13 @@ def validate(program: Program, limits: HardwareLimits, inputs: list[np.ndarray] 
     matmul and transpose sizes the cost model reads from the operand regions."""
     program_limits = program_limits or ProgramLimits()
     allocs = {a.id: a for a in program.allocs}
+    # on-chip tensors of logical tiles are counted per tile live (_tile_live_ranges), so their
+    # values, which the executor holds whole, count with HBM's
+    tiled = {a.id: [a, []] for a in program.allocs if _is_tiled(a)}
     hbm = sum(math.prod(a.shape) * _dtype(a.dtype).itemsize for a in program.allocs
-              if a.buffer not in _ON_CHIP and a.input_index is None)
+              if (a.buffer not in _ON_CHIP and a.input_index is None) or a.id in tiled)
     if hbm > program_limits.max_hbm_bytes:
-        raise ProgramError(f"the kernel allocates {hbm} bytes of HBM, more than the "
+        raise ProgramError(f"the kernel allocates {hbm} bytes of HBM and tiled on-chip tensors, more than the "
                            f"{program_limits.max_hbm_bytes} allowed")
     inputs_seen = {}
     for a in program.allocs:
@@ -669,7 +672,9 @@ def validate(program: Program, limits: HardwareLimits, inputs: list[np.ndarray] 
                 if r.alloc_id not in first:
                     first[r.alloc_id] = index
                 last[r.alloc_id] = index
-    _check_capacity(program, allocs, first, last, limits, core_of)
+                if tiled and r.alloc_id in tiled:
+                    tiled[r.alloc_id][1].append((index, r))
+    _check_capacity(program, allocs, first, last, limits, core_of, tiled)
     _check_outputs(program.outputs, allocs, set(program.mutable_inputs))
 
 
@@ -800,25 +805,70 @@ def _check_core(rec: TraceRecord, lnc: int, core_of: dict) -> None:
 
 
 def _check_capacity(program: Program, allocs: dict, first: dict, last: dict, limits: HardwareLimits,
-                    core_of: dict | None = None) -> None:
+                    core_of: dict | None = None, tiled: dict | None = None) -> None:
     """On-chip tiles live at least from their first to their last use: the sum over those
     ranges may not exceed SBUF or the 8 PSUM banks of the core they are on (a lower bound of
-    what the kernel held)."""
+    what the kernel held). A tensor with block dimensions is that many logical tiles, each live
+    from its own first to its last use (the compiler, or ncc.sbuf/psum.mod_alloc, rotates them
+    through fewer physical tiles)."""
     events = []
     for aid, start in first.items():
         a = allocs[aid]
         if a.buffer not in _ON_CHIP:
             continue
         per_partition = math.prod(a.shape) // max(a.shape[a.par_axis], 1) * _dtype(a.dtype).itemsize
-        cost = per_partition if a.buffer == "sbuf" else math.ceil(per_partition / limits.psum_bank_bytes)
         core = (core_of or {}).get(aid, 0)
-        events.append((start, 0, core, a.buffer, cost))
-        events.append((last[aid], 1, core, a.buffer, -cost))
+        ranges = [(start, last[aid])]
+        if tiled and aid in tiled:
+            count = math.prod(a.shape[:a.par_axis])
+            per_partition //= count
+            ranges = _tile_live_ranges(tiled[aid][1], math.prod(a.shape[a.par_axis:]), count)
+        cost = per_partition if a.buffer == "sbuf" else math.ceil(per_partition / limits.psum_bank_bytes)
+        for begin, end in ranges:
+            events.append((begin, 0, core, a.buffer, cost))
+            events.append((end, 1, core, a.buffer, -cost))
     used: dict = {}
     for _, _, core, buffer, cost in sorted(events):
         used[core, buffer] = used.get((core, buffer), 0) + cost
         if used.get((core, "sbuf"), 0) > limits.sbuf_usable_bytes or used.get((core, "psum"), 0) > limits.psum_banks:
             raise ProgramError("the program keeps more on-chip memory live than the NeuronCore has")
+
+
+# most logical tiles of one on-chip tensor counted tile by tile (nkisim.direct_alloc places as many)
+MAX_TILES_COUNTED = 1 << 16
+
+
+def _is_tiled(a: AllocInfo) -> bool:
+    """An on-chip allocation with block dimensions (before its partition axis): logical tiles."""
+    return a.buffer in _ON_CHIP and a.par_axis > 0 and 1 < math.prod(a.shape[:a.par_axis]) <= MAX_TILES_COUNTED
+
+
+def _tile_live_ranges(uses: list, tile_elems: int, count: int) -> list[tuple[int, int]]:
+    """(first, last) use of each logical tile that was used, from the element bounds of the
+    regions that used it ((record index, region), in program order). O(uses + tiles): a sweep
+    forward finds each tile's first use once, skipping tiles found (path-halving next-free
+    links), a sweep backward its last."""
+    found = []
+    for order in (uses, uses[::-1]):
+        at = [None] * count
+        following = list(range(count + 1))
+
+        def free(b):
+            while following[b] != b:
+                following[b] = following[following[b]]
+                b = following[b]
+            return b
+        for index, r in order:
+            lo, hi = r.lo, r.hi
+            if hi <= lo:
+                continue
+            b, top = free(max(lo // tile_elems, 0)), min((hi - 1) // tile_elems, count - 1)
+            while b <= top:
+                at[b] = index
+                following[b] = b + 1
+                b = free(b + 1)
+        found.append(at)
+    return [(f, l) for f, l in zip(*found) if f is not None]
 
 
 def _check_outputs(outputs, allocs: dict, mutable: set) -> None:

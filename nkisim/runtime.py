@@ -303,6 +303,7 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
     machine = Machine(settings)
     machine.dialect = k.dialect
     machine.cores = k.lnc
+    machine.force_auto_alloc = getattr(k, "force_auto_alloc", False)    # @nki.compiler.force_auto_alloc
     _check_cores(k, machine)
     by_core = k.grid.instances_by_core() if k.grid is not None else [[()] for _ in range(k.lnc)]
     machine.instances = sum(map(len, by_core))

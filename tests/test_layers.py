@@ -117,7 +117,8 @@ def test_no_package_discovers_its_own_parts_through_entry_points():
 # own layer and the ones below it, never one above; docs/architecture.md says why each is where it is.
 NKISIM_LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("errors", "source", "dtypes", "trace", "collector", "limits", "dialects", "facade")),
-    ("machine model", ("running", "alu", "indexing", "memory", "tensor", "platforms", "settings")),
+    ("machine model", ("running", "alu", "indexing", "memory", "tensor", "platforms", "settings",
+                       "direct_alloc")),
     ("instruction table and tracing", ("registry", "machine", "instructions", "instructions.*")),
     ("programs", ("kinds", "kinds.*", "program", "execute", "split", "forked", "products", "cost", "cost.*")),
     ("runtime", ("launch", "runtime")),

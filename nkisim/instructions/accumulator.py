@@ -42,11 +42,7 @@ def command(code, instr: str) -> int:
 
 def _registers(m) -> DeviceTensor:
     """The machine's accumulator registers, allocated on first use."""
-    state = m.core_state.setdefault("_vector_accumulator", {"tile": None, "unknown": False})
-    if state["tile"] is None:
-        state["tile"] = m.allocate((LANES, 1), dtypes.float32, Buffer.SBUF, name="vector accumulator",
-                                   site=None)
-    return state["tile"]
+    return m.engine_state("_vector_accumulator_tile", (LANES, 1), dtypes.float32, "vector accumulator")
 
 
 def lanes(m, data: DeviceTensor) -> DeviceTensor:
@@ -62,7 +58,7 @@ def reduction(m, instr: str, data: DeviceTensor, op_name: str, cmd: int, reduce_
     does: `cmd` (command()) says where the register starts, `reduce_res` (a (P, 1) tile or None)
     receives the register's new value. Idle: the instruction reduces nothing. `init` (load_reduce's
     start, the kernel's `init_name` argument) is a number or a (P, 1) tile the record reads."""
-    state = m.core_state.setdefault("_vector_accumulator", {"tile": None, "unknown": False})
+    state = m.core_state.setdefault("_vector_accumulator", {"unknown": False})
     if cmd == IDLE:
         if reduce_res is not None:
             raise UnsupportedOperationError(

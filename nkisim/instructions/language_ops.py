@@ -46,6 +46,9 @@ def _buffer(buffer) -> Buffer:
         return Buffer.SBUF
     if isinstance(buffer, Buffer):
         return buffer
+    from ..direct_alloc import DirectAllocator      # ncc.sbuf/psum.alloc, mod_alloc: Machine.allocate places it
+    if isinstance(buffer, DirectAllocator):
+        return buffer
     raise MemorySpaceError(f"unknown buffer {buffer!r}",
                            remedy="use nl.sbuf, nl.psum, nl.hbm, nl.private_hbm or nl.shared_hbm")
 
@@ -55,7 +58,8 @@ def _partition_axis(shape, buffer: Buffer) -> int:
     if not marked or not buffer.on_chip:
         return 0
     axis = marked[0]
-    if axis != 0:
+    # block dimensions are direct allocation's documented form (ncc.sbuf.mod_alloc and the others)
+    if axis != 0 and isinstance(buffer, Buffer):
         machine = current_machine()
         message = ("The leading dimension of SBUF/PSUM tensors must be the partition dimension: "
                    f"block dimensions before nl.par_dim in shape {list(int(s) for s in shape)} are deprecated")

@@ -49,15 +49,12 @@ _DTYPE_CODE = "err_instruction_unsupported_dtypes"
 
 
 def _state(m) -> dict:
-    return m.core_state.setdefault("_vector_rng", {"tile": None, "seeded": False})
+    return m.core_state.setdefault("_vector_rng", {"seeded": False})
 
 
 def _state_tile(m) -> DeviceTensor:
     """The Vector engine's generator state as nkisim keeps it: [seed, draws since], uint32."""
-    state = _state(m)
-    if state["tile"] is None:
-        state["tile"] = m.allocate((1, 2), dtypes.uint32, Buffer.SBUF, name="vector rng state", site=None)
-    return state["tile"]
+    return m.engine_state("_vector_rng_tile", (1, 2), dtypes.uint32, "vector rng state")
 
 
 @instruction("rng", Engine.VECTOR, Engine.GPSIMD, kinds=("random_bits",))
@@ -124,17 +121,14 @@ XORWOW_WORDS = 6          # per lane on the GpSimd engine (the Vector engine's 2
 
 def _gpsimd(m) -> dict:
     """The GpSimd generator's state tile and which lanes a rand_set_state seeded (a bit a lane)."""
-    return m.core_state.setdefault("_gpsimd_rng", {"tile": None, "lanes": 0})
+    return m.core_state.setdefault("_gpsimd_rng", {"lanes": 0})
 
 
 def _gpsimd_rows(m, t: DeviceTensor) -> DeviceTensor:
     """The state rows of the lanes `t` occupies."""
-    state = _gpsimd(m)
-    if state["tile"] is None:
-        state["tile"] = m.allocate((LANES, XORWOW_WORDS), dtypes.uint32, Buffer.SBUF, name="gpsimd rng state",
-                                   site=None)
+    tile = m.engine_state("_gpsimd_rng_tile", (LANES, XORWOW_WORDS), dtypes.uint32, "gpsimd rng state")
     first = start_partition(t)
-    return state["tile"][first:first + partitions(t), 0:XORWOW_WORDS]
+    return tile[first:first + partitions(t), 0:XORWOW_WORDS]
 
 
 def _lane_bits(t: DeviceTensor) -> int:

@@ -1,8 +1,13 @@
-"""`neuronxcc.nki.compiler`: compiler directives, with SDK 2.26's signatures (an undocumented
-keyword is an ArgumentError). None changes what a kernel computes; each marks the kernel."""
+"""`neuronxcc.nki.compiler`: compiler directives and the direct allocation API, with SDK 2.26's
+signatures (an undocumented keyword is an ArgumentError). No directive changes what a kernel
+computes; each marks the kernel. `ncc.sbuf` / `ncc.psum` place SBUF / PSUM tiles directly
+(nkisim.direct_alloc: the places, their rules, and tiles that share physical bytes)."""
 import numbers
 
+from .. import direct_alloc
 from ..errors import ArgumentError, KernelContractError
+from ..facade import no_such_name
+from ..memory import Buffer
 from ..registry import kernel_facing
 from ..runtime import Kernel, as_kernel
 
@@ -51,10 +56,11 @@ def enable_stack_allocator(func=None, log_level=50):
 
 
 def force_auto_alloc(func=None):
-    """Turn automatic allocation on, ignoring direct allocations in the kernel (nkisim allocates
-    automatically in any case: the direct allocators are not simulated)."""
+    """Turn automatic allocation on, ignoring direct allocations in the kernel: its ncc.sbuf/psum
+    alloc and mod_alloc tensors are allocated as nl.sbuf / nl.psum ones (the guide's way to tell a
+    lifetime conflict from a kernel's own bug)."""
     def mark(kernel):
-        kernel.force_auto_alloc = True
+        kernel.force_auto_alloc = True          # read by nkisim.runtime.trace_kernel
     return _decorate(func, mark)
 
 
@@ -63,3 +69,65 @@ skip_middle_end_transformations = kernel_facing(skip_middle_end_transformations,
                                                 "nki.compiler.skip_middle_end_transformations")
 enable_stack_allocator = kernel_facing(enable_stack_allocator, "nki.compiler.enable_stack_allocator")
 force_auto_alloc = kernel_facing(force_auto_alloc, "nki.compiler.force_auto_alloc")
+
+
+# ----- direct allocation: ncc.sbuf and ncc.psum ------------------------------------------------------
+
+class _Allocators:
+    """ncc.sbuf / ncc.psum: alloc, mod_alloc and auto_alloc of one buffer."""
+
+    def __init__(self, prefix: str, **functions) -> None:
+        self._prefix = prefix
+        self.__dict__.update(functions)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise no_such_name(self._prefix, name, ["alloc", "mod_alloc", "auto_alloc"])
+
+    def __repr__(self) -> str:
+        return f"<module {self._prefix.rstrip('.')}>"
+
+
+def _sbuf_alloc(func):
+    """Place each logical tile (block index) of the tensor at func(idx, pdim_size, fdim_size) =
+    (start_partition, byte_addr)."""
+    return direct_alloc.alloc(Buffer.SBUF, func)
+
+
+def _sbuf_mod_alloc(*, base_addr, base_partition=0, num_par_tiles=(), num_free_tiles=()):
+    """Modulo allocation: block index i goes to physical tile i modulo num_par_tiles x num_free_tiles."""
+    return direct_alloc.sbuf_mod_alloc(base_addr, base_partition, num_par_tiles, num_free_tiles)
+
+
+def _sbuf_auto_alloc():
+    """Automatic allocation: buffer=ncc.sbuf.auto_alloc() is buffer=nl.sbuf."""
+    return Buffer.SBUF
+
+
+def _psum_alloc(func):
+    """Place each logical tile of the tensor at func(idx, pdim_size, fdim_size) = (bank_id,
+    start_partition, byte_addr)."""
+    return direct_alloc.alloc(Buffer.PSUM, func)
+
+
+def _psum_mod_alloc(*, base_bank, base_addr=0, base_partition=0, num_bank_tiles=(), num_par_tiles=(),
+                    num_free_tiles=()):
+    """Modulo allocation over PSUM banks: block index i goes to bank base_bank + i modulo num_bank_tiles."""
+    return direct_alloc.psum_mod_alloc(base_bank, base_addr, base_partition, num_bank_tiles, num_par_tiles,
+                                       num_free_tiles)
+
+
+def _psum_auto_alloc():
+    """Automatic allocation: buffer=ncc.psum.auto_alloc() is buffer=nl.psum."""
+    return Buffer.PSUM
+
+
+sbuf = _Allocators("nki.compiler.sbuf.",
+                   alloc=kernel_facing(_sbuf_alloc, "nki.compiler.sbuf.alloc"),
+                   mod_alloc=kernel_facing(_sbuf_mod_alloc, "nki.compiler.sbuf.mod_alloc"),
+                   auto_alloc=kernel_facing(_sbuf_auto_alloc, "nki.compiler.sbuf.auto_alloc"))
+psum = _Allocators("nki.compiler.psum.",
+                   alloc=kernel_facing(_psum_alloc, "nki.compiler.psum.alloc"),
+                   mod_alloc=kernel_facing(_psum_mod_alloc, "nki.compiler.psum.mod_alloc"),
+                   auto_alloc=kernel_facing(_psum_auto_alloc, "nki.compiler.psum.auto_alloc"))
