@@ -1,0 +1,158 @@
+"""Calibration kernels with the structure of the kernels in /work/shared/data/trn2-profiles/.
+
+The profiles' sources are not available; these kernels are written from the structure the
+profiles themselves show (instruction counts per engine and opcode, DMA triggers per queue,
+descriptor bytes), from trn2-conv-measurements.md C2/C3, and from the course handout (part 1).
+bench/profiles.py prints each kernel's counts beside its profile's, so a structural mismatch
+stays visible.
+
+* part1-vadd-fd{1k,2k}: the handout's vector_add_stream (reference_kernels/vector_add.py).
+* part1-transpose-1024-{a..d}: one 128x128 tile at a time, PSUM->SBUF copy on ACT
+  (reference_kernels/calibration.py: transpose_per_tile, the P3 kernel); `transpose_per_tile_dve`
+  below is run e's variant, whose 64 copies ran on the Vector engine (DVE 0x46).
+* conv-a / conv-b (C2, tiny N = 14 matmuls), `conv_tiny_matmuls` below. What the profile shows
+  and this kernel copies: 4 weight DMAs, 36 PE transposes with their PSUM->SBUF copies on DVE;
+  2 bias DMAs; 60 input DMAs of 128 x 3 x 16 (one per output row and ci tile: 960 descriptors
+  of 16 x (768 + 4) B, not C2's 120; the load does not depend on the co tile); per (row, co
+  tile) 18 matmuls into one PSUM tile, a PSUM->SBUF copy to the input dtype on DVE (0x47 in
+  fp16, 0x46 in fp32), the bias add in the input dtype from SBUF (0x41, 14 elements, no PSUM
+  operand), a max reduce (0x42: 60 of ~14 elements at pool 1, 30 of ~28 at pool 2) and an
+  output DMA (60 at pool 1, 30 at pool 2). No PSUM memset (the hardware has none: the first
+  matmul of each accumulation assigns).
+* conv-c / conv-d (C3): `conv_hbm_gather_dma_transpose` below: calibration.py's C3 kernel (36
+  element-granular HBM->HBM gathers, 36 DMA transposes, 36 engine-unspecified SBUF copies,
+  2 input, 2 bias and 2 output DMAs, 36 N = 420 matmuls, 2 bias adds from PSUM), which has the
+  profile's counts, without the PSUM memset of calibration.conv_rows_tiled (none in the profile).
+"""
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+
+P = 128
+
+
+@nki.compiler.skip_middle_end_transformations
+@nki.jit
+def transpose_per_tile_dve(a_tensor):
+    """transpose_per_tile with its PSUM->SBUF copies on the Vector engine (profile run e)."""
+    M, N = a_tensor.shape
+    out = nl.ndarray((N, M), dtype=a_tensor.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(M // P):
+        for j in nl.affine_range(N // P):
+            a_sb = nl.ndarray((P, P), dtype=a_tensor.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=a_sb, src=a_tensor[i * P:(i + 1) * P, j * P:(j + 1) * P])
+            t_sb = nisa.tensor_copy(nisa.nc_transpose(a_sb), engine=nisa.vector_engine)
+            nisa.dma_copy(dst=out[j * P:(j + 1) * P, i * P:(i + 1) * P], src=t_sb)
+    return out
+
+
+def make_conv_tiny_matmuls(pool: int):
+    """conv-a / conv-b: the 32x16 C2 kernel as its profile shows it (module docstring)."""
+
+    @nki.compiler.skip_middle_end_transformations
+    @nki.jit
+    def conv_tiny_matmuls(X, W, bias):
+        _, C_in, H, Wd = X.shape
+        C_out, _, K, _ = W.shape
+        n_ci, n_co, KK = C_in // P, C_out // P, K * K
+        H_out, W_out = H - K + 1, Wd - K + 1
+        out = nl.ndarray((1, C_out, H_out // pool, W_out // pool), dtype=X.dtype, buffer=nl.hbm)
+        # weights: one contiguous DMA per (co, ci) tile, 9 PE transposes each, copies on DVE
+        w_t = nl.ndarray((P, n_ci, KK, C_out), dtype=W.dtype, buffer=nl.sbuf)
+        for co in nl.affine_range(n_co):
+            for ci in nl.affine_range(n_ci):
+                rows = nl.ndarray((P, P, KK), dtype=W.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=rows, src=W[co * P:(co + 1) * P, ci * P:(ci + 1) * P].reshape((P, P, KK)))
+                for kk in nl.affine_range(KK):
+                    w_t[:, ci, kk, co * P:(co + 1) * P] = nisa.tensor_copy(nisa.nc_transpose(rows[:, :, kk]),
+                                                                           engine=nisa.vector_engine)
+        bias_sb = nl.ndarray((P, n_co, 1), dtype=bias.dtype, buffer=nl.sbuf)
+        bias_hbm = bias.reshape((n_co, P, 1))
+        for co in nl.affine_range(n_co):
+            nisa.dma_copy(dst=bias_sb[:, co, :], src=bias_hbm[co])
+        pairs = {}
+        for h in nl.affine_range(H_out):
+            x_rows = nl.ndarray((P, n_ci, K, Wd), dtype=X.dtype, buffer=nl.sbuf)
+            for ci in nl.affine_range(n_ci):
+                nisa.dma_copy(dst=x_rows[:, ci], src=X[0, ci * P:(ci + 1) * P, h:h + K, :])
+            for co in nl.affine_range(n_co):
+                acc = nl.ndarray((P, W_out), dtype=nl.float32, buffer=nl.psum)
+                first = True
+                for ci in nl.affine_range(n_ci):
+                    for kh in nl.affine_range(K):
+                        for kw in nl.affine_range(K):
+                            prod = nisa.nc_matmul(w_t[:, ci, kh * K + kw, co * P:(co + 1) * P],
+                                                  x_rows[:, ci, kh, kw:kw + W_out])
+                            if first:
+                                acc[...] = prod
+                                first = False
+                            else:
+                                acc += prod
+                row = nisa.tensor_copy(acc, dtype=X.dtype, engine=nisa.vector_engine)
+                if pool == 1:
+                    biased = nisa.tensor_tensor(row, bias_sb[:, co, :], op=nl.add, dtype=X.dtype)
+                    pooled = nisa.tensor_reduce(nl.max, biased.reshape((P, W_out, 1)), axis=2, dtype=X.dtype)
+                    nisa.dma_copy(dst=out[0, co * P:(co + 1) * P, h, :], src=pooled)
+                    continue
+                if h % 2 == 0:
+                    pairs[co] = nl.ndarray((P, 2, W_out), dtype=X.dtype, buffer=nl.sbuf)
+                pair = pairs[co]
+                pair[:, h % 2, :] = nisa.tensor_tensor(row, bias_sb[:, co, :], op=nl.add, dtype=X.dtype)
+                if h % 2 == 1:
+                    pooled = nisa.tensor_reduce(nl.max, pair.reshape((P, 2, W_out // 2, 2)), axis=(1, 3),
+                                                dtype=X.dtype)
+                    nisa.dma_copy(dst=out[0, co * P:(co + 1) * P, h // 2, :], src=pooled)
+        return out
+
+    return conv_tiny_matmuls
+
+
+conv_tiny_matmuls_pool1 = make_conv_tiny_matmuls(1)
+conv_tiny_matmuls_pool2 = make_conv_tiny_matmuls(2)
+
+
+def conv_rows_tiled_no_memset(X, w_t, bias):
+    """reference_kernels/calibration.py conv_rows_tiled without its PSUM memset (the profiles
+    of conv-c/d have none: the first matmul of each accumulation assigns)."""
+    _, C_in, H, Wd = X.shape
+    C_out = w_t.shape[3]
+    n_ci, n_co, K = C_in // P, C_out // P, 3
+    H_out, W_out = H - K + 1, Wd - K + 1
+    rows = max(1, min(H_out, 512 // W_out))
+    while H_out % rows:
+        rows -= 1
+    out = nl.ndarray((1, C_out, H_out, W_out), dtype=X.dtype, buffer=nl.hbm)
+    bias_sb = nl.ndarray((P, n_co, 1), dtype=bias.dtype, buffer=nl.sbuf)
+    bias_hbm = bias.reshape((n_co, P, 1))
+    for co in nl.affine_range(n_co):
+        nisa.dma_copy(dst=bias_sb[:, co, :], src=bias_hbm[co])
+    for t in nl.affine_range(H_out // rows):
+        x_blk = nl.ndarray((P, n_ci, rows + K - 1, Wd), dtype=X.dtype, buffer=nl.sbuf)
+        for ci in nl.affine_range(n_ci):
+            nisa.dma_copy(dst=x_blk[:, ci], src=X[0, ci * P:(ci + 1) * P, t * rows:t * rows + rows + K - 1, :])
+        for co in nl.affine_range(n_co):
+            acc = nl.ndarray((P, rows, W_out), dtype=nl.float32, buffer=nl.psum)
+            first = True
+            for ci in nl.affine_range(n_ci):
+                for kh in nl.affine_range(K):
+                    for kw in nl.affine_range(K):
+                        prod = nisa.nc_matmul(w_t[:, ci, kh * K + kw, co * P:(co + 1) * P],
+                                              x_blk[:, ci, kh:kh + rows, kw:kw + W_out])
+                        if first:
+                            acc[...] = prod
+                            first = False
+                        else:
+                            acc += prod
+            res = nisa.tensor_tensor(acc, bias_sb[:, co:co + 1, :], op=nl.add, dtype=X.dtype)
+            nisa.dma_copy(dst=out[0, co * P:(co + 1) * P, t * rows:(t + 1) * rows, :], src=res)
+    return out
+
+
+@nki.compiler.skip_middle_end_transformations
+@nki.jit
+def conv_hbm_gather_dma_transpose(X, W, bias):
+    """conv-c / conv-d (C3): calibration.weights_by_hbm_gather_and_dma_transpose (36 HBM->HBM
+    element gathers, 36 DMA transposes, 36 engine-unspecified SBUF copies into the stationary
+    layout), then the row-tiled conv without a PSUM memset."""
+    from reference_kernels.calibration import weights_by_hbm_gather_and_dma_transpose
+    return conv_rows_tiled_no_memset(X, weights_by_hbm_gather_and_dma_transpose(W), bias)
