@@ -22,7 +22,7 @@ stays visible.
 * conv-c / conv-d (C3): `conv_hbm_gather_dma_transpose` below: calibration.py's C3 kernel (36
   element-granular HBM->HBM gathers, 36 DMA transposes, 36 engine-unspecified SBUF copies,
   2 input, 2 bias and 2 output DMAs, 36 N = 420 matmuls, 2 bias adds from PSUM), which has the
-  profile's counts, without the PSUM memset of calibration.conv_rows_tiled (none in the profile).
+  profile's counts, calibration.conv_rows_tiled with memset=False (the profile has no PSUM memset).
 """
 import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
@@ -111,48 +111,11 @@ conv_tiny_matmuls_pool1 = make_conv_tiny_matmuls(1)
 conv_tiny_matmuls_pool2 = make_conv_tiny_matmuls(2)
 
 
-def conv_rows_tiled_no_memset(X, w_t, bias):
-    """reference_kernels/calibration.py conv_rows_tiled without its PSUM memset (the profiles
-    of conv-c/d have none: the first matmul of each accumulation assigns)."""
-    _, C_in, H, Wd = X.shape
-    C_out = w_t.shape[3]
-    n_ci, n_co, K = C_in // P, C_out // P, 3
-    H_out, W_out = H - K + 1, Wd - K + 1
-    rows = max(1, min(H_out, 512 // W_out))
-    while H_out % rows:
-        rows -= 1
-    out = nl.ndarray((1, C_out, H_out, W_out), dtype=X.dtype, buffer=nl.hbm)
-    bias_sb = nl.ndarray((P, n_co, 1), dtype=bias.dtype, buffer=nl.sbuf)
-    bias_hbm = bias.reshape((n_co, P, 1))
-    for co in nl.affine_range(n_co):
-        nisa.dma_copy(dst=bias_sb[:, co, :], src=bias_hbm[co])
-    for t in nl.affine_range(H_out // rows):
-        x_blk = nl.ndarray((P, n_ci, rows + K - 1, Wd), dtype=X.dtype, buffer=nl.sbuf)
-        for ci in nl.affine_range(n_ci):
-            nisa.dma_copy(dst=x_blk[:, ci], src=X[0, ci * P:(ci + 1) * P, t * rows:t * rows + rows + K - 1, :])
-        for co in nl.affine_range(n_co):
-            acc = nl.ndarray((P, rows, W_out), dtype=nl.float32, buffer=nl.psum)
-            first = True
-            for ci in nl.affine_range(n_ci):
-                for kh in nl.affine_range(K):
-                    for kw in nl.affine_range(K):
-                        prod = nisa.nc_matmul(w_t[:, ci, kh * K + kw, co * P:(co + 1) * P],
-                                              x_blk[:, ci, kh:kh + rows, kw:kw + W_out])
-                        if first:
-                            acc[...] = prod
-                            first = False
-                        else:
-                            acc += prod
-            res = nisa.tensor_tensor(acc, bias_sb[:, co:co + 1, :], op=nl.add, dtype=X.dtype)
-            nisa.dma_copy(dst=out[0, co * P:(co + 1) * P, t * rows:(t + 1) * rows, :], src=res)
-    return out
-
-
 @nki.compiler.skip_middle_end_transformations
 @nki.jit
 def conv_hbm_gather_dma_transpose(X, W, bias):
     """conv-c / conv-d (C3): calibration.weights_by_hbm_gather_and_dma_transpose (36 HBM->HBM
     element gathers, 36 DMA transposes, 36 engine-unspecified SBUF copies into the stationary
     layout), then the row-tiled conv without a PSUM memset."""
-    from reference_kernels.calibration import weights_by_hbm_gather_and_dma_transpose
-    return conv_rows_tiled_no_memset(X, weights_by_hbm_gather_and_dma_transpose(W), bias)
+    from reference_kernels.calibration import conv_rows_tiled, weights_by_hbm_gather_and_dma_transpose
+    return conv_rows_tiled(X, weights_by_hbm_gather_and_dma_transpose(W), bias, memset=False)

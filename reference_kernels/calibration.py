@@ -179,9 +179,11 @@ def c2_tiny_matmuls(X, W, bias):
 
 # ----- C3: weights gathered element by element, then an ordinary row-tiled conv --------------
 
-def conv_rows_tiled(X, w_t, bias):
+def conv_rows_tiled(X, w_t, bias, *, memset=True):
     """An ordinary row-tiled conv: as many output rows per matmul as fit one PSUM bank, the
-    input rows of each tile loaded with one DMA per ci tile, one store per tile."""
+    input rows of each tile loaded with one DMA per ci tile, one store per tile. memset=False:
+    no PSUM memset, the first matmul of each accumulation assigns (bench/profiles.py's conv-c/d
+    profiles have none)."""
     _, C_in, H, Wd = X.shape
     C_out = w_t.shape[3]
     n_ci, n_co = C_in // P, C_out // P
@@ -200,12 +202,21 @@ def conv_rows_tiled(X, w_t, bias):
         for ci in nl.affine_range(n_ci):
             nisa.dma_copy(dst=x_blk[:, ci], src=X[0, ci * P:(ci + 1) * P, t * rows:t * rows + rows + K - 1, :])
         for co in nl.affine_range(n_co):
-            acc = nl.zeros((P, rows, W_out), nl.float32, buffer=nl.psum)
+            if memset:
+                acc = nl.zeros((P, rows, W_out), nl.float32, buffer=nl.psum)
+            else:
+                acc = nl.ndarray((P, rows, W_out), dtype=nl.float32, buffer=nl.psum)
+            first = not memset
             for ci in nl.affine_range(n_ci):
                 for kh in nl.affine_range(K):
                     for kw in nl.affine_range(K):
-                        acc += nisa.nc_matmul(w_t[:, ci, kh * K + kw, co * P:(co + 1) * P],
+                        prod = nisa.nc_matmul(w_t[:, ci, kh * K + kw, co * P:(co + 1) * P],
                                               x_blk[:, ci, kh:kh + rows, kw:kw + W_out])
+                        if first:
+                            acc[...] = prod
+                            first = False
+                        else:
+                            acc += prod
             res = nisa.tensor_tensor(acc, bias_sb[:, co:co + 1, :], op=nl.add, dtype=X.dtype)
             nisa.dma_copy(dst=out[0, co * P:(co + 1) * P, t * rows:(t + 1) * rows, :], src=res)
     return out
