@@ -48,6 +48,7 @@ nkisim.install()
 
 from nkisim import cost  # noqa: E402
 from nkisim.cost.rules import COST_RULES, DmaCost  # noqa: E402
+from nkisim.cost.profile import interval_union  # noqa: E402
 from bench import profile_kernels  # noqa: E402
 from reference_kernels import calibration, vector_add  # noqa: E402
 
@@ -125,18 +126,11 @@ def calibration_for(pid: str):
 
 # ----- statistics -----------------------------------------------------------------------------
 
+union = interval_union     # the busy time a hardware profile shows: one definition, nkisim's
+
+
 def med(xs):
     return float(np.median(xs)) if len(xs) else math.nan
-
-
-def union(intervals) -> float:
-    total, end = 0.0, -math.inf
-    for s, e in sorted(intervals):
-        if e <= end:
-            continue
-        total += e - max(s, end)
-        end = e
-    return total
 
 
 def intervals_of(starts) -> list[float]:

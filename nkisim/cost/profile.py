@@ -20,6 +20,56 @@ LANE_LABELS = {"PE": "Tensor (PE)", "DVE": "Vector (DVE)", "ACT": "Scalar (ACT)"
 ISSUE_LANES = ("DGE-SP", "DGE-ACT", "DMA-issue")
 
 
+def interval_union(intervals) -> float:
+    """The length of the union of [start, end) intervals: an engine's busy time as a profile of
+    the hardware counts it (neuron-profile's timeline, bench/profiles.py's hardware side)."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end <= reach:
+            continue
+        total += end - max(start, reach)
+        reach = end
+    return total
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    if not n:
+        return 0.0
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+
+
+@dataclass
+class EngineActivity:
+    """One engine's instructions in the terms a hardware profile gives them: how many, the union
+    of their intervals, the median duration, and the median issue interval (start to start of
+    consecutive instructions), so a simulated profile can be held against a neuron-profile one."""
+    instructions: int
+    busy_us: float
+    median_ns: float
+    median_interval_ns: float
+
+
+def engine_activity(trace, timeline: Timeline) -> dict[str, EngineActivity]:
+    """Per compute-engine and DMA-issue lane of the timeline (the DMA engines' transfers are in
+    Profile.engines): what engine_activity's fields say."""
+    spans: dict[str, list] = {}
+    for slot in timeline.slots:
+        if slot.queue == "DMA":
+            if slot.issue_queue and slot.issue_end > slot.issue_start:
+                spans.setdefault(slot.issue_queue, []).append((slot.issue_start, slot.issue_end))
+        elif slot.end > slot.start:
+            spans.setdefault(slot.queue, []).append((slot.start, slot.end))
+    activity = {}
+    for lane, intervals in spans.items():
+        starts = sorted(s for s, _ in intervals)
+        activity[lane] = EngineActivity(len(intervals), interval_union(intervals) / 1e3,
+                                        _median([e - s for s, e in intervals]),
+                                        _median([b - a for a, b in zip(starts, starts[1:])]))
+    return activity
+
+
 @dataclass
 class EngineStats:
     busy_us: float
@@ -49,6 +99,7 @@ class Profile:
     short_row_matmuls: int = 0    # matmuls whose moving rows are shorter than one SBUF access request
     short_row_us: float = 0.0     # the Tensor Engine time that costs them beyond their columns
     cores: int = 1                # physical cores the kernel ran on (NKI 0.6's kernel[2]: 2)
+    activity: dict[str, EngineActivity] = field(default_factory=dict)   # the hardware profile's terms
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -75,6 +126,12 @@ class Profile:
         if self.short_row_matmuls:
             lines.append(f"short moving rows      {self.short_row_us:10.1f} us  {self.short_row_matmuls} matmuls "
                          f"stream rows too short to fill an SBUF access request")
+        if self.activity:
+            lines.append("as a hardware profile counts them (union of instruction intervals; medians):")
+            for lane in sorted(self.activity, key=_lane_rank):
+                a = self.activity[lane]
+                lines.append(f"  {lane:20} {a.busy_us:10.1f} us busy  {a.instructions:6d} instr  "
+                             f"{a.median_ns:8.1f} ns each  {a.median_interval_ns:8.1f} ns apart")
         if self.hotspots:
             lines.append("busiest source lines:")
             for h in self.hotspots[:5]:
@@ -155,7 +212,13 @@ def build_profile(trace, timeline: Timeline, params: CostParams = DEFAULT_PARAMS
         hazard_wait_us=sum(v[0] for v in hazards.values()) / 1e3,
         hazard_lines=sorted(({"line": k, "wait_us": v[0] / 1e3, "instructions": v[1]} for k, v in hazards.items()),
                             key=lambda h: -h["wait_us"])[:10],
-        short_row_matmuls=short_n, short_row_us=short_ns / 1e3, cores=cores)
+        short_row_matmuls=short_n, short_row_us=short_ns / 1e3, cores=cores,
+        activity=engine_activity(trace, timeline))
+
+
+def _lane_rank(lane: str) -> tuple:
+    name, _, core = lane.partition(":core")
+    return (int(core or 0), LANE_ORDER.index(name) if name in LANE_ORDER else len(LANE_ORDER), lane)
 
 
 def write_json(profile: Profile, path: str) -> None:

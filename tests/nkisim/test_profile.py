@@ -113,3 +113,20 @@ def test_profile_cli_marks_the_presets_thresholds(tmp_path, capsys):
     text = svg.read_text()
     xml.dom.minidom.parseString(text)
     assert "threshold 84 us" in text
+
+
+def test_the_hardware_profile_view_unions_intervals_and_takes_medians():
+    from nkisim.cost.profile import build_profile, interval_union
+    assert interval_union([(0, 10), (5, 15), (20, 30), (21, 22)]) == 25
+    assert interval_union([]) == 0
+    run = nkisim.run_kernel(matmul_chain, (np.ones((128, 512), np.float16), np.ones((128, 128), np.float16), 50), {})
+    timeline = cost.estimate(run)
+    profile = build_profile(run.trace, timeline)
+    pe = profile.activity["PE"]
+    matmuls = [s for r, s in zip(run.trace, timeline.slots) if r.opcode == "nc_matmul"]
+    assert pe.instructions == len(matmuls) == 50
+    assert abs(pe.busy_us - interval_union((s.start, s.end) for s in matmuls) / 1e3) < 1e-9
+    durations = sorted(s.end - s.start for s in matmuls)
+    assert pe.median_ns == (durations[24] + durations[25]) / 2
+    assert pe.median_interval_ns > 0 and ("DGE-SP" in profile.activity or "DMA-issue" in profile.activity)
+    assert "as a hardware profile counts them" in profile.summary() and profile.to_json()["activity"]["PE"]["instructions"] == 50
