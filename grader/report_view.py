@@ -38,6 +38,11 @@ FLAG_EXPLANATIONS = {
         "{subject}: the kernel's traced program broke the hardware rules the grader checks; the test errored",
         "*{subject}* produced a program the grader could not run (the test's message says why); course "
         "staff will look into it."),
+    "borderline_credit": (
+        "{subject}: the simulated p99 was slower than a threshold but within the simulator's error of it; "
+        "credited under the spec's borderline = \"credit\" rule",
+        "*{subject}* was credited with a threshold its simulated time was just over, within the simulator's "
+        "error for kernels like it; course staff may check it on hardware."),
     "simulated_platform": (
         "timed by the trn2 simulator, but the thresholds were set on {subject}",
         "This run was timed by a trn2 simulator while the thresholds were set on *{subject}*, so its times "
@@ -176,6 +181,7 @@ class TestView:
     thresholds: tuple[Threshold, ...]  # optimized, relaxed (timed tests with thresholds)
     output: str                        # captured kernel output
     profile: ProfileView | None
+    band: float | None = None          # a simulated p99's error band for its kind of kernel (grader.bands)
 
     @property
     def error(self) -> str:
@@ -188,8 +194,12 @@ class TestView:
 
     @property
     def p99_text(self) -> str:
-        """'1003.2 us' for a timed test ('n/a' if not measured), '' for an untimed one."""
-        return format_us(self.p99_us) if self.timed else ""
+        """'1003.2 us' for a timed test ('n/a' if not measured), '' for an untimed one; a simulated
+        p99 with its error band, '1003.2 us +/-9%' (the simulator is within 9% for kernels like it)."""
+        if not self.timed:
+            return ""
+        band = f" +/-{self.band:.0%}" if self.band is not None and self.p99_us is not None else ""
+        return format_us(self.p99_us) + band
 
     def threshold(self, tier: str) -> Threshold | None:
         return next((t for t in self.thresholds if t.tier == tier), None)
@@ -333,7 +343,12 @@ def _test_view(report: Report, test: TestResult) -> TestView:
     return TestView(test.name, _title(test), test.kind, KIND_TITLES.get(test.kind, test.kind), timed, test.file,
                     test.status, test.points, test.max_points, message,
                     test.p99_us if finite(test.p99_us) else None, thresholds, test.output,
-                    _profile(test))
+                    _profile(test), _band(test))
+
+
+def _band(test: TestResult) -> float | None:
+    band = (test.details or {}).get("band")
+    return float(band) if finite(band) and 0 <= band < 1 else None
 
 
 def _number(value) -> float | None:

@@ -21,7 +21,7 @@ from nkisim.dialects import CURRENT, DIALECTS, LEGACY, Dialect, dialect_named
 
 from . import problems
 from .errors import GraderInputError
-from .vocabulary import TIERS, TIMED_KINDS, TestKind, Tier, values
+from .vocabulary import TIERS, TIMED_KINDS, Borderline, TestKind, Tier, values
 
 SPEC_DIR = Path(__file__).parent / "specs"
 PROBLEMS = tuple(problems.REGISTRY)
@@ -96,6 +96,8 @@ class AssignmentSpec:
     gradescope: dict = field(default_factory=dict, repr=False, compare=False)   # its [gradescope] table
     dialect: str = LEGACY.name        # the NKI dialect its kernels are written in (nkisim.dialects)
     lnc: int = 1                      # physical cores of the logical NeuronCore kernels are launched on
+    # what a simulated p99 within the model's error band of a threshold earns (grader.bands)
+    borderline: str = Borderline.STRICT
 
     @property
     def nki(self) -> Dialect:
@@ -254,7 +256,20 @@ def parse(data: dict, where: str = "spec", raw: bytes | None = None, text: str =
         precheck=bool(data.get("precheck", True)), implausible_speedup=float(data.get("implausible_speedup", 3.0)),
         files=files, tolerances=tolerances, tests=tuple(tests), time_budget_s=budget,
         config_timeout_s=config_timeout, spec_hash=content_hash(raw), toml=text,
-        gradescope=dict(data.get("gradescope", {})), dialect=dialect, lnc=lnc)
+        gradescope=dict(data.get("gradescope", {})), dialect=dialect, lnc=lnc,
+        borderline=_borderline(data.get("borderline", Borderline.STRICT), where))
+
+
+def _borderline(value, where: str) -> str:
+    """The spec's `borderline`: "strict" (the default, today's rule) or "credit"."""
+    if value in tuple(Borderline):
+        return Borderline(value)
+    if value == "hardware":
+        raise _fail(where, 'borderline = "hardware" (a provisional score re-run on a Trainium worker) is not '
+                           'available yet', 'Use borderline = "strict" or "credit".')
+    raise _fail(where, f'borderline must be "strict" or "credit", got {value!r}',
+                'Write borderline = "credit" to credit a p99 within the simulator\'s error of a threshold, '
+                'or leave the key out.')
 
 
 def _dialect(value, where: str) -> str:

@@ -14,7 +14,8 @@ from pathlib import Path
 import grader
 
 PACKAGES = ("grader", "nkisim")
-EXTRA_FILES = ("reference_kernels/__init__.py", "reference_kernels/numpy_reference.py")
+# the simulator's error bands (grader.bands) ride with the grading core they are read by
+EXTRA_FILES = ("reference_kernels/__init__.py", "reference_kernels/numpy_reference.py", "grader/fidelity_bands.json")
 RUNTIME_REQUIREMENTS = ("numpy", "ml_dtypes", "threadpoolctl", "executing", "sortedcontainers", "pyseccomp")
 EPOCH = (1980, 1, 1, 0, 0, 0)
 

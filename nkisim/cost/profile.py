@@ -240,9 +240,28 @@ def _short_rows(profile: Profile) -> str:
             f"longer rows per matmul, e.g. whole input rows in one contiguous moving view, cost less")
 
 
+def _busiest(profile: Profile):
+    return max(profile.engines.items(), key=lambda kv: kv[1].utilisation, default=None)
+
+
+# what bounds a kernel, by its busiest lane (grader/fidelity_bands.json has the model's error per class)
+BOUND_OF_LANE = {"PE": "tensor", "DVE": "vector", "ACT": "vector", "POOL": "vector", "SP": "vector",
+                 "DGE-SP": "dma", "DGE-ACT": "dma", "DMA-issue": "dma", "DMA": "dma"}
+BOUNDS = ("tensor", "vector", "dma", "latency")
+
+
+def bound_by(profile: Profile) -> str:
+    """"tensor", "vector" (Vector, Scalar or GpSimd engine), "dma" (issue or transfer) or "latency":
+    the class of what bounds the kernel, by the rule the verdict names it with."""
+    busiest = _busiest(profile)
+    if busiest is None or busiest[1].utilisation < _BUSY:
+        return "latency"
+    return BOUND_OF_LANE.get(busiest[0].partition(":core")[0], "latency")
+
+
 def verdict(profile: Profile) -> str:
     """One line: what bounds the kernel, from engine utilisation and the roofline."""
-    busiest = max(profile.engines.items(), key=lambda kv: kv[1].utilisation, default=None)
+    busiest = _busiest(profile)
     off_roof = f"{profile.total_us / profile.roofline_us:.1f}x the {profile.roofline_limit}-bound roofline " \
                f"({profile.roofline_us:.0f} us)" if profile.roofline_us else ""
     if busiest is None or busiest[1].utilisation < _BUSY:
@@ -290,4 +309,5 @@ def profile_summary(trace, timeline: Timeline, thresholds_us: dict | None = None
             "engine_instructions": {name: e.instructions for name, e in prof.engines.items()},
             "busiest_lines": prof.hotspots[:10],
             "verdict": line,
+            "bound": bound_by(prof),
             "total_us": prof.total_us}

@@ -93,7 +93,7 @@ def stored_report(p99s: dict[str, float], seed_kind="secret") -> grader.Report:
             tests.append(report_types.TestResult(t.name, t.kind, "passed", t.points, t.points, title=t.title,
                                                  file="conv2d.py"))
         else:
-            points, status, message = scoring.timed_verdict(t, p99s[t.name], SPEC.partial_credit)
+            points, status, message, _ = scoring.timed_verdict(t, p99s[t.name], SPEC.partial_credit)
             tests.append(report_types.TestResult(t.name, t.kind, status, points, t.points, title=t.title,
                                                  file="conv2d.py", p99_us=p99s[t.name], message=message,
                                                  thresholds_us=dict(t.thresholds_us), details={"roofline_us": 1.0}))

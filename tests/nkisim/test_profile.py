@@ -56,7 +56,8 @@ def rect_count(svg: str) -> int:
 def test_summary_has_what_the_pages_show_and_a_compute_verdict():
     run, summary = summary_of(matmul_chain, (np.ones((128, 512), np.float16), np.ones((128, 128), np.float16), 400))
     assert set(summary) == {"svg", "mfu", "engine_utilisation", "engine_instructions", "busiest_lines", "verdict",
-                            "total_us", "achieved_tflops", "roofline_us", "roofline_limit"}
+                            "total_us", "achieved_tflops", "roofline_us", "roofline_limit", "bound"}
+    assert summary["bound"] == "tensor"
     assert summary["roofline_limit"] == "compute" and 0 < summary["roofline_us"] <= summary["total_us"]
     assert summary["achieved_tflops"] > 0
     assert set(summary["engine_instructions"]) == set(summary["engine_utilisation"])

@@ -91,7 +91,7 @@ def terminal_parts(text: str) -> dict:
             cells = re.split(r"\s{2,}", line.strip())
             title, status, points = cells[:3]
             timing = "  ".join(cells[3:])
-            p99 = re.match(r"^(\S+ us|n/a)", timing)
+            p99 = re.match(r"^(\S+ us(?: \+/-\d+%)?|n/a)", timing)     # with the simulator's band
             thresholds = re.findall(r"(?:opt|rel) (\S+ us|n/a)", timing)
             row = {"title": title, "status": status, "points": points, "p99": p99.group(1) if p99 else "",
                    "thresholds": thresholds, "messages": []}
