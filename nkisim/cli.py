@@ -75,6 +75,19 @@ def _parse_kwarg(text: str):
         return key, value
 
 
+def _parse_grid(text: str):
+    """'2,3' -> (2, 3); 'nc2,4' -> (nl.nc(2), 4); '2' -> 2 (NKI 0.6's kernel[2] takes one int)."""
+    from .launch import NcDim
+    dims = []
+    for token in text.split(","):
+        token = token.strip().lower()
+        try:
+            dims.append(NcDim(int(token[2:])) if token.startswith("nc") else int(token))
+        except ValueError:
+            raise SystemExit(f"nkisim profile: bad --grid {text!r}: expected sizes such as 2,3 or nc2,4") from None
+    return dims[0] if len(dims) == 1 else tuple(dims)
+
+
 def _load_kernel(path: str, name: str):
     import importlib.util
     import os
@@ -103,6 +116,9 @@ def profile(args) -> int:
     name = args.kernel or name
     kwargs.update(dict(_parse_kwarg(t) for t in args.kwarg))
     kernel = _load_kernel(args.file, name)
+    if args.grid:
+        from .runtime import as_kernel
+        kernel = as_kernel(kernel)[_parse_grid(args.grid)]
     rng = np.random.default_rng(args.seed)
     inputs = [rng.random(shape, dtype=np.float32).astype(dtype) for shape, dtype in specs]
     options = {"additional_compile_opt": "--disable-dge"} if args.disable_dge else {}
@@ -145,9 +161,16 @@ def main(argv: list[str] | None = None, demo_cases=None) -> int:
     p.add_argument("--svg", help="write the engine timeline picture here (with the preset's thresholds)")
     p.add_argument("--json", help="write the profile as JSON here")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--grid", metavar="DIMS", help="launch as kernel[grid]: comma-separated sizes, ncN for an "
+                   "nl.nc(N) dimension (legacy SPMD grids, e.g. nc2,4), or NKI 0.6's logical NeuronCore size (2)")
     p.set_defaults(func=profile)
     args = parser.parse_args(argv)
-    return args.func(args)
+    from .errors import NKISimError
+    try:
+        return args.func(args)
+    except NKISimError as err:           # the kernel's own error, at its line: not a traceback of ours
+        print(f"nkisim {args.command}: {err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

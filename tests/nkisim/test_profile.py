@@ -3,6 +3,7 @@ verdict, and the timeline picture (lanes, DMA queues, thresholds, legend, bounde
 import xml.dom.minidom
 
 import numpy as np
+import pytest
 
 import nkisim
 
@@ -131,3 +132,34 @@ def test_the_hardware_profile_view_unions_intervals_and_takes_medians():
     assert pe.median_ns == (durations[24] + durations[25]) / 2
     assert pe.median_interval_ns > 0 and ("DGE-SP" in profile.activity or "DMA-issue" in profile.activity)
     assert "as a hardware profile counts them" in profile.summary() and profile.to_json()["activity"]["PE"]["instructions"] == 50
+
+
+SPMD_ADD = '''
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def tiled_add(a, b):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    rows = a.shape[0] // nl.num_programs(0)
+    i = nl.program_id(0)
+    block = slice(i * rows, (i + 1) * rows)
+    nl.store(out[block], nl.add(nl.load(a[block]), nl.load(b[block])))
+    return out
+'''
+
+
+def test_profile_cli_launches_a_grid_and_reports_a_kernel_error_without_a_traceback(tmp_path, capsys):
+    from nkisim.cli import main
+    path = tmp_path / "spmd_add.py"
+    path.write_text(SPMD_ADD)
+    common = ["profile", str(path), "--kernel", "tiled_add", "--input", "256x1024", "--input", "256x1024"]
+    assert main(common + ["--grid", "nc2"]) == 0
+    out = capsys.readouterr().out
+    assert "Vector (DVE), core 1" in out and "8 instructions" in out
+    assert main(common + ["--grid", "1"]) == 1            # one instance of 256 rows: too many partitions
+    captured = capsys.readouterr()
+    assert "err_num_partition_exceed_arch_limit" in captured.err and "Traceback" not in captured.err
+    with pytest.raises(SystemExit, match="bad --grid"):
+        main(common + ["--grid", "two"])
