@@ -402,5 +402,8 @@ def affine_select(m, dst, pattern, channel_multiplier, on_true_tile, on_false_va
     _into(m, dst, "affine_select", _affine_select, _Predicate(predicate), on_true_tile, on_false_value, dtype=dst.dtype)
 
 
+# the __future__ import's binding is not an NKI name
+del annotations  # noqa: F821
+
 # documented NKI 0.6 instructions nkisim does not simulate yet, and names that are not NKI at all
 __getattr__ = _names.isa_getattr(globals())

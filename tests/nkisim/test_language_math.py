@@ -102,3 +102,4 @@ def test_ones_like_private_hbm_and_narrow_tile_dtypes():
 
     got = kernel(np.zeros((128, 8), np.float32))
     np.testing.assert_array_equal(got, np.full((128, 8), 2.0, np.float32))
+
