@@ -26,7 +26,8 @@ from grader.vocabulary import RunStatus, TestKind
 RULE = ("Each student's best graded run counts: the highest total score, ties broken by the lowest sum of "
         "performance-test p99 latencies, then by who got there first. Only runs uploaded by the student's "
         "deadline (with any extension) count; flagged runs (held for staff review) are hidden. Simulated "
-        "and hardware results are ranked separately.")
+        "and hardware results are ranked separately; simulated p99s rank by the estimates themselves, "
+        "whatever the simulator's error band their reports show.")
 
 # p99 sums are only added up for each student's runs at their best total: ties are rare, so
 # the sum is computed for about one run per student, not for every run.
