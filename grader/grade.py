@@ -80,6 +80,13 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def _blas_text() -> str:
+    """'OpenBLAS 0.3.31, SkylakeX kernels': what every process of the grade multiplied with."""
+    from .jobs import blas_kernels
+    kernels = blas_kernels()
+    return f"{kernels[0]}, {kernels[1]} kernels" if kernels else ""
+
+
 class BackendUnavailable(GraderInputError):
     """The backend asked for cannot run on this machine."""
 
@@ -599,7 +606,7 @@ class _Run:
             duration_s=round(time.monotonic() - start, 3), platform=self.spec.platform, dialect=self.spec.dialect,
             status=self.cancel.reason if self.cancel_event.is_set() else ReportStatus.COMPLETED,
             time_budget_s=self.budget_s, budget_note=self._budget_note(), missing_files=missing, missing_hints=hints,
-            rejections=self.rejections, warnings=self.warnings)
+            rejections=self.rejections, warnings=self.warnings, blas=_blas_text())
 
     def _budget_note(self) -> str:
         """What the time budget did, for the report's header ("" when it did nothing)."""

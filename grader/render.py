@@ -152,6 +152,8 @@ def _footer_lines(view: ReportView) -> list[str]:
     if p.rescored_from:
         extra.append(f"rescored from thresholds_version {p.rescored_from}")
     lines.append("  ".join(extra))
+    if p.blas:
+        lines.append(f"blas {p.blas}")
     return [escape_control(line) for line in lines]
 
 

@@ -120,6 +120,7 @@ class Report:
     rejections: list[dict] = field(default_factory=list)     # static-check errors {file, line, rule, message}
     warnings: list[dict] = field(default_factory=list)       # static-check warnings, same shape
     rescored_from: dict | None = None    # {"spec_version", "thresholds_version", "spec_hash"} before a rescore
+    blas: str = ""                  # the BLAS and core type every process of the grade computed with
 
     def __post_init__(self) -> None:
         self.flags = [bound_text(f, 200) for f in self.flags][:DETAIL_ITEMS_LIMIT]

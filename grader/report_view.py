@@ -296,6 +296,7 @@ class Provenance:
     duration_s: float | None
     time_budget_s: float | None
     rescored_from: str                 # the thresholds version before a rescore, or ""
+    blas: str = ""                     # 'OpenBLAS 0.3.31, SkylakeX kernels': every process of the grade's
 
 
 @dataclass(frozen=True)
@@ -500,4 +501,4 @@ def _provenance(report: Report) -> Provenance:
                       report.submission_sha256,
                       report.status, report.grader_version, _when(report.graded_at),
                       report.duration_s if finite(report.duration_s) else None, report.time_budget_s,
-                      str((report.rescored_from or {}).get("thresholds_version") or ""))
+                      str((report.rescored_from or {}).get("thresholds_version") or ""), str(report.blas or ""))

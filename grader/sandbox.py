@@ -857,9 +857,14 @@ def _kill_process(pid: int) -> None:
 
 
 def minimal_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Just enough environment for Python and BLAS; nothing of the grader's own."""
+    """Just enough environment for Python and BLAS; nothing of the grader's own but the BLAS
+    kernels it runs (OPENBLAS_CORETYPE: every process of a grade computes a product alike)."""
+    from .jobs import blas_kernels
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/nonexistent",
            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1",
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    kernels = blas_kernels()
+    if kernels is not None:
+        env["OPENBLAS_CORETYPE"] = kernels[1]
     env.update(extra or {})
     return env

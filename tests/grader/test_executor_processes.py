@@ -54,3 +54,24 @@ def test_the_process_count_is_what_the_job_asks_within_the_cap():
     assert processes({"processes": 10_000}) == MAX_PROCESSES
     for nonsense in (0, -3, "2", 1.5, True, None):
         assert processes({"processes": nonsense}) == 1
+
+
+def test_every_process_of_a_grade_runs_the_blas_kernels_of_the_grader(tmp_path):
+    """A grader whose machine forces an OpenBLAS core type (OPENBLAS_CORETYPE, as some hosts set)
+    hands the same to the sandboxed executors, whose environment is otherwise minimal: the bits
+    of a split execution are still those of one process of the grader's."""
+    import platform
+    import subprocess
+    import sys
+    forced = {"x86_64": "Nehalem", "aarch64": "ARMV8"}[platform.machine()]     # not the machine's default
+    script = (f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); from pathlib import Path\n"
+              "from threadpoolctl import threadpool_info\n"
+              "import numpy\n"
+              "assert any(i.get('architecture', '').lower() == sys.argv[1].lower() for i in threadpool_info())\n"
+              "import test_executor_processes as t\n"
+              "t.test_the_sandboxed_executor_gives_the_bits_of_one_process(Path(sys.argv[2]), 2)\n"
+              "print('same bits')\n")
+    env = dict(os.environ, OPENBLAS_CORETYPE=forced, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-c", script, forced, str(tmp_path)], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "same bits" in done.stdout, done.stderr[-3000:]
