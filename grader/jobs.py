@@ -34,8 +34,10 @@ def blas_kernels() -> tuple[str, str] | None:
     if not _KERNELS:
         found = None
         for info in blas_controller().info():
-            if info.get("internal_api") == "openblas" and info.get("architecture"):
-                found = f"OpenBLAS {info.get('version', '')}".strip(), str(info["architecture"])
+            architecture = info.get("architecture")
+            # a core type is a plain name ("SkylakeX"): anything else is not handed to children
+            if info.get("internal_api") == "openblas" and isinstance(architecture, str) and architecture.isalnum():
+                found = f"OpenBLAS {info.get('version', '')}".strip(), architecture
                 break
         _KERNELS.append(found)
     return _KERNELS[0]
