@@ -34,16 +34,9 @@ P = 128
 @nki.compiler.skip_middle_end_transformations
 @nki.jit
 def transpose_per_tile_dve(a_tensor):
-    """transpose_per_tile with its PSUM->SBUF copies on the Vector engine (profile run e)."""
-    M, N = a_tensor.shape
-    out = nl.ndarray((N, M), dtype=a_tensor.dtype, buffer=nl.shared_hbm)
-    for i in nl.affine_range(M // P):
-        for j in nl.affine_range(N // P):
-            a_sb = nl.ndarray((P, P), dtype=a_tensor.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=a_sb, src=a_tensor[i * P:(i + 1) * P, j * P:(j + 1) * P])
-            t_sb = nisa.tensor_copy(nisa.nc_transpose(a_sb), engine=nisa.vector_engine)
-            nisa.dma_copy(dst=out[j * P:(j + 1) * P, i * P:(i + 1) * P], src=t_sb)
-    return out
+    """calibration.transpose_per_tile with its PSUM->SBUF copies on the Vector engine (profile run e)."""
+    from reference_kernels.calibration import transpose_tiles
+    return transpose_tiles(a_tensor, copy_engine=nisa.vector_engine)
 
 
 def make_conv_tiny_matmuls(pool: int):

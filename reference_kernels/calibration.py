@@ -15,10 +15,9 @@ import neuronxcc.nki.language as nl
 P = 128
 
 
-@nki.compiler.skip_middle_end_transformations
-@nki.jit
-def transpose_per_tile(a_tensor):
-    """One 128x128 tile at a time: load, Tensor Engine transpose, PSUM->SBUF copy, store."""
+def transpose_tiles(a_tensor, copy_engine=nisa.unknown_engine):
+    """One 128x128 tile at a time: load, Tensor Engine transpose, PSUM->SBUF copy (on
+    `copy_engine`; unknown: the compiler's choice), store."""
     M, N = a_tensor.shape
     out = nl.ndarray((N, M), dtype=a_tensor.dtype, buffer=nl.shared_hbm)
     tile = nl.tile_size.pmax
@@ -27,9 +26,16 @@ def transpose_per_tile(a_tensor):
             a_sb = nl.ndarray((tile, tile), dtype=a_tensor.dtype, buffer=nl.sbuf)
             nisa.dma_copy(dst=a_sb, src=a_tensor[i * tile:(i + 1) * tile, j * tile:(j + 1) * tile])
             t_psum = nisa.nc_transpose(a_sb)
-            t_sb = nisa.tensor_copy(t_psum)
+            t_sb = nisa.tensor_copy(t_psum, engine=copy_engine)
             nisa.dma_copy(dst=out[j * tile:(j + 1) * tile, i * tile:(i + 1) * tile], src=t_sb)
     return out
+
+
+@nki.compiler.skip_middle_end_transformations
+@nki.jit
+def transpose_per_tile(a_tensor):
+    """The P3 / B6 transpose: transpose_tiles with its copies where the compiler puts them."""
+    return transpose_tiles(a_tensor)
 
 
 # ----- weights into the stationary layout w_t[ci, ci_tile, kh * 3 + kw, co] ------------------
