@@ -24,24 +24,33 @@ STAFF_FIX = ("Tell course staff. They can rebuild the autograder in service mode
              "--mode service`), which grades on the course's own service, then regrade this submission.")
 
 
+def secrets(layout: Layout) -> list:
+    """What a student's process may never read: the config (its seed) and the submission
+    metadata (earlier submissions' results, hidden and after-due-date tests included)."""
+    return [layout.config, layout.metadata]
+
+
 def lock_down(layout: Layout) -> None:
-    """The autograder's files and the results folder: root's alone. The root folder stays
-    traversable, as the installed grader below it must be readable by a student's process."""
+    """The autograder's files, the results folder and Gradescope's submission metadata (which
+    holds earlier runs' hidden results): root's alone. The root folder stays traversable, as the
+    installed grader below it must be readable by a student's process."""
     if os.geteuid() != 0:
         return      # not root: nothing to drop to; the probe decides whether grading may go on
     os.makedirs(layout.results_dir, exist_ok=True)
     for folder in (layout.source, layout.results_dir):
         os.chown(folder, 0, 0)
         os.chmod(folder, 0o700)
-    if layout.config.exists():
-        os.chmod(layout.config, 0o600)
+    for secret in secrets(layout):
+        if secret.exists():
+            os.chown(secret, 0, 0)
+            os.chmod(secret, 0o600)
     mode = os.stat(layout.root).st_mode
     os.chmod(layout.root, stat.S_IMODE(mode) | 0o011)
 
 
 def grade(layout: Layout, config: Config, spec, cancel: CancelToken) -> dict:
     lock_down(layout)
-    iso = isolation.establish([layout.config], layout.results_dir)
+    iso = isolation.establish(secrets(layout), layout.results_dir)
     extra = {"mode": "local", "isolation": iso.to_json()}
     print(f"isolation: {iso.level} ({iso.confinement}); probe: {iso.probe}", flush=True)
     if iso.refused:

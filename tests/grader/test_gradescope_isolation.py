@@ -37,6 +37,7 @@ def hostile(root, marker: str) -> bytes:
     """The optimized kernel, after module-level code that goes for the autograder's secrets."""
     config = root.path / "source" / "nki_gradescope.json"
     results = root.path / "results" / "results.json"
+    metadata = root.path / "submission_metadata.json"     # earlier runs' hidden results live in it
     prelude = f'''
 import os as _os
 def _try(what, action):
@@ -46,6 +47,7 @@ def _try(what, action):
         print("{marker}", what, "DENIED", type(err).__name__)
 _try("read-config", lambda: open({str(config)!r}).read())
 _try("write-results", lambda: open({str(results)!r}, "w").write('{{"score": 1000}}'))
+_try("read-metadata", lambda: open({str(metadata)!r}).read())
 _try("grader-environ", lambda: open("/proc/%d/environ" % _os.getppid(), "rb").read())
 import socket as _socket
 _try("inet-socket", lambda: _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM))
@@ -71,7 +73,7 @@ def test_a_kernel_cannot_reach_the_seed_or_the_results_without_namespaces(root):
     results, _ = root.run({"conv2d.py": hostile(root, "ATTACK")}, no_namespaces=True)
     assert gs_results.problems(results) == []
     output = "\n".join(t["output"] for t in results["tests"])
-    for attempt in ("read-config", "write-results", "grader-environ", "inet-socket"):
+    for attempt in ("read-config", "write-results", "read-metadata", "grader-environ", "inet-socket"):
         assert f"ATTACK {attempt} DENIED" in output, output[-3000:]
     assert "ATTACK read-config OK" not in output
     assert results["score"] == 7.5                                   # its honest score, not the forged 1000
