@@ -28,6 +28,9 @@ import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 
+from reference_kernels.calibration import (conv_rows_tiled, transpose_tiles, weights_by_hbm_gather_and_dma_transpose,
+                                           weights_by_pe_transpose)
+
 P = 128
 
 
@@ -35,7 +38,6 @@ P = 128
 @nki.jit
 def transpose_per_tile_dve(a_tensor):
     """calibration.transpose_per_tile with its PSUM->SBUF copies on the Vector engine (profile run e)."""
-    from reference_kernels.calibration import transpose_tiles
     return transpose_tiles(a_tensor, copy_engine=nisa.vector_engine)
 
 
@@ -47,18 +49,11 @@ def make_conv_tiny_matmuls(pool: int):
     def conv_tiny_matmuls(X, W, bias):
         _, C_in, H, Wd = X.shape
         C_out, _, K, _ = W.shape
-        n_ci, n_co, KK = C_in // P, C_out // P, K * K
+        n_ci, n_co = C_in // P, C_out // P
         H_out, W_out = H - K + 1, Wd - K + 1
         out = nl.ndarray((1, C_out, H_out // pool, W_out // pool), dtype=X.dtype, buffer=nl.hbm)
         # weights: one contiguous DMA per (co, ci) tile, 9 PE transposes each, copies on DVE
-        w_t = nl.ndarray((P, n_ci, KK, C_out), dtype=W.dtype, buffer=nl.sbuf)
-        for co in nl.affine_range(n_co):
-            for ci in nl.affine_range(n_ci):
-                rows = nl.ndarray((P, P, KK), dtype=W.dtype, buffer=nl.sbuf)
-                nisa.dma_copy(dst=rows, src=W[co * P:(co + 1) * P, ci * P:(ci + 1) * P].reshape((P, P, KK)))
-                for kk in nl.affine_range(KK):
-                    w_t[:, ci, kk, co * P:(co + 1) * P] = nisa.tensor_copy(nisa.nc_transpose(rows[:, :, kk]),
-                                                                           engine=nisa.vector_engine)
+        w_t = weights_by_pe_transpose(W, copy_engine=nisa.vector_engine)
         bias_sb = nl.ndarray((P, n_co, 1), dtype=bias.dtype, buffer=nl.sbuf)
         bias_hbm = bias.reshape((n_co, P, 1))
         for co in nl.affine_range(n_co):
@@ -110,5 +105,4 @@ def conv_hbm_gather_dma_transpose(X, W, bias):
     """conv-c / conv-d (C3): calibration.weights_by_hbm_gather_and_dma_transpose (36 HBM->HBM
     element gathers, 36 DMA transposes, 36 engine-unspecified SBUF copies into the stationary
     layout), then the row-tiled conv without a PSUM memset."""
-    from reference_kernels.calibration import conv_rows_tiled, weights_by_hbm_gather_and_dma_transpose
     return conv_rows_tiled(X, weights_by_hbm_gather_and_dma_transpose(W), bias, memset=False)

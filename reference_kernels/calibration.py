@@ -40,9 +40,10 @@ def transpose_per_tile(a_tensor):
 
 # ----- weights into the stationary layout w_t[ci, ci_tile, kh * 3 + kw, co] ------------------
 
-def weights_by_pe_transpose(W):
+def weights_by_pe_transpose(W, copy_engine=nisa.unknown_engine):
     """One contiguous DMA per (co tile, ci tile), then 9 Tensor Engine transposes each: 4 DMAs,
-    36 nc_transpose and their 36 PSUM->SBUF copies for the graded shape."""
+    36 nc_transpose and their 36 PSUM->SBUF copies (on `copy_engine`; unknown: the compiler's
+    choice) for the graded shape."""
     C_out, C_in, K, _ = W.shape
     n_co, n_ci, KK = C_out // P, C_in // P, K * K
     w_t = nl.ndarray((P, n_ci, KK, C_out), dtype=W.dtype, buffer=nl.sbuf)
@@ -51,7 +52,8 @@ def weights_by_pe_transpose(W):
             rows = nl.ndarray((P, P, KK), dtype=W.dtype, buffer=nl.sbuf)
             nisa.dma_copy(dst=rows, src=W[co * P:(co + 1) * P, ci * P:(ci + 1) * P].reshape((P, P, KK)))
             for kk in nl.affine_range(KK):
-                w_t[:, ci, kk, co * P:(co + 1) * P] = nisa.tensor_copy(nisa.nc_transpose(rows[:, :, kk]))
+                w_t[:, ci, kk, co * P:(co + 1) * P] = nisa.tensor_copy(nisa.nc_transpose(rows[:, :, kk]),
+                                                                       engine=copy_engine)
     return w_t
 
 
