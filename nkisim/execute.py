@@ -23,7 +23,7 @@ from . import alu, dtypes
 from .dialects import DIALECTS
 from .kinds import VALUE_KINDS
 from .errors import KernelContractError, NKISimError, SimulatorFailure
-from .program import Program, ProgramError
+from .program import Program, ProgramError, output_regions
 from .tensor import align_to
 from .trace import Region, TraceRecord
 
@@ -340,7 +340,7 @@ def _plan(program: Program) -> _Plan:
                 full.add(alloc_id)
             elif alloc_id in psum:
                 zero_based.add(alloc_id)
-    for r in _regions(program.outputs):
+    for r in output_regions(program.outputs):
         last.pop(r.alloc_id, None)
     by_index: dict[int, list[int]] = {}
     for alloc_id, index in last.items():
@@ -357,14 +357,6 @@ def written_regions(rec: TraceRecord):
     for i, r in enumerate(writes + rec.stores if rec.stores else writes):
         first = i == 0 and bool(writes)
         yield r, masked and (first or i >= len(writes)), first and rec.accumulate
-
-
-def _regions(outputs):
-    if isinstance(outputs, Region):
-        yield outputs
-    else:
-        for item in (outputs.values() if isinstance(outputs, dict) else outputs):
-            yield from _regions(item)
 
 
 # ----- value semantics, one function per kind ------------------------------------------------------

@@ -129,12 +129,13 @@ def _enc_outputs(value, regions: _Table):
     return {"tuple" if isinstance(value, tuple) else "list": [_enc_outputs(v, regions) for v in value]}
 
 
-def _output_regions(value):
+def output_regions(value):
+    """Every Region of a program's outputs (a Region, or a tuple/list/dict of them), in order."""
     if isinstance(value, Region):
         yield value
     else:
         for item in (value.values() if isinstance(value, dict) else value):
-            yield from _output_regions(item)
+            yield from output_regions(item)
 
 
 def encode(program: Program) -> bytes:
@@ -168,7 +169,7 @@ def _encode(program: Program) -> bytes:
     # never read, and each would cost the program an allocation and a region
     used = {r.alloc_id for rec in program.records for r in rec.reads}
     used.update([r.alloc_id for rec in program.records for r in rec.writes])
-    used.update(r.alloc_id for r in _output_regions(program.outputs))
+    used.update(r.alloc_id for r in output_regions(program.outputs))
     records = []
     head_index, site_index = heads.index, sites.index     # the tables' lookups inlined: per record
     # a kernel line's site is one object for all its instructions: found by identity, its

@@ -20,7 +20,7 @@ from .launch import Grid, Launch, parse_grid
 from .machine import Machine
 from .running import RUNNING
 from .memory import Buffer
-from .program import Program
+from .program import Program, output_regions
 from .settings import SimSettings
 from .source import SourceSite
 from .tensor import DeviceTensor
@@ -107,8 +107,8 @@ def as_kernel(kernel) -> Kernel:
 def _to_device(machine: Machine, name: str, value, index: list[int], mutable: list | None = None):
     """A kernel argument: NumPy arrays (or stand-ins with .shape and .dtype) become read-only
     HBM tensors without values, or, for a parameter annotated nt.mutable_tensor (`mutable`, the
-    list its argument indices go into), HBM tensors the kernel may write, holding the argument's
-    values; anything else is passed through."""
+    list its tensors go into), HBM tensors the kernel may write, holding the argument's values;
+    anything else is passed through."""
     if isinstance(value, (np.ndarray, ArgSpec)):
         try:
             dtype = dtypes.to_dtype(value.dtype)
@@ -119,7 +119,7 @@ def _to_device(machine: Machine, name: str, value, index: list[int], mutable: li
                              is_input=mutable is None, input_index=index[0], site=None)
         if mutable is not None:
             t._alloc.written = True              # it starts with the argument's values
-            mutable.append(index[0])
+            mutable.append(t)
         index[0] += 1
         return t
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, (np.ndarray, ArgSpec)) for v in value):
@@ -142,22 +142,12 @@ def _mutable_params(func) -> set[str]:
     return {p.name for p in params if p.annotation is not p.empty and _is_mutable(p.annotation)}
 
 
-def _check_mutable_returned(outputs, mutable_ids: dict, kernel: str, site) -> None:
+def _check_mutable_returned(outputs, mutable: list, kernel: str, site) -> None:
     """err_mutable_parameter_not_returned: each nt.mutable_tensor parameter is among the outputs."""
-    returned = set()
-
-    def walk(value):
-        if isinstance(value, Region):
-            returned.add(value.alloc_id)
-        elif isinstance(value, dict):
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, (tuple, list)):
-            for v in value:
-                walk(v)
-    walk(outputs)
-    for alloc_id, name in mutable_ids.items():
-        if alloc_id not in returned:
+    returned = {r.alloc_id for r in output_regions(outputs)}
+    for t in mutable:
+        name = t.name
+        if t._alloc.id not in returned:
             raise KernelContractError(f"'{kernel}' annotates parameter '{name}' as nt.mutable_tensor but does not "
                                       "return it", remedy=f"return {name} (with the other outputs)",
                                       code="err_mutable_parameter_not_returned", site=site)
@@ -187,16 +177,6 @@ def flat_arrays(args, kwargs) -> list[np.ndarray]:
             found.append(value)
         elif isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
             found.extend(value)
-    return found
-
-
-def _tensors(values) -> list[DeviceTensor]:
-    found = []
-    for v in values:
-        if isinstance(v, DeviceTensor):
-            found.append(v)
-        elif isinstance(v, (list, tuple)):
-            found.extend(_tensors(v))
     return found
 
 
@@ -316,8 +296,6 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
                     for n, a in zip(names, args)]
         dev_kwargs = {n: _to_device(machine, n, v, counter, mutable if n in mutable_names else None)
                       for n, v in kwargs.items()}
-        mutable_ids = {t._alloc.id: t.name for t in _tensors(dev_args + list(dev_kwargs.values()))
-                       if t._alloc.input_index in mutable}
 
         def run_instance(ids: tuple):
             machine.begin_instance(ids)
@@ -352,13 +330,13 @@ def trace_kernel(kernel, args, kwargs, settings: SimSettings | None = None,
                                                         "the same tensors from every instance",
                         code="err_lnc_control_flow", site=_last_line(k.func))
                 outputs = returned
-        _check_mutable_returned(outputs, mutable_ids, k.__name__, _last_line(k.func))
+        _check_mutable_returned(outputs, mutable, k.__name__, _last_line(k.func))
         k.after_trace(machine)
         # the allocation table (one tuple per allocation) is made while the collector is still paused
         program = Program(kernel=k.__name__, allocs=machine.allocation_table(), records=machine.trace,
                           outputs=outputs, compile_options=dict(compile_options or {}),
                           platform=getattr(machine.settings, "platform", "trn2"), dialect=k.dialect,
-                          lnc=k.lnc, mutable_inputs=tuple(mutable))
+                          lnc=k.lnc, mutable_inputs=tuple(t._alloc.input_index for t in mutable))
     return program, machine
 
 
