@@ -92,39 +92,32 @@ def parse_grid(grid) -> Grid:
     if not dims:
         raise KernelContractError("kernel[()] names no grid dimension", remedy="launch as kernel[n](...) or "
                                   "call the kernel without a grid", code="err_unsupported_args")
-    sizes, places = [], []             # places: per dimension, each index's core (None: no core split)
-    nc_dims = 0
-    for d in dims:
+    sizes, nc = [], []                 # nc: (axis, factor index, factor counts) of each nl.nc factor
+    for axis, d in enumerate(dims):
         factors = d.factors if isinstance(d, SpmdDim) else (d,)
         if not all(isinstance(f, NcDim) or (type(f) is int and f >= 1) for f in factors):
             raise KernelContractError(f"a launch grid dimension is a positive int, nl.nc(n) or nl.spmd_dim(...), got "
                                       f"{d!r}", remedy="launch as kernel[2, 3](...) or kernel[nl.nc(2), 3](...)",
                                       code="err_unsupported_args")
         counts = [f.n if isinstance(f, NcDim) else f for f in factors]
-        size = math.prod(counts)
-        place = None
-        for k, f in enumerate(factors):
-            if isinstance(f, NcDim):
-                nc_dims += 1
-                inner = math.prod(counts[k + 1:])
-                place = [(i // inner) % f.n for i in range(size)]
-        sizes.append(size)
-        places.append(place)
-    if nc_dims > 1:
-        raise KernelContractError(f"the launch grid {grid!r} has {nc_dims} nl.nc dimensions; instances are placed on "
+        sizes.append(math.prod(counts))
+        nc += [(axis, k, counts) for k, f in enumerate(factors) if isinstance(f, NcDim)]
+    if len(nc) > 1:
+        raise KernelContractError(f"the launch grid {grid!r} has {len(nc)} nl.nc dimensions; instances are placed on "
                                   "the physical cores along one", remedy="mark one dimension with nl.nc(n)",
                                   code="err_unsupported_args")
     total = math.prod(sizes)
-    if total > MAX_GRID_INSTANCES:
+    if total > MAX_GRID_INSTANCES:       # checked before any per-instance list is made
         raise KernelContractError(f"the launch grid {grid!r} has {total} instances; nkisim traces at most "
                                   f"{MAX_GRID_INSTANCES}", remedy="launch fewer, larger instances",
                                   code="err_unsupported_args")
-    cores = next((f.n for d in dims for f in (d.factors if isinstance(d, SpmdDim) else (d,))
-                  if isinstance(f, NcDim)), 1)
-    core_of = []
-    for ids in itertools.product(*(range(n) for n in sizes)):
-        core_of.append(next((places[a][i] for a, i in enumerate(ids) if places[a] is not None), 0))
-    return Grid(tuple(sizes), cores, tuple(core_of))
+    if not nc:
+        return Grid(tuple(sizes), 1, (0,) * total)
+    # an index along the nl.nc dimension numbers its factors row-major: the nc factor's digit is the core
+    axis, k, counts = nc[0]
+    cores, inner = counts[k], math.prod(counts[k + 1:])
+    core_of = tuple((ids[axis] // inner) % cores for ids in itertools.product(*(range(n) for n in sizes)))
+    return Grid(tuple(sizes), cores, core_of)
 
 
 class _Ended(BaseException):

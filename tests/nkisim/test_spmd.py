@@ -168,6 +168,7 @@ def test_a_caller_given_launch_replaces_the_kernels_grid():
     ((0, 2), "positive int"),
     ((2.0,), "positive int"),
     ((), "names no grid dimension"),
+    ((nl.spmd_dim(nl.nc(2), 10 ** 9),), "2000000000 instances"),      # refused before any list of them
 ])
 def test_malformed_grids_are_refused(grid, words):
     with pytest.raises(errors.KernelContractError, match=words):
