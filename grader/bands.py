@@ -27,6 +27,12 @@ def bands() -> dict[str, float]:
     return found
 
 
+def credit_band() -> float:
+    """The band within which a spec's borderline = "credit" credits a threshold: the smallest of
+    any class (grader.scoring.timed_verdict says why not the kernel's own)."""
+    return min(bands().values())
+
+
 def band_of(profile: dict | None) -> tuple[float, str] | None:
     """(band, class) of a simulated run from its profile summary, or None without one (a
     measured run, or a profile of an older grader without the class)."""

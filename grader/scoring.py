@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import problems
+from . import bands, problems
 from .errors import GraderInputError
 from .report import KINDS, STATUSES, Report, Score, TestResult
 from .spec import AssignmentSpec, TestSpec
@@ -41,13 +41,17 @@ def timed_verdict(test: TestSpec, p99_us: float, partial_credit: float, band: fl
     """(points, status, message for the student, credited) for a p99 under the test's
     thresholds. `band`: the simulator's error band for the kernel (grader.bands), or None for a
     measured p99. A threshold within it is said in the message; under borderline = "credit" a p99
-    slower than that threshold earns its tier (credited: True, flagged for staff)."""
+    slower than a threshold within the smallest band of any class earns its tier (credited: True,
+    flagged for staff): the band of the kernel's own class would let a kernel widen it by adding
+    work to a less well modelled engine until that engine bounds it."""
     points, status = timed_points(test, p99_us, partial_credit)
     th = test.thresholds_us
     optimized, relaxed = th[Tier.OPTIMIZED], th[Tier.RELAXED]
     near = near_threshold(test, p99_us, band)
-    credited = near is not None and borderline == Borderline.CREDIT and p99_us > th[near]
+    credit = near_threshold(test, p99_us, min(band, bands.credit_band())) if band else None
+    credited = credit is not None and borderline == Borderline.CREDIT and p99_us > th[credit]
     if credited:
+        near = credit
         earned = timed_points(test, th[near], partial_credit)
         credited = earned[0] > points
         if credited:

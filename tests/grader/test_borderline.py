@@ -96,8 +96,9 @@ def test_a_grade_carries_the_band_and_credits_a_borderline_p99_only_under_credit
     band, bound = honest.details["band"], honest.details["bound"]
     assert bound in BOUNDS and band == bands.bands()[bound]
     assert honest.status == TestStatus.PASSED and "simulator's error" not in honest.message     # far from 100 us
-    # the optimized threshold just under the honest p99, within its band: partial under strict
-    tight = dataclasses.replace(PERF, thresholds_us={"optimized": honest.p99_us * (1 - band / 2),
+    # the optimized threshold just under the honest p99, within its band and the credit band
+    # (the smallest of any class): partial under strict
+    tight = dataclasses.replace(PERF, thresholds_us={"optimized": honest.p99_us * (1 - bands.credit_band() / 2),
                                                      "relaxed": honest.p99_us * 2})
     strict = dataclasses.replace(SPEC, tests=tuple(tight if t.name == "perf" else t for t in SPEC.tests))
     report = _graded(strict)
@@ -112,3 +113,17 @@ def test_a_grade_carries_the_band_and_credits_a_borderline_p99_only_under_credit
     # rescoring the strict report under the credit spec gives the same points and flag
     rescored = scoring.rescore(_graded(strict), credit)
     assert by_name(rescored)["perf"].points == PERF.points and "borderline_credit:perf" in rescored.flags
+
+
+def test_a_kernel_cannot_earn_credit_by_changing_what_bounds_it():
+    """The attack: a DMA-bound kernel 30% over the optimized threshold adds useless Vector (or
+    Tensor Engine) work until that engine bounds it, so its class's band (the widest) covers the
+    gap, and a slower kernel would be credited. Credit is given only within the smallest band
+    of any class; the message still names the kernel's own."""
+    spec = dataclasses.replace(SPEC, borderline=Borderline.CREDIT)
+    widest = max(bands.bands().values())
+    p99 = PERF.thresholds_us["optimized"] * 1.3
+    assert widest > 0.3                       # the hole exists for the bundled bands
+    got = scoring.timed_verdict(PERF, p99, spec.partial_credit, widest, spec.borderline)
+    assert got[3] is False and got[1] == TestStatus.PARTIAL
+    assert "could land on either side" in got[2]
