@@ -2,19 +2,23 @@
 DATABASE_URL / REDIS_URL), migrations, a sim worker, beat (nightly + reaper) and the web app
 under gunicorn on 127.0.0.1:PORT. The parts write to <instance>/logs/, so the terminal shows
 only a short summary (URL, the first admin's one-time sign-in link, the instance and logs
-folders, how to stop); Ctrl-C (or SIGTERM) stops every part, children first, then Redis and
-PostgreSQL."""
+folders, how to stop); Ctrl-C (or SIGTERM, SIGHUP) stops every part, children first, then Redis
+and PostgreSQL, from serve's first instant on. Nothing outlives serve however it ends: it holds
+the instance's lock, marks every process it starts, and leaves a guardian to stop them should it
+be killed (service/supervision.py)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 from grader.vocabulary import Queue
+
+from .supervision import die_with_serve
 
 STOP_GRACE_S = 30.0
 
@@ -34,7 +38,7 @@ class Child:
         self.name, self.log = name, log
         with log.open("ab") as out:
             self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+                                            start_new_session=True, preexec_fn=die_with_serve)
 
     def last_lines(self, n: int = 20) -> str:
         try:
@@ -125,86 +129,191 @@ def _free_port_near(port: int) -> int:
     return 8080
 
 
-def serve(args) -> int:
-    from store import session_scope, upgrade
-    from store.db import instance_dir, start_embedded
-    from store.instance import remember
-    from web.bootstrap import first_admin_login_link
-    from workers.broker import EmbeddedRedis
-    from workers.answers import made_ahead
-    from workers.capacity import sim_grades_at_once
+class StopRequested(BaseException):
+    """Ctrl-C, SIGTERM or SIGHUP during start-up: raised where start-up stands, so the stop
+    begins at once (a BaseException: no library's `except Exception` swallows it)."""
 
+
+class StopSignals:
+    """SIGINT, SIGTERM and SIGHUP from serve's first instant. During start-up and while serving
+    they raise StopRequested where the main thread stands, except inside a shielded step (starting
+    a server or a child, which must not be cut in two), which finishes first. Once stopping,
+    further signals are only noted."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)   # Ctrl-C, a service manager, a closed terminal
+
+    def __init__(self) -> None:
+        self.requested: int | None = None
+        self._shields = 0
+        self._stopping = False
+
+    def install(self) -> None:
+        for sig in self.SIGNALS:
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum, _frame) -> None:
+        first = self.requested is None
+        self.requested = self.requested or signum
+        if first and not self._stopping and not self._shields:
+            raise StopRequested(signum)
+
+    @contextlib.contextmanager
+    def shielded(self):
+        self._shields += 1
+        try:
+            yield
+        finally:
+            self._shields -= 1
+        if self.requested and not self._shields and not self._stopping:
+            raise StopRequested(self.requested)
+
+    def stopping(self) -> None:
+        self._stopping = True
+
+
+def _refuse(message: str) -> int:
+    print(f"grader serve: {message}", file=sys.stderr)
+    return 2
+
+
+def serve(args) -> int:
     if args.workers is not None and args.workers < 1:
         print(f"grader: --workers {args.workers}: give at least 1 (or leave it out: one per CPU core)", file=sys.stderr)
         return 2
     if not 0 < args.port < 65536:
         print(f"grader: --port {args.port} is not a TCP port (1-65535)", file=sys.stderr)
         return 2
-    taken = _port_taken(args.port)
-    if taken:                         # before anything starts or is printed: no URL that is not ours
-        print(f"grader serve: port {args.port} on 127.0.0.1 is in use by another program ({taken}); "
-              f"choose another with --port, e.g. `grader serve --port {_free_port_near(args.port)}`", file=sys.stderr)
-        return 2
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):     # Ctrl-C, a service manager, a closed terminal
-        signal.signal(sig, lambda *_: stop.set())
-
-    pg = redis = None
-    children: list[Child] = []
+    signals = StopSignals()
+    signals.install()
     try:
-        if not os.environ.get("DATABASE_URL"):
-            pg = start_embedded()
-            os.environ["DATABASE_URL"] = pg.url
-            print(f"PostgreSQL (embedded): {pg.pgdata}")
-        if not os.environ.get("REDIS_URL"):
-            redis = EmbeddedRedis(instance_dir() / "redis").start()
-            os.environ["REDIS_URL"] = redis.url
-            print(f"Redis (embedded): {redis.dir}")
-        upgrade()
-        if pg is not None:
-            remember(instance_dir())
-        python = sys.executable
-        logs = instance_dir() / "logs"
+        return _serve(args, signals)
+    except StopRequested:
+        return 0
+
+
+def _serve(args, signals: StopSignals) -> int:
+    from store.instance import was_served
+    from .supervision import InstanceBusy, InstanceLock, MARKER, describe, stop_instance_processes
+
+    folder = Path(os.environ.get("NKI_GRADER_HOME") or "instance").resolve()
+    taken = _port_taken(args.port)
+    if taken and not was_served(folder):     # before anything starts or is printed: no URL that is not ours
+        return _refuse(_port_message(args.port, taken))
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = InstanceLock.acquire(folder)
+    except InstanceBusy as err:
+        return _refuse(str(err))
+    os.environ["NKI_GRADER_HOME"] = str(folder)
+    guardian = None
+    parts: dict = {"pg": None, "redis": None, "children": []}
+    try:
+        lock.set_state("starting")
+        with signals.shielded():
+            left = stop_instance_processes(folder)
+        if left:
+            print(f"grader serve: stopped what an earlier serve of this instance left running: {describe(left)}",
+                  flush=True)
+        taken = taken and _port_taken(args.port)
+        if taken:
+            return _refuse(_port_message(args.port, taken))
+        logs = folder / "logs"
         logs.mkdir(exist_ok=True)
-        from workers.cli import root_note
-        if os.geteuid() == 0:
-            print(f"grader serve: {root_note()}")
-        print(f"grader serve: starting the workers, beat and the web site; their output goes to {logs}/", flush=True)
-        quiet = ["--quiet", "--loglevel", "WARNING"]           # warnings and errors only, in the logs
-        grades_at_once = {Queue.SIM: args.workers or sim_grades_at_once(made_ahead()), Queue.NIGHTLY: 1, Queue.STAFF: 1}
-        for queue, concurrency in grades_at_once.items():
+        os.environ[MARKER] = str(folder)          # every process started from here on carries it
+        with signals.shielded():
+            from .supervision import Guardian
+            guardian = Guardian(folder, lock, logs / "guardian.log")
+        return _start_and_serve(args, signals, folder, lock, guardian, parts)
+    finally:
+        signals.stopping()
+        _stop(parts)
+        stop_instance_processes(folder, exclude={guardian.process.pid} if guardian else set(),
+                                parts_grace_s=5.0)      # whatever the orderly stop missed
+        if guardian is not None:
+            guardian.release()
+        lock.release()
+        print("grader serve: stopped", flush=True)
+
+
+def _port_message(port: int, taken: str) -> str:
+    return (f"port {port} on 127.0.0.1 is in use by another program ({taken}); "
+            f"choose another with --port, e.g. `grader serve --port {_free_port_near(port)}`")
+
+
+def _start_and_serve(args, signals: StopSignals, folder: Path, lock, guardian, parts: dict) -> int:
+    from store import session_scope, upgrade
+    from store.db import start_embedded
+    from store.instance import remember
+    from web.bootstrap import first_admin_login_link
+    from workers.broker import EmbeddedRedis
+    from workers.answers import made_ahead
+    from workers.capacity import sim_grades_at_once
+
+    children: list[Child] = parts["children"]
+    if not os.environ.get("DATABASE_URL"):
+        with signals.shielded():
+            parts["pg"] = start_embedded()
+        os.environ["DATABASE_URL"] = parts["pg"].url
+        print(f"PostgreSQL (embedded): {parts['pg'].pgdata}")
+    if not os.environ.get("REDIS_URL"):
+        with signals.shielded():
+            parts["redis"] = EmbeddedRedis(folder / "redis").start()
+        os.environ["REDIS_URL"] = parts["redis"].url
+        print(f"Redis (embedded): {parts['redis'].dir}")
+    upgrade()
+    if parts["pg"] is not None:
+        remember(folder)
+    python = sys.executable
+    logs = folder / "logs"
+    from workers.cli import root_note
+    if os.geteuid() == 0:
+        print(f"grader serve: {root_note()}")
+    print(f"grader serve: starting the workers, beat and the web site; their output goes to {logs}/", flush=True)
+    quiet = ["--quiet", "--loglevel", "WARNING", "--instance", str(folder)]     # warnings and errors only, in the logs
+    grades_at_once = {Queue.SIM: args.workers or sim_grades_at_once(made_ahead()), Queue.NIGHTLY: 1, Queue.STAFF: 1}
+    for queue, concurrency in grades_at_once.items():
+        with signals.shielded():
             children.append(Child(f"{queue.value} worker", [python, "-m", "workers.cli", "worker", "--queue", queue,
                                                             *quiet, "--concurrency", str(concurrency)],
                                   logs / f"worker-{queue.value}.log"))
+    with signals.shielded():
         children.append(Child("beat", [python, "-m", "workers.cli", "beat", *quiet], logs / "beat.log"))
-        base_url = f"http://127.0.0.1:{args.port}"
+    base_url = f"http://127.0.0.1:{args.port}"
+    with signals.shielded():
         web = Child("web", [python, "-m", "gunicorn", "--bind", f"127.0.0.1:{args.port}", "--workers", "2",
                             "--threads", "4", "--log-level", "warning", "--control-socket",
                             _control_socket(), "web:create_app()"], logs / "web.log")
         children.append(web)
-        if _wait_http(base_url + "/", web):
-            with session_scope() as s:
-                link = first_admin_login_link(s, base_url)
-            print(_summary(base_url, link, pg, logs, children), flush=True)
-        else:
-            print(f"grader serve: the web site did not come up; the end of {web.log}:\n{web.last_lines()}",
-                  file=sys.stderr)
-            stop.set()
-        while not stop.wait(0.5):
-            dead = [c for c in children if not c.alive()]
-            if dead:
-                print(f"grader serve: the {dead[0].name} exited with status {dead[0].process.returncode}; "
-                      f"stopping everything. The end of {dead[0].log}:\n{dead[0].last_lines()}", file=sys.stderr)
-                return 1
-        return 0
-    finally:
-        for child in children:
-            child.stop()
-        deadline = time.monotonic() + STOP_GRACE_S
-        for child in children:
-            child.reap(deadline)
-        if redis is not None:
-            redis.stop()
-        if pg is not None:
-            pg.stop()
-        print("grader serve: stopped", flush=True)
+    if not _wait_http(base_url + "/", web):
+        print(f"grader serve: the web site did not come up; the end of {web.log}:\n{web.last_lines()}",
+              file=sys.stderr)
+        return 1
+    with session_scope() as s:
+        link = first_admin_login_link(s, base_url)
+    lock.set_state("serving", base_url)
+    print(_summary(base_url, link, parts["pg"], logs, children), flush=True)
+    while True:
+        time.sleep(0.5)
+        dead = [c for c in children if not c.alive()]
+        if dead:
+            print(f"grader serve: the {dead[0].name} exited with status {dead[0].process.returncode}; "
+                  f"stopping everything. The end of {dead[0].log}:\n{dead[0].last_lines()}", file=sys.stderr)
+            return 1
+        if not guardian.alive():
+            print(f"grader serve: its guardian (which stops everything if serve is killed) exited with status "
+                  f"{guardian.process.returncode}; stopping everything. See {logs / 'guardian.log'}", file=sys.stderr)
+            return 1
+
+
+def _stop(parts: dict) -> None:
+    """The orderly stop: the children first (each its whole process group), then Redis and PostgreSQL."""
+    children = parts["children"]
+    for child in children:
+        child.stop()
+    deadline = time.monotonic() + STOP_GRACE_S
+    for child in children:
+        child.reap(deadline)
+    if parts["redis"] is not None:
+        parts["redis"].stop()
+    if parts["pg"] is not None:
+        parts["pg"].stop()

@@ -10,9 +10,15 @@ make a new empty one wherever they happen to be run. They look, in order, at:
 3. the instance the last `grader serve` on this account recorded (`~/.config/nki-grader/last-instance`),
 4. `./instance`,
 
-and take the first that holds a database; if none does, they refuse with how to point at one."""
+and take the first that holds a database; if none does, they refuse with how to point at one.
+
+While `grader serve` runs it holds an exclusive lock on <instance>/serve.lock, whose text says who
+holds it (serve_holder): a client command finds out from the lock, not from a database that may
+still answer after its serve died, whether anything serves the instance."""
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +26,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 POINTER_NAME = "last-instance"
+LOCK_NAME = "serve.lock"
 
 
 class NoInstanceError(RuntimeError):
@@ -103,3 +110,69 @@ def use_existing() -> Instance:
     if found.folder is not None:
         os.environ["NKI_GRADER_HOME"] = str(found.folder)
     return found
+
+
+@dataclass(frozen=True)
+class ServeHolder:
+    """Who holds an instance's lock: a serve starting or serving, or its guardian stopping what a
+    serve that died left running."""
+    pid: int
+    state: str                   # "starting", "serving", "stopping"; "" when the text is unreadable
+    url: str = ""
+
+
+def lock_file(folder: Path) -> Path:
+    return Path(folder) / LOCK_NAME
+
+
+def read_holder(fd: int) -> ServeHolder:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+        return ServeHolder(int(data["pid"]), str(data["state"]), str(data.get("url", "")))
+    except (ValueError, KeyError, TypeError, OSError):
+        return ServeHolder(0, "")           # a holder in the middle of writing its text
+
+
+def serve_holder(folder: Path) -> ServeHolder | None:
+    """The holder of the instance's serve lock now, or None when no serve (nor its guardian) runs."""
+    try:
+        fd = os.open(lock_file(folder), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return read_holder(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def was_served(folder: Path) -> bool:
+    """Whether `grader serve` ever ran this instance (a standalone worker's instance has no lock)."""
+    return lock_file(folder).exists()
+
+
+def database_left_running(folder: Path) -> int | None:
+    """The pid of the instance's embedded PostgreSQL if it still runs (postmaster.pid names it)."""
+    try:
+        pid = int((Path(folder) / "pgdata" / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, 0)
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid
+
+
+def not_served_reason(found: Instance) -> str:
+    """'' when a serve runs the instance (or it is not one `grader serve` runs); else why a client
+    command must not talk to it, and how to start it."""
+    if found.folder is None or not was_served(found.folder) or serve_holder(found.folder) is not None:
+        return ""
+    left = database_left_running(found.folder)
+    leftover = (f"; its database is still running (PostgreSQL pid {left}), left by a serve that did not stop "
+                f"cleanly, and would take runs no worker serves" if left else "")
+    return (f"found {found.describe()}, but its `grader serve` is not running{leftover}. Start it with "
+            f"`NKI_GRADER_HOME={found.folder} grader serve` (it stops any leftovers first), or point this "
+            f"command at another instance with NKI_GRADER_HOME")

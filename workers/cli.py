@@ -26,11 +26,15 @@ def _fail(message: str) -> int:
 def _talk_to_existing_instance():
     """For commands that only talk to a running service: find it (never make a new one), say which.
     Returns the instance, or None after printing why there is none."""
-    from store.instance import NoInstanceError, use_existing
+    from store.instance import NoInstanceError, not_served_reason, use_existing
     try:
         found = use_existing()
     except NoInstanceError as err:
         print(f"grader: {err}", file=sys.stderr)
+        return None
+    dead = not_served_reason(found)       # before any connection: its database may outlive its serve
+    if dead:
+        print(f"grader: {dead}", file=sys.stderr)
         return None
     print(f"grader: talking to {found.describe()}", file=sys.stderr)
     return found
@@ -81,11 +85,19 @@ def register_worker(sub) -> None:
     p.add_argument("--loglevel", default="INFO",
                    help="Celery's log level: DEBUG, INFO, WARNING or ERROR (default INFO)")
     p.add_argument("--quiet", action="store_true", help="no start-up banner (grader serve's own workers)")
+    p.add_argument("--instance", help="the instance folder (default $NKI_GRADER_HOME, else ./instance); "
+                                      "`grader serve` names its own, so `pgrep -f FOLDER` finds its processes")
     p.set_defaults(func=_worker)
+
+
+def _use_instance(args) -> None:
+    if args.instance:
+        os.environ["NKI_GRADER_HOME"] = args.instance
 
 
 def _worker(args) -> int:
     import socket
+    _use_instance(args)
     if args.concurrency is not None and args.concurrency < 1:
         return _fail("--concurrency must be at least 1")
     if args.time_budget is not None and args.time_budget <= 0:
@@ -140,10 +152,13 @@ def register_beat(sub) -> None:
     p.add_argument("--loglevel", default="INFO",
                    help="Celery's log level: DEBUG, INFO, WARNING or ERROR (default INFO)")
     p.add_argument("--quiet", action="store_true", help="no start-up banner (grader serve's own beat)")
+    p.add_argument("--instance", help="the instance folder (default $NKI_GRADER_HOME, else ./instance); "
+                                      "`grader serve` names its own, so `pgrep -f FOLDER` finds its processes")
     p.set_defaults(func=_beat)
 
 
 def _beat(args) -> int:
+    _use_instance(args)
     from store.db import instance_dir
     from .app import app
     from .reaper import Reaper

@@ -52,6 +52,15 @@ def test_health_checks_volumes_and_ordering():
         assert env["REDIS_URL"].startswith("redis://redis:6379")
 
 
+def test_every_container_of_ours_stops_whole():
+    """Docker's init as PID 1 (signals passed on, orphans reaped), and time for a warm shutdown:
+    a grade is finished or re-queued, never left half-done by a SIGKILL that came too soon."""
+    for name in OURS:
+        assert SERVICES[name].get("init") is True, name
+        grace = SERVICES[name].get("stop_grace_period", "10s")
+        assert grace.endswith("s") and int(grace[:-1]) >= 30, name
+
+
 def test_trn2_worker_gets_neuron_devices_tools_and_one_core_each():
     trn2 = SERVICES["worker-trn2"]
     assert trn2["profiles"] == ["trn2"]
