@@ -19,7 +19,10 @@ detected once per process and listed by `capabilities()`:
   kernels, tests, other site-packages and the rest of the machine do not exist there.
   Otherwise the job root and configured paths are covered by empty tmpfs mounts;
 - `readonly`: every mount read-only but the private /tmp, then a new user namespace or
-- `unprivileged`: a random unused uid with no groups and no_new_privs;
+- `unprivileged`: an unused uid with no groups and no_new_privs, the job's alone on the machine
+  (claimed with a lock file per uid, _claim_uid); where no PID namespace holds the job (the
+  Gradescope fallback, FALLBACK), every process of that uid is killed, and its files in the
+  world-writable directories and its SysV IPC objects removed, before run_child returns;
 - `pids_cgroup` / `memory_cgroup`: a cgroup per job capping the process count (fork bombs,
   as RLIMIT_NPROC does not bind root) and the memory it holds, shared memory included
   (memfd, tmpfs), with no swap.
@@ -28,17 +31,22 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import fcntl
 import functools
+import itertools
 import json
 import os
 import platform
+import pwd
 import resource
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import threading
 import time
 import uuid
@@ -55,7 +63,16 @@ CLONE_NEWUTS, CLONE_NEWIPC = 0x04000000, 0x08000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
-CHILD_UIDS = range(100_000, 160_000)     # one unused uid per child, picked at random
+CHILD_UIDS = range(100_000, 160_000)     # one unused uid per child, claimed for it alone
+# the uids a job may claim (the first is the capability probe's, which claims none); a lock file
+# per uid, in a directory only root may write, says which are taken by a job on this machine
+CLAIMABLE_UIDS = range(CHILD_UIDS.start + 1, CHILD_UIDS.stop)
+UID_LOCK_DIRS = ("/run", tempfile.gettempdir())
+# where any uid may make files (world-writable), so where a job without namespaces leaves them
+SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
+SCRATCH_DEPTH = 8                        # world-writable directories below those, looked into
+END_UID_SECONDS = 10.0                   # for a job's processes to die of SIGKILL
+IPC_RMID = 0
 SYS_MOUNT_SETATTR = 442                  # the same number on every architecture (Linux 5.12+)
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine())
 AT_FDCWD, AT_RECURSIVE = -100, 0x8000
@@ -75,6 +92,11 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True
 # install() of the module "filter" names, last before any student code. Off unless a caller
 # (grader/gradescope/isolation.py) turns it on after probing that it works.
 FALLBACK = {"uid": False, "filter": ""}
+
+
+class ContainmentError(RuntimeError):
+    """Something of a job outlived it (a process that would not die, a file that could not be
+    removed): the grader's fault to report, never a grade computed beside it."""
 
 
 class _MountAttr(ctypes.Structure):
@@ -253,6 +275,216 @@ def _tmp_code_dirs() -> tuple[str, ...]:
     outermost of each nest: a private /tmp gets them bound back."""
     under = [d for d in _code_dirs() if d.startswith("/tmp/")]
     return tuple(d for d in under if not any(d.startswith(o + "/") for o in under))
+
+
+# ----- a uid of the job's own, and the end of everything of it ---------------------------------
+
+@dataclass
+class _UidClaim:
+    uid: int
+    fd: int            # the locked file: the claim lasts while this process holds it
+    path: str
+
+
+def _uid_lock_dir() -> str:
+    """The directory of the uid lock files: only root may write it, and every grader process on
+    the machine uses the same one."""
+    tried = []
+    for parent in UID_LOCK_DIRS:
+        path = os.path.join(parent, "nkigrader-uids")
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as err:
+            tried.append(f"{path}: {err.strerror}")
+            continue
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o077:
+            return path
+        tried.append(f"{path}: not a directory root alone may write")
+    raise ContainmentError("no directory to claim a uid per job in (" + "; ".join(tried) + "): remove what is "
+                           "there, or make /run writable for root")
+
+
+def _claim_uid() -> _UidClaim:
+    """A uid no other job on this machine holds and no account uses, held until _release_uid.
+    A uid whose last holder died without releasing it has its leftovers ended first."""
+    directory = _uid_lock_dir()
+    for uid in itertools.chain((secrets.choice(CLAIMABLE_UIDS) for _ in range(64)), CLAIMABLE_UIDS):
+        claim = _try_claim(directory, uid)
+        if claim is not None:
+            return claim
+    raise ContainmentError(f"every uid from {CLAIMABLE_UIDS.start} to {CLAIMABLE_UIDS.stop - 1} is held by another "
+                           f"job (lock files in {directory}): too many jobs at once on this machine")
+
+
+def _try_claim(directory: str, uid: int) -> _UidClaim | None:
+    try:
+        pwd.getpwuid(uid)
+        return None                 # an account's uid: its processes and files are not a job's
+    except KeyError:
+        pass
+    path = os.path.join(directory, str(uid))
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_ino != os.stat(path).st_ino:
+            raise FileNotFoundError(path)       # its last holder removed it as this one opened it
+        if os.fstat(fd).st_size:                # a holder that died holding it
+            _end_uid(uid)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except (OSError, ContainmentError):
+        os.close(fd)
+        return None
+    return _UidClaim(uid, fd, path)
+
+
+def _release_uid(claim: _UidClaim, ended: bool = True) -> None:
+    """Give the uid back. Not `ended` (its processes or files could not all be removed): its
+    lock file stays, so whoever claims it next ends what is left first."""
+    if ended:
+        os.unlink(claim.path)               # while locked: no other holder can be using it
+    os.close(claim.fd)
+
+
+def _end_uid(uid: int, deadline_s: float = END_UID_SECONDS) -> None:
+    """End everything of a job's uid, as a job without a PID namespace or cgroup can leave it:
+    every process (the job's group and session alone miss one that called setsid), then its
+    SysV IPC objects and its files where any uid may make them. Raises ContainmentError when
+    something will not go."""
+    _kill_uid(uid, deadline_s)
+    _remove_ipc_of(uid)
+    left = _remove_files_of(uid)
+    if left:
+        raise ContainmentError(f"files of a job (uid {uid}) could not be removed: {', '.join(left[:5])}")
+
+
+def _processes_of(uid: int) -> list[int]:
+    """The processes whose real, effective or saved uid is `uid` and that can still run (a
+    zombie's threads may run on: it counts while it has any)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", "rb") as fh:
+                status = fh.read()
+        except OSError:
+            continue                # ended meanwhile
+        if uid not in [int(v) for v in _status_field(status, b"Uid")[:3]]:
+            continue
+        if _status_field(status, b"State")[:1] not in ([b"Z"], [b"X"]) or int(_status_field(status, b"Threads")[0]) > 1:
+            found.append(int(name))
+    return found
+
+
+def _status_field(status: bytes, key: bytes) -> list[bytes]:
+    start = status.find(b"\n" + key + b":")
+    if start < 0:
+        return [b"0"]
+    start += len(key) + 2
+    return status[start:status.find(b"\n", start)].split()
+
+
+def _kill_uid(uid: int, deadline_s: float) -> None:
+    """SIGKILL every process of `uid`, again and again until none is left: a process may fork
+    while the last one is killed (a killed process no longer can)."""
+    end = time.monotonic() + deadline_s
+    rounds = 0
+    while True:
+        pids = _processes_of(uid)
+        if not pids:
+            return
+        for pid in pids:
+            _kill_process(pid)
+        if time.monotonic() > end:
+            raise ContainmentError(f"{len(pids)} processes of a job (uid {uid}, pids {pids[:10]}) were still "
+                                   f"alive {deadline_s:g} s after SIGKILL; this machine cannot contain a job")
+        rounds += 1
+        time.sleep(min(0.001 * 2 ** rounds, 0.05))      # dying takes a moment
+
+
+def _remove_ipc_of(uid: int) -> None:
+    """SysV shared memory, semaphores and message queues the uid owns or made: outside an IPC
+    namespace they outlive every process."""
+    removers = {"shm": lambda i: _libc.shmctl(i, IPC_RMID, None), "sem": lambda i: _libc.semctl(i, 0, IPC_RMID),
+                "msg": lambda i: _libc.msgctl(i, IPC_RMID, None)}
+    for kind, remove in removers.items():
+        try:
+            lines = Path("/proc/sysvipc", kind).read_text().splitlines()
+            header = lines[0].split()
+            owner, creator = header.index("uid"), header.index("cuid")
+        except (OSError, IndexError, ValueError):
+            continue
+        for line in lines[1:]:
+            fields = line.split()
+            if uid in (int(fields[owner]), int(fields[creator])):
+                remove(int(fields[1]))
+
+
+def _remove_files_of(uid: int) -> list[str]:
+    """Remove what `uid` owns in SCRATCH_DIRS and in the world-writable directories below them;
+    the paths that would not go."""
+    left: list[str] = []
+    for top in SCRATCH_DIRS:
+        try:
+            fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue
+        try:
+            _remove_owned(fd, top, uid, 0, left)
+        finally:
+            os.close(fd)
+    return left
+
+
+def _remove_owned(dir_fd: int, path: str, uid: int, depth: int, left: list[str]) -> None:
+    """Never through a symbolic link: entries are looked at with lstat, directories opened with
+    O_NOFOLLOW, and everything removed relative to its directory's descriptor."""
+    with os.scandir(dir_fd) as entries:
+        found = list(entries)
+    for entry in found:
+        where = f"{path}/{entry.name}"
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if st.st_uid == uid:
+                if stat.S_ISDIR(st.st_mode):
+                    _remove_tree(entry.name, dir_fd, where)
+                else:
+                    os.unlink(entry.name, dir_fd=dir_fd)
+            elif stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH and depth < SCRATCH_DEPTH:
+                fd = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+                try:
+                    _remove_owned(fd, where, uid, depth + 1, left)
+                finally:
+                    os.close(fd)
+        except FileNotFoundError:
+            continue                # removed meanwhile (kill_all_children ends a job's uid as well)
+        except OSError:
+            left.append(where)
+
+
+def _remove_tree(name: str, dir_fd: int, where: str) -> None:
+    try:
+        shutil.rmtree(name, dir_fd=dir_fd)
+    except RecursionError:          # deeper than Python's stack: rm walks without recursion
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", where], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+
+
+def _end_job_uid(claim: _UidClaim | None, sweep: bool) -> None:
+    """After a job: end what its uid left (`sweep`: no PID namespace and private /tmp did it),
+    then give the uid back."""
+    if claim is None:
+        return
+    try:
+        if sweep:
+            _end_uid(claim.uid)
+    except BaseException:
+        _release_uid(claim, ended=False)
+        raise
+    _release_uid(claim)
 
 
 # ----- limits, results, capabilities ----------------------------------------------------------
@@ -580,6 +812,7 @@ class _Job:
     workdir: str
     cgroups: list[str]
     cancelled: bool = False
+    uid: int | None = None          # a uid whose every process and file ends with the job (no PID namespace)
 
 
 # Every child running now, by id. Changed only by single dict operations, which are atomic
@@ -619,6 +852,11 @@ def kill_all_children() -> int:
         _kill(job)
     for job in jobs:
         shutil.rmtree(job.workdir, ignore_errors=True)
+        if job.uid is not None:     # here too: a caller may exit at once (the Gradescope watchdog does)
+            try:
+                _end_uid(job.uid)
+            except ContainmentError as err:
+                print(f"grader: {err}", file=sys.stderr, flush=True)    # run_child raises it as well
     return len(jobs)
 
 
@@ -639,6 +877,12 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
     executor shares with the grader, grader.sharedmem), their numbers in the child's
     GRADER_SHARED_FD, comma-separated."""
     caps = capabilities()
+    view = own_uid and caps.package_view
+    # a uid of the job's own; without the view's PID namespace and private /tmp (the Gradescope
+    # fallback) that uid is all that finds the job's processes and files, ended with the job
+    claim = _claim_uid() if (view and caps.unprivileged) or (
+        own_uid and FALLBACK["uid"] and os.geteuid() == 0) else None
+    sweep = claim is not None and not view
     cgroups = _make_cgroups(caps, limits)
     userns = 0 if os.geteuid() == 0 else CLONE_NEWUSER
     flags = (CLONE_NEWNET if caps.net else 0) | (CLONE_NEWPID if caps.pid else 0)
@@ -646,13 +890,11 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
     flags |= (CLONE_NEWIPC if caps.ipc else 0) | (CLONE_NEWUTS if caps.uts else 0)
     if flags:
         flags |= userns
-    view = own_uid and caps.package_view
     plan = [list(entry) for entry in view_plan()] + [[os.path.realpath(p), "bind"] for p in view_extra]
     confinement = {"flags": flags, "hide": [os.path.realpath(p) for p in hide_paths if os.path.isdir(p)],
                    "cgroups": cgroups, "readonly": caps.readonly, "view": plan if view else None,
                    "legacy_proc": not caps.private_proc,
-                   "uid": secrets.choice(CHILD_UIDS) if (view and caps.unprivileged) or (
-                       own_uid and FALLBACK["uid"] and os.geteuid() == 0) else None,
+                   "uid": claim.uid if claim is not None else None,
                    "filter": FALLBACK["filter"] if own_uid else "",
                    "limits": {"memory": limits.memory_bytes, "cpu": limits.cpu_seconds, "file": limits.file_bytes,
                               "files": limits.open_files, "processes": limits.processes}}
@@ -666,11 +908,12 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
             os.close(r)
         for path in cgroups:
             _remove_cgroup(path)
+        _end_job_uid(claim, sweep)
         raise
     finally:
         for _, w in pipes:
             os.close(w)
-    job = _Job(proc, workdir, cgroups)
+    job = _Job(proc, workdir, cgroups, uid=claim.uid if sweep else None)
     _RUNNING[id(job)] = job
     outs: list = []
     errs: list = []
@@ -688,6 +931,12 @@ def run_child(argv: list[str], workdir: str, *, limits: Limits, env: dict[str, s
         _kill_and_reap(job)
         _kill_cgroups(cgroups)
         del _RUNNING[id(job)]
+        try:
+            _end_job_uid(claim, sweep)      # before the result: nothing of the job runs on beside its grade
+        except ContainmentError:
+            for path in cgroups:
+                _remove_cgroup(path)
+            raise
     for t in threads:
         t.join(timeout=10)
     memory = _memory_exceeded(cgroups)

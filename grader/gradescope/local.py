@@ -1,9 +1,11 @@
 """Local mode: grade inside Gradescope's container on the simulator.
 
-Gradescope runs everything as root. Before any student code runs, the autograder's own files
-(source/, holding the config and a fixed secret seed if there is one) and the results folder
-become root-only, the strongest isolation the container allows is chosen and probed
-(isolation.py), and grading is refused if a student's process could still reach either."""
+Gradescope runs everything as root. Before any student code runs, everything in the autograder's
+folder but the installed grader becomes root-only: the autograder's own files (source/, holding
+the config and a fixed secret seed if there is one), the results folder, the submission
+metadata (earlier runs' hidden results), the upload itself (the grader hands the kernel its
+own copy). Then the strongest isolation the container allows is chosen and probed
+(isolation.py), and grading is refused if a student's process could still reach any of it."""
 from __future__ import annotations
 
 import dataclasses
@@ -30,15 +32,24 @@ def secrets(layout: Layout) -> list:
     return [layout.config, layout.metadata]
 
 
+def private(layout: Layout) -> list:
+    """What a student's process has no need of: everything in the autograder's folder but the
+    installed grader (symbolic links are left alone: a mode change would follow them)."""
+    return sorted(entry for entry in layout.root.iterdir() if entry.name != layout.venv.name and not entry.is_symlink())
+
+
 def lock_down(layout: Layout) -> None:
-    """The autograder's files, the results folder and Gradescope's submission metadata (which
-    holds earlier runs' hidden results): root's alone. The root folder stays traversable, as the
-    installed grader below it must be readable by a student's process."""
+    """Everything in the autograder's folder but the installed grader: root's alone (the
+    autograder's files, the results folder, Gradescope's submission metadata, which holds
+    earlier runs' hidden results, and whatever else Gradescope puts there). The root folder
+    stays traversable, as the installed grader below it must be readable by a student's process."""
     if os.geteuid() != 0:
         return      # not root: nothing to drop to; the probe decides whether grading may go on
     os.makedirs(layout.results_dir, exist_ok=True)
+    for entry in private(layout):
+        os.chown(entry, 0, 0)
+        os.chmod(entry, stat.S_IMODE(os.lstat(entry).st_mode) & 0o700)
     for folder in (layout.source, layout.results_dir):
-        os.chown(folder, 0, 0)
         os.chmod(folder, 0o700)
     for secret in secrets(layout):
         if secret.exists():
@@ -50,7 +61,7 @@ def lock_down(layout: Layout) -> None:
 
 def grade(layout: Layout, config: Config, spec, cancel: CancelToken) -> dict:
     lock_down(layout)
-    iso = isolation.establish(secrets(layout), layout.results_dir)
+    iso = isolation.establish(secrets(layout), layout.results_dir, private=private(layout))
     extra = {"mode": "local", "isolation": iso.to_json()}
     print(f"isolation: {iso.level} ({iso.confinement}); probe: {iso.probe}", flush=True)
     if iso.refused:

@@ -1,8 +1,10 @@
 """`python -I -m grader.gradescope.probe`: started through the real sandbox (sandbox.run_child)
 before a Gradescope grade, to see what a student's process could reach there. It tries to read
-the secret files it is told of, to create a file in the results folder, to read the grader's
-environment and memory, and to open a network socket, and sends back what worked. It holds
-nothing secret: job.json names paths only."""
+the secret files it is told of and the autograder's private entries, to create a file in the
+results folder, to read the grader's environment and memory, and to open a network socket, and
+sends back what worked. It also leaves behind what a hostile kernel would: a grandchild in a
+session of its own (named as job.json says, so the grader can look for it once the job is over)
+and files in /tmp and /dev/shm. It holds nothing secret: job.json names paths only."""
 from __future__ import annotations
 
 import json
@@ -49,6 +51,43 @@ def _writable_file(path: str) -> bool:
     return True
 
 
+def _reachable(path: str) -> bool:
+    """Could this process read the entry, or go into it (a directory)?"""
+    return os.access(path, os.R_OK) or (os.path.isdir(path) and os.access(path, os.X_OK))
+
+
+def _leave_behind(name: str) -> list[str]:
+    """Fork, setsid and fork: a grandchild called `name`, out of the job's process group, that
+    sleeps (for two minutes at most); and files in /tmp and /dev/shm. The paths it made."""
+    import ctypes
+    import time
+    made = []
+    for where in ("/tmp", "/dev/shm"):
+        try:
+            os.mkdir(f"{where}/{name}")
+            with open(f"{where}/{name}/file", "w") as fh:
+                fh.write("left behind")
+            made.append(f"{where}/{name}")
+        except OSError:
+            pass            # not there for this process (the package view has no /dev/shm)
+    ready_r, ready_w = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            ctypes.CDLL(None).prctl(15, name.encode(), 0, 0, 0)      # PR_SET_NAME
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.write(ready_w, b"x")
+            os.closerange(3, 1024)          # the job's pipes among them: the grader waits for no one
+            time.sleep(120)
+        os._exit(0)
+    os.close(ready_w)
+    os.read(ready_r, 1)
+    os.close(ready_r)
+    return made
+
+
 def _inet_socket() -> bool:
     import socket
     try:
@@ -64,9 +103,11 @@ def run(job: dict) -> tuple[dict, bytes]:
     found = {
         "uid": os.getuid(),
         "secrets_readable": [p for p in job["secrets"] if _readable(p)],
+        "private_reachable": [p for p in job.get("private", []) if _reachable(p)],
         "results_writable": _writable_dir(results) or _writable_file(os.path.join(results, "results.json")),
         "grader_memory": _readable(f"/proc/{pid}/environ") or _openable(f"/proc/{pid}/mem"),
         "inet_socket": _inet_socket(),
+        "left_behind": _leave_behind(job["survivor"]) if job.get("survivor") else [],
     }
     return {"status": "ok", **found}, b""
 
