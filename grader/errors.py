@@ -1,5 +1,6 @@
 """The one base of every bad-input error: a caller (CLI, web, worker) catches GraderInputError
-and shows the user what is wrong and how to fix it, without knowing which part raised it."""
+and shows the user what is wrong and how to fix it, without knowing which part raised it. And
+the one base of the grader's own failures (GraderFault), which are never the student's."""
 from __future__ import annotations
 
 
@@ -19,3 +20,10 @@ class GraderInputError(ValueError):
         if not reason.endswith((".", "!", "?")):
             reason += "."
         return f"{reason} {self.remedy}"
+
+
+class GraderFault(RuntimeError):
+    """The grader's own failure, never the student's: nkisim failing on a valid program, a
+    trusted process of the grade killed from outside. grade() raises it instead of scoring a
+    test; a worker retries the run, then gives it up as a grader error (never a 0), and a
+    Gradescope autograder error says it was not caused by the submission."""

@@ -10,6 +10,11 @@
 Everything read back from either process is parsed defensively (grader.wire): a malformed
 result is a verdict for this run, never a crashed grade.
 
+A trusted process (either one: neither runs student code) ended by a signal none of the job's
+limits sends is no verdict at all but the grader's failure (ExecutorKilled, raised). A signal
+that ends the tracing child stays the kernel's failure whoever sent it: that child runs the
+student's code, and a kill it sent itself looks the same from here.
+
 What tracing already knows is used before any execution: given the output a test expects, the
 simulator's executor refuses to execute a program whose declared outputs cannot be it, and the
 run ends "mismatch" with what the program declared (see grader.executor).
@@ -20,6 +25,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -29,6 +35,7 @@ import numpy as np
 from nkisim.dialects import LEGACY
 
 from . import sharedmem, wire
+from .errors import GraderFault
 from .sandbox import ChildResult, Limits, minimal_env, run_child
 from .vocabulary import Backend
 
@@ -68,10 +75,34 @@ class RunnerJob:
     lnc: int = 1
 
 
-class SimulatorFault(RuntimeError):
+class SimulatorFault(GraderFault):
     """nkisim failed to execute a valid program (ConfigRun status "simulator_error"): the grader's
     fault, not the student's. grade() raises it, so the run is a grader error (a worker retries
     it, then gives up as infra_error), never a test scored 0."""
+
+
+class ExecutorKilled(GraderFault):
+    """The trusted process that runs the traced program or the NEFF (grader.executor,
+    grader.neuron) was ended by a signal none of the job's own limits sends: another program on
+    the host, the host's OOM killer. It runs no student code, so it is the grader's fault, not
+    the kernel's: grade() raises it (a worker retries the run, then gives up as infra_error),
+    never a test scored 0. `signal`: the signal's number."""
+
+    def __init__(self, message: str, sig: int):
+        super().__init__(message, sig)          # both in args: the error pickles (Celery results)
+        self.signal = sig
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+# What ends a process without anyone sending a signal: a fault of its own execution (where an
+# address-space cap is also how running out of memory can show: a stack that cannot grow, an
+# allocation that aborts), the job's syscall filter, its CPU and file-size limits. Any other
+# signal came from outside the job. (The memory cgroup's kill, a timeout and a cancel are told
+# apart by the sandbox itself: ChildResult.killed_by.)
+OWN_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT,
+                         signal.SIGTRAP, signal.SIGSYS, signal.SIGXCPU, signal.SIGXFSZ})
 
 
 @dataclass
@@ -132,6 +163,9 @@ def _neuron_env(job: RunnerJob, limits: Limits) -> dict:
             extra["NEURON_RT_VISIBLE_CORES"] = str(job.neuron_core)
         extra["NEURON_RT_EXEC_TIMEOUT"] = str(int(limits.wall_seconds))
         extra["LD_LIBRARY_PATH"] = os.path.dirname(job.neuron["libnrt"])   # nrtpy finds libnrt there
+        # the worker's logical-NeuronCore degree (grader.neuron.lines): the child compiles at it,
+        # the runner loads at it; the minimal environment would leave the platform's default
+        extra["NEURON_LOGICAL_NC_CONFIG"] = str(job.neuron.get("lnc", 2))
     return extra
 
 
@@ -189,10 +223,49 @@ def _process_failure(child: ChildResult, limits: Limits, who: str) -> ConfigRun 
                                   f"this configuration allows (what an honest program and its outputs need, with "
                                   f"margin); the rest was discarded unread", wall_s=child.wall_seconds)
     if not child.result:
+        if _cpu_limit_reached(child, limits):
+            return ConfigRun("crashed", f"{who} used up its CPU time limit ({limits.cpu_seconds:g} s of CPU) "
+                                        f"and was stopped; look for work far beyond what the problem needs",
+                             wall_s=child.wall_seconds, child_output=wire.bounded_text(child.output, 4000))
         why = child.killed_by or f"exit code {child.returncode}"
         return ConfigRun("crashed", f"{who} died ({why}) before reporting", wall_s=child.wall_seconds,
                          child_output=wire.bounded_text(child.output, 4000))
     return None
+
+
+def _signal_of(child: ChildResult) -> int | None:
+    """The signal that ended the child (run_child's "signal N"), or None."""
+    kind, _, number = child.killed_by.partition(" ")
+    return int(number) if kind == "signal" and number.isdigit() else None
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:                  # a real-time signal has no name of its own
+        return f"SIGRTMIN+{sig - signal.SIGRTMIN}" if sig >= signal.SIGRTMIN else "unnamed"
+
+
+def _cpu_limit_reached(child: ChildResult, limits: Limits) -> bool:
+    """Did RLIMIT_CPU end the child? The sandbox sets its soft and hard values alike, so at the
+    limit Linux sends SIGKILL (SIGXCPU only below a higher hard limit): a SIGKILL counts as the
+    limit's once the child had spent it (within a second: the limit is in whole seconds).
+    Without the CPU time (a child the fork server did not start) its wall time stands in, as
+    much as one thread can spend."""
+    sig = _signal_of(child)
+    if sig == signal.SIGXCPU:
+        return True
+    spent = child.cpu_seconds if child.cpu_seconds is not None else child.wall_seconds
+    return sig == signal.SIGKILL and spent >= limits.cpu_seconds - 1
+
+
+def _killed_from_outside(child: ChildResult, limits: Limits) -> int | None:
+    """The signal from outside the job that ended this trusted child, or None when it ended by
+    itself, by the job's own limits, its cancel or its timeout."""
+    sig = _signal_of(child)
+    if child.cancelled or child.timed_out or sig is None or sig in OWN_SIGNALS or _cpu_limit_reached(child, limits):
+        return None
+    return sig
 
 
 # ----- the trusted half: execution -----------------------------------------------------------------
@@ -240,6 +313,14 @@ def _execute_with(job: RunnerJob, workdir: str, artifact, limits: Limits, cancel
     done = run_child([sys.executable, "-I", "-m", module], workdir, limits=limits,
                      env=minimal_env(_neuron_env(job, limits)), hide_paths=(job.job_root,) + tuple(job.hide_paths),
                      own_uid=job.backend == Backend.SIM, cancel=cancel, shared_fds=fds)
+    outside = _killed_from_outside(done, limits)
+    if outside is not None:             # whatever it sent back: not a verdict on the kernel
+        raise ExecutorKilled(
+            f"the grader's own process running the program of {job.function} ({module}, a {job.mode} run) was "
+            f"killed by signal {outside} ({_signal_name(outside)}) after {done.wall_seconds:.1f} s, a "
+            f"signal none of the grade's limits sends: something outside the grade ended it (another program "
+            f"on the grading machine, or the machine running out of memory). This is the grader's fault, not "
+            f"the kernel's: no test is scored for it, and the run is to be graded again", outside)
     failed = _process_failure(done, limits, "running the kernel's program")
     if failed is not None:
         if failed.status == "crashed" and done.killed_by == "memory limit":

@@ -40,7 +40,8 @@ class InstanceBusy(RuntimeError):
 
     def __init__(self, folder: Path, holder: ServeHolder) -> None:
         at = f" at {holder.url}" if holder.url else ""
-        super().__init__(f"another `grader serve` (pid {holder.pid}) is {holder.state or 'running'} this instance "
+        doing = f"is {holder.state}" if holder.state else "holds"
+        super().__init__(f"another `grader serve` (pid {holder.pid}) {doing} this instance "
                          f"({folder}){at}. Stop it first (Ctrl-C in its terminal, or `kill {holder.pid}`), or "
                          f"serve another instance: NKI_GRADER_HOME=<another folder> grader serve")
 
