@@ -16,13 +16,14 @@ import sys
 import threading
 
 from . import render, spec as specs
-from .errors import GraderInputError
+from .errors import GraderFault, GraderInputError
 from .events import CancelToken, ConfigEvent, ProgressEvent
 from .vocabulary import Backend, ReportStatus
 
 EXIT_OK = 0              # grading completed, whatever the score
 EXIT_BAD_INPUT = 2       # bad input: unreadable, not UTF-8, too large, syntax error, wrong signature, bad spec ...
 EXIT_REJECTED = 3        # the static check rejected a submitted file: its tests scored 0, the report says why
+EXIT_GRADER_FAULT = 4    # the grader failed, not the submission (GraderFault): no report; grade again
 EXIT_STATUS_HELP = """exit status:
   0    grading completed, whatever the score
   2    bad input (the reason and the fix on stderr): unreadable or oversized upload, not UTF-8,
@@ -30,6 +31,9 @@ EXIT_STATUS_HELP = """exit status:
        spec, unavailable backend, unwritable report folder
   3    grading completed, but the static check rejected a submitted file (every violation is
        listed in the report's header; that file's tests score 0)
+  4    the grader itself failed, not the submission (a process of the grade killed from outside,
+       the simulator failing on a valid program, a job it could not contain): the reason on
+       stderr, no report written; grade again
   130  interrupted by Ctrl-C (SIGINT), 143 by SIGTERM: children killed, job files removed,
        "grading interrupted" on stderr, no report written"""
 
@@ -108,6 +112,10 @@ def _grade(args) -> int:
         except GraderInputError as err:
             if not caught:               # a signal during the grade is what ended it, whatever grade() raised
                 return _fail(str(err))
+        except GraderFault as err:
+            if not caught:
+                _fail(f"the grader failed, not the submission: {err}")
+                return EXIT_GRADER_FAULT
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -53,6 +53,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import GraderFault
 from .zygote import ZYGOTE, set_parent_death_signal, writer_gone
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
@@ -94,7 +95,7 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True
 FALLBACK = {"uid": False, "filter": ""}
 
 
-class ContainmentError(RuntimeError):
+class ContainmentError(GraderFault):
     """Something of a job outlived it (a process that would not die, a file that could not be
     removed): the grader's fault to report, never a grade computed beside it."""
 

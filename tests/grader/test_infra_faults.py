@@ -96,13 +96,14 @@ def matrix_transpose(a_tensor):
     return nl.ndarray(a_tensor.shape, dtype=a_tensor.dtype, buffer=nl.shared_hbm)
 '''
 
-SPEC = parse({
+SPEC_TABLE = {
     "assignment": "infra-faults", "spec_version": "1", "thresholds_version": "t1", "platform": "trn2",
     "time_budget_s": 600,
     "files": {"kernels": {"archive_path": "part1/kernels.py", "functions": {"matrix_transpose": ["a_tensor"]}}},
     "tolerances": {"float32": {"rtol": 1e-5, "atol": 1e-8}},
     "tests": [{"name": "transpose", "kind": "correctness", "file": "kernels", "problem": "transpose", "points": 3,
-               "configs": [{"m": 128, "n": 128, "dtype": "float32"}]}]})
+               "configs": [{"m": 128, "n": 128, "dtype": "float32"}]}]}
+SPEC = parse(SPEC_TABLE)
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SEEN_WITHIN_S = 120.0       # the executor starts a fraction of a second into the grade
@@ -301,3 +302,24 @@ def test_a_tracing_child_killed_from_outside_stays_the_students_failure():
     test = only_test(report)
     assert test.status == "error" and test.points == 0
     assert "died (signal 9)" in test.message, test.message
+
+
+def test_grader_grade_says_the_grader_failed_and_exits_4(tmp_path, capsys):
+    """The command line: no traceback and no report, the grader's failure named as such, exit
+    status 4 (grader/cli.py's EXIT_GRADER_FAULT)."""
+    import tomlkit
+    from grader import cli
+    spec = tmp_path / "infra.toml"
+    spec.write_text(tomlkit.dumps(SPEC_TABLE))
+    kernel = tmp_path / "kernels.py"
+    kernel.write_text(LONG_KERNEL)
+    report = tmp_path / "report.json"
+    pool = ThreadPoolExecutor(max_workers=1)         # main() off the main thread sets no signal handlers
+    future = pool.submit(cli.main, ["grade", str(kernel), "--assignment", str(spec), "--backend", "sim",
+                                    "--seed", "1", "--no-precheck", "--json", str(report)])
+    pool.shutdown(wait=False)
+    kill_executor(future)
+    assert future.result(timeout=GRADE_ENDS_WITHIN_S) == cli.EXIT_GRADER_FAULT
+    err = capsys.readouterr().err
+    assert "grader: the grader failed, not the submission:" in err and "killed by signal 9 (SIGKILL)" in err
+    assert "Traceback" not in err and not report.exists()
