@@ -15,7 +15,10 @@ printed with the ratio model / hardware:
 * DMA descriptors: count, bytes, median duration by queue and size, concurrency;
 * totals: total_time against the model's total, kernel span against its makespan;
 * a summary: per profile the median of per-instruction ratios for matmuls, Vector/Scalar
-  instructions and DMA descriptors (target within 15%) and the totals (target within 10%).
+  instructions and DMA descriptors (target within 15%) and the totals (target within 10%);
+* Vector/Scalar occupancy: DVE and ACT pipeline their instructions (one starts while the last
+  is still running), so besides the duration (a latency) the completion spacing of such
+  back-to-back instructions is compared with the time the model's cost rule holds the queue.
 
     python bench/profiles.py [--all-runs] [--skip-224]
 
@@ -47,7 +50,7 @@ import nkisim  # noqa: E402
 nkisim.install()
 
 from nkisim import cost  # noqa: E402
-from nkisim.cost.rules import COST_RULES, DmaCost  # noqa: E402
+from nkisim.cost.rules import COST_RULES, DmaCost, copy_ns  # noqa: E402
 from nkisim.cost.profile import interval_union  # noqa: E402
 from bench import profile_kernels  # noqa: E402
 from reference_kernels import calibration, vector_add  # noqa: E402
@@ -154,11 +157,12 @@ def time_weighted(intervals, span: float) -> tuple[float, int]:
 
 class Instr:
     """One instruction on either side: engine, kind, class key, start, end."""
-    __slots__ = ("engine", "kind", "key", "start", "end", "elements", "dtype")
+    __slots__ = ("engine", "kind", "key", "start", "end", "elements", "dtype", "occ")
 
-    def __init__(self, engine, kind, start, end, elements=None, dtype=None, key=None):
+    def __init__(self, engine, kind, start, end, elements=None, dtype=None, key=None, occ=None):
         self.engine, self.kind, self.start, self.end = engine, kind, start, end
         self.elements, self.dtype, self.key = elements, dtype, key
+        self.occ = occ          # model: the time the instruction holds its engine (its cost rule)
 
 
 class Desc:
@@ -274,7 +278,8 @@ def model_side(kernel, inputs) -> tuple[Side, object, object]:
         key = None
         if rec.opcode == "tensor_copy" and rec.reads and rec.writes:
             key = "cast" if rec.reads[0].dtype != rec.writes[0].dtype else "same"
-        side.instrs.append(Instr(slot.queue, rec.opcode, slot.start, slot.end, elements, dtype, key))
+        occ = copy_ns(rec, slot.queue, p) if rec.opcode == "tensor_copy" and slot.queue in ("DVE", "ACT") else c.ns
+        side.instrs.append(Instr(slot.queue, rec.opcode, slot.start, slot.end, elements, dtype, key, occ))
     side.engine_busy = engine_intervals
     return side, run, tl
 
@@ -333,13 +338,56 @@ def fr(x, w=6):
     return f"{'-':>{w}}" if x is None or math.isnan(x) else f"{x:{w}.2f}"
 
 
+# ----- Vector/Scalar occupancy: what a busy engine's throughput is --------------------------
+
+def backlogged_spacing(instrs) -> list[tuple]:
+    """[(instr, completion spacing)] for each compute instruction that started while the one
+    before it on its engine was still running: the hardware pipelines DVE and ACT instructions
+    (start->end is a latency), so such an instruction's end minus the previous end is the time
+    it held the engine, or an upper bound where a producer on another engine paced it."""
+    out = []
+    for eng in ("DVE", "ACT"):
+        s = sorted((i for i in instrs if i.engine == eng and int(i.kind, 16) < 0xa0), key=lambda i: i.start)
+        out += [(b, b.end - a.end) for a, b in zip(s, s[1:]) if b.start < a.end]
+    return out
+
+
+def vector_scalar_occupancy(hw, mo, prof_dtype, out) -> tuple[float, int]:
+    """Median over backlogged hardware instructions of model occupancy / hardware spacing."""
+    groups = collections.defaultdict(list)
+    for i, spacing in backlogged_spacing(hw.instrs):
+        groups[(i.engine, i.kind, i.elements, i.dtype or prof_dtype)].append(spacing)
+    if not groups:
+        return math.nan, 0
+    out("Vector/Scalar occupancy: hw completion spacing of instructions issued while the previous one on the engine")
+    out("  was still running (an upper bound where another engine paces them), against the model's cost-rule time")
+    out("  (the time its queue is held) for the same kind, nearest elements:")
+    ratios = []
+    for (eng, op, el, dt), spc in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0)):
+        kinds, key = model_kinds(eng, op)
+        m = [i for i in mo.instrs if i.kind in kinds and i.engine in ("DVE", "ACT") and i.occ is not None
+             and (key is None or i.key == key)]
+        same = [i for i in m if i.engine == eng] or m
+        if not same:
+            continue
+        cls = collections.defaultdict(list)
+        for i in same:
+            cls[(i.elements, i.dtype, i.engine)].append(i.occ)
+        mk = min(cls, key=lambda k: (abs(math.log(max(k[0], 1) / max(el or 1, 1))), k[1] != dt))
+        mocc = med(cls[mk])
+        ratios += [mocc / v for v in spc if v > 0]
+        out(f"  {eng:4} {op:5} {el or 0:5} {dt:5} n={len(spc):<4d} hw spacing {fmt(med(spc), 7)} | model {mk[2]:4} "
+            f"{mk[0]:5} el. {fmt(mocc, 7)} | {fr(ratio(mocc, med(spc)), 5)}")
+    return med(ratios), len(ratios)
+
+
 # ----- one profile ----------------------------------------------------------------------------
 
 class Result:
     def __init__(self, pid):
         self.pid = pid
-        self.mm = self.vs = self.dma = self.spc = math.nan
-        self.mm_n = self.vs_n = self.dma_n = self.spc_n = 0
+        self.mm = self.vs = self.dma = self.spc = self.occ = math.nan
+        self.mm_n = self.vs_n = self.dma_n = self.spc_n = self.occ_n = 0
         self.total = self.span = math.nan
         self.notes = []
 
@@ -498,6 +546,7 @@ def compare(pid: str, verbose: bool) -> Result:
                     f"{'+'.join(kinds) + (' ' + key if key else ''):22} {mk[2]:4} {mk[0]:5} {mk[1]:5} "
                     f"{len(mcls[mk]):4d} {fmt(md, 7)} | {fr(ratio(md, hd), 5)}")
     res.vs, res.vs_n = med(vs_ratios), len(vs_ratios)
+    res.occ, res.occ_n = vector_scalar_occupancy(hw, mo, prof_dtype, out)
     tt = collections.defaultdict(list)
     for i in hw.by("DVE", "0x41"):
         tt[i.elements].append(i.end - i.start)
@@ -627,7 +676,9 @@ def main():
           "DMA descr: model DMA-engine time for the descriptor's bytes + 300 ns end latency / hw queued->done")
     print("  DMA occ: model DMA-engine time for the descriptor's bytes / hw completion spacing of backlogged "
           "descriptors on one engine")
-    print(f"  {'profile':28} {'matmul':>16} {'Vector/Scalar':>16} {'DMA descr':>16} {'DMA occ':>16} "
+    print("  V/S occ: model cost-rule time (queue held) / hw completion spacing of DVE/ACT instructions issued while "
+          "the previous one was running")
+    print(f"  {'profile':28} {'matmul':>16} {'Vector/Scalar':>16} {'V/S occ':>16} {'DMA descr':>16} {'DMA occ':>16} "
           f"{'total_time':>11} {'span':>11}")
 
     def cell(r, n, tol):
@@ -638,12 +689,14 @@ def main():
     def tot(r):
         return f"{r - 1:+7.1%} {'ok' if abs(r - 1) <= 0.10 else 'OUT':>3}"
     for r in results:
-        print(f"  {r.pid:28} {cell(r.mm, r.mm_n, 0.15)} {cell(r.vs, r.vs_n, 0.15)} {cell(r.dma, r.dma_n, 0.15)} "
+        print(f"  {r.pid:28} {cell(r.mm, r.mm_n, 0.15)} {cell(r.vs, r.vs_n, 0.15)} {cell(r.occ, r.occ_n, 0.15)} "
+              f"{cell(r.dma, r.dma_n, 0.15)} "
               f"{cell(r.spc, r.spc_n, 0.15)} {tot(r.total):>11} {tot(r.span):>11}")
     def count(attr, tol):
         vals = [getattr(r, attr) for r in results if not math.isnan(getattr(r, attr))]
         return sum(abs(v - 1) <= tol for v in vals), len(vals)
-    for attr, label, tol in (("mm", "matmul", 0.15), ("vs", "Vector/Scalar", 0.15), ("dma", "DMA descriptors", 0.15),
+    for attr, label, tol in (("mm", "matmul", 0.15), ("vs", "Vector/Scalar", 0.15), ("occ", "V/S occupancy", 0.15),
+                             ("dma", "DMA descriptors", 0.15),
                              ("spc", "DMA occupancy", 0.15),
                              ("total", "total_time", 0.10), ("span", "kernel span", 0.10)):
         ok, n = count(attr, tol)
