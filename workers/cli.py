@@ -112,15 +112,18 @@ def _worker(args) -> int:
             setup = detect()        # device, SDK line, its tools and interpreter: at start, not per grade
         except NeuronUnavailable as err:
             return _fail(f"this machine cannot run a trn2 worker: {err}")
-        raw = args.cores or os.environ.get("NKI_NEURON_CORES") or ",".join(map(str, range(setup.cores)))
+        # the cores the runtime lets this worker use (nrt_get_visible_vnc_count, NEURON_RT_VISIBLE_CORES)
+        raw = args.cores or os.environ.get("NKI_NEURON_CORES") or ",".join(map(str, setup.visible))
         try:
             cores = [int(c) for c in raw.split(",") if c.strip()]
         except ValueError:
             return _fail(f"--cores {raw!r}: give NeuronCore numbers separated by commas, e.g. 0,1,2,3")
         if not cores or len(set(cores)) != len(cores):
             return _fail(f"--cores {raw!r}: give each NeuronCore once, e.g. 0,1,2,3")
-        if not all(0 <= c < setup.cores for c in cores):
-            return _fail(f"--cores {raw!r}: this instance has NeuronCores 0-{setup.cores - 1}")
+        if not all(c in setup.visible for c in cores):
+            seen = os.environ.get("NEURON_RT_VISIBLE_CORES")
+            return _fail(f"--cores {raw!r}: this instance has NeuronCores " + (
+                f"{seen} visible to this worker (NEURON_RT_VISIBLE_CORES)" if seen else f"0-{setup.cores - 1}"))
         print(f"grader: trn2 worker on the {setup.line} SDK line ({setup.sdk}), NeuronCores "
               f"{','.join(map(str, cores))}: one grade per core", file=sys.stderr)
         # one pool process per core: timed runs never share a NeuronCore

@@ -6,7 +6,7 @@ simulator's.
 - In a trusted process with no student code (`python -I -m grader.neuron`): the NEFF runs on the
   real inputs on the job's NeuronCore (NEURON_RT_VISIBLE_CORES), its outputs are read back and
   its device-side time is taken: legacy.py (SDK 2.26: libnrt + neuron-profile) or current.py
-  (SDK 2.28+: a separate nrtpy interpreter running nrtpy_main.py).
+  (SDK 2.32+, where nrtpy first ships: a separate nrtpy interpreter running nrtpy_main.py).
 - lines.py detects which line a machine has, and says what is missing when it has neither;
   each line compiles one NKI dialect (legacy: neuronxcc.nki; current: NKI 0.6), and
   check_dialect refuses a spec in the other.

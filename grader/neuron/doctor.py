@@ -1,6 +1,8 @@
 """`grader doctor`: what a TA runs on a freshly set-up Trn2 worker before it grades anyone.
 
-It says how many NeuronCores the runtime sees and which SDK line this machine grades with, then
+It says how many NeuronCores the runtime sees, at which logical-NeuronCore degree (LNC: a
+value NEURON_LOGICAL_NC_CONFIG gives that the platform does not support is refused in one
+line, as detect() refuses it), and which SDK line this machine grades with, then
 grades the course's reference kernels through the whole hardware path (sandboxed compile,
 trusted execution, device-side timing) on every timed configuration of the assignment, and
 prints each p99 beside the spec's reference latency (its threshold / 1.2: the course sets
@@ -25,7 +27,7 @@ from ..vocabulary import THRESHOLD_FACTOR, Backend
 COURSE_MARGIN = THRESHOLD_FACTOR     # thresholds are 120% of the reference's p99 (grader/vocabulary.py)
 TOLERANCE = 0.10             # a machine further than this from the spec's numbers needs new thresholds
 TIMING = {"legacy": "neuron-profile total_time (device side, one execution per capture)",
-          "current": "nrtpy benchmark(mode=\"device\").durations_ms"}
+          "current": "nrtpy benchmark(mode=\"device\").durations_ms, each call's device events combined"}
 
 
 @dataclass
@@ -105,7 +107,15 @@ def main(args) -> int:
     except GraderInputError as err:
         print(f"grader doctor: {err}", file=sys.stderr)
         return 2
+    if setup.visible and args.core not in setup.visible:
+        print(f"grader doctor: --core {args.core} is not a NeuronCore this process sees (it sees "
+              f"{', '.join(map(str, setup.visible))}); pick one of them, or widen NEURON_RT_VISIBLE_CORES",
+              file=sys.stderr)
+        return 2
     print(f"NeuronCores: {setup.cores} (Neuron runtime {setup.libnrt})")
+    print(f"logical NeuronCores: LNC={setup.lnc} ({setup.lnc_source}); " +
+          (f"kernels are compiled as kernel[{setup.lnc}] and loaded at it" if setup.line == "current" else
+           "every process of a grade runs at it (NEURON_LOGICAL_NC_CONFIG)"))
     print(f"SDK line: {setup.line} ({setup.sdk})" +
           (f", NEFFs run by {setup.nrtpy_python}" if setup.nrtpy_python else f", tools in {setup.tools}"))
     print(f"timing: {TIMING[setup.line]}")
@@ -122,7 +132,8 @@ def main(args) -> int:
     bad = [r for r in rows if r.verdict != "ok"]
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"line": setup.line, "sdk": setup.sdk, "cores": setup.cores, "assignment": spec.assignment,
+            json.dump({"line": setup.line, "sdk": setup.sdk, "cores": setup.cores, "lnc": setup.lnc,
+                       "assignment": spec.assignment,
                        "thresholds_version": spec.thresholds_version,
                        "rows": [dataclasses.asdict(r) | {"off": r.off} for r in rows]}, fh, indent=2)
     print()

@@ -42,6 +42,18 @@ class NrtTensorInfoArray(ctypes.Structure):      # nrt_tensor_info_array_t: a co
     _fields_ = [("tensor_count", ctypes.c_uint64)]
 
 
+class NrtInstanceInfo(ctypes.Structure):         # nrt_instance_info_t (nrt.h); its length is passed along
+    _fields_ = [("family", ctypes.c_uint32), ("size", ctypes.c_uint32), ("arch_name", ctypes.c_char * 16),
+                ("device_revision", ctypes.c_char * 8)]
+
+
+# nrt.h's NRT_INSTANCE_* families (as AWS spells the instance families), by the platform whose
+# logical-NeuronCore default they take
+TRN1_FAMILIES = {2: "Trn1", 3: "Trn1n", 4: "Inf2", 7: "Inf2e"}
+TRN2_FAMILIES = {5: "Trn2", 6: "Trn2n", 8: "Trn2p", 9: "Trn2u", 10: "Trn2e", 11: "Trn2eu", 12: "Trn2ac",
+                 13: "Trn2uac", 14: "Trn3", 15: "Trn3pds98"}
+
+
 class NrtError(RuntimeError):
     def __init__(self, call: str, status: int) -> None:
         super().__init__(f"{call} failed: {STATUS_NAMES.get(status, 'status')}({status})")
@@ -53,6 +65,8 @@ _PP = ctypes.POINTER(ctypes.c_void_p)
 _SIGNATURES = {
     # name: (restype, argtypes), from nrt.h / nrt_experimental.h
     "nrt_get_total_vnc_count": (ctypes.c_int, [ctypes.POINTER(ctypes.c_uint32)]),
+    "nrt_get_visible_vnc_count": (ctypes.c_int, [ctypes.POINTER(ctypes.c_uint32)]),
+    "nrt_get_instance_info": (ctypes.c_int, [ctypes.POINTER(NrtInstanceInfo), ctypes.c_size_t]),
     "nrt_init": (ctypes.c_int, [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p]),
     "nrt_close": (None, []),
     "nrt_load": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.c_int32, ctypes.c_int32, _PP]),
@@ -70,22 +84,40 @@ _SIGNATURES = {
 }
 
 
+# what a runtime older than the nrt.h these bindings follow may lack; the rest it must have
+_OPTIONAL = {"nrt_get_instance_info"}
+
+
 def load_library(path: str) -> ctypes.CDLL:
     lib = ctypes.CDLL(path)
     for name, (restype, argtypes) in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = restype, argtypes
+        fn = getattr(lib, name, None) if name in _OPTIONAL else getattr(lib, name)
+        if fn is not None:
+            fn.restype, fn.argtypes = restype, argtypes
     return lib
 
 
-def total_cores(path: str) -> int:
-    """NeuronCores on this instance; callable before nrt_init (nrt.h)."""
+def visible_cores(path: str) -> int:
+    """The (logical) NeuronCores this process's runtime may use: "VirtualNeuronCores visible to
+    the application", what NEURON_RT_VISIBLE_CORES leaves of the instance's (nrt.h,
+    nrt_get_visible_vnc_count; nrt_get_total_vnc_count counts the whole instance's). Callable
+    before nrt_init, so counting takes no core."""
     lib = load_library(path)
     count = ctypes.c_uint32(0)
-    status = lib.nrt_get_total_vnc_count(ctypes.byref(count))
+    status = lib.nrt_get_visible_vnc_count(ctypes.byref(count))
     if status != NRT_SUCCESS:
-        raise NrtError("nrt_get_total_vnc_count", status)
+        raise NrtError("nrt_get_visible_vnc_count", status)
     return int(count.value)
+
+
+def instance_family(path: str) -> str | None:
+    """The instance's family as nrt.h names it ("Trn2", "Trn1", ...; nrt_get_instance_info), or
+    None when the runtime does not say (an older libnrt, an unknown family)."""
+    lib = load_library(path)
+    info = NrtInstanceInfo()
+    if not hasattr(lib, "nrt_get_instance_info") or lib.nrt_get_instance_info(ctypes.byref(info), ctypes.sizeof(info)) != NRT_SUCCESS:
+        return None
+    return {**TRN1_FAMILIES, **TRN2_FAMILIES}.get(int(info.family))
 
 
 def _check(call: str, status: int) -> None:

@@ -4,9 +4,10 @@ Two lines do not overlap (shared/docs/neuron-runtime.md):
 - legacy: SDK 2.26 (the course's): kernels import `neuronxcc.nki`; the child compiles with
   `nki.baremetal(kernel, save_neff_name=...)`; outputs come back through libnrt and device
   time from `neuron-profile capture`/`view` (aws-neuronx-tools).
-- current: SDK 2.28+, the standalone `nki` 0.2+ wheel (NKI 0.6 on SDK 2.32): the child compiles with
-  `NKI_ARTIFACTS_DIR` set before nki is imported; a separate nrtpy interpreter
-  (GRADER_NRTPY_PYTHON) runs and times the NEFF (`benchmark(mode="device")`).
+- current: SDK 2.32+ (nrtpy first ships with 2.32.0), the standalone `nki` wheel (NKI 0.6):
+  the child compiles with `NKI_ARTIFACTS_DIR` set before nki is imported, as kernel[lnc] at the
+  runtime's logical-NeuronCore degree; a separate nrtpy interpreter (GRADER_NRTPY_PYTHON) runs
+  and times the NEFF (`benchmark(mode="device")`, its device events combined per call).
 
 Each line compiles one NKI dialect (nkisim.dialects): legacy `neuronxcc.nki` kernels on the
 legacy line, NKI 0.6 `nki` kernels on the current one (since SDK 2.30 neuronxcc.nki in a kernel
@@ -15,7 +16,9 @@ other dialect before anything is compiled.
 
 Settings (environment): GRADER_LIBNRT (default /opt/aws/neuron/lib/libnrt.so.1),
 GRADER_NEURON_TOOLS (default /opt/aws/neuron/bin, where aws-neuronx-tools installs
-neuron-profile), GRADER_NRTPY_PYTHON (current line: the nrtpy environment's python).
+neuron-profile), GRADER_NRTPY_PYTHON (current line: the nrtpy environment's python); the
+runtime's own NEURON_LOGICAL_NC_CONFIG and NEURON_RT_VISIBLE_CORES are read, and each grade's
+processes get the degree explicitly (runner._neuron_env: the sandbox's environment is minimal).
 """
 from __future__ import annotations
 
@@ -53,10 +56,15 @@ SPEC_OF_LINE = {"legacy": "asst4-trainium2", "current": "asst4-trainium2-nki06"}
 class NeuronSetup:
     line: str                    # "legacy" | "current"
     sdk: str                     # what compiles, with its version
-    cores: int                   # NeuronCores on the instance (libnrt)
+    cores: int                   # the logical NeuronCores this process's runtime sees (libnrt)
     libnrt: str
     tools: str
     nrtpy_python: str | None     # current line only
+    # the runtime's logical-NeuronCore degree: physical cores per logical one, which every NEFF
+    # is compiled for and loaded at (NEURON_LOGICAL_NC_CONFIG, else the platform's default)
+    lnc: int = 2
+    lnc_source: str = "Trn2's default"
+    visible: tuple = ()          # the instance's numbers of the cores it sees (NEURON_RT_VISIBLE_CORES)
 
     def job_fields(self) -> dict:
         return asdict(self)
@@ -103,7 +111,7 @@ def _nki_is_current(version: str | None) -> bool:
 def _device(libnrt: str) -> int:
     from . import libnrt as nrt
     try:
-        cores = nrt.total_cores(libnrt)
+        cores = nrt.visible_cores(libnrt)
     except OSError:
         if not glob.glob("/dev/neuron*"):
             raise NeuronUnavailable(
@@ -119,6 +127,74 @@ def _device(libnrt: str) -> int:
     if cores < 1:
         raise NeuronUnavailable("no Neuron device: the Neuron runtime sees no NeuronCore",
                                 "Check the Neuron driver and the devices passed to this container (/dev/neuron*).")
+    return cores
+
+
+# The logical-NeuronCore degree (about-neuron/arch/neuron-features/logical-neuroncore-config):
+# "LNC can only be set to 1 or 2 ... On Trn2 ... LNC=2 (default) ... LNC applies only to Trn2
+# and Trn3 instances"; the runtime reads it from NEURON_LOGICAL_NC_CONFIG, and a NEFF must be
+# compiled at the runtime's degree ("Mismatching the two will cause a runtime error": nki.jit,
+# nki/api/generated/nki.jit, SDK 2.31; compiler error EVRF066: "neuronx-cc defaults to LNC=2 on
+# Trn2 and later").
+LNC_VARIABLE = "NEURON_LOGICAL_NC_CONFIG"
+
+
+def _lnc(environ, family: str | None) -> tuple[int, str]:
+    """(degree, where it comes from) for this machine's runtime."""
+    from .libnrt import TRN1_FAMILIES, TRN2_FAMILIES
+    raw = environ.get(LNC_VARIABLE, "").strip()
+    trn1 = family in TRN1_FAMILIES.values()
+    if raw:
+        if raw not in ("1", "2"):
+            raise NeuronUnavailable(f"logical NeuronCores: {LNC_VARIABLE}={raw} is no degree the Neuron runtime "
+                                    f"supports (1 or 2 physical NeuronCores per logical one)",
+                                    f"Set {LNC_VARIABLE} to 1 or 2, or unset it for the platform's default "
+                                    f"(2 on Trn2, 1 on Trn1).")
+        if raw == "2" and trn1:
+            raise NeuronUnavailable(f"logical NeuronCores: {LNC_VARIABLE}=2 on a {family} instance, where the "
+                                    f"runtime supports LNC=1 only (LNC applies to Trn2 and Trn3)",
+                                    f"Unset {LNC_VARIABLE} or set it to 1 on this instance.")
+        return int(raw), f"{LNC_VARIABLE}={raw}"
+    if trn1:
+        return 1, f"{family}'s default"
+    if family in TRN2_FAMILIES.values():
+        return 2, f"{family}'s default"
+    raise NeuronUnavailable(f"logical NeuronCores: the Neuron runtime does not say which instance family this is, "
+                            f"so its default degree is unknown and {LNC_VARIABLE} is not set",
+                            f"Set {LNC_VARIABLE} to the runtime's degree (2 on Trn2, 1 on Trn1).")
+
+
+def parse_cores(raw: str) -> tuple[int, ...]:
+    """NEURON_RT_VISIBLE_CORES: "a single NeuronCore index or an" inclusive range ("1-3"), or
+    a comma list of them (neuron-runtime/guides/configuration-guide, nrt-env-var-reference).
+    ValueError for anything else."""
+    cores: list[int] = []
+    for part in raw.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        first, last = int(lo), int(hi) if dash else int(lo)
+        if first < 0 or last < first:
+            raise ValueError(raw)
+        cores.extend(range(first, last + 1))
+    if len(set(cores)) != len(cores):
+        raise ValueError(raw)
+    return tuple(cores)
+
+
+def _visible(environ, count: int) -> tuple[int, ...]:
+    """The instance's numbers of the cores this process sees: what NEURON_RT_VISIBLE_CORES names,
+    which must be as many as the runtime counts; without it, the runtime's first `count`."""
+    raw = environ.get("NEURON_RT_VISIBLE_CORES", "").strip()
+    if not raw:
+        return tuple(range(count))
+    try:
+        cores = parse_cores(raw)
+    except ValueError:
+        raise NeuronUnavailable(f"NEURON_RT_VISIBLE_CORES={raw} is not a NeuronCore list",
+                                "Give NeuronCore numbers or ranges, e.g. 0-1 or 0,2,4, or unset it.") from None
+    if len(cores) != count:
+        raise NeuronUnavailable(f"NEURON_RT_VISIBLE_CORES={raw} names {len(cores)} NeuronCores and the Neuron "
+                                f"runtime sees {count}",
+                                "Name only NeuronCores this instance has (at its logical-NeuronCore degree).")
     return cores
 
 
@@ -142,15 +218,19 @@ def _nrtpy(environ) -> str:
 
 
 def detect(environ=None) -> NeuronSetup:
-    """The machine's Neuron setup, checked in the order a TA fixes it: device, SDK, tools,
-    interpreter. Raises NeuronUnavailable naming the first thing missing."""
+    """The machine's Neuron setup, checked in the order a TA fixes it: device, the runtime's
+    configuration (logical-NeuronCore degree, visible cores), SDK, tools, interpreter. Raises
+    NeuronUnavailable naming the first thing missing."""
     environ = os.environ if environ is None else environ
     libnrt = environ.get("GRADER_LIBNRT") or DEFAULT_LIBNRT
     tools = environ.get("GRADER_NEURON_TOOLS") or DEFAULT_TOOLS
     cores = _device(libnrt)
+    from .libnrt import instance_family
+    lnc, lnc_source = _lnc(environ, instance_family(libnrt))
+    runtime = {"lnc": lnc, "lnc_source": lnc_source, "visible": _visible(environ, cores)}
     nki_version = _version("nki") if _importable("nki") else None
     if _nki_is_current(nki_version):
-        return NeuronSetup("current", f"nki {nki_version}", cores, libnrt, tools, _nrtpy(environ))
+        return NeuronSetup("current", f"nki {nki_version}", cores, libnrt, tools, _nrtpy(environ), **runtime)
     if _importable("neuronxcc") and _importable("neuronxcc.nki"):
         profile = os.path.join(tools, "neuron-profile")
         if not (os.path.isfile(profile) and os.access(profile, os.X_OK)):
@@ -158,9 +238,9 @@ def detect(environ=None) -> NeuronSetup:
                                     "Install aws-neuronx-tools, or set GRADER_NEURON_TOOLS to the folder holding "
                                     "neuron-profile.")
         return NeuronSetup("legacy", f"neuronx-cc {_version('neuronx-cc') or '(version unknown)'}", cores, libnrt,
-                           tools, None)
+                           tools, None, **runtime)
     raise NeuronUnavailable(f"Neuron SDK missing: this Python ({sys.executable}) imports neither neuronxcc.nki "
-                            f"(SDK 2.26) nor the nki 0.2+ wheel (SDK 2.28+)" +
+                            f"(SDK 2.26) nor the nki 0.2+ wheel (SDK 2.32+, with nrtpy)" +
                             (f"; nki {nki_version} is older than 0.2" if nki_version else ""),
                             "Install the grader into the Neuron SDK's Python environment (the one with "
                             "neuronx-cc, or with the nki wheel).")

@@ -47,9 +47,15 @@ def run(job: dict) -> tuple[dict, list]:
         # model.benchmark(inputs, outputs=None, warmup_iter=5, benchmark_iter=5, mode="device"):
         # "device" is NeuronCore execution time via device-side tracing, per iteration in
         # BenchmarkResult.durations_ms (model.rst); benchmark_iter must be at least 1
-        stats = model.benchmark(inputs, warmup_iter=int(job["warmup"]), benchmark_iter=max(int(job["iters"]), 1),
-                                mode="device")
+        calls = max(int(job["iters"]), 1)
+        stats = model.benchmark(inputs, warmup_iter=int(job["warmup"]), benchmark_iter=calls, mode="device")
+        # "Some kernels emit multiple execution events per call (multi-subgraph NEFFs). The
+        # reported iterations in BenchmarkResult reflects actual device events, not Python calls"
+        # (nrtpy-troubleshooting): the events and their count go back as they are, with the
+        # number of calls, and the grader combines them into calls
         header["durations_ms"] = [float(d) for d in stats.durations_ms]
+        header["iterations"] = int(stats.iterations)
+        header["benchmark_iter"] = calls
     return header, outputs
 
 

@@ -2,9 +2,33 @@
 long the core took, from nkisim's Trn2 cost model (the same numbers the simulator grades with)."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 import neff_double as neff
+
+
+TRN1_FAMILIES = (2, 3, 4, 7)          # nrt.h NRT_INSTANCE_TRN1, _TRN1N, _INF2, _INF2E; 5 is _TRN2
+
+
+def family() -> int:
+    """The doubles' instance family (nrt.h NRT_INSTANCE_*): NRT_DOUBLE_FAMILY, else Trn2 (5)."""
+    return int(os.environ.get("NRT_DOUBLE_FAMILY", "5"))
+
+
+def runtime_lnc() -> int:
+    """The runtime's logical-NeuronCore degree: "The NEURON_LOGICAL_NC_CONFIG runtime environment
+    variable controls how many physical NeuronCores are grouped"; "LNC can only be set to 1 or
+    2"; "LNC=2 (default)" on Trn2; "LNC applies only to Trn2 and Trn3 instances"
+    (about-neuron/arch/neuron-features/logical-neuroncore-config)."""
+    trn1 = family() in TRN1_FAMILIES
+    raw = os.environ.get("NEURON_LOGICAL_NC_CONFIG", "")
+    if not raw:
+        return 1 if trn1 else 2
+    if raw not in ("1", "2") or (raw == "2" and trn1):
+        raise ValueError(f"NEURON_LOGICAL_NC_CONFIG={raw} is not supported on this instance")
+    return int(raw)
 
 
 class Loaded:
@@ -12,6 +36,8 @@ class Loaded:
         self.header, self.program = neff.decode(data)
         self.inputs = self.header["inputs"]
         self.outputs = self.header["outputs"]
+        self.lnc = int(self.header.get("lnc", 1))             # what it was compiled for
+        self.subgraphs = int(self.header.get("subgraphs", 1))   # device events per execution
 
     def dtype(self, entry: dict) -> np.dtype:
         from nkisim import dtypes

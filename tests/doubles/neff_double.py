@@ -18,10 +18,14 @@ def _regions(outputs) -> list:
     return [outputs]
 
 
-def encode(program) -> bytes:
+def encode(program, subgraphs: int = 1) -> bytes:
+    """`subgraphs`: how many device events one execution emits (a multi-subgraph NEFF emits
+    several: nrtpy-troubleshooting). The header also keeps the logical-NeuronCore degree the
+    program was compiled for ("A NEFF compiled for LNC=2 contains PNC-specific instructions for
+    each of the two PNCs": nki/get-started/about/lnc)."""
     from nkisim import program as programs
     inputs = sorted((a for a in program.allocs if a.input_index is not None), key=lambda a: a.input_index)
-    header = {"kernel": program.kernel,
+    header = {"kernel": program.kernel, "lnc": program.lnc, "subgraphs": subgraphs,
               "inputs": [{"name": a.name, "shape": list(a.shape), "dtype": a.dtype} for a in inputs],
               "outputs": [{"name": f"output_{i}", "shape": list(r.shape), "dtype": r.dtype}
                           for i, r in enumerate(_regions(program.outputs))]}

@@ -62,10 +62,12 @@ configs = [{CONFIG}]
 """
 
 
-def sim_p99(reference: str, dialect: str = "neuronxcc-nki") -> float:
+def sim_p99(reference: str, dialect: str = "neuronxcc-nki", lnc: int = 1) -> float:
     """The reference's p99 on the simulator, whose cost model the doubles' device shares: in
-    reference_kernels/, or reference_kernels/nki06/ for dialect "nki-0.6"."""
+    reference_kernels/, or reference_kernels/nki06/ for dialect "nki-0.6"; launched on `lnc`
+    physical cores (a default Trn2 compiles NKI 0.6 kernels at LNC=2)."""
     spec = specs.parse({"assignment": "x", "spec_version": "1", "thresholds_version": "1", "dialect": dialect,
+                        "lnc": lnc,
                         "files": {"conv2d": {"archive_path": "part2/conv2d.py",
                                              "functions": {"fused_conv2d_maxpool": ["X", "W", "bias", "pool_size"]}}},
                         "tolerances": {"float16": {"rtol": 1e-2, "atol": 1e-1}},
@@ -112,14 +114,15 @@ def test_doctor_on_a_current_trn2_grades_the_nki06_references_and_says_all_is_we
     """Under an NKI 0.6 spec the references graded are reference_kernels/nki06/'s, as they are:
     the legacy ones, renamed, would not even load on the nki 0.6 wheel."""
     p99 = np.percentile([1.0, 1.01, 1.02, 1.03, 1.04], 99)    # the nrtpy double's device durations, per base
-    optimized = sim_p99("conv2d_optimized.py", NKI06) * p99
-    relaxed = sim_p99("conv2d_relaxed.py", NKI06) * p99
+    optimized = sim_p99("conv2d_optimized.py", NKI06, lnc=2) * p99      # a default Trn2: LNC=2
+    relaxed = sim_p99("conv2d_relaxed.py", NKI06, lnc=2) * p99
     (tmp_path / "spec.toml").write_text(spec_toml(1.2 * optimized, 1.2 * relaxed, NKI06))
     done = doctor(sdk.current, sdk.settings("current"), "--assignment", str(tmp_path / "spec.toml"),
                   "--json", str(tmp_path / "doctor.json"))
     print(done.stdout)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SDK line: current (nki 0.6.0), NEFFs run by" in done.stdout and "all well" in done.stdout
+    assert "logical NeuronCores: LNC=2 (Trn2's default); kernels are compiled as kernel[2]" in done.stdout
     table = [line.split() for line in done.stdout.splitlines() if line.startswith("perf_small_float16")]
     assert [(row[1], row[-1]) for row in table] == [("optimized", "ok"), ("relaxed", "ok")]
     rows = json.loads((tmp_path / "doctor.json").read_text())["rows"]
@@ -137,7 +140,8 @@ def test_doctor_on_a_current_trn2_far_from_the_spec_says_rederive_and_fails(sdk,
     print(done.stdout)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "SDK line: current (nki 0.6.0), NEFFs run by" in done.stdout
-    assert 'timing: nrtpy benchmark(mode="device").durations_ms' in done.stdout
+    assert 'timing: nrtpy benchmark(mode="device").durations_ms, each call\'s device events combined' \
+        in done.stdout
     rows = [line for line in done.stdout.splitlines() if line.startswith("perf_small_float16")]
     assert len(rows) == 2 and all(">10% off the spec's reference" in r for r in rows)
     assert "re-derive them" in done.stdout
@@ -155,3 +159,34 @@ def test_doctor_on_a_current_trn2_refuses_a_legacy_spec_in_one_line(sdk, tmp_pat
     assert line.startswith(f"grader doctor: the current Neuron SDK line (nki 0.6.0) compiles NKI 0.6 kernels "
                            f"(import nki) only, and spec {name!r} is written in legacy NKI"), line
     assert "grade with the asst4-trainium2-nki06 spec" in line
+
+
+@pytest.mark.parametrize("env, words", [
+    ({"NEURON_LOGICAL_NC_CONFIG": "3"}, "logical NeuronCores: NEURON_LOGICAL_NC_CONFIG=3 is no degree the Neuron "
+                                        "runtime supports (1 or 2 physical NeuronCores per logical one)"),
+    ({"NEURON_LOGICAL_NC_CONFIG": "2", "NRT_DOUBLE_FAMILY": "2"},
+     "logical NeuronCores: NEURON_LOGICAL_NC_CONFIG=2 on a Trn1 instance, where the runtime supports LNC=1 only"),
+    ({"NEURON_RT_VISIBLE_CORES": "0-1", "NRT_DOUBLE_CORES": "1"},
+     "NEURON_RT_VISIBLE_CORES=0-1 names 2 NeuronCores and the Neuron runtime sees 1"),
+])
+def test_doctor_refuses_a_logical_core_setting_the_runtime_does_not_have_in_one_line(sdk, env, words):
+    done = doctor(sdk.current, sdk.settings("current") | env)
+    assert done.returncode == 2 and "p99 us" not in done.stdout, done.stdout + done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("grader doctor: " + words), line
+
+
+def test_doctor_on_a_trn1_prints_its_default_lnc_1(sdk, tmp_path):
+    (tmp_path / "spec.toml").write_text(spec_toml(1e5, 2e5, NKI06))
+    done = doctor(sdk.current, sdk.settings("current") | {"NRT_DOUBLE_FAMILY": "2"}, "--assignment",
+                  str(tmp_path / "spec.toml"))
+    assert "logical NeuronCores: LNC=1 (Trn1's default); kernels are compiled as kernel[1]" in done.stdout, \
+        done.stdout + done.stderr
+
+
+def test_doctor_refuses_a_core_this_process_does_not_see(sdk):
+    done = doctor(sdk.current, sdk.settings("current") | {"NEURON_RT_VISIBLE_CORES": "0-1"}, "--core", "5")
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    [line] = done.stderr.strip().splitlines()
+    assert line == ("grader doctor: --core 5 is not a NeuronCore this process sees (it sees 0, 1); pick one of them, "
+                    "or widen NEURON_RT_VISIBLE_CORES"), line

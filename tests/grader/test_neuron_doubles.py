@@ -63,7 +63,7 @@ def neff_dir(sdk, tmp_path_factory):
         import numpy as np, sys
         sys.path.insert(0, {str(where)!r})
         from scale import scale
-        scale(np.load("x.npy"))
+        scale[2](np.load("x.npy"))          # at a default Trn2's degree, LNC=2
         """, where, NKI_ARTIFACTS_DIR=str(where / "art"))
     assert done.returncode == 0, done.stderr
     return where
@@ -140,7 +140,7 @@ def test_the_current_line_has_no_baremetal_and_reads_the_artifacts_dir_at_import
         sys.path.insert(0, ".")
         from scale import scale
         os.environ["NKI_ARTIFACTS_DIR"] = "late"       # after nki was imported: too late
-        scale(np.zeros((128, 64), np.float32))
+        scale[2](np.zeros((128, 64), np.float32))
         print(os.path.exists("late"))
         """, tmp_path)
     assert late.returncode == 0 and late.stdout.strip() == "False", late.stderr
@@ -155,7 +155,7 @@ def test_the_current_line_serves_nki06_and_refuses_the_legacy_api(sdk, tmp_path)
         sys.path.insert(0, ".")
         print(nki.__version__, nki.isa.__name__, nki.language.__name__, nki.typing.__name__)
         from scale import scale
-        scale(np.zeros((128, 64), np.float32))
+        scale[2](np.zeros((128, 64), np.float32))
         """, tmp_path, NKI_ARTIFACTS_DIR=str(tmp_path / "art"))
     assert done.stdout.split() == ["0.6.0", "nkisim.nki06.isa", "nkisim.nki06.language", "nkisim.nki06.typing"]
     assert "takes its destination first" in done.stderr, done.stderr
@@ -182,7 +182,7 @@ def test_nki_simulate_runs_on_the_cpu_and_keeps_no_neff(sdk, tmp_path):
         from scale import scale
         x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
         print(np.array_equal(nki.simulate(scale)(x), 2 * x), os.path.exists("art"))
-        print(np.array_equal(scale(x), 2 * x), os.path.exists("art/kernel.neff"))
+        print(np.array_equal(scale[2](x), 2 * x), os.path.exists("art/kernel.neff"))
         """, tmp_path, NKI_ARTIFACTS_DIR=str(tmp_path / "art"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "False", "True", "True"]
@@ -196,3 +196,104 @@ def test_the_nrtpy_script_frames_its_header_as_the_grader_reads_it():
     frame = nrtpy_main.header_frame(header)
     assert frame == wire.header_frame(header)
     assert wire.read_header_line(frame + b"rest") == (header, len(frame))
+
+
+# ----- logical NeuronCores, documented names, device events, visible cores (issue 43) -----------
+
+@pytest.mark.parametrize("call, env, error", [
+    # "kernel(...) # Kernel implicitly defaults to LNC=1; neuronx-cc defaults to LNC=2 on Trn2" (EVRF066),
+    # and the kernel's LNC "must match the NEURON_LOGICAL_NC_CONFIG ... set for the Neuron Runtime" (nki.jit)
+    ("scale(x)", {}, "was compiled for LNC=1 and the Neuron runtime runs at LNC=2"),
+    ("scale[1](x)", {}, "was compiled for LNC=1 and the Neuron runtime runs at LNC=2"),
+    ("scale[2](x)", {"NEURON_LOGICAL_NC_CONFIG": "1"}, "is configured with LNC=2, but NEURON_LOGICAL_NC_CONFIG=1"),
+    ("scale[2](x)", {"NRT_DOUBLE_FAMILY": "2", "NEURON_LOGICAL_NC_CONFIG": "1"}, "is configured with LNC=2"),
+])
+def test_the_current_line_compiles_only_at_the_runtimes_lnc(sdk, tmp_path, call, env, error):
+    (tmp_path / "scale.py").write_text(NKI06_KERNEL)
+    done = run_in(sdk.current, f"""
+        import sys, numpy as np
+        sys.path.insert(0, ".")
+        from scale import scale
+        x = np.zeros((128, 64), np.float32)
+        {call}
+        """, tmp_path, **env)
+    assert error in last_error(done)
+
+
+@pytest.mark.parametrize("call, env", [("scale[2](x)", {}), ("scale(x)", {"NEURON_LOGICAL_NC_CONFIG": "2"}),
+                                       ("scale[1](x)", {"NEURON_LOGICAL_NC_CONFIG": "1"}),
+                                       ("scale(x)", {"NRT_DOUBLE_FAMILY": "2"})])
+def test_the_current_line_runs_a_kernel_at_the_runtimes_lnc(sdk, tmp_path, call, env):
+    (tmp_path / "scale.py").write_text(NKI06_KERNEL)
+    done = run_in(sdk.current, f"""
+        import sys, numpy as np
+        sys.path.insert(0, ".")
+        from scale import scale
+        x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+        print(np.array_equal({call}, 2 * x))
+        """, tmp_path, **env)
+    assert done.returncode == 0 and done.stdout.split() == ["True"], done.stderr
+
+
+def test_nrtpy_loads_a_neff_only_at_the_lnc_it_was_compiled_for(sdk, neff_dir):
+    done = run_in(sdk.nrtpy, "from nrtpy import NrtpyModel\nNrtpyModel.load_from_neff('art/kernel.neff')",
+                  neff_dir, NEURON_LOGICAL_NC_CONFIG="1")
+    assert "NrtError: NRT Error NRT_FAILURE(1): Failed to load model: the NEFF was compiled for LNC=2 and the " \
+           "runtime runs at LNC=1" in last_error(done)
+    bad = run_in(sdk.nrtpy, "from nrtpy import NrtpyModel\nNrtpyModel.load_from_neff('art/kernel.neff')",
+                 neff_dir, NEURON_LOGICAL_NC_CONFIG="4")
+    assert "NRT_INVALID(2): NEURON_LOGICAL_NC_CONFIG=4 is not supported" in last_error(bad)
+
+
+@pytest.mark.parametrize("code, error", [
+    # NKI 0.6's top level documents jit and simulate (nki/api/nki.rst): no nki.compiler page
+    ("import nki\nnki.compiler.skip_middle_end_transformations", "nki.compiler is not an NKI name"),
+    ("import nki\nnki.compiler", "nki.compiler is not an NKI name"),
+    ("import nki.compiler", "ModuleNotFoundError: No module named 'nki.compiler'"),
+    ("from nki import compiler", "ImportError"),
+])
+def test_the_current_line_refuses_names_nki_06_does_not_document(sdk, tmp_path, code, error):
+    done = run_in(sdk.current, code, tmp_path)
+    assert done.returncode != 0 and error in done.stderr, done.stderr
+    if code.endswith("skip_middle_end_transformations"):
+        probe = run_in(sdk.current, "import nki\ntry:\n    nki.compiler.skip_middle_end_transformations\n"
+                                    "except AttributeError:\n    print('AttributeError', hasattr(nki, 'compiler'))",
+                       tmp_path)       # what the real module raises, so getattr and hasattr keep working
+        assert probe.stdout.split() == ["AttributeError", "False"], probe.stderr
+
+
+def test_nrtpy_device_mode_reports_each_subgraphs_event(sdk, neff_dir):
+    """"Some kernels emit multiple execution events per call (multi-subgraph NEFFs). The
+    reported iterations in BenchmarkResult reflects actual device events, not Python calls"."""
+    import neff_double
+    data = (neff_dir / "art" / "kernel.neff").read_bytes()
+    (neff_dir / "two.neff").write_bytes(neff_double.encode(neff_double.decode(data)[1], subgraphs=2))
+    done = run_in(sdk.nrtpy, """
+        import numpy as np
+        from nrtpy import NrtpyModel, NrtpyTensor
+        x = np.load("x.npy")
+        for path in ("art/kernel.neff", "two.neff"):
+            model = NrtpyModel.load_from_neff(path)
+            stats = model.benchmark({"x": NrtpyTensor.from_numpy(x)}, warmup_iter=1, benchmark_iter=3)
+            host = model.benchmark({"x": NrtpyTensor.from_numpy(x)}, warmup_iter=1, benchmark_iter=3, mode="host")
+            print(stats.iterations, len(stats.durations_ms), host.iterations, round(sum(stats.durations_ms), 9))
+        """, neff_dir)
+    assert done.returncode == 0, done.stderr
+    one, two = (line.split() for line in done.stdout.splitlines())
+    assert one[:3] == ["3", "3", "3"] and two[:3] == ["6", "6", "3"] and one[3] == two[3]
+
+
+@pytest.mark.parametrize("visible, count", [("", 8), ("0-1", 2), ("3", 1), ("0,2,4-6", 5)])
+def test_libnrt_counts_the_visible_cores_apart_from_the_instances(sdk, tmp_path, visible, count):
+    """nrt_get_visible_vnc_count: "VirtualNeuronCores visible to the application";
+    nrt_get_total_vnc_count: "VirtualNeuronCores available in instance" (nrt.h)."""
+    done = run_in(sdk.legacy, f"""
+        from grader.neuron import libnrt
+        lib = libnrt.load_library({str(sdk.libnrt)!r})
+        import ctypes
+        total = ctypes.c_uint32(0)
+        assert lib.nrt_get_total_vnc_count(ctypes.byref(total)) == 0
+        print(total.value, libnrt.visible_cores({str(sdk.libnrt)!r}), libnrt.instance_family({str(sdk.libnrt)!r}))
+        """, tmp_path, NEURON_RT_VISIBLE_CORES=visible)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["8", str(count), "Trn2"]

@@ -68,13 +68,66 @@ def test_an_nrtpy_interpreter_that_cannot_import_nrtpy_is_refused(sdk):
 @pytest.mark.parametrize("line", ["legacy", "current"])
 def test_each_line_is_detected_with_its_cores(sdk, line):
     probe = ("from grader.neuron import detect; s = detect(); "
-             "print(s.line, s.cores, s.sdk, s.nrtpy_python is not None)")
+             "print(s.line, s.cores, s.lnc, s.sdk, s.nrtpy_python is not None)")
     done = subprocess.run([str(sdk.python(line)), "-I", "-c", probe], capture_output=True, text=True,
                           env=sdk_envs.run_env(sdk.settings(line, cores=4)), timeout=120)
     assert done.returncode == 0, done.stderr
-    name, cores, *sdk_name, has_nrtpy = done.stdout.split()
-    assert (name, cores, has_nrtpy) == (line, "4", str(line == "current"))
+    name, cores, lnc, *sdk_name, has_nrtpy = done.stdout.split()
+    assert (name, cores, lnc, has_nrtpy) == (line, "4", "2", str(line == "current"))
     assert " ".join(sdk_name) == ("nki 0.6.0" if line == "current" else "neuronx-cc 2.21.33363.0")
+
+
+def detected(sdk, **env) -> subprocess.CompletedProcess:
+    probe = "from grader.neuron import detect; s = detect(); print(s.cores, list(s.visible), s.lnc, s.lnc_source)"
+    return subprocess.run([str(sdk.current), "-I", "-c", probe], capture_output=True, text=True,
+                          env=sdk_envs.run_env(sdk.settings("current") | env), timeout=120)
+
+
+@pytest.mark.parametrize("env, seen", [
+    # the runtime's degree: NEURON_LOGICAL_NC_CONFIG, else the platform's ("LNC=2 (default)" on Trn2; LNC applies
+    # to Trn2 and Trn3 only: logical-neuroncore-config); nrt.h's instance family says which platform
+    ({}, "8 [0, 1, 2, 3, 4, 5, 6, 7] 2 Trn2's default"),
+    ({"NEURON_LOGICAL_NC_CONFIG": "1"}, "8 [0, 1, 2, 3, 4, 5, 6, 7] 1 NEURON_LOGICAL_NC_CONFIG=1"),
+    ({"NRT_DOUBLE_FAMILY": "2"}, "8 [0, 1, 2, 3, 4, 5, 6, 7] 1 Trn1's default"),
+    # the cores the runtime lets this process use (nrt_get_visible_vnc_count), numbered as the instance numbers them
+    ({"NEURON_RT_VISIBLE_CORES": "0-1"}, "2 [0, 1] 2 Trn2's default"),
+    ({"NEURON_RT_VISIBLE_CORES": "4,6-7"}, "3 [4, 6, 7] 2 Trn2's default"),
+])
+def test_the_runtimes_lnc_and_visible_cores_are_detected(sdk, env, seen):
+    done = detected(sdk, **env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == seen
+
+
+@pytest.mark.parametrize("env, words", [
+    ({"NEURON_LOGICAL_NC_CONFIG": "4"}, "NEURON_LOGICAL_NC_CONFIG=4 is no degree the Neuron runtime supports"),
+    ({"NEURON_LOGICAL_NC_CONFIG": "2", "NRT_DOUBLE_FAMILY": "2"}, "NEURON_LOGICAL_NC_CONFIG=2 on a Trn1 instance"),
+    ({"NRT_DOUBLE_FAMILY": "99"}, "does not say which instance family this is"),
+    ({"NEURON_RT_VISIBLE_CORES": "0-"}, "NEURON_RT_VISIBLE_CORES=0- is not a NeuronCore list"),
+])
+def test_a_runtime_setting_the_platform_does_not_support_stops_the_worker_in_one_line(sdk, env, words):
+    line = refusal(start_worker(sdk.current, sdk.settings("current") | env))
+    assert line.startswith("grader: this machine cannot run a trn2 worker: ") and words in line, line
+
+
+def test_a_worker_limited_to_two_visible_cores_runs_two_grades_at_once(sdk, celery_worker):
+    """NEURON_RT_VISIBLE_CORES=0-1 on an instance of eight: the worker's pool is two processes,
+    one per core it may use (the fixture asks for one; a trn2 worker takes one per core)."""
+    import psutil
+    from service_waits import wait_for
+    worker = celery_worker("trn2", python=sdk.current, NEURON_RT_VISIBLE_CORES="0-1", **sdk.settings("current"))
+    assert "NeuronCores 0,1: one grade per core" in worker.output(), worker.output()[-4000:]
+    pool = lambda: [p for p in psutil.Process(worker.pid).children() if p.status() != psutil.STATUS_ZOMBIE]
+    wait_for(lambda: len(pool()) >= 2, 120, "the worker's pool processes")
+    assert len(pool()) == 2, [p.cmdline() for p in pool()]
+
+
+def test_a_worker_refuses_cores_it_cannot_see(sdk):
+    line = refusal(subprocess.run([str(sdk.current), "-m", "workers.cli", "worker", "--queue", "trn2", "--cores",
+                                   "2"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                                  env=sdk_envs.run_env(sdk.settings("current") | {"NEURON_RT_VISIBLE_CORES": "0-1"})))
+    assert line == ("grader: --cores '2': this instance has NeuronCores 0-1 visible to this worker "
+                    "(NEURON_RT_VISIBLE_CORES)"), line
 
 
 def setup_of(line: str):

@@ -85,6 +85,49 @@ NRT_STATUS nrt_get_total_vnc_count(uint32_t *vnc_count) {
     return s;
 }
 
+NRT_STATUS nrt_get_visible_vnc_count(uint32_t *vnc_count) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *r = call("visible_vnc_count", "()");
+    NRT_STATUS s = 1;
+    if (r && PyTuple_Check(r)) {
+        s = (NRT_STATUS)PyLong_AsLong(PyTuple_GetItem(r, 0));
+        if (s == 0) *vnc_count = (uint32_t)PyLong_AsLong(PyTuple_GetItem(r, 1));
+    }
+    Py_XDECREF(r);
+    PyGILState_Release(g);
+    return s;
+}
+
+/* nrt_instance_info_t of nrt.h: family, size, arch_name[16], device_revision[8]; a caller passes
+ * the length it knows, and gets that much filled (an older, shorter struct: family and size). */
+typedef struct nrt_instance_info {
+    uint32_t family;
+    uint32_t size;
+    char arch_name[16];
+    char device_revision[8];
+} nrt_instance_info_t;
+
+NRT_STATUS nrt_get_instance_info(nrt_instance_info_t *info, size_t instance_info_len) {
+    if (info == NULL || instance_info_len < 2 * sizeof(uint32_t)) return 2;      /* NRT_INVALID */
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *r = call("instance_info", "()");
+    NRT_STATUS s = 1;
+    if (r && PyTuple_Check(r)) {
+        s = (NRT_STATUS)PyLong_AsLong(PyTuple_GetItem(r, 0));
+        if (s == 0) {
+            nrt_instance_info_t full;
+            memset(&full, 0, sizeof(full));
+            full.family = (uint32_t)PyLong_AsLong(PyTuple_GetItem(r, 1));
+            full.size = (uint32_t)PyLong_AsLong(PyTuple_GetItem(r, 2));
+            strncpy(full.arch_name, PyUnicode_AsUTF8(PyTuple_GetItem(r, 3)), sizeof(full.arch_name) - 1);
+            memcpy(info, &full, instance_info_len < sizeof(full) ? instance_info_len : sizeof(full));
+        }
+    }
+    Py_XDECREF(r);
+    PyGILState_Release(g);
+    return s;
+}
+
 NRT_STATUS nrt_init(int framework, const char *fw_version, const char *fal_version) {
     PyGILState_STATE g = PyGILState_Ensure();
     NRT_STATUS s = status_of(call("init", "(i)", framework));

@@ -39,14 +39,15 @@ def _cores() -> int:
 
 
 def _visible() -> int:
+    """The cores NEURON_RT_VISIBLE_CORES names that the instance has (all of them without it)."""
     raw = os.environ.get("NEURON_RT_VISIBLE_CORES", "")
     if not raw:
         return _cores()
-    count = 0
+    named = set()
     for part in raw.split(","):
         lo, _, hi = part.partition("-")
-        count += int(hi or lo) - int(lo) + 1
-    return count
+        named.update(range(int(lo), int(hi or lo) + 1))
+    return len([c for c in named if c < _cores()])
 
 
 def _open() -> int:
@@ -55,6 +56,19 @@ def _open() -> int:
 
 def total_vnc_count() -> tuple[int, int]:
     return SUCCESS, _cores()
+
+
+def visible_vnc_count() -> tuple[int, int]:
+    """"VirtualNeuronCores visible to the application" (nrt.h): what NEURON_RT_VISIBLE_CORES
+    leaves, callable before nrt_init like the total."""
+    return SUCCESS, _visible()
+
+
+def instance_info() -> tuple[int, int, int, str]:
+    """(status, family, size, arch name): a trn2.48xlarge unless NRT_DOUBLE_FAMILY names another
+    nrt.h NRT_INSTANCE_* family (2: trn1)."""
+    family = device_double.family()
+    return SUCCESS, family, 7, "trn1" if family in device_double.TRN1_FAMILIES else "trn2"
 
 
 def init(framework: int) -> int:

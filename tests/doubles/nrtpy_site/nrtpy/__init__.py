@@ -7,6 +7,9 @@ index.rst (aws-neuron-sdk). It refuses
 - input names that differ from the NEFF's ("Keys must match the NEFF input names"), and tensors
   whose byte size differs from the NEFF's;
 - benchmark_iter < 1 and a mode other than "device"/"host" (ValueError);
+- a NEFF compiled for another logical-NeuronCore degree than the runtime's (NEURON_LOGICAL_NC_CONFIG,
+  else the platform's default: 2 on Trn2, tests/doubles/device_double.runtime_lnc): "Mismatching
+  the two will cause a runtime error" (nki/api/generated/nki.jit, SDK 2.31);
 - any tensor or model used after reset() ("All existing NrtpyTensor and NrtpyModel objects
   become invalid"), and configure() while the runtime is active (RuntimeError);
 - living in one interpreter with the `nki` wheel ("cannot be installed in the same Python
@@ -14,6 +17,8 @@ index.rst (aws-neuron-sdk). It refuses
 
 Outputs are real: the NEFF's program runs on nkisim (tests/doubles/device_double.py). As the docs warn,
 auto-allocated output tensors come back with a void dtype (`|V2` for fp16): callers view them.
+benchmark(mode="device") reports device events, as nrtpy-troubleshooting says it does: a NEFF of
+several subgraphs emits that many events per call, and `iterations` counts the events.
 """
 from __future__ import annotations
 
@@ -195,6 +200,15 @@ class NrtpyModel:
                 loaded = device.Loaded(fh.read())
         except (OSError, ValueError):
             raise NrtError("NRT_FAILURE", 1, "Failed to load model") from None
+        try:
+            lnc = device.runtime_lnc()
+        except ValueError as err:
+            raise NrtError("NRT_INVALID", 2, str(err)) from None
+        if loaded.lnc != lnc:
+            # the kernel's LNC "must match the NEURON_LOGICAL_NC_CONFIG environment variable set
+            # for the Neuron Runtime. Mismatching the two will cause a runtime error" (nki.jit)
+            raise NrtError("NRT_FAILURE", 1, f"Failed to load model: the NEFF was compiled for LNC={loaded.lnc} "
+                                             f"and the runtime runs at LNC={lnc} (NEURON_LOGICAL_NC_CONFIG)")
         return cls(loaded, name if name is not None else os.path.splitext(os.path.basename(neff_path))[0],
                    core_id, generation)
 
@@ -256,10 +270,16 @@ class NrtpyModel:
         if mode == "host":
             base_ms += 0.035                  # the host-device round trip device mode leaves out
         # a little run-to-run spread, deterministic, so that a percentile differs from a mean
-        durations = [base_ms * (1.0 + 0.01 * ((7 * i) % 5)) for i in range(benchmark_iter)]
+        calls = [base_ms * (1.0 + 0.01 * ((7 * i) % 5)) for i in range(benchmark_iter)]
+        # device mode times events, not calls: "Some kernels emit multiple execution events per
+        # call (multi-subgraph NEFFs). The reported iterations in BenchmarkResult reflects actual
+        # device events, not Python calls" (nrtpy-troubleshooting); here each subgraph of a call
+        # takes an equal share of it, one after another
+        per_call = self._loaded.subgraphs if mode == "device" else 1
+        durations = [c / per_call for c in calls for _ in range(per_call)]
         mean = float(np.mean(durations))
         return BenchmarkResult(mean_ms=mean, min_ms=min(durations), max_ms=max(durations),
-                               std_dev_ms=float(np.std(durations)), iterations=benchmark_iter,
+                               std_dev_ms=float(np.std(durations)), iterations=len(durations),
                                warmup_iterations=warmup_iter, durations_ms=durations)
 
 
