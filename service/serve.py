@@ -111,10 +111,13 @@ def _control_socket() -> str:
 
 
 def _port_taken(port: int) -> str:
-    """Why 127.0.0.1:port cannot be ours ('' when it can)."""
+    """Why 127.0.0.1:port cannot be ours ('' when it can). SO_REUSEADDR, as gunicorn binds: the
+    closing connections (TIME_WAIT) of a serve just stopped do not make the port taken, and a
+    program listening on it still does."""
     import errno
     import socket
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as err:

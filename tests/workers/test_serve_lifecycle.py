@@ -198,3 +198,25 @@ def test_leftovers_of_a_serve_killed_with_its_guardian(instance):
     stopped = time.monotonic()
     assert again.wait(GONE_S) == 0
     instance.assert_nothing_left(stopped)
+
+
+def test_a_port_left_in_time_wait_by_a_stopped_serve_is_free_again():
+    """A serve stopped a moment ago leaves its closed connections in TIME_WAIT for a minute:
+    the port is free for the next serve (gunicorn binds with SO_REUSEADDR), while a program
+    listening on it still makes it taken."""
+    from service.serve import _port_taken
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    assert _port_taken(port) == "address in use"
+    client = socket.create_connection(("127.0.0.1", port))
+    served, _ = listener.accept()
+    served.close()                      # the server's side closes first: its end waits in TIME_WAIT
+    client.recv(1)
+    client.close()
+    listener.close()
+    waiting = [c for c in psutil.net_connections("tcp") if c.laddr and c.laddr.port == port]
+    assert any(c.status == psutil.CONN_TIME_WAIT for c in waiting), waiting
+    assert _port_taken(port) == ""
