@@ -30,7 +30,7 @@ from .inputs import check_seed, config_inputs, config_seed, shared_config_inputs
 from .malloc import return_big_buffers
 from .precheck import compute_violations
 from .report import Report, TestResult
-from .runner import ConfigRun, RunnerJob, SimulatorFault, run_configuration, trace_configuration
+from .runner import ConfigRun, RunnerFault, RunnerJob, SimulatorFault, run_configuration, trace_configuration
 from .sandbox import Limits, capabilities
 from .spec import AssignmentSpec, TestSpec
 from .static import static_findings
@@ -119,7 +119,8 @@ class _Run:
             if spec.lnc != 1:
                 raise GraderInputError(
                     f"spec {spec.assignment!r} launches kernels on a logical NeuronCore of {spec.lnc} physical cores "
-                    "(lnc); the Trainium path compiles and times them at lnc = 1 only so far",
+                    f"(lnc = {spec.lnc}); the Trainium path grades kernels written for one core only so far (it "
+                    f"compiles and loads each at this worker's runtime degree, LNC={setup.lnc}, {setup.lnc_source})",
                     remedy="grade this spec on the simulator (--backend sim), or use a spec without lnc")
             self.neuron = setup.job_fields()
         self.answers = options.answers
@@ -404,6 +405,8 @@ class _Run:
         if run.status == "simulator_error":     # ours: no test status, the whole grade fails
             raise SimulatorFault(f"{test.name}, {label}: nkisim failed to execute the kernel's valid program: "
                                  f"{run.message}")
+        if run.status == "grader_error":        # the worker's: the same
+            raise RunnerFault(f"{test.name}, {label}: this worker could not run the kernel's NEFF: {run.message}")
         if run.status == "timeout":
             return dict(base, status=TestStatus.ERROR, message=self._timeout_message(test, label, limits), timed_out=True)
         if run.status == "invalid":
@@ -606,7 +609,15 @@ class _Run:
             duration_s=round(time.monotonic() - start, 3), platform=self.spec.platform, dialect=self.spec.dialect,
             status=self.cancel.reason if self.cancel_event.is_set() else ReportStatus.COMPLETED,
             time_budget_s=self.budget_s, budget_note=self._budget_note(), missing_files=missing, missing_hints=hints,
-            rejections=self.rejections, warnings=self.warnings, blas=_blas_text())
+            rejections=self.rejections, warnings=self.warnings, blas=_blas_text(), hardware=self._hardware_text())
+
+    def _hardware_text(self) -> str:
+        """'current SDK line (nki 0.6.0), LNC=2 (Trn2's default), NeuronCore 3': what timed it."""
+        if self.neuron is None:
+            return ""
+        cores = ", ".join(str(c) for c in self.cores)
+        return (f"{self.neuron['line']} SDK line ({self.neuron['sdk']}), LNC={self.neuron['lnc']} "
+                f"({self.neuron['lnc_source']}), NeuronCore{'s' if len(self.cores) > 1 else ''} {cores}")
 
     def _budget_note(self) -> str:
         """What the time budget did, for the report's header ("" when it did nothing)."""

@@ -154,6 +154,8 @@ def _footer_lines(view: ReportView) -> list[str]:
     lines.append("  ".join(extra))
     if p.blas:
         lines.append(f"blas {p.blas}")
+    if p.hardware:
+        lines.append(f"hardware {p.hardware}")
     return [escape_control(line) for line in lines]
 
 

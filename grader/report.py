@@ -121,6 +121,7 @@ class Report:
     warnings: list[dict] = field(default_factory=list)       # static-check warnings, same shape
     rescored_from: dict | None = None    # {"spec_version", "thresholds_version", "spec_hash"} before a rescore
     blas: str = ""                  # the BLAS and core type every process of the grade computed with
+    hardware: str = ""              # on a Neuron device: its SDK line, logical-NeuronCore degree and cores
 
     def __post_init__(self) -> None:
         self.flags = [bound_text(f, 200) for f in self.flags][:DETAIL_ITEMS_LIMIT]

@@ -297,6 +297,7 @@ class Provenance:
     time_budget_s: float | None
     rescored_from: str                 # the thresholds version before a rescore, or ""
     blas: str = ""                     # 'OpenBLAS 0.3.31, SkylakeX kernels': every process of the grade's
+    hardware: str = ""                 # 'current SDK line (nki 0.6.0), LNC=2 (Trn2's default), NeuronCore 3'
 
 
 @dataclass(frozen=True)
@@ -501,4 +502,5 @@ def _provenance(report: Report) -> Provenance:
                       report.submission_sha256,
                       report.status, report.grader_version, _when(report.graded_at),
                       report.duration_s if finite(report.duration_s) else None, report.time_budget_s,
-                      str((report.rescored_from or {}).get("thresholds_version") or ""), str(report.blas or ""))
+                      str((report.rescored_from or {}).get("thresholds_version") or ""), str(report.blas or ""),
+                      str(report.hardware or ""))

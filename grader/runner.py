@@ -81,6 +81,13 @@ class SimulatorFault(GraderFault):
     it, then gives up as infra_error), never a test scored 0."""
 
 
+class RunnerFault(GraderFault):
+    """The trusted runner could not run a valid artifact through no fault of the kernel's
+    (ConfigRun status "grader_error": a Neuron tool, module or library missing or broken, the
+    runtime or the device out of order, device events that do not add up to calls;
+    grader/neuron/faults.py). grade() raises it, as SimulatorFault."""
+
+
 class ExecutorKilled(GraderFault):
     """The trusted process that runs the traced program or the NEFF (grader.executor,
     grader.neuron) was ended by a signal none of the job's own limits sends: another program on
@@ -107,7 +114,7 @@ OWN_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SI
 
 @dataclass
 class ConfigRun:
-    status: str                         # ok | error | timeout | crashed | cancelled | invalid | mismatch | simulator_error
+    status: str                         # ok | error | timeout | crashed | cancelled | invalid | mismatch | simulator_error | grader_error
     message: str = ""
     outputs: list = field(default_factory=list)
     printed: str = ""
@@ -379,8 +386,8 @@ def _parse_execution(done: ChildResult, limits: Limits, shared_output=None) -> C
     if header.get("status") == "mismatch":
         return ConfigRun("mismatch", "its declared outputs cannot be the expected ones",
                          wall_s=done.wall_seconds, declared=_declared(header))
-    if header.get("status") == "simulator_error":      # the trusted executor's word: nkisim failed
-        return ConfigRun("simulator_error", wire.bounded_text(str(header.get("error", ""))), wall_s=done.wall_seconds)
+    if header.get("status") in ("simulator_error", "grader_error"):   # the trusted process's word: its own failure
+        return ConfigRun(header["status"], wire.bounded_text(str(header.get("error", ""))), wall_s=done.wall_seconds)
     if header.get("status") != "ok":
         message = wire.bounded_text(str(header.get("error", "the program could not run")))
         return ConfigRun("invalid", f"the traced program breaks the hardware's rules: {message}",

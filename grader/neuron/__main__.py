@@ -11,10 +11,18 @@ def run(job: dict):
     return run_current(job)
 
 
+def on_error(err: BaseException, job: dict) -> tuple[dict, list]:
+    """The worker's failures are grader errors (faults.py); the rest is the run's verdict."""
+    from grader.executor import refused
+    from .faults import verdict
+    found = verdict(err)
+    return (found, []) if found is not None else refused(err, job)
+
+
 def main() -> None:
-    from grader.executor import _write, refused
+    from grader.executor import _write
     from grader.jobs import serve_job
-    serve_job(run, _write, refused)
+    serve_job(run, _write, on_error)
 
 
 if __name__ == "__main__":

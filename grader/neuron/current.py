@@ -14,6 +14,7 @@ import tempfile
 import numpy as np
 
 from .. import wire
+from . import faults
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nrtpy_main.py")
 MAX_RESULT = 1 << 30
@@ -25,14 +26,21 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
     result = os.path.join(tempfile.mkdtemp(prefix="nrtpy-"), "result.bin")   # the private /tmp
     # nrtpy loads the NEFF at the degree it was compiled for: the worker's (grader.neuron.lines)
     env = dict(os.environ, NEURON_LOGICAL_NC_CONFIG=str(job["neuron"].get("lnc", 2)))
-    done = subprocess.run([python, "-I", SCRIPT, result], stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          errors="replace", env=env)
+    try:
+        done = subprocess.run([python, "-I", SCRIPT, result], stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, errors="replace", env=env)
+    except OSError as err:
+        raise faults.missing("the nrtpy interpreter (GRADER_NRTPY_PYTHON)", python, err) from None
     if done.returncode != 0 or not os.path.exists(result):
+        # nrtpy_main reports whatever the NEFF does; an interpreter that ends without a result
+        # failed on its own (a module missing, a crash of the runtime under it)
         tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
-        raise RuntimeError(f"the nrtpy interpreter failed (exit {done.returncode}): {tail}")
+        raise faults.WorkerFault(f"the nrtpy interpreter failed on this worker (exit {done.returncode}): {tail}")
     with open(result, "rb") as fh:
         data = fh.read(MAX_RESULT + 1)
     header, pos = wire.read_header_line(data)
+    if header.get("status") == "grader_error":      # nrtpy_main: the interpreter lacks what it needs
+        return {"status": "grader_error", "error": wire.bounded_text(str(header.get("error", "")))}, []
     if header.get("status") != "ok":
         return {"status": "invalid", "error": wire.bounded_text(str(header.get("error", "nrtpy refused the NEFF")))}, []
     count = wire.bounded_int(header.get("arrays"), 0, 16, "output count")
@@ -49,8 +57,8 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
             raise wire.BadResult("benchmark durations are not a list of positive numbers")
         try:
             samples = per_call_us(durations, header.get("iterations"), header.get("benchmark_iter"))
-        except EventCountError as err:          # the grader's fault: runner.SimulatorFault, never a p99
-            return {"status": "simulator_error", "error": str(err)}, []
+        except EventCountError as err:          # the grader's fault, never a p99 (runner.RunnerFault)
+            return {"status": "grader_error", "error": str(err)}, []
         result["latency_us"] = float(np.percentile(samples, 99))
         result["percentiles_us"] = {str(p): float(np.percentile(samples, p)) for p in PERCENTILES}
         result["timing"] = "nrtpy benchmark(mode=device), per call"

@@ -89,7 +89,7 @@ _OPTIONAL = {"nrt_get_instance_info"}
 
 
 def load_library(path: str) -> ctypes.CDLL:
-    lib = ctypes.CDLL(path)
+    lib = ctypes.CDLL(path)       # OSError: the caller says whose fault (detect: not set up; runner: broken)
     for name, (restype, argtypes) in _SIGNATURES.items():
         fn = getattr(lib, name, None) if name in _OPTIONAL else getattr(lib, name)
         if fn is not None:
@@ -122,7 +122,8 @@ def instance_family(path: str) -> str | None:
 
 def _check(call: str, status: int) -> None:
     if status != NRT_SUCCESS:
-        raise NrtError(call, status)
+        from .faults import from_runtime
+        raise from_runtime(call, status) or NrtError(call, status)
 
 
 def _tensor_info(lib, model) -> list[dict]:
@@ -143,7 +144,11 @@ def run_once(path: str, neff: bytes, inputs: dict[str, np.ndarray]) -> list[tupl
     array; the names must be the NEFF's), read every output back; then unload and close, so
     that the core is free for the next tool. Outputs in the NEFF's order, typed where libnrt
     reports a dtype NumPy knows, else raw bytes (uint8)."""
-    lib = load_library(path)
+    try:
+        lib = load_library(path)
+    except OSError as err:
+        from .faults import missing
+        raise missing("the Neuron runtime library", path, err) from None
     _check("nrt_init", lib.nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, b"", b""))
     model, tensors, sets = _P(), [], []
     try:

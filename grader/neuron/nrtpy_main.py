@@ -73,6 +73,9 @@ def main() -> None:
         job = json.load(fh)
     try:
         header, outputs = run(job)
+    except ImportError as err:      # this interpreter lacks nrtpy: the worker's set-up, not the NEFF
+        header, outputs = {"status": "grader_error", "error": f"the nrtpy interpreter cannot import what it "
+                                                              f"needs: {err}"[:4000]}, []
     except Exception as err:        # NrtError (libnrt status), NrtpyError, a refused input ...
         header, outputs = {"status": "invalid", "error": f"{type(err).__name__}: {err}"[:4000]}, []
     header["arrays"] = len(outputs)

@@ -21,7 +21,11 @@ class ProfileError(RuntimeError):
 
 
 def _run(argv: list[str]) -> str:
-    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace")
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace")
+    except OSError as err:          # missing, not executable, its interpreter gone: the worker's set-up
+        from .faults import missing
+        raise missing("neuron-profile (aws-neuronx-tools)", argv[0], err) from None
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         raise ProfileError(f"{os.path.basename(argv[0])} {argv[1]} failed (exit {done.returncode}): "

@@ -237,7 +237,7 @@ def test_events_are_combined_into_calls_in_order():
 
 
 def test_a_count_that_does_not_add_up_is_a_grader_error_never_a_p99(sdk, tmp_path):
-    """The trusted runner says "simulator_error" (runner.SimulatorFault: the grade is the
+    """The trusted runner says "grader_error" (runner.RunnerFault: the grade is the
     grader's error, retried by a worker), and takes no p99 from such events. Here the nrtpy
     interpreter is one whose benchmark drops an event, as a broken runtime might."""
     job = _job_dir(tmp_path, sdk, ["x"])
@@ -256,5 +256,5 @@ def test_a_count_that_does_not_add_up_is_a_grader_error_never_a_p99(sdk, tmp_pat
     data["neuron"]["nrtpy_python"] = str(launcher)
     (job / "job.json").write_text(json.dumps(data))
     header, outputs = _run_trusted(job)
-    assert header["status"] == "simulator_error" and outputs == [], header
+    assert header["status"] == "grader_error" and outputs == [], header
     assert "4 device events for 5 calls" in header["error"] and "latency_us" not in header
