@@ -27,6 +27,7 @@ import pytest
 
 from service_waits import wait_for
 
+from executor_kills import LONG_KERNEL, executors_under, transpose_spec
 from grader.errors import GraderFault
 from grader.events import CancelToken
 from grader.grade import GradeOptions, grade
@@ -35,29 +36,6 @@ from grader.sandbox import Limits
 from grader.spec import parse
 from grader.submission import Submission
 from grader.zygote import ZYGOTE
-
-# A correct transpose of one 128x128 block that first copies a 12 MiB SBUF tile over and over
-# (data movement: what the transpose problem allows besides nc_transpose): tracing it takes
-# about a second, executing it about a minute (~0.6 ms a copy), so its executor is surely
-# found running.
-LONG_KERNEL = '''
-import neuronxcc.nki as nki
-import neuronxcc.nki.isa as nisa
-import neuronxcc.nki.language as nl
-
-
-@nki.jit
-def matrix_transpose(a_tensor):
-    M, N = a_tensor.shape
-    out = nl.ndarray((N, M), dtype=a_tensor.dtype, buffer=nl.shared_hbm)
-    work = nisa.memset(shape=(128, 24576), value=1.0, dtype=nl.float32)
-    for i in nl.sequential_range(100000):
-        work = nisa.tensor_copy(work)
-    tile = nl.ndarray((128, 128), dtype=a_tensor.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=tile, src=a_tensor[0:128, 0:128])
-    nisa.dma_copy(dst=out[0:128, 0:128], src=nisa.tensor_copy(nisa.nc_transpose(tile)))
-    return out
-'''
 
 # The same transpose writing a 1 GiB scratch tensor in device memory first: what its executor
 # holds is far above a 512 MiB memory cgroup, while tracing it needs next to nothing.
@@ -96,13 +74,7 @@ def matrix_transpose(a_tensor):
     return nl.ndarray(a_tensor.shape, dtype=a_tensor.dtype, buffer=nl.shared_hbm)
 '''
 
-SPEC_TABLE = {
-    "assignment": "infra-faults", "spec_version": "1", "thresholds_version": "t1", "platform": "trn2",
-    "time_budget_s": 600,
-    "files": {"kernels": {"archive_path": "part1/kernels.py", "functions": {"matrix_transpose": ["a_tensor"]}}},
-    "tolerances": {"float32": {"rtol": 1e-5, "atol": 1e-8}},
-    "tests": [{"name": "transpose", "kind": "correctness", "file": "kernels", "problem": "transpose", "points": 3,
-               "configs": [{"m": 128, "n": 128, "dtype": "float32"}]}]}
+SPEC_TABLE = transpose_spec("infra-faults")
 SPEC = parse(SPEC_TABLE)
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -118,34 +90,6 @@ def submission(source: str) -> Submission:
 def options(**kw) -> GradeOptions:
     kw.setdefault("limits", Limits(wall_seconds=300))
     return GradeOptions(backend="sim", seed=1, run_precheck=False, **kw)
-
-
-def executors_under(root: int) -> list[psutil.Process]:
-    """The executor processes running below `root`: those whose working directory is an
-    executor's job directory (grader.runner: <job root>/exec-*/exec), topmost only (a process
-    the executor forked works there too). Through the fork server every job's command line is
-    the server's, so the command line cannot tell an executor from a tracing child."""
-    found = []
-    try:
-        below = psutil.Process(root).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-    for proc in below:
-        try:
-            cwd = proc.cwd()
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-        if os.path.basename(cwd) == "exec" and os.path.basename(os.path.dirname(cwd)).startswith("exec-"):
-            found.append(proc)
-    pids = {p.pid for p in found}
-    return [p for p in found if _ppid(p) not in pids]
-
-
-def _ppid(proc: psutil.Process) -> int | None:
-    try:
-        return proc.ppid()
-    except psutil.NoSuchProcess:
-        return None
 
 
 def running_executor(future):

@@ -8,92 +8,32 @@ from __future__ import annotations
 import os
 import signal
 
-import psutil
 import pytest
+import tomlkit
+from executor_kills import LONG_KERNEL, executors_under, transpose_spec
 from service_waits import wait_for, wait_for_run
 
 from grader.vocabulary import RunStatus
 from workers import enqueue
 
-SPEC = """
-assignment = "infra-retry"
-title = "An executor killed from outside"
-spec_version = "1"
-thresholds_version = "t1"
-platform = "trn2"
-precheck = false
-time_budget_s = 600
-
-[files.kernels]
-archive_path = "part1/kernels.py"
-functions = { matrix_transpose = ["a_tensor"] }
-
-[tolerances]
-float32 = { rtol = 1e-5, atol = 1e-8 }
-
-[[tests]]
-name = "transpose"
-title = "Correctness: transpose"
-kind = "correctness"
-file = "kernels"
-problem = "transpose"
-points = 3
-configs = [{ m = 128, n = 128, dtype = "float32" }]
-"""
-
-# A correct transpose that first copies a 12 MiB tile 100,000 times: traced in about a second,
-# executed in about a minute, so each attempt's executor is surely found running.
-LONG_KERNEL = b'''
-import neuronxcc.nki as nki
-import neuronxcc.nki.isa as nisa
-import neuronxcc.nki.language as nl
-
-
-@nki.jit
-def matrix_transpose(a_tensor):
-    M, N = a_tensor.shape
-    out = nl.ndarray((N, M), dtype=a_tensor.dtype, buffer=nl.shared_hbm)
-    work = nisa.memset(shape=(128, 24576), value=1.0, dtype=nl.float32)
-    for i in nl.sequential_range(100000):
-        work = nisa.tensor_copy(work)
-    tile = nl.ndarray((128, 128), dtype=a_tensor.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=tile, src=a_tensor[0:128, 0:128])
-    nisa.dma_copy(dst=out[0:128, 0:128], src=nisa.tensor_copy(nisa.nc_transpose(tile)))
-    return out
-'''
-
-
 @pytest.fixture
 def long_assignment(db, tmp_path):
     from store import specs
     from store.models import Course
-    (tmp_path / "infra.toml").write_text(SPEC)
+    (tmp_path / "infra.toml").write_text(tomlkit.dumps(transpose_spec("infra-retry", precheck=False,
+                                                                      title="An executor killed from outside")))
     a = specs.new_assignment(db, str(tmp_path / "infra.toml"), course=Course(name="CS149"), name="infra", backend="sim")
     db.commit()
     return a
 
 
-def executor_below(root: int, not_pids: set[int]) -> psutil.Process | None:
-    """An executor running below `root` (its working directory is an executor's job directory,
-    <job root>/exec-*/exec: through the fork server every job's command line is the server's)."""
-    for proc in psutil.Process(root).children(recursive=True):
-        try:
-            cwd = proc.cwd()
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-        if proc.pid not in not_pids and os.path.basename(cwd) == "exec" \
-                and os.path.basename(os.path.dirname(cwd)).startswith("exec-"):
-            return proc
-    return None
-
-
 def test_an_executor_killed_from_outside_is_retried_then_a_grader_error(db, long_assignment, student, celery_worker):
     worker = celery_worker("sim", NKI_MAX_ATTEMPTS=2)
-    run = enqueue.submit(db, student, long_assignment, "kernels.py", LONG_KERNEL)
+    run = enqueue.submit(db, student, long_assignment, "kernels.py", LONG_KERNEL.encode())
     killed: set[int] = set()
     for attempt in (1, 2):
-        executor = wait_for(lambda: executor_below(worker.pid, killed), 300,
-                            f"attempt {attempt}'s executor to start", interval=0.05)
+        executor = wait_for(lambda: executors_under(worker.pid, killed), 300,
+                            f"attempt {attempt}'s executor to start", interval=0.05)[0]
         os.kill(executor.pid, signal.SIGKILL)
         killed.add(executor.pid)
         if attempt == 1:       # handed back and claimed again: the first kill cost the student nothing
