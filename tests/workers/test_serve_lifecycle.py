@@ -131,9 +131,16 @@ def test_sigterm_during_start_up_stops_what_was_started(instance, after_s):
         pass
     proc.send_signal(signal.SIGTERM)            # what docker stop, systemd or a closed terminal sends
     sent = time.monotonic()
-    assert proc.wait(GONE_S) == 0, log.read_text()[-3000:]
+    status = proc.wait(GONE_S)
     instance.assert_nothing_left(sent)
     text = log.read_text()
+    if status == -signal.SIGTERM:
+        # on a busy machine the signal can come while Python is still importing serve, before its
+        # handlers exist: the default action ends it, and it has started nothing (its lock, taken
+        # before anything starts, comes after the handlers)
+        assert not (instance.home / "serve.lock").exists() and "PostgreSQL" not in text, text[-3000:]
+        return
+    assert status == 0, text[-3000:]
     assert text.rstrip().endswith("grader serve: stopped") and "Traceback" not in text
 
 
