@@ -219,7 +219,9 @@ class DeadlineExtension(Base):
 class Submission(Base):
     """The uploaded bytes exactly as received; grading runs refer to it."""
     __tablename__ = "submissions"
-    __table_args__ = (Index("ix_submissions_assignment_user", "assignment_id", "user_id"),)
+    __table_args__ = (Index("ix_submissions_assignment_user", "assignment_id", "user_id"),
+                      UniqueConstraint("assignment_id", "gradescope_submission_id",
+                                       name="uq_submissions_assignment_gradescope"))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
@@ -229,9 +231,18 @@ class Submission(Base):
     sha256: Mapped[str] = mapped_column(String(64))
     size: Mapped[int] = mapped_column(Integer)
     uploaded_at: Mapped[dt.datetime] = _now()
+    # from a Gradescope autograder in service mode (revision 0007_gradescope_submissions): Gradescope's
+    # submission id (a regrade of it grades this row again) and its time, which the deadline is held to
+    gradescope_submission_id: Mapped[str | None] = mapped_column(String(64))
+    gradescope_created_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
 
     user: Mapped[User] = relationship()
     assignment: Mapped[Assignment] = relationship()
+
+    @property
+    def submitted_at(self) -> dt.datetime:
+        """The time the deadline is held to: Gradescope's for its submissions, else the upload's."""
+        return self.gradescope_created_at or self.uploaded_at
     runs: Mapped[list["GradingRun"]] = relationship(back_populates="submission", order_by="GradingRun.id")
 
 
@@ -347,6 +358,8 @@ class WorkerHeartbeat(Base):
 
 # ---- course submit tokens (Gradescope service mode; revision 0003_course_submit_tokens) ------
 
+GRADESCOPE_RUNS_PER_HOUR = 600     # a course token's default: a whole class's "Regrade All" fits in an hour
+
 class CourseSubmitToken(Base):
     """A course's bearer token for an outside system (a Gradescope autograder) that submits for
     any student of the course, named by email; only the hash is kept (web/course_api.py)."""
@@ -359,6 +372,11 @@ class CourseSubmitToken(Base):
     created_at: Mapped[dt.datetime] = _now()
     last_used_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    # revision 0007_gradescope_submissions: an unknown email becomes a new student of the course (else
+    # only its roster's students), and the course's Gradescope runs an hour this token may start
+    creates_students: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    runs_per_hour: Mapped[int] = mapped_column(Integer, default=GRADESCOPE_RUNS_PER_HOUR,
+                                               server_default=text(str(GRADESCOPE_RUNS_PER_HOUR)))
 
     course: Mapped[Course] = relationship()
 

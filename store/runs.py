@@ -4,6 +4,8 @@ For a student on an assignment and backend, the counted run is, among their runs
 - finished grading (status done, with a total score),
 - are not flagged (held for staff review),
 - were uploaded by their deadline (the assignment's, or their own extension; none: no limit),
+  a Gradescope submission by Gradescope's submission time (Submission.gradescope_created_at),
+- for a Gradescope submission, are its latest graded run (a regrade replaces the earlier one),
 the one with the highest total; ties broken by the lower sum of performance-test p99s (a run
 without one after a run with one), then by the earlier finish, then by the lower run id.
 
@@ -25,7 +27,8 @@ from grader.vocabulary import RunStatus, TestKind
 
 RULE = ("Each student's best graded run counts: the highest total score, ties broken by the lowest sum of "
         "performance-test p99 latencies, then by who got there first. Only runs uploaded by the student's "
-        "deadline (with any extension) count; flagged runs (held for staff review) are hidden. Simulated "
+        "deadline (with any extension) count, a Gradescope submission by Gradescope's submission time and "
+        "by its latest grade; flagged runs (held for staff review) are hidden. Simulated "
         "and hardware results are ranked separately; simulated p99s rank by the estimates themselves, "
         "whatever the simulator's error band their reports show.")
 
@@ -41,7 +44,11 @@ WITH counted AS (
     LEFT JOIN deadline_extensions e ON e.assignment_id = a.id AND e.user_id = s.user_id
     WHERE s.assignment_id = :assignment_id AND r.backend = :backend AND r.status = :graded
       AND NOT r.flagged AND r.score_total IS NOT NULL
-      AND (coalesce(e.deadline, a.deadline) IS NULL OR s.uploaded_at <= coalesce(e.deadline, a.deadline))
+      AND (coalesce(e.deadline, a.deadline) IS NULL
+           OR coalesce(s.gradescope_created_at, s.uploaded_at) <= coalesce(e.deadline, a.deadline))
+      AND (s.gradescope_submission_id IS NULL
+           OR r.id = (SELECT max(g.id) FROM grading_runs g
+                      WHERE g.submission_id = s.id AND g.backend = r.backend AND g.status = :graded))
       {only_users}),
 at_best AS (
     SELECT c.*, (SELECT sum(t.p99_us) FROM test_results t

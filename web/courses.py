@@ -95,8 +95,9 @@ class Allowance:
 
 def allowance(session: Session, user_id: int, assignment: Assignment) -> Allowance:
     since = now() - dt.timedelta(hours=1)
-    mine = (select(GradingRun).join(Submission)
-            .where(Submission.user_id == user_id, Submission.assignment_id == assignment.id))
+    mine = (select(GradingRun).join(Submission)        # uploads on the site: Gradescope's are the course token's
+            .where(Submission.user_id == user_id, Submission.assignment_id == assignment.id,
+                   Submission.gradescope_submission_id.is_(None)))
     recent = session.scalars(mine.where(GradingRun.queued_at > since, GradingRun.status.not_in(NOT_COUNTED))
                              .order_by(GradingRun.queued_at)).all()
     in_flight = session.scalar(select(func.count()).select_from(

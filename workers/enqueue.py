@@ -18,17 +18,43 @@ from . import settings
 from .publish import new_task_id, send
 
 
-def submit(session: Session, user: User, assignment: Assignment, filename: str, data: bytes) -> GradingRun:
+def submit(session: Session, user: User, assignment: Assignment, filename: str, data: bytes, *,
+           gradescope_submission_id: str | None = None,
+           gradescope_created_at: dt.datetime | None = None) -> GradingRun:
+    """A new submission and its first run. From Gradescope (web/course_api.py), with Gradescope's
+    submission id and time: the deadline is held to that time (store/runs.py)."""
     import grader
     spec = specs.spec_of(assignment)
     grader.submission_from_bytes(filename, data, spec)          # raises GraderInputError: nothing stored
     submission = Submission(user=user, assignment=assignment, filename=filename, data=data,
-                            sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+                            sha256=hashlib.sha256(data).hexdigest(), size=len(data),
+                            gradescope_submission_id=gradescope_submission_id)
+    if gradescope_created_at is not None:       # the upload's time from the same clock, never before Gradescope's
+        submission.uploaded_at = now()
+        submission.gradescope_created_at = min(gradescope_created_at, submission.uploaded_at)
     run = _new_run(submission, assignment.backend)
     session.add(run)
     session.commit()
     send(run.id, run.queue, run.celery_task_id)
     return run
+
+
+def gradescope_submission(session: Session, assignment: Assignment, gradescope_submission_id: str) -> Submission | None:
+    """The submission an earlier upload of this Gradescope submission made, locked, or None."""
+    return session.scalar(select(Submission).where(Submission.assignment_id == assignment.id,
+                                                   Submission.gradescope_submission_id == gradescope_submission_id)
+                          .with_for_update())
+
+
+def gradescope_runs_last_hour(session: Session, course_id: int) -> int:
+    """Runs of the course's Gradescope submissions queued in the last hour (a course token's rate)."""
+    since_ = now() - dt.timedelta(hours=1)
+    return int(session.scalar(
+        select(func.count()).select_from(GradingRun)
+        .join(Submission, Submission.id == GradingRun.submission_id)
+        .join(Assignment, Assignment.id == Submission.assignment_id)
+        .where(Assignment.course_id == course_id, Submission.gradescope_submission_id.is_not(None),
+               GradingRun.queued_at > since_)) or 0)
 
 
 def rerun(run: GradingRun) -> GradingRun:

@@ -46,6 +46,9 @@ rm -rf "$VENV"
 "$PY" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q -r "$HERE/requirements.txt"
 "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q --no-deps "$HERE"/wheels/*.whl
+# `grader gradescope check results.json` for staff in this image; grading never needs it
+"$VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q "jsonschema>=4.20,<5" ||
+    echo "setup.sh: jsonschema could not be installed: grading works, \`grader gradescope check\` does not"
 # a student's process (another uid) must read the interpreter's packages; source/ stays root's
 chmod -R a+rX "$VENV"
 chmod a+x "$ROOT"

@@ -2,7 +2,14 @@
 back as results.json. The student, named by Gradescope's submission metadata (email, name,
 student id), gets a run in the service's store, so TAs see it in their console and it counts
 on the service's leaderboard. The course submit token (`grader course-token create`) allows
-exactly that: submitting for any student of its course.
+exactly that: submitting for the students of its course. Gradescope's submission id and time go
+with the upload: the run counts by Gradescope's time, and a regrade (or a retry after an
+autograder error) of the same Gradescope submission is answered with the grade it already has
+or replaces it, never adds one.
+
+Every URL the autograder calls is its configured server URL plus a path: links the service
+answers with are read for their path only, so a reverse proxy's upstream host name never
+matters, and the token never goes to a host the service named.
 
 Any failure that is not the student's (the service down, a bad token, a grade that takes too
 long) becomes an autograder error in results.json with what to do, never a crash."""
@@ -13,6 +20,7 @@ import json
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 
@@ -55,6 +63,22 @@ def submitter(layout: Layout) -> dict:
             "gradescope_submission_id": str(meta.get("id") or ""), "created_at": str(meta.get("created_at") or "")}
 
 
+def group_size(layout: Layout) -> int:
+    """How many people Gradescope's metadata lists for this submission (1 unless a group's)."""
+    try:
+        users = json.loads(layout.metadata.read_text(encoding="utf-8")).get("users")
+    except (OSError, ValueError, AttributeError):
+        return 1
+    return len(users) if isinstance(users, list) and users else 1
+
+
+def sentence(text: str) -> str:
+    """Capitalised, with one full stop at the end (service messages often bring their own)."""
+    text = text.strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith(("?", "!")) else text.rstrip(".") + "."
+
+
 def _multipart(fields: dict[str, str], filename: str, data: bytes) -> tuple[bytes, str]:
     boundary = f"nki-{uuid.uuid4().hex}"
     parts = []
@@ -73,8 +97,16 @@ class Client:
     def __init__(self, url: str, token: str):
         self.url, self.token = url.rstrip("/"), token
 
+    def resolve(self, link: str) -> str:
+        """The configured server URL plus the link's path (and query): a path as the service
+        answers, or an absolute link an older service built from its Host header, whose host
+        may be a proxy's upstream name that only the proxy can resolve."""
+        parts = urllib.parse.urlsplit(link)
+        path = parts.path if parts.path.startswith("/") else "/" + parts.path
+        return self.url + path + (f"?{parts.query}" if parts.query else "")
+
     def _call(self, method: str, path_or_url: str, body: bytes | None = None, content_type: str = "") -> dict:
-        url = path_or_url if path_or_url.startswith(("http://", "https://")) else self.url + path_or_url
+        url = self.resolve(path_or_url)
         request = urllib.request.Request(url, data=body, method=method,
                                          headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json",
                                                   **({"Content-Type": content_type} if content_type else {})})
@@ -86,12 +118,12 @@ class Client:
                 data = json.loads(err.read().decode("utf-8"))
             except ValueError:
                 data = {}
-            raise ServiceError(f"the grading service answered HTTP {err.code}: "
+            raise ServiceError(f"the grading service answered HTTP {err.code} to {method} {url}: "
                                f"{data.get('error') or err.reason}", data.get("remedy") or "", status=err.code,
                                body=data) from None
         except (urllib.error.URLError, OSError, ValueError) as err:
             why = getattr(err, "reason", err)
-            raise ServiceError(f"the grading service at {self.url} could not be reached ({why})",
+            raise ServiceError(f"the grading service could not be reached at {url} ({why})",
                                "Submit again in a few minutes. If it fails again, tell course staff: the grading "
                                f"service must be running at {self.url}; once it is, they can regrade all "
                                "submissions on Gradescope.") from None
@@ -112,14 +144,18 @@ def grade(layout: Layout, config: Config, spec, cancel: CancelToken) -> dict:
         filename, data = upload.collect(layout.submission, spec)
         submission_from_bytes(filename, data, spec)     # the student's mistakes, said without the network
     except GraderInputError as err:
-        return results.unreadable_submission(spec, str(err), err.remedy or "", extra=extra)
+        return results.unreadable_submission(spec, err.reason, err.remedy or "", extra=extra)
     try:
         who = submitter(layout)
         client = Client(service.url, service.token)
+        who.update(spec_hash=spec.spec_hash, spec_name=spec.assignment, spec_version=spec.spec_version)
         created = _submit(client, service.assignment, who, filename, data, spec, extra)
         if isinstance(created, dict) and "score" in created:      # refused as unreadable: results already
             return created
         extra["run_id"] = created["run_id"]
+        if created.get("same_run"):
+            print(f"service run {created['run_id']}: this Gradescope submission's grade on the service "
+                  f"(no new grade started)", flush=True)
         print(f"service run {created['run_id']}: {created['status']}", flush=True)
         state = _wait(client, created, service, cancel)
         if state["status"] != RunStatus.DONE:
@@ -129,28 +165,34 @@ def grade(layout: Layout, config: Config, spec, cancel: CancelToken) -> dict:
         report = Report.from_json(client.get(created["report_url"]))
     except ServiceError as err:
         print(f"service error: {err.reason}", file=sys.stdout, flush=True)
-        return results.autograder_error(err.reason[:1].upper() + err.reason[1:] + ".",
-                                        err.what_to_do or "Submit again; if it persists, tell course staff.",
+        return results.autograder_error(sentence(err.reason),
+                                        sentence(err.what_to_do or "Submit again; if it persists, tell course staff"),
                                         extra=extra)
     notes = (f"Graded by the course's grading service (run {created['run_id']}, backend {report.backend}); "
-             + counted_note(created["run_id"], state.get("counted")),)
+             + counted_note(created["run_id"], state.get("counted"),
+                            owner=created.get("student") if group_size(layout) > 1 else None),)
     return render.to_gradescope(report, visibility=dataclasses.asdict(config.visibility), notes=notes,
                                 extra_data=extra)
 
 
-def counted_note(run_id: int, counted: dict | None) -> str:
-    """What the course's own leaderboard makes of this run, as the service's best-run rule said."""
+def counted_note(run_id: int, counted: dict | None, owner: str | None = None) -> str:
+    """What the course's own leaderboard makes of this run, as the service's best-run rule said.
+    `owner`: the account a group submission is filed under (every member reads this note)."""
+    prefix, whose, best = "", "your", "your best so far"
+    if owner:
+        prefix = f"this group submission is graded once, under {owner}'s account on the course's service: "
+        whose, best = f"{owner}'s", "their best so far"
     if not isinstance(counted, dict):
-        return "the course's leaderboard counts each student's best run."
+        return prefix + "the course's leaderboard counts each student's best run."
     if counted.get("this_run"):
-        return "it is your counted run on the course's own leaderboard (your best so far)."
+        return prefix + f"it is {whose} counted run on the course's own leaderboard ({best})."
     if counted.get("run_id") is not None:
         total, most = counted.get("total"), counted.get("max_total")
         score = f" ({total:g}/{most:g})" if isinstance(total, (int, float)) and isinstance(most, (int, float)) else ""
-        return (f"your counted run on the course's own leaderboard stays run {counted['run_id']}{score}, "
+        return (prefix + f"{whose} counted run on the course's own leaderboard stays run {counted['run_id']}{score}, "
                 f"which is better than run {run_id} or as good and earlier.")
-    return ("it does not count on the course's own leaderboard (held for staff review, or uploaded after "
-            "the course's deadline there).")
+    return prefix + ("it does not count on the course's own leaderboard (held for staff review, or submitted "
+                     "on Gradescope after the course's deadline there).")
 
 
 def _submit(client: Client, assignment: str, who: dict, filename: str, data: bytes, spec, extra: dict):
@@ -160,10 +202,12 @@ def _submit(client: Client, assignment: str, who: dict, filename: str, data: byt
         if err.status == 400:           # the service refused the upload itself: the student's to fix
             return results.unreadable_submission(spec, err.body.get("error") or err.reason,
                                                  err.body.get("remedy") or "", extra=extra)
-        if err.status in (401, 403, 404):
+        if err.status in (401, 404):
             raise ServiceError(err.reason, "Tell course staff: the autograder's course token or assignment name "
                                            "is wrong or revoked. They must rebuild the autograder with a valid "
                                            "token, then regrade all submissions.") from None
+        if err.status in (403, 409, 422, 429) and err.what_to_do:      # the service says whose it is to fix
+            raise ServiceError(err.reason, err.what_to_do, status=err.status, body=err.body) from None
         raise
 
 

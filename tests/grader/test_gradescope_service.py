@@ -2,11 +2,16 @@
 HTTP on loopback, real PostgreSQL, Redis and a Celery worker process. run_autograder forwards
 the submission with a course submit token; the student named in Gradescope's metadata gets a
 run in the store (so TAs see it and it counts on the leaderboard), and the report comes back
-as results.json. A service that is down, a bad token or a grade that takes too long is an
-autograder error in results.json, never a crash."""
+as results.json. A service that is down, a bad token, a grade that takes too long, a person
+the token may not submit for or the course's hourly limit is an autograder error in
+results.json, never a crash. A stand-in reverse proxy passes its upstream's host name, as
+nginx does by default; the round trip works through it."""
 from __future__ import annotations
 
+import http.client
+import http.server
 import io
+import json
 import os
 import re
 import subprocess
@@ -15,7 +20,7 @@ import threading
 
 import pytest
 
-from gradescope_helpers import OPTIMIZED, REPO, GradescopeRoot, asst4_tar, build, metadata
+from gradescope_helpers import OPTIMIZED, REPO, SMALL_SPEC, GradescopeRoot, asst4_tar, build, metadata
 from grader.gradescope import results as gs_results
 
 TINY_SPEC = REPO / "tests" / "workers" / "specs" / "tiny.toml"
@@ -46,18 +51,14 @@ def course(db):
     other = specs.new_assignment(db, str(TINY_SPEC), course=Course(name="Other course"), name="elsewhere")
     ta = User(email="tara@example.edu", name="Tara")
     accounts.set_password(ta, PASSWORD)
-    db.add_all([ta, Enrollment(user=ta, course=course, role="ta")])
+    ada = User(email="ada@example.edu", name="Ada L")            # on the roster: metadata()'s default submitter
+    db.add_all([ta, Enrollment(user=ta, course=course, role="ta"), ada, Enrollment(user=ada, course=course)])
     db.commit()
     return {"course": course, "assignment": assignment, "other": other}
 
 
-@pytest.fixture
-def site(db, broker, tmp_path, monkeypatch):
+def _serve(app) -> dict:
     from werkzeug.serving import make_server
-    import web
-    monkeypatch.setenv("NKI_GRADER_HOME", str(tmp_path / "instance"))
-    app = web.create_app({"SECRET_KEY": "test-secret", "LEADERBOARD_CACHE_SECONDS": 0,
-                          "DATABASE_URL": db.get_bind().url.render_as_string(hide_password=False)})
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -67,8 +68,29 @@ def site(db, broker, tmp_path, monkeypatch):
             server.shutdown()
             thread.join()
             server.server_close()
-    yield {"url": f"http://127.0.0.1:{server.server_port}", "app": app, "stop": stop}
-    stop()
+    return {"url": f"http://127.0.0.1:{server.server_port}", "port": server.server_port, "app": app, "stop": stop}
+
+
+def _app(db, **config):
+    import web
+    return web.create_app({"SECRET_KEY": "test-secret", "LEADERBOARD_CACHE_SECONDS": 0,
+                           "DATABASE_URL": db.get_bind().url.render_as_string(hide_password=False), **config})
+
+
+@pytest.fixture
+def site(db, broker, tmp_path, monkeypatch):
+    monkeypatch.setenv("NKI_GRADER_HOME", str(tmp_path / "instance"))
+    served = _serve(_app(db))
+    yield served
+    served["stop"]()
+
+
+def gradescope_meta(gradescope_id: int, *emails: str) -> dict:
+    """Gradescope's metadata of submission `gradescope_id` by these people (a group: several)."""
+    meta = metadata(*(emails[:1] or ("ada@example.edu",)))
+    meta["id"] = gradescope_id
+    meta["users"] += [{"email": e, "id": 100 + i, "name": e.split("@")[0], "sid": ""} for i, e in enumerate(emails[1:])]
+    return meta
 
 
 def service_zip(installed, site, token: str, name: str, *extra: str):
@@ -94,20 +116,29 @@ def test_service_mode_grades_on_the_service(db, course, site, installed, celery_
     from store.models import Enrollment, GradingRun, Submission, User
     from web import standings
     from workers.course_tokens import new_token
-    token = new_token(db, course["course"], "gradescope")
+    token = new_token(db, course["course"], "gradescope", creates_students=True)
     db.commit()
 
     # a grade that does not finish in time (no worker yet): an autograder error saying so
     service_zip(installed, site, token, "slow.zip", "--service-timeout", "2")
-    results, _ = installed.run({"conv2d.py": OPTIMIZED}, meta=metadata("slow@example.edu"))
+    results, _ = installed.run({"conv2d.py": OPTIMIZED}, meta=gradescope_meta(5001, "slow@example.edu"))
     assert gs_results.problems(results) == []
     assert results["score"] == 0 and results["extra_data"]["autograder_error"] is True
     assert "had not finished run" in results["output"] and "regrade" in results["output"]
+    slow_run = results["extra_data"]["run_id"]
 
     celery_worker("sim")
     service_zip(installed, site, token, "service.zip", "--service-timeout", "300")
-    results, stdout = installed.run({"asst4.tar.gz": asst4_tar(kernels=None)},
-                                    meta=metadata("New.Student@Example.edu", "New Student", "S42"))
+    # staff regrade it on Gradescope: the same Gradescope submission, so the same run, no second grade
+    retried, stdout = installed.run({"conv2d.py": OPTIMIZED}, meta=gradescope_meta(5001, "slow@example.edu"))
+    assert retried["score"] == 7.5 and retried["extra_data"]["run_id"] == slow_run
+    assert f"service run {slow_run}: this Gradescope submission's grade on the service (no new grade started)" in stdout
+    db.expire_all()
+    assert len(db.get(GradingRun, slow_run).submission.runs) == 1
+
+    meta = gradescope_meta(5002, "New.Student@Example.edu")
+    meta["users"][0].update(name="New Student", sid="S42")
+    results, stdout = installed.run({"asst4.tar.gz": asst4_tar(kernels=None)}, meta=meta)
     assert gs_results.problems(results) == [], results
     assert results["score"] == 7.5 and results["extra_data"]["mode"] == "service"
     assert [e["name"] for e in results["leaderboard"]] == ["Total", "Performance: one small image, float16 p99 (us)"]
@@ -133,8 +164,14 @@ def test_service_mode_grades_on_the_service(db, course, site, installed, celery_
     assert (user.id, 7.5) in [(s.user_id, s.total) for s in board]
     assert 'data-rank="1"' in staff_page(site["app"], "/leaderboard/tiny")
 
+    # results.json passes `grader gradescope check` in the zip's own environment (setup.sh installed jsonschema)
+    (installed.path / "copy.json").write_text(json.dumps(results))
+    checked = subprocess.run([str(installed.path / "nki-venv" / "bin" / "grader"), "gradescope", "check",
+                              str(installed.path / "copy.json")], capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
     # a second submission of the same student: no hourly limit or in-flight rule (Gradescope regrades)
-    again, _ = installed.run({"conv2d.py": OPTIMIZED}, meta=metadata("new.student@example.edu"))
+    again, _ = installed.run({"conv2d.py": OPTIMIZED}, meta=gradescope_meta(5003, "new.student@example.edu"))
     assert again["score"] == 7.5 and again["extra_data"]["run_id"] != run_id
     # each says what the course's leaderboard counts, by the service's one best-run rule
     from store import runs as store_runs
@@ -146,10 +183,19 @@ def test_service_mode_grades_on_the_service(db, course, site, installed, celery_
     else:
         assert counted.run_id == run_id and f"stays run {run_id} (7.5/7.5)" in again["output"]
 
-    # the student's own mistake is said as such, without an autograder error
-    broken, _ = installed.run({"asst4.tar.gz": b"not an archive"})
+    # a group submission: every member reads the same note, naming whose account the run is under
+    group, _ = installed.run({"conv2d.py": OPTIMIZED},
+                             meta=gradescope_meta(5004, "new.student@example.edu", "partner@example.edu"))
+    assert group["score"] == 7.5
+    assert "this group submission is graded once, under new.student@example.edu's account" in group["output"]
+    assert "your counted run" not in group["output"]
+
+    # the student's own mistake is said as such, without an autograder error, its fix once
+    broken, _ = installed.run({"asst4.tar.gz": b"not an archive"}, meta=gradescope_meta(5005))
     assert broken["score"] == 0 and "could not be graded" in broken["output"]
     assert "autograder_error" not in broken["extra_data"]
+    syntax, _ = installed.run({"conv2d.py": b"def fused_conv2d_maxpool(:\n"}, meta=gradescope_meta(5006))
+    assert "syntax error on line 1" in syntax["output"] and syntax["output"].count("compile conv2d.py") == 1
 
 
 def test_bad_token_and_wrong_course_are_autograder_errors(db, course, site, installed):
@@ -159,6 +205,7 @@ def test_bad_token_and_wrong_course_are_autograder_errors(db, course, site, inst
     assert gs_results.problems(results) == []
     assert results["score"] == 0 and results["extra_data"]["autograder_error"] is True
     assert "unknown or revoked" in results["output"] and "rebuild the autograder" in results["output"]
+    assert ".." not in results["output"]
 
     token = new_token(db, course["course"], "gradescope")
     db.commit()
@@ -168,6 +215,39 @@ def test_bad_token_and_wrong_course_are_autograder_errors(db, course, site, inst
     installed.unpack(path)
     results, _ = installed.run({"conv2d.py": OPTIMIZED})
     assert results["extra_data"]["autograder_error"] is True and "no assignment called 'elsewhere'" in results["output"]
+
+    # a zip on another spec than the service assignment's: an autograder error naming both
+    path = installed.zips / "other-spec.zip"
+    build(path, "--assignment", str(SMALL_SPEC), "--mode", "service", "--server", site["url"], "--token", token,
+          "--service-assignment", "tiny")
+    installed.unpack(path)
+    results, _ = installed.run({"conv2d.py": OPTIMIZED}, meta=gradescope_meta(4001))
+    assert results["extra_data"]["autograder_error"] is True
+    assert "The autograder's spec (" in results["output"] and "is not the spec of tiny on the grading service (" \
+        in results["output"] and "rebuild the autograder" in results["output"], results["output"]
+
+
+def test_who_the_token_may_not_submit_for_and_its_hourly_limit_are_autograder_errors(db, course, site, installed):
+    """A TA testing the autograder, a student not on the service's roster, the course's hourly
+    limit reached: the service's own words on what staff must do, never the student's fault."""
+    from workers.course_tokens import new_token
+    token = new_token(db, course["course"], "gradescope", runs_per_hour=1)
+    db.commit()
+    service_zip(installed, site, token, "limits.zip", "--service-timeout", "2")
+    for gradescope_id, email, said, remedy in (
+            (6001, "tara@example.edu", "tara@example.edu is TA of CS149 on the grading service, not a student",
+             "a course token grades students only"),
+            (6002, "nobody@example.edu", "nobody@example.edu is not a student on CS149's roster",
+             "add nobody@example.edu to the course's roster")):
+        results, _ = installed.run({"conv2d.py": OPTIMIZED}, meta=gradescope_meta(gradescope_id, email))
+        assert results["extra_data"]["autograder_error"] is True, results["output"]
+        assert said in results["output"] and remedy in results["output"], results["output"]
+        assert ".." not in results["output"]
+    first, _ = installed.run({"conv2d.py": OPTIMIZED}, meta=gradescope_meta(6003), timeout=900)
+    assert "autograder_error" not in first["extra_data"] or "had not finished" in first["output"]
+    limited, _ = installed.run({"conv2d.py": OPTIMIZED}, meta=gradescope_meta(6004))
+    assert limited["extra_data"]["autograder_error"] is True
+    assert "its course token's limit is 1 an hour" in limited["output"] and "--runs-per-hour" in limited["output"]
 
 
 def test_service_stopped_is_an_autograder_error_with_what_to_do(db, course, site, installed):
@@ -181,7 +261,107 @@ def test_service_stopped_is_an_autograder_error_with_what_to_do(db, course, site
     assert results["score"] == 0 and results["extra_data"]["autograder_error"] is True
     assert results["output"].startswith(gs_results.ERROR_HEADING)
     assert "could not be reached" in results["output"]
+    assert f"{site['url']}/api/v1/course/assignments/tiny/submissions" in results["output"]   # the URL that failed
     assert "Submit again in a few minutes" in results["output"] and "regrade all submissions" in results["output"]
+    assert ".." not in results["output"]
+
+
+class StandInProxy:
+    """A reverse proxy on loopback that passes its upstream's name as Host (nginx's default,
+    `proxy_set_header Host $proxy_host`) and the client's in X-Forwarded-Host/Proto/For. The
+    upstream name resolves nowhere (.invalid), as a name only the proxy's network knows."""
+    UPSTREAM = "grader-upstream.invalid"
+
+    def __init__(self, upstream_port: int):
+        proxy = self
+        self.hosts_sent: list[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _forward(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                headers.update({"Host": f"{proxy.UPSTREAM}:{upstream_port}", "X-Forwarded-Host": self.headers["Host"],
+                                "X-Forwarded-Proto": "http", "X-Forwarded-For": self.client_address[0]})
+                proxy.hosts_sent.append(headers["Host"])
+                upstream = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=120)
+                upstream.request(self.command, self.path, body, headers)
+                answer = upstream.getresponse()
+                data = answer.read()
+                upstream.close()
+                self.send_response(answer.status)
+                for key, value in answer.getheaders():
+                    if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = _forward
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.thread.join()
+        self.server.server_close()
+
+
+def test_the_round_trip_works_behind_a_proxy_that_passes_its_upstreams_host_name(db, course, site, installed,
+                                                                                 celery_worker):
+    from sqlalchemy import select
+    from store.models import User
+    from web import accounts
+    from workers.course_tokens import new_token
+    token = new_token(db, course["course"], "gradescope")
+    db.commit()
+    proxy = StandInProxy(site["port"])
+    try:
+        path = installed.zips / "proxied.zip"
+        build(path, "--assignment", str(TINY_SPEC), "--mode", "service", "--server", proxy.url, "--token", token,
+              "--service-assignment", "tiny", "--service-timeout", "300")
+        installed.unpack(path)
+        celery_worker("sim")
+        results, stdout = installed.run({"conv2d.py": OPTIMIZED}, meta=gradescope_meta(7001))
+        assert results["score"] == 7.5, results["output"]
+        assert "Name or service not known" not in stdout
+        assert len(proxy.hosts_sent) >= 3 and set(proxy.hosts_sent) == {f"{proxy.UPSTREAM}:{site['port']}"}
+    finally:
+        proxy.stop()
+
+    # TRUST_PROXY_HEADERS: the site's own absolute links (the user API's, say) take X-Forwarded-Host
+    trusting = _serve(_app(db, TRUST_PROXY_HEADERS=True))
+    proxy = StandInProxy(trusting["port"])
+    try:
+        api_token = accounts.new_api_token(db, db.scalar(select(User).where(User.email == "ada@example.edu")), "cli")
+        db.commit()
+        body, content_type = _multipart_file(OPTIMIZED)
+        answer = _request(proxy.url + "/api/v1/assignments/tiny/submissions", body,
+                          {"Authorization": f"Bearer {api_token}", "Content-Type": content_type})
+        assert answer["status_url"].startswith(proxy.url + "/api/v1/runs/"), answer
+    finally:
+        proxy.stop()
+        trusting["stop"]()
+
+
+def _multipart_file(data: bytes) -> tuple[bytes, str]:
+    boundary = "nki-test-boundary"
+    body = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="conv2d.py"\r\n'
+            f"Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def _request(url: str, body: bytes, headers: dict) -> dict:
+    import urllib.request
+    with urllib.request.urlopen(urllib.request.Request(url, data=body, method="POST", headers=headers),
+                                timeout=120) as answer:
+        return json.loads(answer.read())
 
 
 def test_a_course_token_reaches_only_its_own_course(db, course, site):
@@ -191,14 +371,14 @@ def test_a_course_token_reaches_only_its_own_course(db, course, site):
     db.commit()
     client = site["app"].test_client()
     created = client.post("/api/v1/course/assignments/tiny/submissions", headers={"Authorization": f"Bearer {mine}"},
-                          data={"email": "bo@example.edu", "file": (io.BytesIO(OPTIMIZED), "conv2d.py")})
+                          data={"email": "ada@example.edu", "file": (io.BytesIO(OPTIMIZED), "conv2d.py")})
     assert created.status_code == 201, created.get_data(as_text=True)
     run_id = created.get_json()["run_id"]
     assert client.get(f"/api/v1/course/runs/{run_id}", headers={"Authorization": f"Bearer {mine}"}).status_code == 200
     other = client.get(f"/api/v1/course/runs/{run_id}", headers={"Authorization": f"Bearer {theirs}"})
     assert other.status_code == 404 and "no run" in other.get_json()["error"]
     refused = client.post("/api/v1/course/assignments/tiny/submissions", headers={"Authorization": f"Bearer {theirs}"},
-                          data={"email": "bo@example.edu", "file": (io.BytesIO(OPTIMIZED), "conv2d.py")})
+                          data={"email": "ada@example.edu", "file": (io.BytesIO(OPTIMIZED), "conv2d.py")})
     assert refused.status_code == 404
     # a user token is not a course token, and a course token is not a user token
     assert client.get("/api/v1/assignments/tiny/leaderboard",
@@ -229,3 +409,13 @@ def test_course_token_command(db, course):
     unknown = subprocess.run([*run, "create", "--course", "Nope"], cwd=REPO, env=env, capture_output=True, text=True,
                              timeout=300)
     assert unknown.returncode == 2 and "no course named 'Nope'" in unknown.stderr
+
+
+def test_links_resolve_against_the_configured_server_url():
+    """A path (as the service answers) goes under the configured URL, its prefix kept; an absolute
+    link an older service built from a proxy's upstream Host keeps only its path and query."""
+    from grader.gradescope.service import Client
+    client = Client("https://grader.example.edu/nki/", "nkic_x")
+    assert client.resolve("/api/v1/course/runs/5") == "https://grader.example.edu/nki/api/v1/course/runs/5"
+    assert (client.resolve("http://grader-upstream.invalid:8000/api/v1/course/runs/5/report?x=1")
+            == "https://grader.example.edu/nki/api/v1/course/runs/5/report?x=1")

@@ -73,7 +73,17 @@ def run_detail(run_id: int):
                            counted=runs.counted_run(session, run),
                            report_json=json.dumps(run.report, indent=2) if run.report else "",
                            status=runs.status_json(session, run), flag_form=FlagForm(),
-                           action_form=SimpleActionForm())
+                           action_form=SimpleActionForm(), replaced_by=_replaced_by(session, run))
+
+
+def _replaced_by(session, run: GradingRun) -> int | None:
+    """A later graded run of the same Gradescope submission, which counts instead (store/runs.py)."""
+    if not run.submission.gradescope_submission_id:
+        return None
+    later = session.scalar(select(func.max(GradingRun.id)).where(
+        GradingRun.submission_id == run.submission_id, GradingRun.backend == run.backend,
+        GradingRun.status == RunStatus.DONE))
+    return later if later is not None and later > run.id else None
 
 
 @bp.route("/runs/<int:run_id>/file")
