@@ -70,7 +70,7 @@ def grade(layout: Layout, config: Config, spec, cancel: CancelToken) -> dict:
     try:
         submission = upload.read_upload(layout.submission, spec)
     except GraderInputError as err:
-        return results.unreadable_submission(spec, str(err), err.remedy or "", extra=extra)
+        return results.unreadable_submission(spec, err.reason, err.remedy or "", extra=extra)
     from ..grade import GradeOptions, grade as run_grade
     limits = Limits()
     if config.child_memory_mb:

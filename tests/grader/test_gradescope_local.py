@@ -163,6 +163,8 @@ def test_broken_archive_is_a_zero_with_the_fix(root):
     valid(results)
     assert results["score"] == 0
     assert "could not be graded" in results["output"] and "How to fix it" in results["output"]
+    fix = results["output"].split("**How to fix it:**")[1].split("**Total")[0].strip()
+    assert fix and results["output"].count(fix) == 1            # the fix said once, not in the reason too
     assert "Autograder error" not in results["output"]        # the student's to fix, said so
     assert len(results["tests"]) == 4 and all(t["score"] == 0 for t in results["tests"])
     assert results["extra_data"]["isolation"]["level"] == "namespaces"
