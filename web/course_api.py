@@ -1,6 +1,7 @@
 """The course API: an outside system submits for the students of one course with a course
 submit token (a Gradescope autograder in service mode, grader/gradescope/service.py).
 
+    GET  /api/v1/course/assignments/<name>               its spec (what a service-mode zip is checked against)
     POST /api/v1/course/assignments/<name>/submissions   file, email, name, sid,
                                                           gradescope_submission_id, created_at
     GET  /api/v1/course/runs/<id>                         status, as /api/v1/runs/<id>
@@ -185,11 +186,7 @@ def _check_spec(session, assignment: Assignment) -> None:
     sent = (request.form.get("spec_hash") or "").strip().lower()
     if not sent:
         return                      # an autograder built before the check: the service's spec grades
-    lineage, at = [], assignment.spec_hash
-    while at is not None and at not in lineage:
-        lineage.append(at)
-        at = session.scalar(select(StoredSpec.derived_from).where(StoredSpec.hash == at))
-    if sent in lineage:
+    if sent in _lineage(session, assignment):
         return
     theirs = f"{(request.form.get('spec_name') or '?')[:100]} v{(request.form.get('spec_version') or '?')[:50]}"
     raise UserError(f"The autograder's spec ({theirs}, sha256 {sent[:12]}) is not the spec of {assignment.name} on "
@@ -197,6 +194,15 @@ def _check_spec(session, assignment: Assignment) -> None:
                     f"{assignment.spec_hash[:12]}).",
                     "Course staff: rebuild the autograder with the service assignment's spec, or point "
                     "--service-assignment at an assignment on the zip's spec; then regrade all submissions.", 409)
+
+
+def _lineage(session, assignment: Assignment) -> list[str]:
+    """The assignment's spec hash and those it was derived from (thresholds adopted here since)."""
+    lineage, at = [], assignment.spec_hash
+    while at is not None and at not in lineage:
+        lineage.append(at)
+        at = session.scalar(select(StoredSpec.derived_from).where(StoredSpec.hash == at))
+    return lineage
 
 
 def _link(endpoint: str, **values) -> str:
@@ -224,15 +230,31 @@ class _CourseStaff:
         return course_id == g.course_id
 
 
-@bp.route("/course/assignments/<name>/submissions", methods=["POST"])
-@course_token_required
-def course_submit(name: str):
-    session = db.session()
+def _course_assignment(session, name: str) -> Assignment:
     assignment = session.scalar(select(Assignment).where(Assignment.name == name,
                                                          Assignment.course_id == g.course_id))
     if assignment is None:
         raise UserError(f"This token's course has no assignment called {name!r}.",
                         "Build the autograder with the assignment's name on the service (--service-assignment).", 404)
+    return assignment
+
+
+@bp.route("/course/assignments/<name>")
+@course_token_required
+def course_assignment(name: str):
+    """What `grader gradescope build` checks a service-mode zip against: the assignment's spec and
+    the specs whose autograders it still accepts."""
+    session = db.session()
+    assignment = _course_assignment(session, name)
+    return jsonify(assignment=assignment.name, spec_name=assignment.spec_name, spec_version=assignment.spec_version,
+                   spec_hash=assignment.spec_hash, accepts=_lineage(session, assignment))
+
+
+@bp.route("/course/assignments/<name>/submissions", methods=["POST"])
+@course_token_required
+def course_submit(name: str):
+    session = db.session()
+    assignment = _course_assignment(session, name)
     upload = request.files.get("file")
     if upload is None:
         raise UserError("No file in the request.", "Send the submission as the multipart field 'file'.", 400)

@@ -46,6 +46,10 @@ def register(sub) -> None:
     b.add_argument("--service-timeout", type=float, default=420.0, metavar="SECONDS",
                    help="service: how long to wait for the service's grade (default 420: with the grader's "
                         "margins, Gradescope's default 10-minute timeout)")
+    b.add_argument("--no-service-check", action="store_true",
+                   help="service: build without asking the service whether the token, the assignment and its spec "
+                        "are right (by default a mismatch refuses the build; a service that cannot be reached "
+                        "only warns)")
     b.set_defaults(func=_build)
     r = commands.add_parser("run", help="grade the submission at $NKI_GRADESCOPE_ROOT (what run_autograder does)")
     r.set_defaults(func=_run)
@@ -72,6 +76,10 @@ def _build(args) -> int:
     try:
         raw, spec = build.spec_source(args.assignment)
         config = build.make_config(args, spec)
+        checked = ""
+        if config.service is not None and not args.no_service_check:
+            from .service import check_service
+            checked = check_service(config.service, spec)
         data = build.make_zip(config, raw)
     except GraderInputError as err:
         return _fail(err)
@@ -80,6 +88,8 @@ def _build(args) -> int:
     tmp.replace(out)
     print(f"wrote {out} ({len(data) / 1e6:.1f} MB): {config.mode} mode, assignment {spec.assignment} "
           f"spec_version {spec.spec_version} thresholds {spec.thresholds_version}")
+    if checked:
+        print(checked, file=sys.stderr if checked.startswith("warning") else sys.stdout)
     for line in fit.advice(spec, config):
         print(line)
     return 0

@@ -137,6 +137,31 @@ class Client:
         return self._call("GET", url)
 
 
+def check_service(service, spec) -> str:
+    """At build time: the service reachable with the token, the assignment there, its spec the
+    zip's (or derived from it). A mismatch raises GraderInputError; a service that cannot be
+    reached or asked gives a warning line (the zip may be built before the service is up)."""
+    client = Client(service.url, service.token)
+    name = urllib.request.quote(service.assignment, safe="")
+    try:
+        found = client.get(f"/api/v1/course/assignments/{name}")
+    except ServiceError as err:
+        if err.status in (401, 403, 404):
+            raise GraderInputError(f"the grading service refuses this zip's settings: {err.reason}",
+                                   err.what_to_do or "Check --server, --token and --service-assignment.") from None
+        return (f"warning: could not check the service assignment {service.assignment!r} ({err.reason}); "
+                f"the zip is built, and each submission is checked against the service's spec when it runs")
+    accepts = found.get("accepts") if isinstance(found.get("accepts"), list) else [found.get("spec_hash")]
+    if spec.spec_hash not in accepts:
+        raise GraderInputError(
+            f"the zip's spec ({spec.assignment} v{spec.spec_version}, sha256 {spec.spec_hash[:12]}) is not the spec "
+            f"of {service.assignment!r} on the grading service ({found.get('spec_name')} v{found.get('spec_version')}, "
+            f"sha256 {str(found.get('spec_hash'))[:12]}): every submission would be refused",
+            "Build with the service assignment's spec, or point --service-assignment at an assignment on this spec.")
+    return (f"checked: the service at {service.url} has {service.assignment!r} on this spec "
+            f"(sha256 {spec.spec_hash[:12]}), and the token is the course's")
+
+
 def grade(layout: Layout, config: Config, spec, cancel: CancelToken) -> dict:
     service = config.service
     extra = {"mode": "service", "service": service.url}

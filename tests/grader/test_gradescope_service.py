@@ -198,9 +198,40 @@ def test_service_mode_grades_on_the_service(db, course, site, installed, celery_
     assert "syntax error on line 1" in syntax["output"] and syntax["output"].count("compile conv2d.py") == 1
 
 
-def test_bad_token_and_wrong_course_are_autograder_errors(db, course, site, installed):
+def test_the_build_checks_the_service_and_refuses_a_zip_it_would_refuse(db, course, site, installed):
+    """`grader gradescope build --mode service` asks the service first: a bad token, an assignment
+    it does not have, or another spec than the assignment's refuses the build with what to fix;
+    the right settings say so; a service that cannot be reached only warns."""
     from workers.course_tokens import new_token
-    service_zip(installed, site, "nkic_not-a-real-token", "bad-token.zip")
+    token = new_token(db, course["course"], "gradescope")
+    db.commit()
+
+    def attempt(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "grader.cli", "gradescope", "build", "-o",
+                               str(installed.zips / "checked.zip"), "--mode", "service", *args], cwd=REPO,
+                              capture_output=True, text=True, timeout=300)
+    ours = ("--assignment", str(TINY_SPEC), "--server", site["url"])
+    bad = attempt(*ours, "--token", "nkic_not-a-real-token", "--service-assignment", "tiny")
+    assert bad.returncode == 2 and "refuses this zip's settings" in bad.stderr and "unknown or revoked" in bad.stderr
+    missing = attempt(*ours, "--token", token, "--service-assignment", "elsewhere")
+    assert missing.returncode == 2 and "no assignment called 'elsewhere'" in missing.stderr
+    other = attempt("--assignment", str(SMALL_SPEC), "--server", site["url"], "--token", token,
+                    "--service-assignment", "tiny")
+    assert other.returncode == 2 and "is not the spec of 'tiny' on the grading service" in other.stderr
+    assert "every submission would be refused" in other.stderr
+    assert not (installed.zips / "checked.zip").exists()               # nothing written for a refused build
+    good = attempt(*ours, "--token", token, "--service-assignment", "tiny")
+    assert good.returncode == 0 and "has 'tiny' on this spec" in good.stdout, good.stderr
+    away = attempt("--assignment", str(TINY_SPEC), "--server", "http://127.0.0.1:9", "--token", token,
+                   "--service-assignment", "tiny")
+    assert away.returncode == 0 and "warning: could not check the service assignment 'tiny'" in away.stderr
+
+
+def test_bad_token_and_wrong_course_are_autograder_errors(db, course, site, installed):
+    """Settings that went bad after the build (a token revoked, an assignment renamed, a spec
+    changed): autograder errors that say what staff must do."""
+    from workers.course_tokens import new_token
+    service_zip(installed, site, "nkic_not-a-real-token", "bad-token.zip", "--no-service-check")
     results, _ = installed.run({"conv2d.py": OPTIMIZED})
     assert gs_results.problems(results) == []
     assert results["score"] == 0 and results["extra_data"]["autograder_error"] is True
@@ -211,7 +242,7 @@ def test_bad_token_and_wrong_course_are_autograder_errors(db, course, site, inst
     db.commit()
     path = installed.zips / "elsewhere.zip"
     build(path, "--assignment", str(TINY_SPEC), "--mode", "service", "--server", site["url"], "--token", token,
-          "--service-assignment", "elsewhere")
+          "--service-assignment", "elsewhere", "--no-service-check")
     installed.unpack(path)
     results, _ = installed.run({"conv2d.py": OPTIMIZED})
     assert results["extra_data"]["autograder_error"] is True and "no assignment called 'elsewhere'" in results["output"]
@@ -219,7 +250,7 @@ def test_bad_token_and_wrong_course_are_autograder_errors(db, course, site, inst
     # a zip on another spec than the service assignment's: an autograder error naming both
     path = installed.zips / "other-spec.zip"
     build(path, "--assignment", str(SMALL_SPEC), "--mode", "service", "--server", site["url"], "--token", token,
-          "--service-assignment", "tiny")
+          "--service-assignment", "tiny", "--no-service-check")
     installed.unpack(path)
     results, _ = installed.run({"conv2d.py": OPTIMIZED}, meta=gradescope_meta(4001))
     assert results["extra_data"]["autograder_error"] is True
