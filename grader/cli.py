@@ -3,6 +3,7 @@
     grader grade PATH [--assignment NAME|SPEC.toml] [--backend auto|sim|neuron]
                  [--json OUT] [--gradescope OUT] [--seed N] [--jobs N] [--time-budget S]
                  [--no-precheck]
+    grader problem check DIR
 
 PATH is a conv2d.py, a kernels.py, or an archive (.tar.gz, .tgz, .tar, .zip) holding
 part1/kernels.py and/or part2/conv2d.py; a part not sent scores 0 under its own tests.
@@ -137,6 +138,21 @@ def _doctor(args) -> int:
     return doctor(args)
 
 
+def _problem_check(args) -> int:
+    """Validate a problem folder and grade its solutions: 0 when all is as expected, 1 on any
+    surprise (the table says which), 2 when the folder cannot be read as a problem at all."""
+    from .problems.check import check, table
+    try:
+        loaded, rows = check(args.folder)
+    except GraderInputError as err:
+        return _fail(str(err))
+    except GraderFault as err:
+        _fail(f"the grader failed, not the problem folder: {err}")
+        return EXIT_GRADER_FAULT
+    print("\n".join(render.escape_control(line) for line in table(loaded, rows).splitlines()))
+    return 0 if all(r.ok for r in rows) else 1
+
+
 def main(argv: list[str] | None = None, commands=()) -> int:
     """`commands`: functions that each add a subcommand to the parser (service/cli.py gives the
     service's: serve, worker, submit, ...); alone, this is the grading core's own command, as the
@@ -183,6 +199,22 @@ def build_parser(commands=()) -> argparse.ArgumentParser:
     d.add_argument("--core", type=int, default=0, help="the NeuronCore to time on (default 0)")
     d.add_argument("--json", metavar="OUT", help="also write the table as JSON here")
     d.set_defaults(func=_doctor)
+    problem = sub.add_parser("problem", help="course staff: check a problem folder",
+                             description="Problem folders (problem.toml, reference.py, template/, solutions/): "
+                                         "see docs/staff.md, 'Problem folders'.")
+    problem_sub = problem.add_subparsers(dest="problem_command", required=True)
+    pc = problem_sub.add_parser(
+        "check", help="validate a problem folder and grade every solution in it",
+        description="Check a problem folder: its problem.toml, its reference's determinism for a seed, the output "
+                    "shape and dtype it declares, its tolerances, and every solution graded on the simulator with "
+                    "the folder's own tests (each correct one must earn full correctness and pass every timed "
+                    "test; each wrong one and each starter must earn nothing [solutions.may_pass] does not allow). "
+                    "Prints a table and the folder's sha256 (what a spec pins as problem_sha256).",
+        epilog="exit status: 0 all as expected; 1 a surprise (marked SURPRISE in the table); 2 the folder cannot "
+               "be read as a problem (the reason and the fix on stderr); 4 the grader failed",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    pc.add_argument("folder", help="the problem folder (holding problem.toml), or a bundled problem's folder")
+    pc.set_defaults(func=_problem_check)
     from .gradescope.cli import register as register_gradescope
     register_gradescope(sub)           # `grader gradescope build|run|check`
     for register in commands:          # the service's, from its composition root; grader/ imports none

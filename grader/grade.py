@@ -305,8 +305,8 @@ class _Run:
             started = time.monotonic()
             outcome = self._run_config(test, index, config)
             if self.opt.on_config and not self.cancel_event.is_set():
-                self.opt.on_config(ConfigEvent(test.title, index + 1, len(test.configs), _config_label(config),
-                                               outcome["status"], round(time.monotonic() - started, 1)))
+                self.opt.on_config(ConfigEvent(test.title, index + 1, len(test.configs),
+                                               problems.label(test.problem, config), outcome["status"], round(time.monotonic() - started, 1)))
             if self.cancel_event.is_set():      # the child was killed for the cancel, not by its fault
                 return self._result(test, TestStatus.SKIPPED, 0.0, f"not finished: grading was {self.cancel.reason}",
                                     details={"not_run": self.cancel.reason, **details})
@@ -398,7 +398,7 @@ class _Run:
                 shared.close()          # the arrays stay readable
         if run.status == "ok":
             self._launch_next()           # it executes while this one's output is checked
-        label = _config_label(config)
+        label = problems.label(test.problem, config)
         detail = {"config": label, "wall_s": run.wall_s}
         output = "\n".join(part for part in (run.child_output, run.printed) if part)
         base = {"detail": detail, "output": output[-2000:]}
@@ -609,7 +609,8 @@ class _Run:
             duration_s=round(time.monotonic() - start, 3), platform=self.spec.platform, dialect=self.spec.dialect,
             status=self.cancel.reason if self.cancel_event.is_set() else ReportStatus.COMPLETED,
             time_budget_s=self.budget_s, budget_note=self._budget_note(), missing_files=missing, missing_hints=hints,
-            rejections=self.rejections, warnings=self.warnings, blas=_blas_text(), hardware=self._hardware_text())
+            rejections=self.rejections, warnings=self.warnings, blas=_blas_text(), hardware=self._hardware_text(),
+            problem_hashes=dict(self.spec.problem_hashes))
 
     def _hardware_text(self) -> str:
         """'current SDK line (nki 0.6.0), LNC=2 (Trn2's default), NeuronCore 3': what timed it."""
@@ -736,7 +737,8 @@ class _Background:
 
 
 def _config_label(config: dict) -> str:
-    """A config as the student reads it in a message (the registry's problem knows how)."""
+    """A config as the student reads it, for a caller holding only a config (a grade names its
+    test's problem: problems.label)."""
     return problems.problem_of_config(config).label(config)
 
 

@@ -122,6 +122,8 @@ class Report:
     rescored_from: dict | None = None    # {"spec_version", "thresholds_version", "spec_hash"} before a rescore
     blas: str = ""                  # the BLAS and core type every process of the grade computed with
     hardware: str = ""              # on a Neuron device: its SDK line, logical-NeuronCore degree and cores
+    # {problem name: sha256 of its folder (problem.toml and reference.py)}: the course code that graded it
+    problem_hashes: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.flags = [bound_text(f, 200) for f in self.flags][:DETAIL_ITEMS_LIMIT]

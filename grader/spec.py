@@ -7,7 +7,14 @@ sha256 of the TOML bytes), and a test pins each bundled spec's hash to its versi
 
 `from_toml` is the one place a spec is built from TOML text: files, the database's spec rows
 (store/specs.py) and a threshold adoption (`with_thresholds`) all go through it, and the spec
-keeps its text (`toml`) so it can be stored byte for byte."""
+keeps its text (`toml`) so it can be stored byte for byte.
+
+A test's `problem` names a bundled problem ("conv2d"), a problem folder's path relative to the
+spec file ("problems/matmul"), or a folder installed under NKI_GRADER_PROBLEM_DIRS by name
+(grader/problems/__init__.py). A spec may pin each problem's folder by its sha256
+(`problem_sha256 = { matmul = "..." }`); a spec read from text alone (a database row) must pin
+every problem that does not ship with the grader, so a stored spec never grades with other
+course code than it was stored with."""
 from __future__ import annotations
 
 import hashlib
@@ -19,15 +26,28 @@ from pathlib import Path
 import numpy as np
 from nkisim.dialects import CURRENT, DIALECTS, LEGACY, Dialect, dialect_named
 
-from . import problems
 from .errors import GraderInputError
 from .vocabulary import TIERS, TIMED_KINDS, Borderline, TestKind, Tier, values
 
 SPEC_DIR = Path(__file__).parent / "specs"
-PROBLEMS = tuple(problems.REGISTRY)
 KINDS = values(TestKind)
 DEFAULT_TIME_BUDGET_S = 600.0      # one submission's whole grade
 DEFAULT_CONFIG_TIMEOUT_S = 300.0   # one configuration's run
+
+
+def _problems():
+    """grader.problems, imported when first used: loading the bundled problem folders reads
+    their problem.toml with this module's TOML reader (read_toml)."""
+    from . import problems
+    return problems
+
+
+def read_toml(text: str, where: str) -> dict:
+    """TOML text as data (a spec's, a problem folder's problem.toml): the one TOML reader."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise SpecError(f"{where} is not valid TOML: {err}", "Fix the TOML syntax at that line.") from None
 
 
 class SpecError(GraderInputError):
@@ -73,7 +93,7 @@ class TestSpec:
 
     @property
     def kernel(self) -> str:
-        return problems.get(self.problem).kernel
+        return _problems().get(self.problem).kernel
 
 
 @dataclass(frozen=True)
@@ -98,6 +118,10 @@ class AssignmentSpec:
     lnc: int = 1                      # physical cores of the logical NeuronCore kernels are launched on
     # what a simulated p99 within the model's error band of a threshold earns (grader.bands)
     borderline: str = Borderline.STRICT
+    # {problem name: its folder's sha256} of every problem its tests use (a report records them)
+    problem_hashes: dict = field(default_factory=dict)
+    # the folder of the spec file it was loaded from ("": from text), where folder paths start
+    base: str = field(default="", repr=False, compare=False)
 
     @property
     def nki(self) -> Dialect:
@@ -166,7 +190,7 @@ def with_thresholds(spec: AssignmentSpec, thresholds: dict[str, dict[str, float]
             table = tomlkit.inline_table()
             table.update({tier: thresholds[test["name"]][tier] for tier in TIERS})
             test["thresholds_us"] = table
-    return from_toml(tomlkit.dumps(doc), spec.assignment)
+    return from_toml(tomlkit.dumps(doc), spec.assignment, base=spec.base or None)
 
 
 def available() -> list[str]:
@@ -192,17 +216,14 @@ def load(name_or_path: str | Path) -> AssignmentSpec:
     except UnicodeDecodeError as err:
         raise SpecError(f"{path.name} is not UTF-8 text ({err.reason} at byte {err.start})",
                         "Save the spec as UTF-8 TOML.") from None
-    return from_toml(text, path.name)
+    return from_toml(text, path.name, base=path.resolve().parent)
 
 
-def from_toml(text: str, where: str = "spec") -> AssignmentSpec:
+def from_toml(text: str, where: str = "spec", base: str | Path | None = None) -> AssignmentSpec:
     """The checked spec of this TOML text; its spec_hash is the sha256 of the text's UTF-8 bytes
-    (the file's bytes, for a file)."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise SpecError(f"{where} is not valid TOML: {err}", "Fix the TOML syntax at that line.") from None
-    return parse(data, where, text.encode("utf-8"), text)
+    (the file's bytes, for a file). `base`: the spec file's folder, where a test's problem folder
+    path starts (None: text without a file, which may name problems only by name, pinned)."""
+    return parse(read_toml(text, where), where, text.encode("utf-8"), text, base=base)
 
 
 def content_hash(raw: bytes) -> str:
@@ -225,16 +246,22 @@ def _number(value, where: str, what: str, positive: bool = True) -> float:
     return float(value)
 
 
-def parse(data: dict, where: str = "spec", raw: bytes | None = None, text: str = "") -> AssignmentSpec:
+def parse(data: dict, where: str = "spec", raw: bytes | None = None, text: str = "",
+          base: str | Path | None = None) -> AssignmentSpec:
     """Check and load a spec's parsed TOML. `raw` is the file's bytes (for spec_hash); a spec
-    built in code is hashed from its canonical JSON instead (and has no TOML text)."""
+    built in code is hashed from its canonical JSON instead (and has no TOML text). `base`: the
+    spec file's folder (from_toml)."""
     files = {}
     for key, f in _need(data, "files", where).items():
         functions = {fn: tuple(params) for fn, params in _need(f, "functions", f"{where} files.{key}").items()}
         files[key] = FileSpec(key, f.get("filename", f"{key}.py"), _need(f, "archive_path", f"{where} files.{key}"),
                               functions, bool(f.get("optional", False)))
     tolerances = dict(_need(data, "tolerances", where))
-    tests = [_test(t, f"{where} tests[{i}]", files, tolerances) for i, t in enumerate(_need(data, "tests", where))]
+    dialect = _dialect(data.get("dialect"), where)
+    used: dict = {}
+    tests = [_test(t, f"{where} tests[{i}]", files, tolerances, _problem(t, f"{where} tests[{i}]", base, dialect, used))
+             for i, t in enumerate(_need(data, "tests", where))]
+    hashes = _pinned(data.get("problem_sha256", {}), used, where, base)
     names = [t.name for t in tests]
     if len(set(names)) != len(names):
         raise _fail(where, "test names must be unique")
@@ -244,7 +271,6 @@ def parse(data: dict, where: str = "spec", raw: bytes | None = None, text: str =
             raise _fail(where, f"test {t.name} is gated by unknown tests {sorted(unknown)}")
     budget = _number(data.get("time_budget_s", DEFAULT_TIME_BUDGET_S), where, "time_budget_s")
     config_timeout = _number(data.get("config_timeout_s", DEFAULT_CONFIG_TIMEOUT_S), where, "config_timeout_s")
-    dialect = _dialect(data.get("dialect"), where)
     lnc = _lnc(data.get("lnc", 1), dialect, data.get("platform", "trn2"), where)
     if raw is None:
         raw = json.dumps(data, sort_keys=True, default=str).encode()
@@ -257,7 +283,60 @@ def parse(data: dict, where: str = "spec", raw: bytes | None = None, text: str =
         files=files, tolerances=tolerances, tests=tuple(tests), time_budget_s=budget,
         config_timeout_s=config_timeout, spec_hash=content_hash(raw), toml=text,
         gradescope=dict(data.get("gradescope", {})), dialect=dialect, lnc=lnc,
-        borderline=_borderline(data.get("borderline", Borderline.STRICT), where))
+        borderline=_borderline(data.get("borderline", Borderline.STRICT), where), problem_hashes=hashes,
+        base=str(base) if base is not None else "")
+
+
+def _problem(t: dict, at: str, base, dialect: str, used: dict):
+    """The problem a test names (bundled, a folder path or installed), loaded and registered;
+    one name stands for one folder in a spec, and the spec's dialect must be one it accepts."""
+    problems = _problems()
+    bundled = problems.BUNDLED
+    ref = t.get("problem") if isinstance(t, dict) else None
+    if not isinstance(ref, str) or not ref:
+        raise _fail(at, f"problem must be one of {bundled}, or a problem folder's path, got {ref!r}",
+                    "Name a bundled problem (grader/problems/) or a problem folder (relative to the spec file).")
+    if not problems.is_path(ref) and ref not in bundled and not any(
+            (d / ref).is_dir() for d in problems.installed_dirs()):
+        raise _fail(at, f"problem must be one of {bundled}, or a problem folder's path, got {ref!r}",
+                    "Name a bundled problem (grader/problems/) or a problem folder (relative to the spec file).")
+    try:
+        problem = problems.resolve(ref, Path(base) if base is not None else None)
+    except GraderInputError as err:
+        raise SpecError(f"{at}: {err.reason}", err.remedy) from None
+    name = problem.display or problem.name
+    other = used.setdefault(name, problem)
+    if other.sha256 != problem.sha256:
+        raise _fail(at, f"two different problem folders are both called {name!r} here ({other.folder} and "
+                        f"{problem.folder})", "Rename one of them (its problem.toml's name).")
+    if problem.dialects and dialect not in problem.dialects:
+        raise _fail(at, f"problem {name!r} accepts kernels in {', '.join(problem.dialects)}, not {dialect}",
+                    f"Write dialect = one of those, or add {dialect!r} to its problem.toml's dialects.")
+    return problem
+
+
+def _pinned(pins, used: dict, where: str, base) -> dict[str, str]:
+    """{problem name: folder sha256} of the problems used, each as the spec pins it (a spec read
+    from text alone must pin every problem not bundled with the grader)."""
+    if not isinstance(pins, dict) or not all(isinstance(v, str) for v in pins.values()):
+        raise _fail(where, "problem_sha256 must map problem names to sha256 digests",
+                    'Write problem_sha256 = { matmul = "<its sha256>" } (grader problem check prints it).')
+    unknown = sorted(set(pins) - set(used))
+    if unknown:
+        raise _fail(where, f"problem_sha256 pins {', '.join(unknown)}, which no test uses",
+                    "Pin only the problems the tests name, by the name in their problem.toml.")
+    for name, problem in used.items():
+        pin = pins.get(name)
+        if pin is not None and pin != problem.sha256:
+            raise _fail(where, f"problem {name!r}'s folder ({problem.folder}) is not the one this spec pins: its "
+                               f"sha256 is {problem.sha256}, the spec's problem_sha256 says {pin}",
+                        "Restore the folder the spec was written for, or pin the new one (after `grader problem "
+                        "check` passes on it) and bump spec_version.")
+        if pin is None and base is None and not problem.bundled:
+            raise _fail(where, f"problem {name!r} does not ship with the grader, and a spec read from text (a stored "
+                               f"spec row) must pin it", f'Add problem_sha256 = {{ {name} = "{problem.sha256}" }} '
+                                                        f"to the spec.")
+    return {name: problem.sha256 for name, problem in used.items()}
 
 
 def _borderline(value, where: str) -> str:
@@ -294,17 +373,17 @@ def _lnc(value, dialect: str, platform: str, where: str) -> int:
                 f'Write lnc = 2 with dialect = "{CURRENT.name}" and platform = "trn2", or leave lnc out for one core.')
 
 
-def _test(t: dict, at: str, files: dict, tolerances: dict) -> TestSpec:
+def _test(t: dict, at: str, files: dict, tolerances: dict, problem) -> TestSpec:
     name = _need(t, "name", at)
     kind = _need(t, "kind", at)
     if kind not in KINDS:
         raise _fail(at, f"kind must be one of {KINDS}, got {kind!r}")
     if t.get("file") not in files:
         raise _fail(at, f"file must be one of {sorted(files)}, got {t.get('file')!r}")
-    if t.get("problem") not in problems.REGISTRY:
-        raise _fail(at, f"problem must be one of {PROBLEMS}, got {t.get('problem')!r}",
-                    "Name a registered problem (grader/problems/).")
-    problem = problems.get(t["problem"])
+    if problem.kernel not in files[t["file"]].functions:
+        raise _fail(at, f"problem {problem.display or problem.name!r} grades the kernel {problem.kernel}, which "
+                        f"files.{t['file']} does not list", f"Add {problem.kernel} = {list(problem.arguments)} to "
+                                                           f"files.{t['file']}.functions, or test another file.")
     thresholds = t.get("thresholds_us")
     if kind in TIMED_KINDS:
         if not thresholds or set(TIERS) - set(thresholds):

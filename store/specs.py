@@ -27,6 +27,8 @@ def stored(session: Session, spec: AssignmentSpec, derived_from: str | None = No
     if not spec.toml:
         raise SpecError(f"{spec.assignment} was built in code, not from TOML: it cannot be stored",
                         "Load the spec with grader.load_spec or grader.spec_from_toml.")
+    if spec.base:             # read back as the row's text alone: a problem folder by path, or unpinned, is refused now
+        from_toml(spec.toml, spec.assignment)
     row = session.get(StoredSpec, spec.spec_hash)
     if row is None:           # two writers storing one spec at once: the second finds the first's row
         session.execute(insert(StoredSpec).values(

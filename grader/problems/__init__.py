@@ -1,15 +1,32 @@
-"""The registry of problems a spec's tests may exercise, one module each. spec.py, grade.py
-and precheck callers take every problem fact from here; the functions below are the old
-module-level names, kept as thin facades over the registry."""
+"""The registry of problems a spec's tests may exercise, each a folder (grader/problems/folder.py):
+the bundled ones, grader/problems/<name>/, under their names; a course's folder (a spec's path,
+or a name found in NKI_GRADER_PROBLEM_DIRS) under name@<its sha256's first 12 digits>, once a
+spec names it. spec.py, grade.py and precheck callers take every problem fact from here; the
+functions below are the old module-level names, kept as thin facades over the registry."""
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import numpy as np
 
 from .. import blas
-from . import conv2d, transpose
+from . import folder
 from .base import Problem
 
-REGISTRY: dict[str, Problem] = {p.name: p for p in (conv2d.PROBLEM, transpose.PROBLEM)}
+BUNDLED_DIR = Path(__file__).parent
+# where an operator installs course problem folders (os.pathsep between directories): a spec
+# from the database names them as it names a bundled one, by name
+INSTALLED_ENV = "NKI_GRADER_PROBLEM_DIRS"
+
+
+def _bundled() -> dict[str, Problem]:
+    found = sorted(p.parent for p in BUNDLED_DIR.glob(f"*/{folder.PROBLEM_FILE}"))
+    return {f.name: folder.load(f, bundled=True).problem for f in found}
+
+
+REGISTRY: dict[str, Problem] = _bundled()
+BUNDLED = tuple(REGISTRY)
 
 
 def get(name: str) -> Problem:
@@ -17,6 +34,43 @@ def get(name: str) -> Problem:
         return REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown problem {name!r}: known problems are {', '.join(sorted(REGISTRY))}") from None
+
+
+def installed_dirs() -> list[Path]:
+    return [Path(d) for d in os.environ.get(INSTALLED_ENV, "").split(os.pathsep) if d]
+
+
+def is_path(ref: str) -> bool:
+    """Whether a spec's `problem = ...` names a folder by path rather than a problem by name."""
+    return "/" in ref or ref.startswith(".") or os.sep in ref
+
+
+def resolve(ref: str, base: Path | None) -> Problem:
+    """The problem a spec's `problem = ref` names, registered: a bundled name, a folder path
+    relative to `base` (the spec file's folder), or a name in an installed directory."""
+    if is_path(ref):
+        if base is None:
+            raise folder.ProblemFolderError(
+                f"problem {ref!r} is a folder path, but this spec is text without a file to find it from",
+                "Name an installed problem (NKI_GRADER_PROBLEM_DIRS) instead, or load the spec from its file.")
+        return _register(folder.load(Path(base) / ref))
+    if ref in BUNDLED:
+        return REGISTRY[ref]
+    for directory in installed_dirs():
+        if (directory / ref / folder.PROBLEM_FILE).is_file():
+            return _register(folder.load(directory / ref))
+    raise folder.ProblemFolderError(
+        f"there is no problem {ref!r}: the bundled ones are {', '.join(BUNDLED)}"
+        + (f", and none is installed under that name in {', '.join(map(str, installed_dirs()))}"
+           if installed_dirs() else ""),
+        "Name a bundled problem, give a problem folder's path (relative to the spec file), or install the "
+        f"folder in a directory of {INSTALLED_ENV}.")
+
+
+def _register(loaded: folder.Folder) -> Problem:
+    """A course folder's problem, under its content's key (the same content: the same key)."""
+    REGISTRY.setdefault(loaded.problem.name, loaded.problem)
+    return REGISTRY[loaded.problem.name]
 
 
 def make_inputs(problem: str, config: dict, rng: np.random.Generator, empty=np.empty) -> tuple[list[np.ndarray], dict]:
@@ -58,8 +112,9 @@ def label(problem: str, config: dict) -> str:
 
 
 def problem_of_config(config: dict) -> Problem:
-    """The problem whose config keys `config` has (for callers that hold only a config)."""
-    for problem in REGISTRY.values():
-        if all(k in config for k in problem.config_keys):
-            return problem
-    raise ValueError(f"no registered problem takes a config with keys {sorted(config)}")
+    """The problem whose config keys `config` has (for callers that hold only a config): of those
+    whose keys it has, the one with the most keys (a matmul's m, k, n over a transpose's m, n)."""
+    fitting = [p for p in REGISTRY.values() if all(k in config for k in p.config_keys)]
+    if not fitting:
+        raise ValueError(f"no registered problem takes a config with keys {sorted(config)}")
+    return max(fitting, key=lambda p: len(p.config_keys))

@@ -1,5 +1,6 @@
-"""What the grader must know about one problem (a kernel the course asks for), as one record:
-adding a problem is one module that builds a Problem and one line in the registry."""
+"""What the grader must know about one problem (a kernel the course asks for), as one record.
+Every problem is a folder (grader/problems/folder.py builds its record): the bundled ones in
+grader/problems/<name>/, a course's anywhere an operator installed it."""
 from __future__ import annotations
 
 import threading
@@ -34,6 +35,15 @@ class Problem:
     # array argument], the scalar keyword arguments), as make_inputs gives them; tracing needs no
     # more, so it can start before the inputs are drawn (None: it waits for them)
     signature: Callable[[dict], tuple[list[tuple[tuple[int, ...], np.dtype]], dict]] | None = None
+    # where it came from: its folder's sha256 (problem.toml and the top-level .py files: what
+    # grades), the folder itself, whether it ships with the grader, and what problem.toml says
+    sha256: str = ""
+    folder: str = ""
+    bundled: bool = False
+    title: str = ""
+    arguments: tuple[str, ...] = ()              # the kernel's leading parameters
+    dialects: tuple[str, ...] = ()               # NKI dialects a kernel may be written in (empty: any)
+    display: str = ""                            # the name course staff wrote (name is the registry's key)
 
     def roofline_us(self, config: dict) -> float:
         """Lower bound on Trn2 latency: fixed overhead + max(compute at peak, traffic at DMA bandwidth)."""

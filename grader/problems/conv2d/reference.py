@@ -8,7 +8,7 @@ import numpy as np
 from reference_kernels import numpy_reference
 from reference_kernels.numpy_reference import conv2d_maxpool_reference
 
-from .base import Problem, on_threads, uniform, zeros
+from ..base import on_threads, uniform, zeros
 
 
 def make_inputs(config: dict, rng: np.random.Generator, empty=np.empty) -> tuple[list[np.ndarray], dict]:
@@ -137,10 +137,3 @@ def sampled_reference(args: list[np.ndarray], kwargs: dict, channels: np.ndarray
                 out = numpy_reference._window_max(out.reshape(c_out, 1, n // pool, pool, wp, pool))[:, 0]
             result[b, :, r0 // pool:(r0 + n) // pool] = out
     return result
-
-
-PROBLEM = Problem(name="conv2d", kernel="fused_conv2d_maxpool",
-                  config_keys=("batch", "c_in", "c_out", "height", "width", "k"),
-                  make_inputs=make_inputs, reference=reference, work=work, label=label, output=output,
-                  sample=sample, slice_output=slice_output, sampled_reference=sampled_reference,
-                  signature=signature)

@@ -5,7 +5,7 @@ import numpy as np
 
 from reference_kernels.numpy_reference import transpose_reference
 
-from .base import Problem, uniform
+from ..base import uniform
 
 
 def make_inputs(config: dict, rng: np.random.Generator, empty=np.empty) -> tuple[list[np.ndarray], dict]:
@@ -32,8 +32,3 @@ def output(config: dict) -> tuple[tuple[int, ...], np.dtype]:
 
 def label(config: dict) -> str:
     return f"{config['m']}x{config['n']} {config.get('dtype', 'float32')}"
-
-
-PROBLEM = Problem(name="transpose", kernel="matrix_transpose", config_keys=("m", "n"),
-                  make_inputs=make_inputs, reference=reference, work=work, label=label, output=output,
-                  allowed_instructions=frozenset({"nc_transpose"}), signature=signature)

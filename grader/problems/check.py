@@ -1,0 +1,238 @@
+"""`grader problem check DIR`: is a problem folder fit to grade with? Its schema (on loading),
+its reference (deterministic for a seed, drawing other inputs for another seed, the declared
+output shape and dtype, the declared signature), its tolerances (sane for their dtypes), and
+every solution graded on the simulator with the folder's own tests: each correct one must earn
+full correctness and pass every timed test unflagged, each wrong one (and each starter) must
+earn nothing but what problem.toml's [solutions.may_pass] allows it.
+
+Everything here runs in the grader's process but the solutions, which are graded as any
+submission is: in sandboxed children."""
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from nkisim.dialects import DIALECTS, LEGACY, dialect_of_module
+
+from ..vocabulary import Backend, TestKind, TestStatus
+from . import folder as folders
+
+SEEDS = (1, 2)
+GRADE_SEED = 45                      # public: the check's grades are reproducible
+CHECKED_CONFIGS = 3                  # reference checks on at most this many configurations
+# unit roundoff: a tolerance below it fails honest kernels; at or above a lower precision's,
+# results computed from that precision's operands pass (only the downgrade check stops them)
+ROUNDOFF = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+LOWER = {"float32": ("bfloat16", 2.0 ** -9), "float16": ("float8_e4m3", 2.0 ** -4)}
+ALLOWED_IMPORTS = {"numpy", "ml_dtypes", "grader.problems.base", "reference_kernels.numpy_reference"}
+
+
+@dataclass(frozen=True)
+class Row:
+    what: str                        # "reference", "tolerances", a solution's file name
+    expected: str
+    got: str
+    ok: bool
+
+
+def check(path: str | Path) -> tuple[folders.Folder, list[Row]]:
+    """The folder (a ProblemFolderError when its schema is wrong) and one row per finding."""
+    loaded = folders.load(path, bundled=Path(path).resolve().parent == Path(__file__).parent)
+    rows = [*_imports(loaded), *_reference(loaded), *_tolerances(loaded), *_templates(loaded)]
+    for kind in ("correct", "wrong"):
+        for solution in loaded.solutions(kind):
+            rows.append(_graded(loaded, solution, kind))
+    for starter in sorted((loaded.path / "template").glob("*.py")):
+        rows.append(_graded(loaded, starter, "template"))
+    return loaded, rows
+
+
+def spec_for(loaded: folders.Folder, dialect: str):
+    """The folder's own tests as a spec of one file, in `dialect`."""
+    from .. import spec as specs
+    data, problem = loaded.data, loaded.problem
+    key = data["name"]
+    ref = problem.display if problem.bundled else str(loaded.path)
+    spec = {"assignment": f"problem-{key}", "title": data["title"], "spec_version": data["version"],
+            "thresholds_version": data.get("thresholds_version", data["version"]), "dialect": dialect,
+            "files": {key: {"filename": data["file"], "archive_path": data["file"],
+                            "functions": {data["kernel"]: list(data["arguments"])}}},
+            "tolerances": loaded.tolerances, "tests": [dict(t, file=key, problem=ref) for t in loaded.tests]}
+    return specs.parse(spec, f"{loaded.path / folders.PROBLEM_FILE}", base=loaded.path)
+
+
+def _configs(loaded: folders.Folder) -> list[dict]:
+    seen, configs = set(), []
+    for test in loaded.tests:
+        for config in test.get("configs", []):
+            key = repr(sorted(config.items()))
+            if key not in seen:
+                seen.add(key)
+                configs.append(dict(config))
+    return configs[:CHECKED_CONFIGS]
+
+
+def _imports(loaded: folders.Folder) -> list[Row]:
+    """reference.py is NumPy only (and the helpers the bundled ones share)."""
+    tree = ast.parse((loaded.path / folders.REFERENCE_FILE).read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:          # `from reference_kernels import numpy_reference`
+                full = f"{node.module}.{alias.name}"
+                found.add(full if full in ALLOWED_IMPORTS else node.module)
+    def fine(name: str) -> bool:
+        top = name.split(".")[0]
+        return name in ALLOWED_IMPORTS or top in {"numpy", "ml_dtypes"} or (
+            top in sys.stdlib_module_names and top not in {"subprocess", "socket", "ctypes", "multiprocessing"})
+    bad = sorted(n for n in found if not fine(n))
+    return [Row("reference.py imports", "NumPy, ml_dtypes, the standard library", ", ".join(bad) or "those only",
+                not bad)]
+
+
+def _reference(loaded: folders.Folder) -> list[Row]:
+    problem, rows = loaded.problem, []
+    for config in _configs(loaded):
+        label = problem.label(config)
+        try:
+            runs = []
+            for seed in (SEEDS[0], SEEDS[0], SEEDS[1]):
+                args, kwargs = problem.make_inputs(config, np.random.default_rng(seed))
+                runs.append((args, kwargs, problem.reference(args, kwargs)))
+        except Exception as err:
+            rows.append(Row(f"reference {label}", "inputs and an answer", f"{type(err).__name__}: {err}", False))
+            continue
+        (a1, k1, r1), (a2, k2, r2), (a3, _, _) = runs
+        same = k1 == k2 and all(_same(x, y) for x, y in zip(a1, a2)) and len(a1) == len(a2)
+        rows.append(Row(f"reference {label}", "one seed: the same inputs and answer", "the same" if same and _same(
+            r1, r2) else "they differ", same and _same(r1, r2)))
+        differ = any(not _same(x, y) for x, y in zip(a1, a3))
+        rows.append(Row(f"inputs {label}", "another seed: other inputs", "other" if differ else "the same inputs",
+                        differ))
+        shape, dtype = problem.output(config)
+        got = (tuple(np.shape(r1)), np.asarray(r1).dtype)
+        rows.append(Row(f"output {label}", f"{tuple(shape)} {np.dtype(dtype)}", f"{got[0]} {got[1]}",
+                        isinstance(r1, np.ndarray) and got == (tuple(shape), np.dtype(dtype))))
+        if problem.signature is not None:
+            specs_, kw = problem.signature(config)
+            drawn = [(tuple(a.shape), a.dtype) for a in a1]
+            declared = [(tuple(int(n) for n in s), np.dtype(d)) for s, d in specs_]
+            rows.append(Row(f"signature {label}", "what make_inputs draws", "the same" if (declared, kw) == (
+                drawn, k1) else f"{declared} {kw} against {drawn} {k1}", (declared, kw) == (drawn, k1)))
+        if str(np.dtype(dtype)) not in loaded.tolerances:
+            rows.append(Row(f"tolerances {label}", f"an entry for {np.dtype(dtype)}", "none", False))
+    return rows
+
+
+def _same(x, y) -> bool:
+    x, y = np.asarray(x), np.asarray(y)
+    return x.shape == y.shape and x.dtype == y.dtype and x.tobytes() == y.tobytes()
+
+
+def _tolerances(loaded: folders.Folder) -> list[Row]:
+    rows = []
+    for dtype, tol in loaded.tolerances.items():
+        roundoff = ROUNDOFF.get(dtype)
+        problems_ = []
+        if roundoff is not None and tol["rtol"] < roundoff and tol["atol"] == 0:
+            problems_.append(f"rtol {tol['rtol']:g} is below {dtype}'s unit roundoff with atol 0: honest kernels fail")
+        lower = LOWER.get(dtype)
+        if lower is not None and tol["rtol"] >= lower[1]:
+            problems_.append(f"rtol {tol['rtol']:g} accepts results from {lower[0]} operands")
+        rows.append(Row(f"tolerances {dtype}", "tight enough, not tighter than the dtype",
+                        "; ".join(problems_) or f"rtol {tol['rtol']:g}, atol {tol['atol']:g}", not problems_))
+    return rows
+
+
+def _templates(loaded: folders.Folder) -> list[Row]:
+    """template/ holds the starter: a file of problem.toml's name defining the kernel."""
+    starters = sorted((loaded.path / "template").glob("*.py"))
+    if not starters and not loaded.problem.bundled:
+        return [Row("template/", f"a starter {loaded.data['file']}", "none", False)]
+    rows = []
+    for starter in starters:
+        tree = ast.parse(starter.read_text(encoding="utf-8"))
+        defined = {n.name: [a.arg for a in n.args.args] for n in tree.body if isinstance(n, ast.FunctionDef)}
+        params = defined.get(loaded.data["kernel"])
+        want = list(loaded.data["arguments"])
+        ok = params is not None and params[:len(want)] == want
+        rows.append(Row(f"template/{starter.name}", f"def {loaded.data['kernel']}({', '.join(want)})",
+                        "defined" if ok else "not defined so", ok))
+    return rows
+
+
+def dialect_of_file(path: Path) -> str:
+    """The dialect a kernel file imports (the legacy one when it imports neither)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+        for name in names:
+            found = dialect_of_module(name)
+            if found is not None:
+                return found.name
+    return LEGACY.name
+
+
+def _graded(loaded: folders.Folder, solution: Path, kind: str) -> Row:
+    from ..grade import GradeOptions, grade
+    from ..submission import submission_from_bytes
+    if not solution.is_file():
+        return Row(f"{kind}: {os.path.relpath(solution, loaded.path)}", "a kernel file", "no such file", False)
+    what = f"{kind}/{solution.name}" if solution.is_relative_to(loaded.path) else \
+        f"{kind}: {os.path.relpath(solution, loaded.path)}"
+    dialect = dialect_of_file(solution)
+    accepted = loaded.problem.dialects or tuple(DIALECTS)
+    if dialect not in accepted:
+        return Row(what, f"a kernel in {' or '.join(accepted)}", f"a kernel in {dialect}", kind != "correct")
+    spec = spec_for(loaded, dialect)
+    try:
+        sub = submission_from_bytes(loaded.data["file"], solution.read_bytes(), spec)
+    except Exception as err:                      # a wrong solution may well not even load
+        return Row(what, "graded", f"not accepted: {err}", kind != "correct")
+    report = grade(sub, spec, GradeOptions(backend=Backend.SIM, seed=GRADE_SEED))
+    if kind == "correct":
+        return _correct_row(what, report)
+    return _wrong_row(what, report, loaded.may_pass(solution), kind)
+
+
+def _correct_row(what: str, report) -> Row:
+    unmet = [f"{t.name} {t.status}" for t in report.tests if (
+        t.status != TestStatus.PASSED if t.kind == TestKind.CORRECTNESS else t.points <= 0)]
+    if report.flags:
+        unmet.append(f"flagged {', '.join(report.flags)}")
+    got = f"{_points(report)}" + (f": {'; '.join(unmet)}" if unmet else "")
+    return Row(what, "full correctness, every timed test passed, no flag", got, not unmet)
+
+
+def _wrong_row(what: str, report, may_pass: set[str], kind: str) -> Row:
+    earned = [f"{t.name} {t.status} ({t.points:g})" for t in report.tests
+              if t.name not in may_pass and (t.points > 0 or t.status in (TestStatus.PASSED, TestStatus.PARTIAL))]
+    expected = "nothing" + (f" but {', '.join(sorted(may_pass))}" if may_pass else "")
+    return Row(what, expected, _points(report) + (f": {'; '.join(earned)}" if earned else ""), not earned)
+
+
+def _points(report) -> str:
+    s = report.score
+    return (f"correctness {s.correctness:g}/{s.max_correctness:g}, performance {s.performance:g}/"
+            f"{s.max_performance:g}")
+
+
+def table(loaded: folders.Folder, rows: list[Row]) -> str:
+    """The rows as a table, with the folder's name and sha256 above it."""
+    head = ["", "check", "expected", "got"]
+    body = [["ok" if r.ok else "SURPRISE", r.what, r.expected, r.got] for r in rows]
+    widths = [max(len(line[i]) for line in [head, *body]) for i in range(3)]
+    lines = [f"problem {loaded.problem.display} ({loaded.data['title']}), {loaded.path}",
+             f"sha256 {loaded.problem.sha256}", ""]
+    for line in [head, *body]:
+        lines.append("  ".join(cell.ljust(widths[i]) if i < 3 else cell for i, cell in enumerate(line)).rstrip())
+    surprises = sum(not r.ok for r in rows)
+    lines += ["", f"{surprises} surprise{'s' if surprises != 1 else ''} in {len(rows)} checks"]
+    return "\n".join(lines)
