@@ -25,9 +25,11 @@ printed with the ratio model / hardware:
 A measuring instrument like bench/fidelity.py: it asserts nothing and exits 0.
 
 What a hardware "duration" is: start->end of one instruction, a latency (the README: on PE
-instructions overlap). What the model's is: the slot's end - start, the occupancy of its
-in-order queue. So matmuls are compared on issue interval (occupancy when back to back), DVE
-and ACT instructions (rarely back to back here) on duration, the closest the two have.
+instructions overlap). What the model's is: the slot's end - start, for the PE the occupancy of
+its in-order queue, for DVE and ACT the latency (the occupancy its queue is held for, then the
+engine's pipeline time: nkisim.cost.rules.pipeline_ns). So matmuls are compared on issue
+interval (occupancy when back to back), DVE and ACT instructions on duration, latency against
+latency, and on occupancy where the hardware ran them back to back (the V/S occ column).
 """
 from __future__ import annotations
 

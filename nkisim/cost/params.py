@@ -36,11 +36,18 @@ class CostParams:
     # (held out: S1, the small fp16 kernels; the fp32 ones were already within 6%)
 
     # --- Vector Engine (section 5 item 6; section 3 note on NC-v3 fp32 throughput) ---
-    dve_min_ii: int = 64                 # MIN_II: minimum initiation interval
-    dve_overhead_cycles: int = 64        # "static instruction overhead" for small instructions
-    dve_fp32_rate: int = 2               # input elements per partition per cycle, fp32 or PSUM
-    dve_fp16_rate: int = 4               # 16-bit SBUF perf mode
-    # (fit: P1's fp32 tensor_tensor with N=2000 took ~2.2 us = (2*2000/2 + 64) cycles)
+    # The element-wise instructions (rules._dve_ns): the engine is held (N * dve_cycles_per_element
+    # / perf factor + dve_overhead_cycles) cycles, N the largest operand; the result lands
+    # dve_pipeline_ns later. Measured on the Trn2 profiles (bench/profiles.py, docs/cost-model.md
+    # "Vector and Scalar"): back-to-back completion spacing (N + 64) cycles, start->end 91.7 ns more
+    dve_cycles_per_element: float = 1.0  # measured: 605 tensor_tensor, 14-2000 el.; P1 (fd2k) is one
+    dve_overhead_cycles: int = 64        # measured (spacing - N); the docs' "static instruction overhead"
+    dve_pipeline_ns: float = 91.7        # measured: start->end minus spacing, median over n = 605 (p10-p90 90.6-97.8)
+    # (16-bit performance mode: rules.dve_perf_factor, the Trainium2 architecture guide's 4x / 2x)
+    # the documented cost formulas of the later instructions (issue 39: scans, reductions with an
+    # accumulator, shuffles, predicated copies, bn_aggr, reciprocal) keep their own form, MIN_II
+    # floor included, with N counted as above (no profile has one of them)
+    dve_min_ii: int = 64                 # doc: MIN_II, the minimum initiation interval (nki-api.md)
     dve_bn_aggr_cycles_per_triple: int = 13  # doc: SDK 2.26 nki.isa.bn_aggr, "max(MIN_II, 13*(N/3))" cycles
     dve_reciprocal_act_factor: float = 8.0  # doc: nki.isa.reciprocal, the Vector engine's is "about 8x"
     # slower than the Scalar engine's activation(op=nl.reciprocal) for large tiles (SDK 2.21 page,
@@ -49,7 +56,9 @@ class CostParams:
     # cycles when src and predicate are both in SBUF, max(MIN_II, N) when one is in PSUM
 
     # --- Scalar and GpSimd engines (section 5 item 6) ---
-    act_overhead_cycles: int = 140       # ACT: N + ~140 cycles (fit on the P3 PSUM evictions)
+    act_overhead_cycles: int = 60        # measured: ACT holds (N + 60) cycles (the transposes' back-to-back
+    # 128-element PSUM copies, 156.7 ns apart at the least); was 140, fit on P3's evictions as one duration
+    act_pipeline_ns: float = 108.3       # measured: their start->end (265 ns) minus that occupancy
     pool_overhead_cycles: int = 150      # GPSIMD_START ~150 cycles (documented)
     pool_n_gather_elements: int = 512    # doc: nki.isa.nc_n_gather (SDK 2.27+, NKI 0.6): one underlying
     # instruction per 512 elements a partition gathers, "n = ceil(elems_per_partition / 512)"

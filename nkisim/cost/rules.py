@@ -50,17 +50,55 @@ def _is_fp32(dtype: str) -> bool:
 
 # ----- the element-wise engines ---------------------------------------------------------------
 
+def _inner_contiguous(r: Region) -> bool:
+    """The innermost free dimension of more than one element is physically contiguous."""
+    if not r.strides or len(r.strides) != len(r.shape):
+        return False
+    for n, stride in zip(reversed(r.shape[1:]), reversed(r.strides[1:])):
+        if n != 1:
+            return stride == r.itemsize
+    return True
+
+
+def dve_perf_factor(rec: TraceRecord) -> int:
+    """The Vector engine's 16-bit performance mode (Trainium2 arch guide, "Vector Engine
+    Performance Mode"): tensor_copy and tensor_scalar stream 4x the elements with 16-bit
+    operands in SBUF, innermost dimension contiguous; 2x when not contiguous, or contiguous
+    with one side in PSUM. tensor_tensor's documented 2x is left out: the profiles' only
+    all-16-bit SBUF tensor_tensor (conv-a/b fp16, 14 el., n = 180) takes as long as fp32's.
+    tensor_scalar_reduce is tensor_scalar's pass plus a reduction (its documented cost is
+    tensor_scalar's plus MIN_II), so its pass gets tensor_scalar's mode (inferred)."""
+    if rec.opcode not in ("tensor_copy", "tensor_scalar", "tensor_scalar_reduce") or not rec.reads or not rec.writes:
+        return 1
+    ends = (rec.reads[0], rec.writes[0])
+    if not all(_is_16bit(r.dtype) for r in ends):
+        return 1
+    contiguous = all(_inner_contiguous(r) for r in ends)
+    if all(r.buffer == "sbuf" for r in ends):
+        return 4 if contiguous else 2
+    return 2 if contiguous and sum(r.buffer == "psum" for r in ends) == 1 else 1
+
+
 def _dve_ns(rec: TraceRecord, p: CostParams) -> float:
-    regions = rec.reads or rec.writes
-    elements = sum(r.elements_per_partition for r in regions)
-    fast = all(_is_16bit(r.dtype) and r.buffer == "sbuf" for r in rec.reads + rec.writes)
-    rate = p.dve_fp16_rate if fast else p.dve_fp32_rate
-    return (max(p.dve_min_ii, elements / rate) + p.dve_overhead_cycles) / p.dve_ghz
+    """How long the instruction holds the Vector engine (its occupancy; the result lands
+    `dve_pipeline_ns` later): (N + 64) cycles, N the largest operand's elements per partition
+    (a broadcast operand streams at full length), in fp32 and 16-bit, SBUF and PSUM alike
+    (bench/profiles.py: back-to-back completion spacing), N / 4 or N / 2 in performance mode."""
+    n = rec.elements_per_partition
+    return (n * p.dve_cycles_per_element / dve_perf_factor(rec) + p.dve_overhead_cycles) / p.dve_ghz
 
 
 def _act_ns(rec: TraceRecord, p: CostParams) -> float:
-    n = max((r.elements_per_partition for r in rec.reads or rec.writes), default=0)
-    return (n + p.act_overhead_cycles) / p.act_ghz
+    """How long the instruction holds the Scalar engine: (N + 60) cycles at 1.2 GHz (the
+    profiles' back-to-back PSUM copies); the result lands `act_pipeline_ns` later."""
+    return (rec.elements_per_partition + p.act_overhead_cycles) / p.act_ghz
+
+
+def pipeline_ns(queue: str, p: CostParams) -> float:
+    """From an instruction's end of occupancy to its result (DVE and ACT pipeline their
+    instructions: the next one starts while this one is still in flight); 0 elsewhere."""
+    engine = queue.split(":")[0]
+    return p.dve_pipeline_ns if engine == "DVE" else p.act_pipeline_ns if engine == "ACT" else 0.0
 
 
 def _pool_ns(rec: TraceRecord, p: CostParams) -> float:
@@ -87,85 +125,98 @@ def elementwise(rec: TraceRecord, p: CostParams) -> Cost:
     return ComputeCost(QUEUE_OF_ENGINE[rec.engine], _BY_ENGINE[rec.engine](rec, p))
 
 
+# ----- the later Vector instructions: their documented formulas on the profiles' basis -----------
+#
+# The SDK 2.26 reference gives these instructions NC-v2 cycle formulas (max(MIN_II, N), 2N, 8N,
+# 13N/3, + MIN_II). The instructions that have both a formula and a Trn2 profile (tensor_copy's
+# max(MIN_II, N), tensor_tensor's max(MIN_II, N) with an operand in PSUM and max(MIN_II, 2N) with
+# two fp32 SBUF inputs) all hold DVE one cycle per element of their largest operand: the doc's
+# 2N of two streamed inputs is N on NC-v3, its N of one input is N. So each formula below keeps
+# its form, its N counted that way (`dve_cycles_per_element` a cycle), plus the fixed occupancy
+# every DVE instruction holds (`dve_overhead_cycles`); the result lands `dve_pipeline_ns` later
+# (pipeline_ns). No profile has any of these instructions, so the MIN_II floors the formulas
+# write stay (the profiled element-wise ones show none under 64 elements: _dve_ns has none).
+
+def _dve_cycles_ns(work_cycles: float, p: CostParams, extra_cycles: float = 0.0) -> float:
+    """DVE occupancy of a documented max(MIN_II, work) cycles (+ extra) instruction."""
+    return (max(p.dve_min_ii, work_cycles) + extra_cycles + p.dve_overhead_cycles) / p.dve_ghz
+
+
 @cost_rule("tensor_copy_predicated")
 def tensor_copy_predicated(rec: TraceRecord, p: CostParams) -> Cost:
     """SDK 2.26 tensor_copy_predicated reference: max(MIN_II, N) Vector cycles when one of src and
-    predicate is in SBUF and the other in PSUM, max(MIN_II, 2N) when both are in SBUF; here N
-    or 2N elements at tensor_copy's rate (documented max(MIN_II, N) too). A scalar src (assumed)
-    streams only the predicate: N. reads: predicate, dst as it was, [src] (the kind's layout)."""
+    predicate is in SBUF and the other in PSUM, max(MIN_II, 2N) when both are in SBUF
+    (`dve_predicated_copy_sbuf_factor`), N the largest operand's elements per partition. A scalar
+    src (assumed) streams only the predicate: N. No 16-bit mode: the architecture guide's is
+    tensor_copy's, tensor_scalar's and tensor_tensor's. reads: predicate, dst as it was, [src]."""
     if len(rec.reads) < 2:
         return elementwise(rec, p)
     predicate, src = rec.reads[0], rec.reads[2] if len(rec.reads) > 2 else None
-    n = predicate.elements_per_partition
     both_sbuf = src is not None and src.buffer == "sbuf" and predicate.buffer == "sbuf"
-    elements = n * p.dve_predicated_copy_sbuf_factor if both_sbuf else n
-    fast = src is not None and all(_is_16bit(r.dtype) and r.buffer == "sbuf" for r in (src, rec.writes[0]))
-    rate = p.dve_fp16_rate if fast else p.dve_fp32_rate
-    return ComputeCost("DVE", (max(p.dve_min_ii, elements / rate) + p.dve_overhead_cycles) / p.dve_ghz)
+    factor = p.dve_predicated_copy_sbuf_factor if both_sbuf else 1
+    return ComputeCost("DVE", _dve_cycles_ns(factor * rec.elements_per_partition * p.dve_cycles_per_element, p))
 
 
 @cost_rule("bn_aggr")
 def bn_aggr(rec: TraceRecord, p: CostParams) -> Cost:
     """SDK 2.26 bn_aggr reference: max(MIN_II, 13 * (N / 3)) Vector cycles, N the input's
-    elements per partition (13 cycles a (count, mean, variance * count) triple)."""
-    n = rec.reads[0].elements_per_partition if rec.reads else 0
-    cycles = max(p.dve_min_ii, p.dve_bn_aggr_cycles_per_triple * n / 3)
-    return ComputeCost("DVE", (cycles + p.dve_overhead_cycles) / p.dve_ghz)
+    elements per partition (its largest operand, counted as the other formulas' N): 13 cycles
+    a (count, mean, variance * count) triple, `dve_bn_aggr_cycles_per_triple`."""
+    n = rec.elements_per_partition * p.dve_cycles_per_element
+    return ComputeCost("DVE", _dve_cycles_ns(p.dve_bn_aggr_cycles_per_triple * n / 3, p))
 
 
 # ----- fused Vector arithmetic and scans (nkisim.instructions.vector_fused) -------------------------
 
-def _dve_pass_ns(elements: float, fast: bool, p: CostParams, extra_cycles: float = 0.0) -> float:
-    """Vector time of `elements` input elements per partition at the fp32 rate, or at the 16-bit
-    SBUF rate when `fast` (the NC-v3 reading of the 2.26 cycle formulas, as _dve_ns makes it)."""
-    rate = p.dve_fp16_rate if fast else p.dve_fp32_rate
-    return (max(p.dve_min_ii, elements / rate) + extra_cycles + p.dve_overhead_cycles) / p.dve_ghz
-
 
 @cost_rule("scalar_tensor_tensor")
 def scalar_tensor_tensor(rec: TraceRecord, p: CostParams) -> Cost:
-    """SDK 2.26 scalar_tensor_tensor reference: 2N Vector cycles (two inputs, as tensor_tensor),
-    N when data and operand1 are bfloat16, op0 subtract, op1 multiply and N even: only then the
-    16-bit rate. The ops are read from params, which decide the values too."""
+    """SDK 2.26 scalar_tensor_tensor reference: 2N Vector cycles, two streamed inputs as
+    tensor_tensor's 2N, so N on the profiles' basis (one cycle per element of the largest
+    operand); half that in the documented fast case, N for 2N: data and operand1 bfloat16 in
+    SBUF, op0 subtract, op1 multiply, N even. No MIN_II is written for it. The ops are read from
+    params, which decide the values too."""
     data, other = rec.reads[0], rec.reads[1]
     n = data.elements_per_partition
     fast = (rec.params.get("op0") == "subtract" and rec.params.get("op1") == "multiply" and n % 2 == 0
             and all(r.dtype == "bfloat16" and r.buffer == "sbuf" for r in (data, other)))
-    return ComputeCost("DVE", _dve_pass_ns(n + other.elements_per_partition, fast, p))
+    cycles = rec.elements_per_partition * p.dve_cycles_per_element / (2 if fast else 1)
+    return ComputeCost("DVE", (cycles + p.dve_overhead_cycles) / p.dve_ghz)
 
 
 @cost_rule("tensor_tensor_scan")
 def tensor_tensor_scan(rec: TraceRecord, p: CostParams) -> Cost:
-    """SDK 2.26 tensor_tensor_scan reference: max(MIN_II, 2N) Vector cycles, whatever the
-    dtypes (no fast case is documented for a scan)."""
-    elements = rec.reads[0].elements_per_partition + rec.reads[1].elements_per_partition
-    return ComputeCost("DVE", _dve_pass_ns(elements, False, p))
+    """SDK 2.26 tensor_tensor_scan reference: max(MIN_II, 2N) Vector cycles whatever the dtypes
+    (no fast case is documented for a scan): two streamed inputs, as tensor_tensor's 2N, so
+    max(MIN_II, N) on the profiles' basis, N the largest operand."""
+    return ComputeCost("DVE", _dve_cycles_ns(rec.elements_per_partition * p.dve_cycles_per_element, p))
 
 
 @cost_rule("tensor_scalar_reduce")
 def tensor_scalar_reduce(rec: TraceRecord, p: CostParams) -> Cost:
     """SDK 2.26 tensor_scalar_reduce reference: max(MIN_II, N) + MIN_II Vector cycles, i.e.
-    tensor_scalar's pass and one MIN_II more for the reduction. The accumulator registers are
-    engine state, not traffic: the 16-bit rate follows data and the result only."""
-    data, result = rec.reads[0], rec.writes[0]
-    fast = all(_is_16bit(r.dtype) and r.buffer == "sbuf" for r in (data, result))
-    return ComputeCost("DVE", _dve_pass_ns(data.elements_per_partition, fast, p, p.dve_min_ii))
+    tensor_scalar's cost (max(MIN_II, N), which the profiles show as _dve_ns's occupancy) and one
+    MIN_II more for the reduction. The accumulator registers are engine state, not traffic: the
+    16-bit mode follows data and the result only (dve_perf_factor)."""
+    return ComputeCost("DVE", _dve_ns(rec, p) + p.dve_min_ii / p.dve_ghz)
 
 
 @cost_rule("tensor_scalar_cumulative")
 def tensor_scalar_cumulative(rec: TraceRecord, p: CostParams) -> Cost:
     """No cost is documented (0.6 only, whose reference has no cycle formulas): assumed one pass
-    over the source at the fp32 rate, as tensor_tensor_scan's running value has no fast case."""
-    return ComputeCost("DVE", _dve_pass_ns(rec.reads[0].elements_per_partition, False, p))
+    over the source, as tensor_tensor_scan's max(MIN_II, N) on the profiles' basis (a running
+    value has no fast case)."""
+    return ComputeCost("DVE", _dve_cycles_ns(rec.elements_per_partition * p.dve_cycles_per_element, p))
 
 
 @cost_rule("reciprocal")
 def reciprocal(rec: TraceRecord, p: CostParams) -> Cost:
     """The Vector engine's reciprocal is more precise than the Scalar engine's activation
     (op=nl.reciprocal) and about 8x slower for large tiles (0.6 reference; 2.26: max(MIN_II, 8N)
-    Vector cycles): `dve_reciprocal_act_factor` times the Scalar engine's N cycles, above
-    MIN_II, so a tile of under ~64 elements costs about what the Scalar engine's would."""
-    n = rec.reads[0].elements_per_partition
+    Vector cycles): `dve_reciprocal_act_factor` times the Scalar engine's per-element time (one
+    element of the largest operand a cycle at its clock, _act_ns), above MIN_II, plus the fixed
+    DVE occupancy. Small tiles are nearer each other than 8x: the fixed costs dominate."""
+    n = rec.elements_per_partition
     ns = max(p.dve_min_ii / p.dve_ghz, p.dve_reciprocal_act_factor * n / p.act_ghz)
     return ComputeCost("DVE", ns + p.dve_overhead_cycles / p.dve_ghz)
 
@@ -175,13 +226,10 @@ def reciprocal(rec: TraceRecord, p: CostParams) -> Cost:
 @cost_rule("nc_stream_shuffle")
 def stream_shuffle(rec: TraceRecord, p: CostParams) -> Cost:
     """SDK 2.26 nc_stream_shuffle reference: max(MIN_II, N) Vector cycles, N the elements per
-    partition of src (reads[0]), at the rates _dve_ns gives a one-input pass; dst, read only to
-    keep the partitions a 255 entry leaves unchanged, adds nothing."""
-    src = rec.reads[0]
-    fast = all(_is_16bit(r.dtype) and r.buffer == "sbuf" for r in rec.reads + rec.writes)
-    rate = p.dve_fp16_rate if fast else p.dve_fp32_rate
-    return ComputeCost("DVE", (max(p.dve_min_ii, src.elements_per_partition / rate)
-                               + p.dve_overhead_cycles) / p.dve_ghz)
+    partition of src (reads[0]), one a cycle as the profiles show a one-input pass (no 16-bit
+    mode: the architecture guide names tensor_copy, tensor_scalar and tensor_tensor); dst, read
+    only to keep the partitions a 255 entry leaves unchanged, adds nothing."""
+    return ComputeCost("DVE", _dve_cycles_ns(rec.reads[0].elements_per_partition * p.dve_cycles_per_element, p))
 
 
 @cost_rule("nc_n_gather")
@@ -208,16 +256,17 @@ def topk(rec: TraceRecord, p: CostParams) -> Cost:
 @cost_rule("rng", "set_rng_seed", "rand_set_state", "rand_get_state")
 def random_bits(rec: TraceRecord, p: CostParams) -> Cost:
     """No cost is documented for rng, set_rng_seed, rand_set_state or rand_get_state (NKI 0.6
-    reference). Assumed: rng is one pass writing dst's elements per partition at its engine's
-    rate (the Vector engine's fp32 rate: the bits are 32 a element; GpSimd N + GPSIMD_START); the
-    generator state it reads and writes is engine state, not traffic. set_rng_seed reads one
-    element: one minimal Vector instruction (MIN_II plus overhead). rand_set_state and
+    reference). Assumed: rng is one pass writing dst's elements per partition, the form of
+    the documented one-pass Vector instructions (max(MIN_II, N), one element a cycle as the
+    profiles show whatever the dtype; GpSimd N + GPSIMD_START); the generator state it reads
+    and writes is engine state, not traffic. set_rng_seed reads one element: one minimal Vector
+    instruction (MIN_II plus the fixed occupancy). rand_set_state and
     rand_get_state move the 6 state words a partition: one GpSimd pass of N = 6 (their first
     write, the state rows or dst) plus GPSIMD_START."""
     n = rec.writes[0].elements_per_partition if rec.opcode != "set_rng_seed" and rec.writes else 1
     if rec.engine is Engine.GPSIMD:
         return ComputeCost("POOL", (n + p.pool_overhead_cycles) / p.pool_ghz)
-    return ComputeCost("DVE", _dve_pass_ns(n, False, p))
+    return ComputeCost("DVE", _dve_cycles_ns(n * p.dve_cycles_per_element, p))
 
 
 @cost_rule("core_barrier")
@@ -408,8 +457,8 @@ BALANCED_QUEUES = ("DVE", "ACT")
 
 
 def balanced_copy(rec: TraceRecord, auto_default: bool) -> bool:
-    """C4: the compiler spreads SBUF copies whose engine the kernel left open over the Vector and
-    Scalar engines. PSUM evictions stay on the Scalar engine, where P3 measured them."""
+    """C4, C6: the compiler spreads SBUF copies whose engine the kernel left open over the Vector
+    and Scalar engines. PSUM evictions stay on the Scalar engine, where P3 measured them."""
     if rec.opcode != "tensor_copy" or not rec.attrs.get("auto_engine", auto_default):
         return False
     return all(r.buffer == "sbuf" for r in rec.reads)

@@ -3,9 +3,11 @@
 Model (trn2-cost-model.md section 5):
 - one instruction queue per engine (PE, DVE, ACT, POOL) in program order, as the course's
   kernels skip the middle end; like the backend's scheduler, an engine fills its idle gaps
-  with later independent instructions, up to `lookahead` instructions ahead; an SBUF copy
-  whose engine the kernel left open sits in both the DVE and ACT queues and runs on whichever
-  reaches it first (the compiler balances them: trn2-conv-measurements.md C4);
+  with later independent instructions, up to `lookahead` instructions ahead; DVE and ACT hold
+  their queue for an instruction's occupancy while its result lands a pipeline latency later;
+  an SBUF copy whose engine the kernel left open goes, in program order, to whichever of DVE
+  and ACT has the least work so far with it (the compiler places it by engine load when it
+  compiles: trn2-conv-measurements.md C4, C6);
 - DMAs are issued on an issue queue (one of the two hardware DGE queues in the default mode,
   each in program order with the same look-ahead; cheap prebuilt descriptors with
   --disable-dge), then move their bytes on 16 DMA engines;
@@ -25,7 +27,8 @@ from .. import collector
 from ..trace import TraceRecord
 from .dependencies import DependencyGraph, dependencies
 from .params import CostParams
-from .rules import BALANCED_QUEUES, COST_RULES, DmaCost, balanced_copy, copy_ns, dma_issue_ns, dma_issue_queues
+from .rules import (BALANCED_QUEUES, COST_RULES, DmaCost, balanced_copy, copy_ns, dma_issue_ns, dma_issue_queues,
+                    pipeline_ns)
 
 
 @dataclass(slots=True)
@@ -100,6 +103,7 @@ def core_queue(queue: str, core: int) -> str:
 def _jobs(trace: list[TraceRecord], p: CostParams, dge: bool) -> list[_Job]:
     auto_default = not any("auto_engine" in rec.attrs for rec in trace)
     jobs = []
+    load: dict[str, float] = {}           # engine time given to each compute queue so far
     for rec in trace:
         cost = COST_RULES[rec.opcode](rec, p)
         core = rec.attrs.get("core", 0)       # another physical core: its own engines and DMA queues
@@ -107,11 +111,22 @@ def _jobs(trace: list[TraceRecord], p: CostParams, dge: bool) -> list[_Job]:
             queues = dma_issue_queues(rec, dge, p.dge_default_queues)
             jobs.append(_Job(tuple((core_queue(q, core), dma_issue_ns(cost, p, q != "DMA-issue")) for q in queues),
                              cost, core))
-        elif balanced_copy(rec, auto_default):
-            jobs.append(_Job(tuple((core_queue(q, core), copy_ns(rec, q, p)) for q in BALANCED_QUEUES)))
+            continue
+        if balanced_copy(rec, auto_default):
+            queue, ns = _least_loaded([(core_queue(q, core), copy_ns(rec, q, p)) for q in BALANCED_QUEUES], load)
         else:
-            jobs.append(_Job(((core_queue(cost.queue, core), cost.ns),)))
+            queue, ns = core_queue(cost.queue, core), cost.ns
+        load[queue] = load.get(queue, 0.0) + ns
+        jobs.append(_Job(((queue, ns),)))
     return jobs
+
+
+def _least_loaded(options: list[tuple[str, float]], load: dict[str, float]) -> tuple[str, float]:
+    """C4, C6: the compiler places a copy the kernel left open by engine workload ("compiler
+    selects best engine based on engine workload", nki.isa.tensor_copy) when it compiles (C4's
+    counts are of the NEFF's instruction streams), so not by when an engine happens to be free
+    at run time: the engine whose work so far, with the copy's, is the least (ties: DVE)."""
+    return min(options, key=lambda o: load.get(o[0], 0.0) + o[1])
 
 
 def schedule(trace: list[TraceRecord], params: CostParams, *, dge: bool = True,
@@ -178,13 +193,12 @@ class _Scheduler:
         # each physical core's DMA engines (cores beyond 0 only under LNC > 1)
         self.dma_free: dict[int, list[float]] = {}
         self.global_heap: list[tuple[float, int, int, str]] = []
-        self.deferred: set[int] = set()      # balanced copies one engine left to the other
 
     # --- lanes ------------------------------------------------------------------------------
 
     def offer(self, lane: _Lane) -> None:
         heap = lane.ready_heap
-        while heap and self.scheduled[heap[0][1]]:     # taken by the other lane of a balanced copy
+        while heap and self.scheduled[heap[0][1]]:     # taken by another lane (a DMA either DGE queue may issue)
             heapq.heappop(heap)
         if heap:
             lane.version += 1
@@ -277,14 +291,11 @@ class _Scheduler:
                 continue
             ready, idx = heapq.heappop(lane.ready_heap)
             job = self.jobs[idx]
-            if job.dma is None and len(job.options) > 1 and self.finishes_sooner_elsewhere(idx, lane, ready):
-                self.offer(lane)
-                continue
             duration = job.options[self._option(idx, name)][1] if len(job.options) > 1 else job.options[0][1]
             free_before = lane.free
             start = ready if ready > lane.free else lane.free
-            end = start + duration
-            lane.free = end
+            lane.free = start + duration      # the queue is held for the occupancy ...
+            end = lane.free if job.dma is not None else lane.free + pipeline_ns(name, p)  # ... the result lands later
             lane.busy += duration
             self.scheduled[idx] = True
             touched = {name}
@@ -317,23 +328,6 @@ class _Scheduler:
         return Timeline(self.slots, makespan, p.bench_overhead_ns if overhead_ns is None else overhead_ns,
                         busy, "dge" if self.dge else "static", dma_count, dma_bytes, p, self.checks,
                         self.hazard_count)
-
-    def finishes_sooner_elsewhere(self, idx: int, lane: _Lane, ready: float) -> bool:
-        """C4: the compiler balances an unplaced copy between the Vector and Scalar engines by
-        load, so it goes where it would finish first, not merely where it could start first
-        (a 222-element fp16 copy takes 0.13 us on DVE, 0.30 us on ACT). The other engine's
-        queue keeps it; a copy is handed over at most once, so it is never lost."""
-        if idx in self.deferred:
-            return False
-        here = max(lane.free, ready) + self.jobs[idx].options[self._option(idx, lane.name)][1]
-        for k, (name, duration) in enumerate(self.jobs[idx].options):
-            other = self.lanes[name]
-            if other is lane or self.position[idx][k] >= other.entered:
-                continue
-            if max(other.free, self.ready_at[idx][k]) + duration < here:
-                self.deferred.add(idx)
-                return True
-        return False
 
     def place_transfer(self, idx: int, issue_start: float, issue_end: float, queue: str) -> Slot:
         """Move an issued DMA's bytes, no earlier than its hazards allow."""

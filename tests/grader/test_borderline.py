@@ -22,12 +22,15 @@ from nkisim.cost.profile import BOUNDS
 from test_hostile import HONEST, SPEC, WALL, by_name
 
 PERF = SPEC.test("perf")          # thresholds: optimized 100 us, relaxed 140 us; 17.5 points, 95% partial
+# credit is given only within the smallest band of any class (grader/fidelity_bands.json, which
+# bench/fidelity.py rewrites as the model changes): the credited cases sit at half of it
+HALF_CREDIT = 1 + bands.credit_band() / 2
 
 
 @pytest.mark.parametrize("p99, band, borderline, points, status, credited", [
     (105.0, 0.10, Borderline.STRICT, 17.5 * 0.95, TestStatus.PARTIAL, False),   # over optimized, within the band
-    (105.0, 0.10, Borderline.CREDIT, 17.5, TestStatus.PASSED, True),            # ... credited
-    (150.0, 0.10, Borderline.CREDIT, 17.5 * 0.95, TestStatus.PARTIAL, True),    # over relaxed, within: partial
+    (100.0 * HALF_CREDIT, 0.10, Borderline.CREDIT, 17.5, TestStatus.PASSED, True),          # ... credited
+    (140.0 * HALF_CREDIT, 0.10, Borderline.CREDIT, 17.5 * 0.95, TestStatus.PARTIAL, True),  # over relaxed: partial
     (120.0, 0.10, Borderline.CREDIT, 17.5 * 0.95, TestStatus.PARTIAL, False),   # far from both: as today
     (50.0, 0.10, Borderline.CREDIT, 17.5, TestStatus.PASSED, False),            # far under: as today
     (97.0, 0.10, Borderline.CREDIT, 17.5, TestStatus.PASSED, False),            # under, but within: said only

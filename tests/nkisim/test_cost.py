@@ -1,5 +1,6 @@
 """The Trn2 cost model: rules for every instruction, a golden timeline derived by hand from
 the documented constants, scheduler behaviour, nki.benchmark latencies and profiles."""
+import dataclasses
 import json
 import xml.dom.minidom
 
@@ -57,7 +58,9 @@ def test_golden_timeline_of_a_small_kernel():
     assert load_a.end == pytest.approx(load_a.start + chunk + P.dma_end_latency_ns)
     # b's transfer needs all 16 engines, which a holds until its last byte moves
     assert load_b.start == pytest.approx(load_a.start + chunk)
-    add_ns = (1024 / P.dve_fp32_rate + P.dve_overhead_cycles) / P.dve_ghz   # two fp32 inputs
+    # the Vector engine is held (N + 64) cycles for N = 512 elements a partition, and the sum
+    # lands its pipeline latency after that (bench/profiles.py: the Trn2 profiles' DVE)
+    add_ns = (512 * P.dve_cycles_per_element + P.dve_overhead_cycles) / P.dve_ghz + P.dve_pipeline_ns
     assert add.queue == "DVE"
     assert add.start == pytest.approx(load_b.end + P.semaphore_ns)
     assert add.end == pytest.approx(add.start + add_ns)
@@ -446,11 +449,13 @@ def test_unplaced_sbuf_copies_are_balanced_over_vector_and_scalar():
     assert 0.5 < queues.count("DVE") / len(queues) < 0.65 and queues.count("ACT") + queues.count("DVE") == 2000
 
 
-def test_an_unplaced_copy_goes_where_it_finishes_first_not_where_it_starts_first():
-    """C4: the compiler balances by load. A 222-element fp16 copy takes 0.13 us on the Vector
-    engine and 0.30 us on the Scalar engine, so most go to DVE (58% in C4's kernel of 7,992
-    window copies); placed where they could start first, ACT took most (63%) and bound the
-    kernel (1,623 us instead of 1,094)."""
+def test_an_unplaced_copy_goes_to_the_engine_with_less_work_so_far():
+    """C4, C6: the compiler places copies by engine load when it compiles. In C4's kernel of
+    window copies a 222-element fp16 copy holds DVE 0.12 us (16-bit performance mode) and ACT
+    0.24 us, and DVE also has each row's reduce, bias add and PSUM memset: the copies split
+    about 55/45 (C4 measured 57% Vector) and neither engine gets more work than the other.
+    Placed where it would finish first at run time, ACT ran ahead on later rows' copies and
+    took 61% of them (39% Vector, 1,270 us instead of 972 for the 224x224 kernel)."""
     from reference_kernels import calibration
     rng = np.random.default_rng(0)
     X = rng.random((1, 256, 10, 224), dtype=np.float32).astype(np.float16)
@@ -461,10 +466,13 @@ def test_an_unplaced_copy_goes_where_it_finishes_first_not_where_it_starts_first
     copies = [(r, s) for r, s in zip(run.trace, tl.slots) if r.opcode == "tensor_copy" and
               all(x.buffer == "sbuf" for x in r.reads)]
     assert len(copies) == 2 * 8 * 18
-    queues = [s.queue for _, s in copies]
-    # placed by earliest start, the two engines took 144 each and ACT bound the kernel
-    assert queues.count("DVE") >= 0.65 * len(copies) and queues.count("ACT") > 0
-    assert tl.busy_ns["ACT"] < tl.busy_ns["DVE"] * 1.25
+    share = [s.queue for _, s in copies].count("DVE") / len(copies)
+    assert 0.5 < share < 0.62
+    assert tl.busy_ns["ACT"] == pytest.approx(tl.busy_ns["DVE"], rel=0.05)
+    # the same trace under a schedule that differs at run time (another DMA issue cost) places
+    # every copy where it was: the placement is the compiler's, not the run's
+    slower = cost.estimate(run, dataclasses.replace(P, dge_issue_ns=3 * P.dge_issue_ns))
+    assert [s.queue for s in slower.slots] == [s.queue for s in tl.slots]
 
 
 @nki.jit
