@@ -139,15 +139,22 @@ def _list(args) -> int:
     return 0
 
 
+def _token(session, token_id: int):
+    """The token of that id, or None after saying there is none and where the ids are."""
+    from store.models import CourseSubmitToken
+    row = session.get(CourseSubmitToken, token_id)
+    if row is None:
+        print(f"grader: no course token {token_id}; `grader course-token list --course NAME` shows the ids",
+              file=sys.stderr)
+    return row
+
+
 def _set(args) -> int:
     from store import session_scope, upgrade
-    from store.models import CourseSubmitToken
     upgrade()
     with session_scope() as s:
-        row = s.get(CourseSubmitToken, args.id)
+        row = _token(s, args.id)
         if row is None:
-            print(f"grader: no course token {args.id}; `grader course-token list --course NAME` shows the ids",
-                  file=sys.stderr)
             return 2
         if args.creates_students is not None:
             row.creates_students = args.creates_students
@@ -160,12 +167,10 @@ def _set(args) -> int:
 
 def _revoke(args) -> int:
     from store import session_scope, upgrade
-    from store.models import CourseSubmitToken
     upgrade()
     with session_scope() as s:
-        row = s.get(CourseSubmitToken, args.id)
+        row = _token(s, args.id)
         if row is None:
-            print(f"grader: no course token {args.id}", file=sys.stderr)
             return 2
         row.revoked_at = row.revoked_at or dt.datetime.now(dt.timezone.utc)
     print(f"course token {args.id} revoked")

@@ -72,9 +72,10 @@ static NRT_STATUS status_and_handle(PyObject *r, void **out) {
 
 #define H(p) ((unsigned long long)(uintptr_t)(p))
 
-NRT_STATUS nrt_get_total_vnc_count(uint32_t *vnc_count) {
+/* a (status, count) answer of the device double's `name` */
+static NRT_STATUS vnc_count_of(const char *name, uint32_t *vnc_count) {
     PyGILState_STATE g = PyGILState_Ensure();
-    PyObject *r = call("total_vnc_count", "()");
+    PyObject *r = call(name, "()");
     NRT_STATUS s = 1;
     if (r && PyTuple_Check(r)) {
         s = (NRT_STATUS)PyLong_AsLong(PyTuple_GetItem(r, 0));
@@ -85,18 +86,9 @@ NRT_STATUS nrt_get_total_vnc_count(uint32_t *vnc_count) {
     return s;
 }
 
-NRT_STATUS nrt_get_visible_vnc_count(uint32_t *vnc_count) {
-    PyGILState_STATE g = PyGILState_Ensure();
-    PyObject *r = call("visible_vnc_count", "()");
-    NRT_STATUS s = 1;
-    if (r && PyTuple_Check(r)) {
-        s = (NRT_STATUS)PyLong_AsLong(PyTuple_GetItem(r, 0));
-        if (s == 0) *vnc_count = (uint32_t)PyLong_AsLong(PyTuple_GetItem(r, 1));
-    }
-    Py_XDECREF(r);
-    PyGILState_Release(g);
-    return s;
-}
+NRT_STATUS nrt_get_total_vnc_count(uint32_t *vnc_count) { return vnc_count_of("total_vnc_count", vnc_count); }
+
+NRT_STATUS nrt_get_visible_vnc_count(uint32_t *vnc_count) { return vnc_count_of("visible_vnc_count", vnc_count); }
 
 /* nrt_instance_info_t of nrt.h: family, size, arch_name[16], device_revision[8]; a caller passes
  * the length it knows, and gets that much filled (an older, shorter struct: family and size). */
