@@ -57,7 +57,8 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("api.run_status", "GET"): OWNER,
     ("api.run_report", "GET"): OWNER,
     ("api.leaderboard", "GET"): COURSE,
-    ("api.course_submit", "POST"): set(),           # a course token only (tests/grader/test_gradescope_service.py)
+    ("api.course_assignment", "GET"): set(),        # a course token only (tests/grader/test_gradescope_service.py)
+    ("api.course_submit", "POST"): set(),
     ("api.course_run_status", "GET"): set(),
     ("api.course_run_report", "GET"): set(),
     ("staff.console", "GET"): ANY_STAFF,            # each sees only their own courses in it
