@@ -156,6 +156,8 @@ def _footer_lines(view: ReportView) -> list[str]:
         lines.append(f"blas {p.blas}")
     if p.hardware:
         lines.append(f"hardware {p.hardware}")
+    if p.problems:
+        lines.append(f"problems {p.problems}")
     return [escape_control(line) for line in lines]
 
 

@@ -298,6 +298,7 @@ class Provenance:
     rescored_from: str                 # the thresholds version before a rescore, or ""
     blas: str = ""                     # 'OpenBLAS 0.3.31, SkylakeX kernels': every process of the grade's
     hardware: str = ""                 # 'current SDK line (nki 0.6.0), LNC=2 (Trn2's default), NeuronCore 3'
+    problems: str = ""                 # 'conv2d 1a2b3c4d5e6f': each problem folder graded, by its sha256
 
 
 @dataclass(frozen=True)
@@ -503,4 +504,11 @@ def _provenance(report: Report) -> Provenance:
                       report.status, report.grader_version, _when(report.graded_at),
                       report.duration_s if finite(report.duration_s) else None, report.time_budget_s,
                       str((report.rescored_from or {}).get("thresholds_version") or ""), str(report.blas or ""),
-                      str(report.hardware or ""))
+                      str(report.hardware or ""), _problems(report.problem_hashes))
+
+
+def _problems(hashes) -> str:
+    """'conv2d 1a2b3c4d5e6f, transpose 0f9e8d7c6b5a': the problem folders, each by its sha256."""
+    if not isinstance(hashes, dict):
+        return ""
+    return ", ".join(f"{name} {str(digest)[:12]}" for name, digest in sorted(hashes.items()))

@@ -250,6 +250,7 @@ def test_a_spec_naming_a_folder_grades_with_it_and_the_report_records_its_hash(c
     report = json.loads(report_path.read_text())
     sha = folders.folder_hash(course)
     assert report["problem_hashes"] == {"scaled-add": sha}
+    assert f"problems scaled-add {sha[:12]}" in out          # the terminal report names the folder it graded
     assert report["score"]["correctness"] == 2 and report["score"]["performance"] == 2
     # the bundled problems' hashes too, in a bundled spec's report (a field with a default: old reports read)
     assert grader.load_spec("asst4-trainium2").problem_hashes == {
