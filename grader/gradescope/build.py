@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import zipfile
+from pathlib import Path, PurePosixPath
 
 from .. import spec as specs
 from ..errors import GraderInputError
@@ -77,7 +78,36 @@ def make_config(args, spec) -> Config:
     return configs.parse(data)      # the same checks run_autograder makes: a bad option fails here
 
 
-def make_zip(config: Config, raw_spec: bytes) -> bytes:
+def problem_members(spec) -> list[tuple[str, bytes, int]]:
+    """The course problem folders the spec names by path, in the zip where the spec finds them
+    (beside spec.toml, at the same relative path): problem.toml and the top-level .py files,
+    what the grader reads and the folder's sha256 covers; never its solutions or template. A
+    problem installed on this machine by name is refused: the autograder's container lacks it."""
+    from .. import problems
+    from ..spec import read_toml
+    refs = sorted({t["problem"] for t in read_toml(spec.toml, spec.assignment).get("tests", [])
+                   if isinstance(t, dict) and isinstance(t.get("problem"), str)} - set(problems.BUNDLED))
+    members = []
+    for ref in refs:
+        rel = PurePosixPath(ref.replace(os.sep, "/"))
+        if not problems.is_path(ref):
+            raise GraderInputError(f"the spec's problem {ref!r} is a folder installed on this machine "
+                                   f"(NKI_GRADER_PROBLEM_DIRS), which the autograder's container does not have",
+                                   "Name the folder by its path relative to the spec file: the build puts it in "
+                                   "the zip.")
+        if rel.is_absolute() or ".." in rel.parts or not spec.base:
+            raise GraderInputError(f"the spec's problem folder {ref!r} is not inside the spec file's folder, so "
+                                   f"the zip cannot hold it where the spec looks",
+                                   "Move the folder under the spec file's folder and name it by a relative path "
+                                   "without '..'.")
+        folder = Path(spec.base) / ref
+        for file in [folder / "problem.toml", *sorted(p for p in folder.glob("*.py") if p.is_file())]:
+            members.append((str(PurePosixPath(*[part for part in rel.parts if part != "."]) / file.name),
+                            file.read_bytes(), 0o644))
+    return members
+
+
+def make_zip(config: Config, raw_spec: bytes, spec=None) -> bytes:
     wheel_name, wheel_bytes = wheel.build()
     members = [("setup.sh", scripts.SETUP_SH.encode(), 0o755),
                ("run_autograder", scripts.RUN_AUTOGRADER.encode(), 0o755),
@@ -85,6 +115,8 @@ def make_zip(config: Config, raw_spec: bytes) -> bytes:
                ("nki_gradescope.json", (json.dumps(config.to_json(), indent=2) + "\n").encode(), 0o600),
                ("requirements.txt", ("\n".join(wheel.pinned_requirements()) + "\n").encode(), 0o644),
                (f"wheels/{wheel_name}", wheel_bytes, 0o644)]
+    if spec is not None:
+        members += problem_members(spec)
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, data, mode in members:

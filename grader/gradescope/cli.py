@@ -80,7 +80,7 @@ def _build(args) -> int:
         if config.service is not None and not args.no_service_check:
             from .service import check_service
             checked = check_service(config.service, spec)
-        data = build.make_zip(config, raw)
+        data = build.make_zip(config, raw, spec)
     except GraderInputError as err:
         return _fail(err)
     tmp = out.with_name(out.name + ".tmp")

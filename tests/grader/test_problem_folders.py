@@ -328,3 +328,29 @@ def test_the_site_refuses_to_store_a_spec_its_workers_could_not_read_back(course
     monkeypatch.setenv(problems.INSTALLED_ENV, str(course.parent))
     row = stored_specs.stored(db, grader.load_spec(str(pinned)))
     assert grader.spec_from_toml(row.toml).problem_hashes == {"scaled-add": folders.folder_hash(course)}
+
+
+def test_a_gradescope_zip_carries_the_course_folder_its_spec_names(course, tmp_path, capsys):
+    """`grader gradescope build` puts the folder beside spec.toml as the spec names it (what the
+    grader reads, which the folder's sha256 covers), never its solutions or template; the spec
+    in the unpacked zip loads it with the same hash. A folder the zip cannot hold is refused."""
+    import zipfile
+    spec_path = course.parent / "hw1.toml"
+    spec_path.write_text(spec_text("./scaled-add"))
+    out = tmp_path / "autograder.zip"
+    status, _, err = run_cli(capsys, "gradescope", "build", "--assignment", str(spec_path), "--mode", "local",
+                             "-o", str(out))
+    assert status == 0, err
+    names = zipfile.ZipFile(out).namelist()
+    assert {"scaled-add/problem.toml", "scaled-add/reference.py"} <= set(names)
+    assert not [n for n in names if "solutions" in n or "template" in n]
+    unpacked = tmp_path / "source"
+    zipfile.ZipFile(out).extractall(unpacked)
+    assert grader.load_spec(str(unpacked / "spec.toml")).problem_hashes == {"scaled-add": folders.folder_hash(course)}
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "hw1.toml").write_text(spec_text(os.path.relpath(course, outside)))      # "../../.../scaled-add"
+    status, _, err = run_cli(capsys, "gradescope", "build", "--assignment", str(outside / "hw1.toml"), "--mode",
+                             "local", "-o", str(tmp_path / "refused.zip"))
+    assert status == 2 and "is not inside the spec file's folder" in err and not (tmp_path / "refused.zip").exists()
