@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
     folder, fd = Path(argv[0]), int(argv[1])
     while os.read(0, 4096):         # serve writes nothing: this returns b"" when serve has ended
         pass
-    lock = InstanceLock.adopt(fd)
+    lock = InstanceLock(fd)            # serve's descriptor, inherited: already locked
     lock.set_state("stopping")
     found = stop_instance_processes(folder)
     if found:

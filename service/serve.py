@@ -9,6 +9,7 @@ be killed (service/supervision.py)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -195,10 +196,11 @@ def serve(args) -> int:
 
 
 def _serve(args, signals: StopSignals) -> int:
+    from store.db import instance_path
     from store.instance import was_served
-    from .supervision import InstanceBusy, InstanceLock, MARKER, describe, stop_instance_processes
+    from .supervision import Guardian, InstanceBusy, InstanceLock, MARKER, describe, stop_instance_processes
 
-    folder = Path(os.environ.get("NKI_GRADER_HOME") or "instance").resolve()
+    folder = instance_path()
     taken = _port_taken(args.port)
     if taken and not was_served(folder):     # before anything starts or is printed: no URL that is not ours
         return _refuse(_port_message(args.port, taken))
@@ -209,7 +211,7 @@ def _serve(args, signals: StopSignals) -> int:
         return _refuse(str(err))
     os.environ["NKI_GRADER_HOME"] = str(folder)
     guardian = None
-    parts: dict = {"pg": None, "redis": None, "children": []}
+    parts = Started()
     try:
         lock.set_state("starting")
         with signals.shielded():
@@ -224,12 +226,11 @@ def _serve(args, signals: StopSignals) -> int:
         logs.mkdir(exist_ok=True)
         os.environ[MARKER] = str(folder)          # every process started from here on carries it
         with signals.shielded():
-            from .supervision import Guardian
             guardian = Guardian(folder, lock, logs / "guardian.log")
         return _start_and_serve(args, signals, folder, lock, guardian, parts)
     finally:
         signals.stopping()
-        _stop(parts)
+        parts.stop()
         stop_instance_processes(folder, exclude={guardian.process.pid} if guardian else set(),
                                 parts_grace_s=5.0)      # whatever the orderly stop missed
         if guardian is not None:
@@ -243,7 +244,7 @@ def _port_message(port: int, taken: str) -> str:
             f"choose another with --port, e.g. `grader serve --port {_free_port_near(port)}`")
 
 
-def _start_and_serve(args, signals: StopSignals, folder: Path, lock, guardian, parts: dict) -> int:
+def _start_and_serve(args, signals: StopSignals, folder: Path, lock, guardian, parts: "Started") -> int:
     from store import session_scope, upgrade
     from store.db import start_embedded
     from store.instance import remember
@@ -252,19 +253,19 @@ def _start_and_serve(args, signals: StopSignals, folder: Path, lock, guardian, p
     from workers.answers import made_ahead
     from workers.capacity import sim_grades_at_once
 
-    children: list[Child] = parts["children"]
+    children: list[Child] = parts.children
     if not os.environ.get("DATABASE_URL"):
         with signals.shielded():
-            parts["pg"] = start_embedded()
-        os.environ["DATABASE_URL"] = parts["pg"].url
-        print(f"PostgreSQL (embedded): {parts['pg'].pgdata}")
+            parts.pg = start_embedded()
+        os.environ["DATABASE_URL"] = parts.pg.url
+        print(f"PostgreSQL (embedded): {parts.pg.pgdata}")
     if not os.environ.get("REDIS_URL"):
         with signals.shielded():
-            parts["redis"] = EmbeddedRedis(folder / "redis").start()
-        os.environ["REDIS_URL"] = parts["redis"].url
-        print(f"Redis (embedded): {parts['redis'].dir}")
+            parts.redis = EmbeddedRedis(folder / "redis").start()
+        os.environ["REDIS_URL"] = parts.redis.url
+        print(f"Redis (embedded): {parts.redis.dir}")
     upgrade()
-    if parts["pg"] is not None:
+    if parts.pg is not None:
         remember(folder)
     python = sys.executable
     logs = folder / "logs"
@@ -294,7 +295,7 @@ def _start_and_serve(args, signals: StopSignals, folder: Path, lock, guardian, p
     with session_scope() as s:
         link = first_admin_login_link(s, base_url)
     lock.set_state("serving", base_url)
-    print(_summary(base_url, link, parts["pg"], logs, children), flush=True)
+    print(_summary(base_url, link, parts.pg, logs, children), flush=True)
     while True:
         time.sleep(0.5)
         dead = [c for c in children if not c.alive()]
@@ -308,15 +309,21 @@ def _start_and_serve(args, signals: StopSignals, folder: Path, lock, guardian, p
             return 1
 
 
-def _stop(parts: dict) -> None:
-    """The orderly stop: the children first (each its whole process group), then Redis and PostgreSQL."""
-    children = parts["children"]
-    for child in children:
-        child.stop()
-    deadline = time.monotonic() + STOP_GRACE_S
-    for child in children:
-        child.reap(deadline)
-    if parts["redis"] is not None:
-        parts["redis"].stop()
-    if parts["pg"] is not None:
-        parts["pg"].stop()
+@dataclasses.dataclass
+class Started:
+    """What serve has started so far, stopped in order: the children first (each its whole
+    process group), then Redis and PostgreSQL."""
+    pg: object = None
+    redis: object = None
+    children: list = dataclasses.field(default_factory=list)
+
+    def stop(self) -> None:
+        for child in self.children:
+            child.stop()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for child in self.children:
+            child.reap(deadline)
+        if self.redis is not None:
+            self.redis.stop()
+        if self.pg is not None:
+            self.pg.stop()

@@ -80,11 +80,6 @@ class InstanceLock:
             os.close(fd)
             raise
 
-    @classmethod
-    def adopt(cls, fd: int) -> "InstanceLock":
-        """The guardian's end: the descriptor serve passed it, already locked."""
-        return cls(fd)
-
     def set_state(self, state: str, url: str = "") -> None:
         text = json.dumps({"pid": os.getpid(), "state": state, "url": url}).encode()
         os.ftruncate(self.fd, 0)

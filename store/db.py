@@ -23,8 +23,14 @@ _engines: dict[str, Engine] = {}
 _embedded: dict[str, "EmbeddedPostgres"] = {}
 
 
+def instance_path() -> Path:
+    """The instance folder this process uses ($NKI_GRADER_HOME, default ./instance), not made."""
+    return Path(os.environ.get("NKI_GRADER_HOME") or "instance").resolve()
+
+
 def instance_dir() -> Path:
-    path = Path(os.environ.get("NKI_GRADER_HOME") or "instance").resolve()
+    """The instance folder, made if it does not exist yet."""
+    path = instance_path()
     path.mkdir(parents=True, exist_ok=True)
     return path
 

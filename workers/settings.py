@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
+
+from store.db import instance_path
 
 
 def _float(name: str, default: float) -> float:
@@ -67,6 +68,6 @@ def load() -> Settings:
         answer_pool_uses=_count("NKI_ANSWER_POOL_USES", 10, minimum=1),
         answer_pool_max_age_s=_float("NKI_ANSWER_POOL_MAX_AGE_S", 24 * 3600.0),
         answer_pool_dir=os.environ.get("NKI_ANSWER_POOL_DIR")
-        or str(Path(os.environ.get("NKI_GRADER_HOME") or "instance").resolve() / "answer-pool"),
+        or str(instance_path() / "answer-pool"),
         grade_threads=_count("NKI_GRADE_THREADS", 0),
     )
