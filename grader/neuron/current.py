@@ -42,7 +42,12 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
     if header.get("status") == "grader_error":      # nrtpy_main: the interpreter lacks what it needs
         return {"status": "grader_error", "error": wire.bounded_text(str(header.get("error", "")))}, []
     if header.get("status") != "ok":
-        return {"status": "invalid", "error": wire.bounded_text(str(header.get("error", "nrtpy refused the NEFF")))}, []
+        error = wire.bounded_text(str(header.get("error", "nrtpy refused the NEFF")))
+        status = header.get("nrt_status")
+        fault = faults.from_runtime("nrtpy", status) if isinstance(status, int) else None
+        if fault is not None:                            # the same statuses as the legacy line's libnrt
+            return {"status": "grader_error", "error": f"{fault} ({error})"}, []
+        return {"status": "invalid", "error": error}, []
     count = wire.bounded_int(header.get("arrays"), 0, 16, "output count")
     view = memoryview(data)
     outputs = []

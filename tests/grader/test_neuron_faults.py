@@ -110,3 +110,28 @@ def test_a_hardware_report_says_what_timed_it(sdk, tmp_path):
     from grader import render
     text = render.render_terminal(view_of(Report.from_json(report)), color=False)
     assert "hardware current SDK line" in text
+
+
+@pytest.mark.parametrize("name, code, verdict", [("NRT_EXEC_NC_BUSY", 1005, "grader_error"),
+                                                 ("NRT_EXEC_OOB", 1006, "invalid")])
+def test_the_current_line_tells_the_workers_runtime_status_from_the_neffs(sdk, tmp_path, name, code, verdict):
+    """nrtpy raises NrtError "NRT Error NAME(code): ..." (neuron-runtime/nrtpy/errors); the same
+    table as the legacy line's libnrt decides whose it is."""
+    job = _job_dir(tmp_path, sdk, ["x"])
+    failing = tmp_path / "failing_nrtpy"
+    (failing / "nrtpy").mkdir(parents=True)
+    (failing / "nrtpy" / "__init__.py").write_text(
+        f"import sys\nsys.path.remove({str(failing)!r})\ndel sys.modules['nrtpy']\nimport nrtpy as _real\n"
+        "sys.modules['nrtpy'] = _real\n"
+        f"def call(self, *a, **k):\n    raise _real.NrtError({name!r}, {code}, 'nrt_execute')\n"
+        "_real.NrtpyModel.__call__ = call\n")
+    launcher = tmp_path / "nrtpy-python"
+    launcher.write_text(f"#!{sdk.nrtpy}\nimport runpy, sys\nsys.path.insert(0, {str(failing)!r})\n"
+                        "sys.argv = sys.argv[2:]\nrunpy.run_path(sys.argv[0], run_name='__main__')\n")
+    launcher.chmod(0o755)
+    data = json.loads((job / "job.json").read_text())
+    data["neuron"]["nrtpy_python"] = str(launcher)
+    (job / "job.json").write_text(json.dumps(data))
+    header, outputs = _run_trusted(job)
+    assert header["status"] == verdict and outputs == [], header
+    assert f"{name}({code})" in header["error"]
