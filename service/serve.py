@@ -8,7 +8,6 @@ the instance's lock, marks every process it starts, and leaves a guardian to sto
 be killed (service/supervision.py)."""
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import signal
@@ -70,10 +69,13 @@ class Child:
         self.process.wait()
 
 
-def _wait_http(url: str, child: Child, timeout: float = 120.0) -> bool:
+def _wait_http(url: str, child: Child, check, timeout: float = 120.0) -> bool:
+    """Whether the site answers at `url` before `child` (its server) ends or the timeout;
+    `check()` between tries (a stop request ends the wait)."""
     import requests
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and child.alive():
+        check()
         try:
             requests.get(url, timeout=5)
             return True
@@ -134,45 +136,33 @@ def _free_port_near(port: int) -> int:
 
 
 class StopRequested(BaseException):
-    """Ctrl-C, SIGTERM or SIGHUP during start-up: raised where start-up stands, so the stop
-    begins at once (a BaseException: no library's `except Exception` swallows it)."""
+    """Ctrl-C, SIGTERM or SIGHUP: raised at the next step of start-up, or by the serving loop,
+    so the stop begins (a BaseException: no library's `except Exception` swallows it)."""
 
 
 class StopSignals:
-    """SIGINT, SIGTERM and SIGHUP from serve's first instant. During start-up and while serving
-    they raise StopRequested where the main thread stands, except inside a shielded step (starting
-    a server or a child, which must not be cut in two), which finishes first. Once stopping,
-    further signals are only noted."""
+    """SIGINT, SIGTERM and SIGHUP from serve's first instant. The handler only notes the signal;
+    `check()`, called between the steps of start-up, in its waits and in the serving loop,
+    raises StopRequested there. Never raised from the handler itself: an exception that lands
+    anywhere (inside a library holding a lock, a destructor that swallows it) could leave a
+    lock held or the request lost, and the stop would hang or never come. Each step is bounded
+    (seconds), so the stop begins within one."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)   # Ctrl-C, a service manager, a closed terminal
 
     def __init__(self) -> None:
         self.requested: int | None = None
-        self._shields = 0
-        self._stopping = False
 
     def install(self) -> None:
         for sig in self.SIGNALS:
             signal.signal(sig, self._on_signal)
 
     def _on_signal(self, signum, _frame) -> None:
-        first = self.requested is None
         self.requested = self.requested or signum
-        if first and not self._stopping and not self._shields:
-            raise StopRequested(signum)
 
-    @contextlib.contextmanager
-    def shielded(self):
-        self._shields += 1
-        try:
-            yield
-        finally:
-            self._shields -= 1
-        if self.requested and not self._shields and not self._stopping:
+    def check(self) -> None:
+        if self.requested:
             raise StopRequested(self.requested)
-
-    def stopping(self) -> None:
-        self._stopping = True
 
 
 def _refuse(message: str) -> int:
@@ -214,8 +204,8 @@ def _serve(args, signals: StopSignals) -> int:
     parts = Started()
     try:
         lock.set_state("starting")
-        with signals.shielded():
-            left = stop_instance_processes(folder)
+        left = stop_instance_processes(folder)
+        signals.check()
         if left:
             print(f"grader serve: stopped what an earlier serve of this instance left running: {describe(left)}",
                   flush=True)
@@ -225,11 +215,10 @@ def _serve(args, signals: StopSignals) -> int:
         logs = folder / "logs"
         logs.mkdir(exist_ok=True)
         os.environ[MARKER] = str(folder)          # every process started from here on carries it
-        with signals.shielded():
-            guardian = Guardian(folder, lock, logs / "guardian.log")
+        guardian = Guardian(folder, lock, logs / "guardian.log")
+        signals.check()
         return _start_and_serve(args, signals, folder, lock, guardian, parts)
     finally:
-        signals.stopping()
         parts.stop()
         stop_instance_processes(folder, exclude={guardian.process.pid} if guardian else set(),
                                 parts_grace_s=5.0)      # whatever the orderly stop missed
@@ -255,16 +244,17 @@ def _start_and_serve(args, signals: StopSignals, folder: Path, lock, guardian, p
 
     children: list[Child] = parts.children
     if not os.environ.get("DATABASE_URL"):
-        with signals.shielded():
-            parts.pg = start_embedded()
+        parts.pg = start_embedded()
+        signals.check()
         os.environ["DATABASE_URL"] = parts.pg.url
         print(f"PostgreSQL (embedded): {parts.pg.pgdata}")
     if not os.environ.get("REDIS_URL"):
-        with signals.shielded():
-            parts.redis = EmbeddedRedis(folder / "redis").start()
+        parts.redis = EmbeddedRedis(folder / "redis").start()
+        signals.check()
         os.environ["REDIS_URL"] = parts.redis.url
         print(f"Redis (embedded): {parts.redis.dir}")
     upgrade()
+    signals.check()
     if parts.pg is not None:
         remember(folder)
     python = sys.executable
@@ -276,19 +266,19 @@ def _start_and_serve(args, signals: StopSignals, folder: Path, lock, guardian, p
     quiet = ["--quiet", "--loglevel", "WARNING", "--instance", str(folder)]     # warnings and errors only, in the logs
     grades_at_once = {Queue.SIM: args.workers or sim_grades_at_once(made_ahead()), Queue.NIGHTLY: 1, Queue.STAFF: 1}
     for queue, concurrency in grades_at_once.items():
-        with signals.shielded():
-            children.append(Child(f"{queue.value} worker", [python, "-m", "workers.cli", "worker", "--queue", queue,
-                                                            *quiet, "--concurrency", str(concurrency)],
-                                  logs / f"worker-{queue.value}.log"))
-    with signals.shielded():
-        children.append(Child("beat", [python, "-m", "workers.cli", "beat", *quiet], logs / "beat.log"))
+        children.append(Child(f"{queue.value} worker", [python, "-m", "workers.cli", "worker", "--queue", queue,
+                                                        *quiet, "--concurrency", str(concurrency)],
+                              logs / f"worker-{queue.value}.log"))
+        signals.check()
+    children.append(Child("beat", [python, "-m", "workers.cli", "beat", *quiet], logs / "beat.log"))
+    signals.check()
     base_url = f"http://127.0.0.1:{args.port}"
-    with signals.shielded():
-        web = Child("web", [python, "-m", "gunicorn", "--bind", f"127.0.0.1:{args.port}", "--workers", "2",
-                            "--threads", "4", "--log-level", "warning", "--control-socket",
-                            _control_socket(), "web:create_app()"], logs / "web.log")
-        children.append(web)
-    if not _wait_http(base_url + "/", web):
+    web = Child("web", [python, "-m", "gunicorn", "--bind", f"127.0.0.1:{args.port}", "--workers", "2",
+                        "--threads", "4", "--log-level", "warning", "--control-socket",
+                        _control_socket(), "web:create_app()"], logs / "web.log")
+    children.append(web)
+    signals.check()
+    if not _wait_http(base_url + "/", web, signals.check):
         print(f"grader serve: the web site did not come up; the end of {web.log}:\n{web.last_lines()}",
               file=sys.stderr)
         return 1
@@ -298,6 +288,7 @@ def _start_and_serve(args, signals: StopSignals, folder: Path, lock, guardian, p
     print(_summary(base_url, link, parts.pg, logs, children), flush=True)
     while True:
         time.sleep(0.5)
+        signals.check()
         dead = [c for c in children if not c.alive()]
         if dead:
             print(f"grader serve: the {dead[0].name} exited with status {dead[0].process.returncode}; "

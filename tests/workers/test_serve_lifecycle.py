@@ -131,7 +131,11 @@ def test_sigterm_during_start_up_stops_what_was_started(instance, after_s):
         pass
     proc.send_signal(signal.SIGTERM)            # what docker stop, systemd or a closed terminal sends
     sent = time.monotonic()
-    status = proc.wait(GONE_S)
+    try:
+        status = proc.wait(GONE_S)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"grader serve did not end within {GONE_S:.0f} s of SIGTERM:\n"
+                             f"{log.read_text()[-3000:]}\nleft: {instance.anything_left()}") from None
     instance.assert_nothing_left(sent)
     text = log.read_text()
     if status == -signal.SIGTERM:
