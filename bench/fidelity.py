@@ -18,6 +18,7 @@ with the facts that exercise it; with --baseline, how many points each fact move
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import itertools
 import json
@@ -509,6 +510,207 @@ def report_cross_validation(points, bands_path: str | None = None) -> None:
         print(f"bands written to {bands_path}")
 
 
+# ----- Trainium1 (--platform trn1): the facts of the 12 Trn1 profiles ----------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Trn1Fact:
+    """One fact of the Trn1 profiles and how the model predicts it from the timelines of the
+    two calibration kernels ({"fd1k": Timeline, "fd2k": Timeline}). `constant`: the trn1
+    parameter it fixes (nkisim/cost/generations.py), None if held out. Facts of one `group`
+    restate one measurement (a kernel's total_time is its span plus the overhead), so
+    cross-validation leaves them out together."""
+    label: str
+    measured: float
+    unit: str
+    n: int
+    constant: str | None
+    group: str
+    predict: object
+
+
+def _dve_ns(tl) -> float:
+    return float(np.median([s.end - s.start for s in tl.slots if s.queue == "DVE"]))
+
+
+def _backlogged_rate(tl) -> float:
+    """B/ns a DMA engine moves in a chain of loads: the bytes each engine moves for a load that
+    had to wait for the previous one's engines, over how far apart their transfers start."""
+    p = tl.params
+    loads = sorted(tl.loads, key=lambda s: s.start)
+    rates = [tl.load_bytes[id(b)] / b.engines / (b.start - a.start) for a, b in zip(loads, loads[1:])
+             if b.start > b.issue_end + p.dma_start_latency_ns + 1e-6]
+    if not rates:
+        raise RuntimeError("no load waited for the previous one's DMA engines: the backlogged rate is undefined")
+    return float(np.median(rates))
+
+
+def trn1_measured() -> dict:
+    """The Trn1 profiles' figures the facts compare with: medians over the profiles of each
+    kernel (bench/profiles.py reads the rows; --platform trn1 there prints them in detail)."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from bench import profiles
+    data = profiles.DATA_DIRS["trn1"]
+    found = {k: collections.defaultdict(list) for k in ("fd1k", "fd2k")}
+    for pid in profiles.profile_ids(True, False, data):
+        kernel = "fd1k" if "fd1k" in pid else "fd2k"
+        hw, _ = profiles.load_hardware(pid, data)
+        got = found[kernel]
+        got["span"].append(hw.span_us)
+        got["total"].append(hw.total_us)
+        got["dve"] += [i.end - i.start for i in hw.by("DVE", "0x41")]
+        dmas, _ = profiles.hw_dmas(hw)
+        for (queue, nb), times in profiles.backlogged_ring_times(dmas).items():
+            if queue == "qSPIO0":
+                got["rate"].append(nb / float(np.median(times)))
+    return found
+
+
+def trn1_facts(found: dict) -> list[Trn1Fact]:
+    one, two = found["fd1k"], found["fd2k"]
+    els = [1000] * len(one["dve"]) + [2000] * len(two["dve"])
+    slope = float(np.polyfit(els, one["dve"] + two["dve"], 1)[0])    # least squares, as README fact 2
+    m = {k: {q: float(np.median(v)) for q, v in d.items()} for k, d in found.items()}
+    n = {k: {q: len(v) for q, v in d.items()} for k, d in found.items()}
+    return [
+        Trn1Fact("V1 fd1k kernel span", m["fd1k"]["span"], "us", n["fd1k"]["span"], "dma_start_latency_ns",
+                 "fd1k timeline", lambda t: t["fd1k"].makespan_ns / 1e3),
+        Trn1Fact("V2 fd2k kernel span", m["fd2k"]["span"], "us", n["fd2k"]["span"], "dma_start_latency_ns",
+                 "fd2k timeline", lambda t: t["fd2k"].makespan_ns / 1e3),
+        Trn1Fact("V3 fd1k total_time", m["fd1k"]["total"], "us", n["fd1k"]["total"], "profile_overhead_ns",
+                 "fd1k timeline", lambda t: t["fd1k"].total_us),
+        Trn1Fact("V4 fd2k total_time", m["fd2k"]["total"], "us", n["fd2k"]["total"], "profile_overhead_ns",
+                 "fd2k timeline", lambda t: t["fd2k"].total_us),
+        Trn1Fact("V5 DVE tensor_tensor per fp32 element", slope, "ns/el.", len(els), "dve_cycles_per_element",
+                 "DVE", lambda t: (_dve_ns(t["fd2k"]) - _dve_ns(t["fd1k"])) / 1000),
+        Trn1Fact("V6 DVE tensor_tensor 1000 fp32 el.", m["fd1k"]["dve"], "ns", n["fd1k"]["dve"],
+                 "dve_overhead_cycles", "DVE", lambda t: _dve_ns(t["fd1k"])),
+        Trn1Fact("V7 DMA engine rate, fd1k loads", m["fd1k"]["rate"], "B/ns", n["fd1k"]["rate"],
+                 "dma_engine_bytes_per_ns", "fd1k rings", lambda t: _backlogged_rate(t["fd1k"])),
+        Trn1Fact("V8 DMA engine rate, fd2k loads", m["fd2k"]["rate"], "B/ns", n["fd2k"]["rate"],
+                 "dma_engine_bytes_per_ns", "fd2k rings", lambda t: _backlogged_rate(t["fd2k"])),
+    ]
+
+
+# the value a trn1 constant takes where no other fact moves it: the documented figure
+# (generations.py names it), else its value in the model itself
+TRN1_PRIORS = {"dma_engine_bytes_per_ns": 17.0, "dma_start_latency_ns": 1000.0}
+# the refit's candidates for trn1: multiples of the model's value in ~1% steps (its facts are
+# few and cheap to predict, so the refit is a search, not a choice among GRID's seven)
+TRN1_GRID = tuple(np.geomspace(0.25, 4.0, 281))
+
+
+def trn1_runs() -> dict:
+    from nkisim.settings import SimSettings
+    v = np.random.default_rng(1).random(256000, dtype=np.float32)
+    return {name: nkisim.run_kernel(vector_add.make_vector_add_stream(fd), (v, v.copy()), {},
+                                    settings=SimSettings(platform="trn1"))
+            for name, fd in (("fd1k", 1000), ("fd2k", 2000))}
+
+
+def trn1_timelines(runs: dict, params) -> dict:
+    found = {}
+    for name, run in runs.items():
+        tl = cost.estimate(run, params, measurement="profile")
+        # the loads (HBM -> SBUF) that moved bytes, and their bytes: what V7 and V8 time
+        loads = [(r, s) for r, s in zip(run.trace, tl.slots) if s.queue == "DMA" and s.engines
+                 and r.reads[0].buffer in ("hbm", "shared_hbm") and r.writes[0].buffer == "sbuf"]
+        tl.loads = [s for _, s in loads]
+        tl.load_bytes = {id(s): r.writes[0].nbytes for r, s in loads}
+        found[name] = tl
+    return found
+
+
+def trn1_refit(facts: list, runs: dict, base, name: str, using: list) -> tuple[object, list]:
+    """The value of `name` that best fits the facts in `using` that it moves (least squared log
+    error over TRN1_GRID x the model's value and the prior; ties: nearest the prior), and
+    those facts. None moved: the prior."""
+    fitted = getattr(base, name)
+    prior = TRN1_PRIORS.get(name, fitted)
+
+    def predictions(params):
+        tls = trn1_timelines(runs, params)
+        return {f.label: f.predict(tls) for f in using}
+    now = predictions(base)
+    probes = [predictions(_with(base, name, fitted * g)) for g in (0.5, 2.0)]
+    moved = [f for f in using if any(abs(p[f.label] - now[f.label]) > 1e-6 * abs(now[f.label]) for p in probes)]
+    if not moved:
+        return prior, moved
+    scored = []
+    for v in sorted({fitted * g for g in TRN1_GRID} | {prior}):
+        got = predictions(_with(base, name, v))
+        loss = sum(np.log(got[f.label] / f.measured) ** 2 for f in moved)
+        scored.append((loss, abs(np.log(v / prior)) if v > 0 and prior > 0 else 0.0, v))
+    return getattr(_with(base, name, min(scored)[2]), name), moved
+
+
+def report_trn1(cross: bool, save: str | None) -> None:
+    """The Trn1 facts (bench/profiles.py --platform trn1 has the instruction-level detail)."""
+    params = cost.params_for("trn1")
+    gen = cost.generation("trn1")
+    facts = trn1_facts(trn1_measured())
+    runs = trn1_runs()
+    tls = trn1_timelines(runs, params)
+    print(f"{gen.core} (trn1) model, cost.params_for('trn1'), against the 12 Trainium1 profiles of the part-1 vector "
+          f"add (shared/data/trn1-profiles: medians over each kernel's profiles); calibration kernels "
+          f"vector_add_stream(1000) and (2000) under SimSettings(platform='trn1'), {tls['fd1k'].dma_mode} DMAs")
+    print(f"{'fact':40} {'unit':>6} {'n':>3} {'measured':>9} {'predicted':>10} {'error':>7}  role")
+    errors = {}
+    for f in facts:
+        predicted = f.predict(tls)
+        errors[f.label] = predicted / f.measured - 1
+        role_ = f"fit ({f.constant})" if f.constant else "held out"
+        flag = "" if abs(errors[f.label]) <= 0.15 else "  <-- outside 15%"
+        print(f"{f.label:40} {f.unit:>6} {f.n:3d} {f.measured:9.4g} {predicted:10.4g} {errors[f.label]:+7.1%}  "
+              f"{role_}{flag}")
+    inside = sum(abs(e) <= 0.15 for e in errors.values())
+    print(f"trn1 facts within 15%: {inside} of {len(facts)}; worst {max(abs(e) for e in errors.values()):.1%}")
+    d2k = _dve_ns(tls["fd2k"])
+    print(f"  detail (implied by V5 and V6, not a fact of its own): DVE tensor_tensor 2000 fp32 el. predicted "
+          f"{d2k:.1f} ns, measured median 3820.5 (README fact 2)")
+    for name in ("fd1k", "fd2k"):
+        tl, run = tls[name], runs[name]
+        adds = [s for r, s in zip(run.trace, tl.slots) if r.opcode == "tensor_tensor"]
+        print(f"  detail (not a fact of the fit): {name} loads end / last DVE start at {adds[-1].start / 1e3:.2f} us, "
+              f"stores {(tl.makespan_ns - adds[-1].end) / 1e3:.2f} us after its end (bench/profiles.py --platform "
+              f"trn1 compares them: one start latency for loads and stores)")
+    print("constants the facts fix: the model's value, and the best value on its facts (the in-sample fit):")
+    for name in dict.fromkeys(f.constant for f in facts if f.constant):
+        best, moved = trn1_refit(facts, runs, params, name, [f for f in facts if f.constant == name])
+        print(f"  {name:26} model {getattr(params, name):g}, best on {', '.join(f.label[:2] for f in moved)}: {best:g}")
+    if cross:
+        print("\n=== trn1 cross-validated: each fact that fixed a constant, predicted with that constant refitted on the "
+              "other facts (leaving out those of its group: a kernel's span and total_time restate one timeline; "
+              "V5 and V6 share the DVE durations) ===")
+        print(f"  {'fact':40} {'measured':>9} {'in-sample':>10} {'cross-val':>10}   constant: model -> refit "
+              "(facts it was refitted on)")
+        outside, worst = [], 0.0
+        for f in facts:
+            if f.constant is None:
+                e_cv = errors[f.label]
+                what = "held out (fixed nothing)"
+            else:
+                others = [o for o in facts if o.group != f.group]
+                refit, moved = trn1_refit(facts, runs, params, f.constant, others)
+                e_cv = f.predict(trn1_timelines(runs, _with(params, f.constant, refit))) / f.measured - 1
+                what = (f"{f.constant}: {getattr(params, f.constant):g} -> {refit:g} "
+                        f"({', '.join(o.label[:2] for o in moved) or 'none: the prior'})")
+            worst = max(worst, abs(e_cv))
+            if abs(e_cv) > 0.15:
+                outside.append(f.label)
+            print(f"  {f.label:40} {f.measured:9.4g} {errors[f.label]:+10.1%} {e_cv:+10.1%}   {what}")
+        print(f"trn1 cross-validated: {len(facts)} facts; within 15%: {len(facts) - len(outside)} of {len(facts)}; "
+              f"outside 15%: {', '.join(outside) or 'none'}; worst {worst:.1%}")
+    print(f"not checked by the trn1 facts (no such instruction or dtype in the profiles): the Tensor Engine, the "
+          f"Scalar engine, GpSimd compute, fp16/bf16, PSUM, the NC-v2 shared ports; docs/cost-model.md "
+          f"'Trainium1 (NeuronCore-v2)'")
+    if save:
+        with open(save, "w") as fh:
+            json.dump(errors, fh, indent=1)
+        print(f"errors written to {save}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-conv", action="store_true")
@@ -522,7 +724,17 @@ def main() -> None:
     parser.add_argument("--save", metavar="JSON", help="write every fact's error here (a baseline for --baseline)")
     parser.add_argument("--baseline", metavar="JSON", help="a --save file of an earlier model: show how far "
                         "each fact moved and flag those more than 3 points worse")
+    parser.add_argument("--platform", choices=("trn1", "trn2"), default="trn2",
+                        help="whose facts: trn2 (default: the Trn2 measurements above) or trn1 (the 12 Trainium1 "
+                        "profiles, with --cross-validate and --save)")
     args = parser.parse_args()
+    if args.platform == "trn1":
+        trn2_only = [flag for flag, given in (("--skip-conv", args.skip_conv), ("--alternatives", args.alternatives),
+                                              ("--bands", args.bands), ("--baseline", args.baseline)) if given]
+        if trn2_only:
+            parser.error(f"{', '.join(trn2_only)}: only for the trn2 facts (drop it, or leave out --platform trn1)")
+        report_trn1(args.cross_validate, args.save)
+        return
     baseline = None
     if args.baseline:
         with open(args.baseline) as fh:

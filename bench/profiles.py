@@ -21,6 +21,16 @@ printed with the ratio model / hardware:
   back-to-back instructions is compared with the time the model's cost rule holds the queue.
 
     python bench/profiles.py [--all-runs] [--skip-224]
+    python bench/profiles.py --platform trn1 [--all-runs]
+
+--platform trn1: the Trainium1 (NeuronCore-v2) model (SimSettings(platform="trn1"), so
+cost.params_for("trn1")) against the 12 profiles of /work/shared/data/trn1-profiles/, all of the
+part-1 vector add (fd1k: 2 tiles of 128 x 1000 fp32, fd2k: 1 tile of 128 x 2000). Their DMA rows
+have no queued time (README), so the DMAs are compared ring by ring instead: a descriptor's
+data->data spacing, a DMA's time on a ring when the ring was backlogged, and the timeline's
+phases (trigger, first data, last semaphore write, the consumer's start) with the constants they
+measure. PE and ACT run only their b1 marker there and every profile is fp32: what that leaves
+unchecked is printed, not compared.
 
 A measuring instrument like bench/fidelity.py: it asserts nothing and exits 0.
 
@@ -51,13 +61,16 @@ import nkisim  # noqa: E402
 
 nkisim.install()
 
+from nkisim.settings import SimSettings  # noqa: E402
+
 from nkisim import cost  # noqa: E402
 from nkisim.cost.rules import COST_RULES, DmaCost, copy_ns  # noqa: E402
 from nkisim.cost.profile import interval_union  # noqa: E402
 from bench import profile_kernels  # noqa: E402
 from reference_kernels import calibration, vector_add  # noqa: E402
 
-DATA = "/work/shared/data/trn2-profiles"
+DATA_DIRS = {"trn2": "/work/shared/data/trn2-profiles", "trn1": "/work/shared/data/trn1-profiles"}
+DATA = DATA_DIRS["trn2"]
 STATIC = {"additional_compile_opt": "--disable-dge"}
 
 # ----- the profiles' opcodes and queues against nkisim's instruction kinds -------------------
@@ -191,6 +204,16 @@ class DmaClass:
         self.waits.append(wait)
 
 
+class ModelDma:
+    """One of the model's DMAs: its queue (as model_dma_queue names it), issue, transfer start,
+    per-engine time (chunk), end (chunk + end latency), bytes and DMA engines."""
+    __slots__ = ("queue", "issue_start", "issue_end", "start", "chunk", "end", "nbytes", "engines")
+
+    def __init__(self, queue, issue_start, issue_end, start, chunk, end, nbytes, engines):
+        self.queue, self.issue_start, self.issue_end, self.start = queue, issue_start, issue_end, start
+        self.chunk, self.end, self.nbytes, self.engines = chunk, end, nbytes, engines
+
+
 DTYPE_CODE = {7: "fp16", 10: "fp32"}
 
 
@@ -207,6 +230,7 @@ class Side:
         self.dma_intervals: list[tuple[float, float]] = []   # what is "in flight" on this side
         self.engine_busy: dict = {}
         self.dma_classes: dict = {}
+        self.dmas: list[ModelDma] = []     # model: each DMA that moved bytes, in program order
 
 
     def by(self, engine=None, kind=None, key=None):
@@ -214,9 +238,9 @@ class Side:
                 and (key is None or i.key == key)]
 
 
-def load_hardware(pid: str) -> tuple[Side, dict]:
+def load_hardware(pid: str, data: str = DATA) -> tuple[Side, dict]:
     side = Side("hw")
-    with gzip.open(os.path.join(DATA, pid + ".jsonl.gz"), "rt") as fh:
+    with gzip.open(os.path.join(data, pid + ".jsonl.gz"), "rt") as fh:
         meta = json.loads(fh.readline())
         rows = [json.loads(line) for line in fh]
     span = meta["kernel_span_us"] * 1e3
@@ -236,13 +260,17 @@ def load_hardware(pid: str) -> tuple[Side, dict]:
         elif r["kind"] == "dma" and r.get("data_ns") is not None and 0 <= r["data_ns"] <= span:
             d = Desc(r["queue"], r["bytes"], r["queued_ns"], r["data_ns"], r["done_ns"], r["dma_engine"])
             side.descs.append(d)
-            side.dma_intervals.append((d.queued, d.done))
+            # trn1: no queued time (README), so what is in flight starts at the data event
+            side.dma_intervals.append((d.data if d.queued is None else d.queued, d.done))
     return side, meta
 
 
-def model_side(kernel, inputs) -> tuple[Side, object, object]:
+def model_side(kernel, inputs, platform: str = "trn2") -> tuple[Side, object, object]:
     side = Side("model")
-    run = nkisim.run_kernel(kernel, inputs, {}, compile_options=STATIC)
+    if platform == "trn2":
+        run = nkisim.run_kernel(kernel, inputs, {}, compile_options=STATIC)
+    else:   # NC-v2 has no DGE: the model prebuilds every DMA whatever the options (cost.time_trace)
+        run = nkisim.run_kernel(kernel, inputs, {}, settings=SimSettings(platform=platform))
     tl = cost.estimate(run, measurement="profile")
     p = tl.params
     side.total_us, side.span_us = tl.total_us, tl.makespan_ns / 1e3
@@ -265,6 +293,8 @@ def model_side(kernel, inputs) -> tuple[Side, object, object]:
             if slot.engines:       # a merged DMA's riders carry no transfer of their own
                 engine_intervals.append((slot.start, slot.start + chunk, slot.engines, slot.dma_queues))
                 side.dma_intervals.append((slot.issue_end, slot.end))
+                side.dmas.append(ModelDma(q, slot.issue_start, slot.issue_end, slot.start, chunk, slot.end,
+                                          c.nbytes, slot.engines))
             continue
         a = rec.attrs
         dtype = None
@@ -383,6 +413,225 @@ def vector_scalar_occupancy(hw, mo, prof_dtype, out) -> tuple[float, int]:
     return med(ratios), len(ratios)
 
 
+# ----- Trainium1: DMAs by ring and the timeline's phases (the trn1 rows have no queued time) ---
+
+README_DVE_FIT = {"trn2": (161.8, 1.038), "trn1": (212.6, 1.804)}   # each README's least squares: ns, ns/el.
+TRIGGER_ENGINE = {"qSPIO0": "SP", "qPoolIO0": "POOL"}   # whose 0xa5 queues each queue's DMAs (trn1 README)
+
+
+class HwDma:
+    """A DMA of the trn1 profiles: on each ring (DMA engine) its data descriptors, then the
+    4-byte semaphore write that ends it there (README: a separate descriptor after each DMA's
+    data on each queue). The k-th DMA of a queue is taken to be the one the k-th 0xa5 of its
+    trigger engine queued: inferred from the order, as the README leaves undecoded which NEFF
+    DMA queued a descriptor."""
+
+    def __init__(self, queue: str, k: int):
+        self.queue, self.k = queue, k
+        self.rings: dict[int, tuple[list[Desc], Desc]] = {}
+        self.trigger: Instr | None = None
+
+    @property
+    def ring_bytes(self) -> float:
+        return med([sum(d.nbytes for d in ds) for ds, _ in self.rings.values()])
+
+    @property
+    def nbytes(self) -> int:
+        return sum(d.nbytes for ds, _ in self.rings.values() for d in ds)
+
+    @property
+    def first_data(self) -> float:
+        return med([ds[0].data for ds, _ in self.rings.values() if ds])
+
+    @property
+    def sem_done(self) -> float:
+        return med([s.done for _, s in self.rings.values()])
+
+    @property
+    def end(self) -> float:          # what the DMA's consumer waits for: every ring's semaphore write
+        return max(s.done for _, s in self.rings.values())
+
+
+def hw_dmas(hw: Side) -> tuple[list[HwDma], int]:
+    """The profile's DMAs by queue and order, and how many data descriptors no semaphore write
+    closed (0 in every trn1 file: then each queue's DMAs are whole)."""
+    rings = collections.defaultdict(list)
+    for d in hw.descs:
+        rings[(d.engine, d.queue)].append(d)
+    dmas, loose = {}, 0
+    for (engine, queue), ds in rings.items():
+        ds.sort(key=lambda d: d.data)
+        k, cur = 0, []
+        for d in ds:
+            if d.nbytes <= 4:
+                dmas.setdefault((queue, k), HwDma(queue, k)).rings[engine] = (cur, d)
+                k, cur = k + 1, []
+            else:
+                cur.append(d)
+        loose += len(cur)
+    triggers = {q: sorted(hw.by(e, "0xa5"), key=lambda i: i.start) for q, e in TRIGGER_ENGINE.items()}
+    for (queue, k), dma in dmas.items():
+        found = triggers.get(queue, [])
+        dma.trigger = found[k] if k < len(found) else None
+    return sorted(dmas.values(), key=lambda d: (d.queue, d.k)), loose
+
+
+def backlogged_ring_times(dmas: list[HwDma]) -> dict[tuple[str, float], list[float]]:
+    """{(queue, bytes a ring moves): [ns]}: a DMA's time on a ring that was still busy with the
+    queue's previous DMA when it was triggered, from one semaphore write there to the next."""
+    found = collections.defaultdict(list)
+    by_queue = collections.defaultdict(list)
+    for d in dmas:
+        by_queue[d.queue].append(d)
+    for queue, ds in by_queue.items():
+        for a, b in zip(ds, ds[1:]):
+            if b.trigger is None:
+                continue
+            for ring, (data, sem) in b.rings.items():
+                prev = a.rings.get(ring)
+                if prev is not None and b.trigger.end <= prev[1].done:
+                    found[(queue, sum(x.nbytes for x in data))].append(sem.done - prev[1].done)
+    return found
+
+
+def model_class(mo: Side, queue: str, nbytes: float):
+    """The model's DMA class on `queue` nearest in bytes a DMA moves (None: no DMA there)."""
+    classes = [c for c in mo.dma_classes.values() if c.queue == queue]
+    return min(classes, key=lambda c: abs(math.log(c.nbytes / c.dmas / nbytes))) if classes else None
+
+
+def dma_rings(hw: Side, mo: Side, out) -> tuple[float, int, float, int]:
+    """trn1: per descriptor, the ring's time per descriptor (data->data of consecutive ones of a
+    DMA) against the model's DMA-engine time for its bytes; per DMA, its time on a backlogged
+    ring against the model's per-engine time (chunk). Returns (median ratio, n) of each."""
+    dmas, loose = hw_dmas(hw)
+    out("DMA descriptors by ring (no queued time in these rows). hw per queue and size: data->done (d-d), the")
+    out("  ring's previous done -> data (pd-d), and the data->data spacing of consecutive descriptors of one DMA")
+    out("  on one ring (spc: the ring's time per descriptor). model: the class of DMAs (same queue, nearest bytes")
+    out("  a DMA), its descriptors (contiguous runs) and run bytes, and its DMA engines' time for the hw")
+    out("  descriptor's bytes; the 4-byte semaphore writes have no model part:")
+    out(f"  {'queue':10} {'bytes':>6} {'hw n':>5} {'d-d':>7} {'pd-d':>7} {'spc':>7} | {'DMAs':>4} {'runs':>6} "
+        f"{'run B':>6} {'time':>7} | {'time/spc':>8}")
+    by_size, prev_done, spacing = collections.defaultdict(list), {}, collections.defaultdict(list)
+    rings = collections.defaultdict(list)
+    for d in hw.descs:
+        rings[(d.engine, d.queue)].append(d)
+        by_size[(d.queue, d.nbytes)].append(d)
+    for ds in rings.values():
+        ds.sort(key=lambda d: d.data)
+        for a, b in zip(ds, ds[1:]):
+            prev_done[id(b)] = b.data - a.done
+    for dma in dmas:
+        for data, _ in dma.rings.values():
+            for a, b in zip(data, data[1:]):
+                if a.nbytes == b.nbytes:
+                    spacing[(dma.queue, b.nbytes)].append(b.data - a.data)
+    ratios = []
+    for (queue, nb), ds in sorted(by_size.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        spc = spacing.get((queue, nb), [])
+        head = (f"  {str(queue):10} {nb:6d} {len(ds):5d} {fmt(med([d.done - d.data for d in ds]), 7)} "
+                f"{fmt(med([prev_done[id(d)] for d in ds if id(d) in prev_done]), 7)} {fmt(med(spc), 7)} |")
+        per_dma = med([dma.nbytes for dma in dmas if dma.queue == queue])
+        c = model_class(mo, queue, per_dma) if nb > 4 else None
+        if c is None:
+            out(head + (" semaphore write: no model part" if nb <= 4 else " no model DMA on this queue"))
+            continue
+        t = nb * c.ns_per_byte
+        ratios += [t / s for s in spc if s > 0]
+        out(f"{head} {c.dmas:4d} {c.runs:6d} {c.nbytes / max(c.runs, 1):6.0f} {fmt(t, 7)} | {fr(ratio(t, med(spc)), 8)}")
+    if loose:
+        out(f"  {loose} data descriptors no semaphore write closed: left out of the DMAs below")
+    out("DMAs by ring, backlogged: the time a DMA held a ring that was still busy with the queue's previous DMA when")
+    out("  it was triggered (from one semaphore write there to the next), against the model's DMA-engine time for")
+    out("  the ring's bytes (its chunk: how far apart back-to-back DMAs on busy engines start):")
+    out(f"  {'queue':10} {'ring B':>6} {'hw n':>5} {'time':>7} {'B/ns':>6} | {'model':>7} {'B/ns':>6} | {'model/hw':>8}")
+    occ = []
+    for (queue, nb), times in sorted(backlogged_ring_times(dmas).items()):
+        c = model_class(mo, queue, nb * len(next(d for d in dmas if d.queue == queue).rings))
+        if c is None:
+            out(f"  {queue:10} {nb:6.0f} {len(times):5d} {fmt(med(times), 7)} {nb / med(times):6.2f} | no model DMA")
+            continue
+        t = nb * c.ns_per_byte
+        occ += [t / v for v in times if v > 0]
+        out(f"  {queue:10} {nb:6.0f} {len(times):5d} {fmt(med(times), 7)} {nb / med(times):6.2f} | {fmt(t, 7)} "
+            f"{nb / t:6.2f} | {fr(ratio(t, med(times)), 8)}")
+    queues = {d.queue for d in dmas}
+    for queue in sorted(queues - {q for q, _ in backlogged_ring_times(dmas)}):
+        out(f"  {queue:10} none backlogged (each was triggered after the ring finished the one before)")
+    return med(ratios), len(ratios), med(occ), len(occ)
+
+
+def timeline_phases(hw: Side, mo: Side, p, measured: dict, out) -> tuple[float, float]:
+    """trn1: each DMA's trigger, first data, semaphore writes and consumer against the model's
+    DMA of the same queue and order; the semaphore hops, start and end latencies and issue
+    interval the profile measures (into `measured`); the load and store phases (model / hw)."""
+    dmas, _ = hw_dmas(hw)
+    ring_time = {(q, nb): med(v) for (q, nb), v in backlogged_ring_times(dmas).items()}
+    by_bytes = collections.defaultdict(list)
+    for (q, nb), v in ring_time.items():
+        by_bytes[nb].append(v)
+    model_by_queue = collections.defaultdict(list)
+    for d in mo.dmas:
+        model_by_queue[d.queue].append(d)
+    out("timeline by DMA (ns from the kernel's start; hw: medians over its 16 rings, 'last' = the last ring's")
+    out("  semaphore write, what the consumer waits for) against the model's DMA of the same queue and order. hw")
+    out("  start latency (rings idle at the trigger only): median ring's semaphore write - the backlogged ring time")
+    out("  for the same bytes (a store's: the loads', no store is backlogged) - trigger end; end latency: last ring's")
+    out("  semaphore write - the median ring's:")
+    out(f"  {'DMA':12} {'trig end':>8} {'1st data':>8} {'sem':>8} {'last':>8} | {'issue end':>9} {'start':>8} "
+        f"{'+chunk':>8} {'end':>8} | {'hw start lat':>12} {'hw end lat':>10} | model {p.dma_start_latency_ns:.0f}, "
+        f"{p.dma_end_latency_ns:.0f}")
+    for dma in dmas:
+        trig = dma.trigger.end if dma.trigger else math.nan
+        # every DMA that finished on one of its rings before it had finished there before its trigger
+        earlier = [o.rings[r][1].done for o in dmas if o is not dma for r, (_, sem) in dma.rings.items()
+                   if r in o.rings and o.rings[r][1].done < sem.done]
+        idle = dma.trigger is not None and all(t <= trig for t in earlier)
+        per_ring = ring_time.get((dma.queue, dma.ring_bytes)) or med(by_bytes.get(dma.ring_bytes, []))
+        start_lat = dma.sem_done - per_ring - trig if idle and not math.isnan(per_ring) else math.nan
+        end_lat = dma.end - dma.sem_done
+        kind = "loads" if dma.queue == "qSPIO0" else "stores"
+        if not math.isnan(start_lat):
+            measured[f"DMA start latency, {kind} (rings idle at the trigger)"].append(start_lat)
+        measured["DMA end latency (last ring's semaphore write - the median ring's)"].append(end_lat)
+        m = model_by_queue[dma.queue][dma.k] if dma.k < len(model_by_queue[dma.queue]) else None
+        model = (f"{m.issue_end:9.0f} {m.start:8.0f} {m.start + m.chunk:8.0f} {m.end:8.0f}" if m
+                 else f"{'no model DMA':>36}")
+        out(f"  {dma.queue + ' ' + str(dma.k):12} {trig:8.0f} {dma.first_data:8.0f} {dma.sem_done:8.0f} {dma.end:8.0f} | "
+            f"{model} | {fmt(start_lat, 12, 0)} {fmt(end_lat, 10, 0)}")
+    dve = sorted(hw.by("DVE", "0x41"), key=lambda i: i.start)
+    mdve = sorted((i for i in mo.instrs if i.kind == "tensor_tensor"), key=lambda i: i.start)
+    triggers = sorted(hw.by("POOL", "0xa5"), key=lambda i: i.start)
+    waits = sorted(hw.by("POOL", "0xa4"), key=lambda i: i.start)
+    loads = [d for d in dmas if d.queue == "qSPIO0"]
+    stores = [d for d in dmas if d.queue == "qPoolIO0"]
+    per_tile = len(loads) // max(len(dve), 1)
+    for k, ins in enumerate(dve):      # tile k: loads k*per_tile.., its DVE add, store trigger k, wait k
+        mine = loads[k * per_tile:(k + 1) * per_tile]
+        if mine:
+            measured["semaphore hop: last load semaphore write -> DVE 0x41 start"].append(
+                ins.start - max(d.end for d in mine))
+        if k < len(triggers):
+            measured["semaphore hop: DVE 0x41 end -> POOL 0xa5 start"].append(triggers[k].start - ins.end)
+        # the kernel's last wait only: an earlier one may queue behind POOL's next trigger
+        if k == len(dve) - 1 and waits and stores:
+            measured["semaphore hop: last store semaphore write -> POOL 0xa4 end"].append(waits[-1].end - stores[-1].end)
+        measured[f"DVE 0x41 duration, {ins.elements} el."].append(ins.end - ins.start)
+    sp = sorted(hw.by("SP", "0xa5"), key=lambda i: i.start)
+    measured["static issue: SP 0xa5 start to start"] += intervals_of([i.start for i in sp])
+    measured["SP 0xa5 duration"] += [i.end - i.start for i in sp]
+    for (q, nb), t in ring_time.items():
+        measured[f"backlogged ring rate, {q} {nb:.0f} B a ring (B/ns)"].append(nb / t)
+    if not dve or not mdve:
+        out("phases: no DVE 0x41 on one side: no load/store phases")
+        return math.nan, math.nan
+    hl, ml = dve[-1].start, mdve[-1].start
+    hs, ms = hw.span_us * 1e3 - dve[-1].end, mo.span_us * 1e3 - mdve[-1].end
+    out(f"phases: loads (kernel start -> the last DVE 0x41 start) hw {hl:.0f} ns, model {ml:.0f} ({ml / hl - 1:+.1%}); "
+        f"stores (its end -> kernel end) hw {hs:.0f}, model {ms:.0f} ({ms / hs - 1:+.1%})")
+    return ratio(ml, hl), ratio(ms, hs)
+
+
 # ----- one profile ----------------------------------------------------------------------------
 
 class Result:
@@ -391,18 +640,22 @@ class Result:
         self.mm = self.vs = self.dma = self.spc = self.occ = math.nan
         self.mm_n = self.vs_n = self.dma_n = self.spc_n = self.occ_n = 0
         self.total = self.span = math.nan
+        self.load = self.store = math.nan     # trn1: the timeline's load and store phases
+        self.measured = collections.defaultdict(list)   # trn1: the constants the profile measures
         self.notes = []
 
 
-def compare(pid: str, verbose: bool) -> Result:
-    hw, meta = load_hardware(pid)
+def compare(pid: str, verbose: bool, platform: str = "trn2") -> Result:
+    hw, meta = load_hardware(pid, DATA_DIRS[platform])
     kernel, inputs, source = calibration_for(pid)
     t0 = time.perf_counter()
-    mo, run, tl = model_side(kernel, inputs)
+    mo, run, tl = model_side(kernel, inputs, platform)
     elapsed = time.perf_counter() - t0
     res = Result(pid)
     out = print if verbose else (lambda *a, **k: None)
-    out(f"\n=== {pid}: {meta['config']}  |  calibration kernel {source} ({elapsed:.1f} s)")
+    out(f"\n=== {pid}: {meta['config']}  |  calibration kernel {source} ({elapsed:.1f} s)"
+        + ("" if platform == "trn2" else f"  |  model {platform} ({tl.dma_mode} DMAs, "
+           f"{cost.generation(platform).core})"))
 
     # --- structure ---
     out("structure (in-kernel instructions; hardware opcode -> nkisim kinds):")
@@ -468,6 +721,9 @@ def compare(pid: str, verbose: bool) -> Result:
             hb, mb = union((i.start, i.end) for i in hc) / 1e3, union((i.start, i.end) for i in mc) / 1e3
             out(f"  {eng + ' all compute':26} {len(hc):5d} {'':7} {'':7} {fmt(hb, 7, 2)} | {len(mc):5d} {'':7} {'':7}"
                 f" {fmt(mb, 7, 2)} | {'':5} {'':5} {fr(ratio(mb, hb), 5)}")
+        elif platform != "trn2":
+            out(f"  {eng:26} no compute instruction on either side (hw: only DMA triggers and control "
+                f"instructions): nothing to compare")
 
     # --- matmuls by moving free and dtype ---
     hmm = [(i, iv) for i, iv in with_intervals(hw.by("PE", "0x02"))]
@@ -512,6 +768,9 @@ def compare(pid: str, verbose: bool) -> Result:
             + ("" if mk == cls else f"  (model class {mk[0]})"))
     rs = [per_pass[(i.elements, i.dtype)] / iv for i, iv in hmm if (i.elements, i.dtype) in per_pass and iv > 0]
     res.mm, res.mm_n = med(rs), len(rs)
+    if not hlat and platform != "trn2":
+        out(f"matmuls: none in this profile (PE runs only its b1 marker): the Tensor Engine model is not checked on "
+            f"{platform}")
 
     # --- Vector / Scalar instructions ---
     out("Vector/Scalar instructions by opcode, elements per partition (hw: 0x41's decoded free size, other opcodes'")
@@ -549,12 +808,24 @@ def compare(pid: str, verbose: bool) -> Result:
                     f"{len(mcls[mk]):4d} {fmt(md, 7)} | {fr(ratio(md, hd), 5)}")
     res.vs, res.vs_n = med(vs_ratios), len(vs_ratios)
     res.occ, res.occ_n = vector_scalar_occupancy(hw, mo, prof_dtype, out)
+    if platform != "trn2" and not res.occ_n:
+        out("Vector/Scalar occupancy: no DVE or ACT instruction started while the one before it was running, so the "
+            "profile shows no occupancy (only latencies)")
     tt = collections.defaultdict(list)
     for i in hw.by("DVE", "0x41"):
         tt[i.elements].append(i.end - i.start)
+    base, per_el = README_DVE_FIT[platform]
     if tt:
-        out("  DVE 0x41 tensor_tensor against the README's fit over all profiles (161.8 + 1.038 ns/el.): " + ", ".join(
-            f"{el} el. {med(v):.1f} (fit {161.8 + 1.038 * el:.1f})" for el, v in sorted(tt.items())))
+        out(f"  DVE 0x41 tensor_tensor against the README's fit over all profiles ({base} + {per_el} ns/el.): " + ", ".join(
+            f"{el} el. {med(v):.1f} (fit {base + per_el * el:.1f})" for el, v in sorted(tt.items())))
+    if platform != "trn2":
+        res.dma, res.dma_n, res.spc, res.spc_n = dma_rings(hw, mo, out)
+        res.load, res.store = timeline_phases(hw, mo, tl.params, res.measured, out)
+        res.measured["total_time - kernel span"].append((hw.total_us - hw.span_us) * 1e3)
+        res.total, res.span = ratio(mo.total_us, hw.total_us), ratio(mo.span_us, hw.span_us)
+        out(f"totals: total_time hw {hw.total_us:.1f} us, model {mo.total_us:.1f} us ({res.total - 1:+.1%}); "
+            f"kernel span hw {hw.span_us:.1f} us, model makespan {mo.span_us:.1f} us ({res.span - 1:+.1%})")
+        return res
 
     # --- DMA ---
     out("DMA descriptors (kernel) per queue and size. hw: queued->data (q-d), data->done (d-d), q->done, and the")
@@ -610,8 +881,9 @@ def compare(pid: str, verbose: bool) -> Result:
     for q in sorted(set(classes) - {k[0] for k in hq}):
         out(f"  {q:16} model only: {sum(c.runs for c in classes[q])} descriptors")
     waits = [w for c in mo.dma_classes.values() for w in c.waits]
-    out(f"  model DMAs: median wait for a DMA engine after the 1.0 us start latency "
-        f"{med([w - 1000.0 for w in waits]):.0f} ns (max {max(waits, default=1000.0) - 1000.0:.0f})")
+    lat = tl.params.dma_start_latency_ns
+    out(f"  model DMAs: median wait for a DMA engine after the {lat / 1e3:.1f} us start latency "
+        f"{med([w - lat for w in waits]):.0f} ns (max {max(waits, default=lat) - lat:.0f})")
     hb, mb = sum(d.nbytes for d in hw.descs), sum(d.nbytes for d in mo.descs)
     out(f"  totals: hw {len(hw.descs)} descriptors, {hb / 1e6:.3f} MB | model {len(mo.descs)} descriptors, "
         f"{mb / 1e6:.3f} MB ({len(mo.dma_issue)} DMAs) | descriptors {fr(ratio(len(mo.descs), len(hw.descs)))}, "
@@ -641,8 +913,8 @@ def compare(pid: str, verbose: bool) -> Result:
     return res
 
 
-def profile_ids(all_runs: bool, skip_224: bool) -> list[str]:
-    ids = sorted(f[:-len(".jsonl.gz")] for f in os.listdir(DATA) if f.endswith(".jsonl.gz"))
+def profile_ids(all_runs: bool, skip_224: bool, data: str = DATA) -> list[str]:
+    ids = sorted(f[:-len(".jsonl.gz")] for f in os.listdir(data) if f.endswith(".jsonl.gz"))
     if skip_224:
         ids = [i for i in ids if "224x224" not in i]
     return ids
@@ -650,13 +922,89 @@ def profile_ids(all_runs: bool, skip_224: bool) -> list[str]:
 
 DETAIL_RUNS = ("part1-vadd-fd1k-a", "part1-vadd-fd2k-a", "part1-transpose-1024-a", "part1-transpose-1024-e")
 
+# trn1: what each measured constant is compared with in the model (a CostParams field)
+TRN1_CONSTANTS = (
+    ("static issue: SP 0xa5 start to start", "static_issue_ns", "ns"),
+    ("SP 0xa5 duration", "static_issue_ns", "ns"),
+    ("semaphore hop: last load semaphore write -> DVE 0x41 start", "semaphore_ns", "ns"),
+    ("semaphore hop: DVE 0x41 end -> POOL 0xa5 start", "semaphore_ns", "ns"),
+    ("semaphore hop: last store semaphore write -> POOL 0xa4 end", "semaphore_ns", "ns"),
+    ("DMA start latency, loads (rings idle at the trigger)", "dma_start_latency_ns", "ns"),
+    ("DMA start latency, stores (rings idle at the trigger)", "dma_start_latency_ns", "ns"),
+    ("DMA end latency (last ring's semaphore write - the median ring's)", "dma_end_latency_ns", "ns"),
+    ("total_time - kernel span", "profile_overhead_ns", "ns"),
+)
+TRN1_UNCHECKED = ("the Tensor Engine (PE runs only its b1 marker: no matmul, no transpose), the Scalar engine "
+                  "(ACT likewise), GpSimd compute (POOL only triggers DMAs and waits), Vector/Scalar occupancy "
+                  "(no DVE instruction was issued while another ran), fp16/bf16 and every dtype but fp32, PSUM, "
+                  "the NC-v2 shared SBUF/PSUM ports (nothing here contends), DMA queued->data (queued_ns is null), "
+                  "HBM->HBM and SBUF->SBUF DMAs, and DMAs of other than 16000 or 32000 B descriptors")
+
+
+def trn1_summary(results: list, params) -> None:
+    """The trn1 comparison's summary: per profile the ratios, then the constants the profiles
+    measure (medians over all of them) against the trn1 model's."""
+    print("\n=== summary (trn1): model / hardware (medians of per-instruction ratios; targets: 15% per instruction, "
+          "10% totals) ===")
+    print("  DVE tt: model tensor_tensor duration / hw 0x41 duration; DMA descr: model DMA-engine time for the "
+          "descriptor's bytes / hw data->data spacing on its ring")
+    print("  DMA occ: model per-engine time of a DMA (chunk) / hw time it held a backlogged ring; loads, stores: the "
+          "timeline's phases (kernel start -> last DVE start; last DVE end -> kernel end)")
+    print(f"  {'profile':28} {'DVE tt':>16} {'DMA descr':>16} {'DMA occ':>16} {'loads':>11} {'stores':>11} "
+          f"{'total_time':>11} {'span':>11}")
+
+    def cell(r, n, tol):
+        if n == 0 or math.isnan(r):
+            return f"{'-':>16}"
+        return f"{r:5.2f} {'ok' if abs(r - 1) <= tol else 'OUT':>3} n={n:<5d}".rjust(16)
+
+    def tot(r, tol=0.10):
+        return f"{'-':>11}" if math.isnan(r) else f"{r - 1:+7.1%} {'ok' if abs(r - 1) <= tol else 'OUT':>3}"
+    for r in results:
+        print(f"  {r.pid:28} {cell(r.vs, r.vs_n, 0.15)} {cell(r.dma, r.dma_n, 0.15)} {cell(r.spc, r.spc_n, 0.15)} "
+              f"{tot(r.load, 0.15):>11} {tot(r.store, 0.15):>11} {tot(r.total):>11} {tot(r.span):>11}")
+    for attr, label, tol in (("vs", "DVE tensor_tensor", 0.15), ("dma", "DMA descriptors", 0.15),
+                             ("spc", "DMA occupancy", 0.15), ("load", "load phase", 0.15),
+                             ("store", "store phase", 0.15), ("total", "total_time", 0.10),
+                             ("span", "kernel span", 0.10)):
+        vals = [getattr(r, attr) for r in results if not math.isnan(getattr(r, attr))]
+        print(f"  {label:17} within {tol:.0%}: {sum(abs(v - 1) <= tol for v in vals)} of {len(vals)} profiles")
+    print("  matmul, Vector/Scalar occupancy: no data in the trn1 profiles (see 'not checked')")
+    merged = collections.defaultdict(list)
+    for r in results:
+        for k, v in r.measured.items():
+            merged[k] += v
+    print("measured on the 12 profiles (median, p10-p90, n) against the trn1 model's constant "
+          "(nkisim/cost/generations.py):")
+    for label, name, unit in TRN1_CONSTANTS:
+        v = merged.get(label, [])
+        if not v:
+            print(f"  {label:66} no case in these profiles")
+            continue
+        print(f"  {label:66} {med(v):8.1f} {unit} ({np.percentile(v, 10):.1f}-{np.percentile(v, 90):.1f}, "
+              f"n={len(v)}) | {name} {getattr(params, name):g}")
+    for label in sorted(k for k in merged if k.startswith(("DVE 0x41", "backlogged"))):
+        v = merged[label]
+        print(f"  {label:66} {med(v):8.2f} ({np.percentile(v, 10):.2f}-{np.percentile(v, 90):.2f}, n={len(v)})")
+    print(f"  model: DMA engines {params.dma_engine_bytes_per_ns:g} B/ns + {params.dma_descriptor_ns:g} ns a "
+          f"descriptor (partition row); DVE ({params.dve_cycles_per_element:g} cycles an element + "
+          f"{params.dve_overhead_cycles} cycles) at {params.dve_ghz:g} GHz + {params.dve_pipeline_ns:g} ns pipeline")
+    print(f"not checked by the trn1 profiles (no data): {TRN1_UNCHECKED}")
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--all-runs", action="store_true", help="print the detail of every part-1 run, not a and e")
     parser.add_argument("--skip-224", action="store_true", help="leave out conv-d fp16 224x224")
+    parser.add_argument("--platform", choices=sorted(DATA_DIRS), default="trn2",
+                        help="whose profiles and cost model: trn2 (default) or trn1 (the part-1 vector add only)")
     args = parser.parse_args()
     t0 = time.perf_counter()
+    if args.platform != "trn2":
+        if args.skip_224:
+            parser.error(f"--skip-224 leaves out a trn2 conv profile; the {args.platform} set has none")
+        main_trn1(args, t0)
+        return
     print("Opcode and queue map (profile -> nkisim; status: the README's label, 'bench:' = identified here):")
     for (eng, op), (kinds, status, why) in OPCODES.items():
         print(f"  {eng:4} {op}  -> {'+'.join(kinds) or '(none)':24} [{status}] {why}")
@@ -706,6 +1054,32 @@ def main():
     print("not computed: which DMA a hardware descriptor belongs to (unknown in the data), so no per-DMA latency "
           "against the model's slots; ACT 0x23 and PE 0x01 have no model instruction; free sizes of DVE/ACT opcodes "
           "other than 0x41 are the README's heuristic; nothing skipped (conv-d 224x224 included; --skip-224 leaves it out)")
+    print(f"bench time {time.perf_counter() - t0:.1f} s")
+
+
+def main_trn1(args, t0: float) -> None:
+    platform = args.platform
+    gen = cost.generation(platform)
+    params = cost.params_for(platform)
+    print(f"{gen.core} ({platform}) model against {DATA_DIRS[platform]}: calibration kernels run under "
+          f"SimSettings(platform={platform!r}), cost.params_for({platform!r})")
+    print("Opcode and queue map (profile -> nkisim), the entries these profiles have:")
+    for (eng, op), (kinds, status, why) in OPCODES.items():
+        if (eng, op) in (("DVE", "0x41"), ("SP", "0xa5"), ("POOL", "0xa5")):
+            print(f"  {eng:4} {op}  -> {'+'.join(kinds) or '(none)':24} [{status}] {why}")
+    print("  PE, ACT: only the b1 marker (control); POOL 0xa4: semaphore waits (control); no other opcode occurs")
+    for q in ("qSPIO0", "qPoolIO0"):
+        what, status = DMA_QUEUES[q]
+        print(f"  DMA {q:16} -> {what} [{status}; trn1 README: the same queues, DMA engines 0..15]")
+    print(f"The model prebuilds every DMA ({gen.core} has no DGE) and issues them on one static queue, "
+          f"{params.static_issue_ns:g} ns each; a DMA's bytes move on the 16 DMA engines at "
+          f"{params.dma_engine_bytes_per_ns:g} B/ns + {params.dma_descriptor_ns:g} ns a descriptor, "
+          f"{params.dma_start_latency_ns:g} ns after its issue, and land {params.dma_end_latency_ns:g} ns after "
+          f"the engines finish; a cross-engine dependency costs {params.semaphore_ns:g} ns.")
+    results = []
+    for pid in profile_ids(args.all_runs, False, DATA_DIRS[platform]):
+        results.append(compare(pid, args.all_runs or pid in DETAIL_RUNS, platform))
+    trn1_summary(results, params)
     print(f"bench time {time.perf_counter() - t0:.1f} s")
 
 

@@ -188,8 +188,10 @@ def build_parser(commands=()) -> argparse.ArgumentParser:
                         "times out fails its later tests at once")
     g.add_argument("--no-precheck", action="store_true", help="skip the static check of the source")
     g.set_defaults(func=_grade)
-    d = sub.add_parser("doctor", help="check a Trn2 worker: NeuronCores, SDK line, reference kernels vs the spec",
-                       description="On a Trn2 worker: the NeuronCores the runtime sees, the SDK line, and a table "
+    d = sub.add_parser("doctor", help="check a Trainium worker: NeuronCores, SDK line, generation, reference "
+                       "kernels vs the spec",
+                       description="On a Trainium worker: the NeuronCores the runtime sees, the SDK line, the "
+                                   "generation (a spec of another generation's platform is refused), and a table "
                                    "of the reference kernels' p99 on every timed configuration beside the spec's "
                                    "reference latencies and thresholds. Exit 0 only when all is well; 1 when a "
                                    "reference fails, misses its threshold or is >10% off; 2 when this machine "

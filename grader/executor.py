@@ -143,8 +143,9 @@ def _timing(trace, program, job: dict) -> dict:
     """A timed run's header fields: the cost model's latency of `trace` (the executed
     instructions) and the profile the report shows."""
     from nkisim import cost
+    platform = job.get("platform", "trn2")
     timeline = cost.time_trace(trace, program.allocs, dge=cost.uses_dge(program.compile_options),
-                               limits=_limits(job.get("platform", "trn2")))
+                               params=cost.params_for(platform), limits=_limits(platform))
     fields = {"latency_us": timeline.total_us, "dma_count": timeline.dma_count}
     profile = _profile(trace, timeline, job)
     if profile is not None:

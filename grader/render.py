@@ -145,6 +145,8 @@ def _footer_lines(view: ReportView) -> list[str]:
              f"thresholds_version {p.thresholds_version}  spec sha256 {p.spec_hash[:12] or '-'}",
              f"dialect {p.dialect}",
              f"backend {p.backend}  seed {p.seed}  submission sha256 {p.submission_sha256[:12] or '-'}"]
+    if p.timed_on:
+        lines.append(f"timed on {p.timed_on}")
     extra = [f"{label} {value}" for label, value in
              (("status", p.status), ("grader", p.grader_version), ("graded", p.graded_at),
               ("time", f"{p.duration_s:.1f} s" if p.duration_s is not None else ""),
@@ -372,7 +374,8 @@ def _student_summary(view: ReportView) -> str:
     p = view.provenance
     lines += ["", f"_Graded with {_md_escape(p.assignment)} spec {_md_escape(p.spec_version)}, "
                   f"thresholds {_md_escape(p.thresholds_version)}, kernels checked as {_md_escape(p.dialect)}, "
-                  f"submission {_md_escape(p.submission_sha256[:12]) or 'unknown'}._"]
+                  + (f"timed on {_md_escape(p.timed_on)}, " if p.timed_on else "")
+                  + f"submission {_md_escape(p.submission_sha256[:12]) or 'unknown'}._"]
     return "\n".join(lines)
 
 

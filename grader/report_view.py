@@ -43,6 +43,11 @@ FLAG_EXPLANATIONS = {
         "credited under the spec's borderline = \"credit\" rule",
         "*{subject}* was credited with a threshold its simulated time was just over, within the simulator's "
         "error for kernels like it; course staff may check it on hardware."),
+    "uncalibrated_model": (
+        "timed by the simulator's {subject} model, which no {subject} hardware measurement has checked yet",
+        "This run was timed by a model of *{subject}* that has not yet been checked against {subject} "
+        "hardware, so its times are estimates."),
+    # reports graded before each platform had its own model (nkisim modelled trn2 only)
     "simulated_platform": (
         "timed by the trn2 simulator, but the thresholds were set on {subject}",
         "This run was timed by a trn2 simulator while the thresholds were set on *{subject}*, so its times "
@@ -299,6 +304,7 @@ class Provenance:
     blas: str = ""                     # 'OpenBLAS 0.3.31, SkylakeX kernels': every process of the grade's
     hardware: str = ""                 # 'current SDK line (nki 0.6.0), LNC=2 (Trn2's default), NeuronCore 3'
     problems: str = ""                 # 'conv2d 1a2b3c4d5e6f': each problem folder graded, by its sha256
+    timed_on: str = ""                 # 'the Trainium2 (NeuronCore-v3) model': whose cost model timed a sim run
 
 
 @dataclass(frozen=True)
@@ -504,7 +510,25 @@ def _provenance(report: Report) -> Provenance:
                       report.status, report.grader_version, _when(report.graded_at),
                       report.duration_s if finite(report.duration_s) else None, report.time_budget_s,
                       str((report.rescored_from or {}).get("thresholds_version") or ""), str(report.blas or ""),
-                      str(report.hardware or ""), _problems(report.problem_hashes))
+                      str(report.hardware or ""), _problems(report.problem_hashes), _timed_on(report))
+
+
+def _timed_on(report: Report) -> str:
+    """The generation whose cost model timed a simulated run, and whether that model has been
+    checked against its hardware; "" when the simulator timed nothing. A report from before each
+    platform had its own model (flag simulated_platform) was timed by Trainium2's."""
+    if report.backend != Backend.SIM or not any(t.p99_us is not None for t in report.tests):
+        return ""
+    old = any(str(f).startswith("simulated_platform:") for f in report.flags)
+    platform = "trn2" if old else str(report.platform)
+    from nkisim.cost import generation
+    from nkisim.platforms import rules_for
+    try:
+        gen, chip = generation(platform), rules_for(platform).hardware.split(",")[0]
+    except (KeyError, ValueError):          # a platform this nkisim does not know: as stored
+        return f"the {platform} model"
+    named = f"the {chip} ({gen.core}) model"
+    return named if gen.calibrated else f"{named}, not yet checked against {chip} hardware"
 
 
 def _problems(hashes) -> str:

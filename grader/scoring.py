@@ -136,7 +136,7 @@ def rescore(report: Report, spec: AssignmentSpec) -> Report:
                 flags.append(f"borderline_credit:{test.name}")
             roof = result.details.get("roofline_us")
             if roof is None:
-                roof = max(problems.roofline_us(test.problem, c) for c in test.configs)
+                roof = max(problems.roofline_us(test.problem, c, spec.platform) for c in test.configs)
             if new.status != TestStatus.SKIPPED and implausibly_fast(test, result.p99_us, roof, spec.implausible_speedup):
                 flags.append(f"implausibly_fast:{test.name}")
         elif new.status == TestStatus.PASSED:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 from nkisim.dialects import CURRENT, DIALECTS, LEGACY, Dialect, dialect_named
+from nkisim.platforms import PLATFORMS
 
 from .errors import GraderInputError
 from .vocabulary import TIERS, TIMED_KINDS, Borderline, TestKind, Tier, values
@@ -271,14 +272,15 @@ def parse(data: dict, where: str = "spec", raw: bytes | None = None, text: str =
             raise _fail(where, f"test {t.name} is gated by unknown tests {sorted(unknown)}")
     budget = _number(data.get("time_budget_s", DEFAULT_TIME_BUDGET_S), where, "time_budget_s")
     config_timeout = _number(data.get("config_timeout_s", DEFAULT_CONFIG_TIMEOUT_S), where, "config_timeout_s")
-    lnc = _lnc(data.get("lnc", 1), dialect, data.get("platform", "trn2"), where)
+    platform = _platform(data.get("platform", "trn2"), where)
+    lnc = _lnc(data.get("lnc", 1), dialect, platform, where)
     if raw is None:
         raw = json.dumps(data, sort_keys=True, default=str).encode()
     return AssignmentSpec(
         assignment=_need(data, "assignment", where), title=data.get("title", ""),
         spec_version=str(_need(data, "spec_version", where)),
         thresholds_version=str(_need(data, "thresholds_version", where)),
-        platform=data.get("platform", "trn2"), partial_credit=float(data.get("partial_credit", 0.95)),
+        platform=platform, partial_credit=float(data.get("partial_credit", 0.95)),
         precheck=bool(data.get("precheck", True)), implausible_speedup=float(data.get("implausible_speedup", 3.0)),
         files=files, tolerances=tolerances, tests=tuple(tests), time_budget_s=budget,
         config_timeout_s=config_timeout, spec_hash=content_hash(raw), toml=text,
@@ -360,6 +362,15 @@ def _dialect(value, where: str) -> str:
     allowed = ", ".join(f"{d.name!r} ({d.title}, {d.sdk})" for d in DIALECTS.values())
     raise _fail(where, f"dialect must be one of {allowed}, got {value!r}",
                 f'Write dialect = "{CURRENT.name}" for {CURRENT.title}, or leave the key out for {LEGACY.title}.')
+
+
+def _platform(value, where: str) -> str:
+    """The Trainium generation the thresholds were set on, which also times a simulated run."""
+    if not isinstance(value, str) or value not in PLATFORMS:
+        known = ", ".join(f'"{name}" ({rules.hardware})' for name, rules in PLATFORMS.items())
+        raise _fail(where, f"platform must be one of {known}, got {value!r}",
+                    "Set platform to the Trainium generation the course's thresholds were measured on.")
+    return value
 
 
 def _lnc(value, dialect: str, platform: str, where: str) -> int:

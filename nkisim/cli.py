@@ -1,7 +1,8 @@
 """`nkisim` command line.
 
     nkisim demo      run the reference kernels through the simulator and check them against NumPy
-    nkisim profile   run a kernel file, print its estimated Trn2 profile, write a timeline SVG/JSON
+    nkisim profile   run a kernel file, print its estimated profile on one Trainium generation's
+                     model (--platform trn1|trn2|trn3), write a timeline SVG/JSON
 
 The `nkisim` script is reference_kernels.demo:main, which hands this module the demo's cases:
 nkisim imports no package of the project (tests/test_layers.py)."""
@@ -47,7 +48,8 @@ PRESETS.update({
 })
 
 # asst4-trainium2's timed-test thresholds (thresholds_version 2025-11-13, as in
-# grader/specs/asst4-trainium2.toml), drawn on the timeline of the matching preset
+# grader/specs/asst4-trainium2.toml), drawn on the timeline of the matching preset timed on trn2
+PRESET_THRESHOLD_PLATFORM = "trn2"
 _CONV_THRESHOLDS = {(224, "float32"): (4596, 4964), (224, "float16"): (1002, 1365),
                     (32, "float32"): (110, 110), (32, "float16"): (84, 84)}
 PRESET_THRESHOLDS = {
@@ -102,11 +104,40 @@ def _load_kernel(path: str, name: str):
     return getattr(module, name)
 
 
+def model_line(platform: str) -> str:
+    """Which generation's model timed a run, and whether that model was checked against its
+    hardware: the first line of `nkisim profile`'s summary."""
+    from .cost import generation
+    from .platforms import rules_for
+    gen, rules = generation(platform), rules_for(platform)
+    chip = rules.hardware.split(",")[0].strip()
+    line = f"{chip} ({gen.core}) model"
+    if gen.calibrated:
+        return f"{line}, calibrated on {gen.calibration}"
+    return (f"{line}: NOT calibrated against {chip} hardware; its figures are the documented ones and "
+            f"assumptions (nkisim.cost.generations lists each with its source)")
+
+
 def profile(args) -> int:
     import nkisim
-    nkisim.install()
+    from nkisim import platforms
+    previous = platforms.default_platform()
+    # the platform's host-side names (logging.OFF on trn1) exist before the kernel file is imported
+    try:
+        nkisim.install(platform=args.platform)
+        return _profile(args)
+    finally:
+        if args.platform is not None:
+            platforms.set_default_platform(previous)
+
+
+def _profile(args) -> int:
+    import nkisim
     from nkisim import cost
     from nkisim.cost.profile import build_profile, timeline_svg, verdict, write_json
+    from nkisim.dialects import CURRENT
+    from nkisim.runtime import PLATFORM_TARGETS
+    from nkisim.settings import SimSettings
     if args.preset:
         name, specs, kwargs = PRESETS[args.preset]
     else:
@@ -122,15 +153,36 @@ def profile(args) -> int:
     rng = np.random.default_rng(args.seed)
     inputs = [rng.random(shape, dtype=np.float32).astype(dtype) for shape, dtype in specs]
     options = {"additional_compile_opt": "--disable-dge"} if args.disable_dge else {}
-    run = nkisim.run_kernel(kernel, inputs, kwargs, compile_options=options)
-    timeline = cost.estimate(run, measurement="profile" if args.disable_dge else "bench")
+    # without --platform, the kernel's own: a legacy @nki.jit(platform_target=...), NKI 0.6's
+    # NEURON_PLATFORM_TARGET_OVERRIDE (its only way to name one), else trn2
+    settings = None
+    if getattr(kernel, "dialect", None) == CURRENT.name:
+        from .nki06.kernel import settings_from_environment
+        settings = settings_from_environment()
+        override = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE")
+        if args.platform is not None and override and settings.platform != args.platform:
+            raise SystemExit(f"nkisim profile: NEURON_PLATFORM_TARGET_OVERRIDE={override} names {settings.platform} "
+                             f"but --platform is {args.platform}: unset one of them, or make them agree")
+    if args.platform is not None:
+        target = getattr(kernel, "options", {}).get("platform_target")
+        if target is not None and PLATFORM_TARGETS.get(target) != args.platform:
+            raise SystemExit(f"nkisim profile: {name} is decorated with @nki.jit(platform_target={target!r}) but "
+                             f"--platform is {args.platform}: drop one of them, or make them agree")
+        settings = SimSettings(platform=args.platform)
+    run = nkisim.run_kernel(kernel, inputs, kwargs, settings=settings, compile_options=options)
+    platform = run.settings.platform
+    timeline = cost.estimate(run, measurement="profile" if args.disable_dge else "bench")    # platform's params
     prof = build_profile(run.trace, timeline)
     line = verdict(prof)
+    print(model_line(platform))
     print(f"{args.file}::{name}  {len(run.trace)} instructions")
     print(prof.summary())
     print(f"bottleneck: {line}")
     if args.svg:
         thresholds = PRESET_THRESHOLDS.get(args.preset) if args.preset else None
+        if thresholds and platform != PRESET_THRESHOLD_PLATFORM:
+            print(f"(the preset's thresholds are {PRESET_THRESHOLD_PLATFORM}'s, not drawn on a {platform} timeline)")
+            thresholds = None
         with open(args.svg, "w") as fh:
             fh.write(timeline_svg(run.trace, timeline, title=f"{os.path.basename(args.file)}::{name}",
                                   thresholds_us=thresholds, verdict=line))
@@ -144,12 +196,14 @@ def profile(args) -> int:
 def main(argv: list[str] | None = None, demo_cases=None) -> int:
     """`demo_cases`: a callable yielding the demo's cases, given by whoever composes the command
     (reference_kernels/demo.py for the `nkisim` script): the simulator knows no kernels of its own."""
+    from .platforms import PLATFORMS
     parser = argparse.ArgumentParser(prog="nkisim", description="NKI simulator on NumPy")
     sub = parser.add_subparsers(dest="command", required=True)
     if demo_cases is not None:
         sub.add_parser("demo", help="run the reference kernels and check them against NumPy").set_defaults(
             func=lambda _args: demo(demo_cases))
-    p = sub.add_parser("profile", help="estimate a kernel's Trn2 profile: engine use, MFU, timeline")
+    p = sub.add_parser("profile", help="estimate a kernel's profile on a Trainium generation's model: "
+                       "engine use, MFU, timeline")
     p.add_argument("file", help="the kernel's Python file, e.g. part2/conv2d.py")
     p.add_argument("--kernel", help="kernel function name (default: the preset's)")
     p.add_argument("--preset", choices=sorted(PRESETS), help="a course configuration (inputs and kwargs)")
@@ -161,6 +215,10 @@ def main(argv: list[str] | None = None, demo_cases=None) -> int:
     p.add_argument("--svg", help="write the engine timeline picture here (with the preset's thresholds)")
     p.add_argument("--json", help="write the profile as JSON here")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--platform", choices=sorted(PLATFORMS),
+                   help="the generation whose rules and cost model run the kernel: trn1 (Trainium1, NeuronCore-v2), "
+                   "trn2 (Trainium2, NeuronCore-v3), trn3 (Trainium3, NeuronCore-v4); default: the kernel's "
+                   "@nki.jit(platform_target=...), else trn2")
     p.add_argument("--grid", metavar="DIMS", help="launch as kernel[grid]: comma-separated sizes, ncN for an "
                    "nl.nc(N) dimension (legacy SPMD grids, e.g. nc2,4), or NKI 0.6's logical NeuronCore size (2)")
     p.set_defaults(func=profile)

@@ -19,12 +19,22 @@ float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
 # tf32 (1 sign, 8 exponent, 10 mantissa bits) is stored as float32 whose low 13 mantissa
 # bits are rounded away; the metadata keeps its name so `cast` knows to round.
 tfloat32 = np.dtype(np.float32, metadata={"nki_name": "tfloat32"})
+# NeuronCore-v4's MX types (NKI 0.5+): the OCP MX scale, a power of two (ml_dtypes' e8m0fnu:
+# bias 127, 0xFF NaN), and the x4-packed element types nc_matmul_mx multiplies, stored as the
+# unsigned word that holds the four values (nkisim.instructions.mx says which bits are which);
+# the metadata keeps their NKI name, as tfloat32's does
+float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
+float8_e5m2_x4 = np.dtype(np.uint32, metadata={"nki_name": "float8_e5m2_x4"})
+float8_e4m3fn_x4 = np.dtype(np.uint32, metadata={"nki_name": "float8_e4m3fn_x4"})
+float4_e2m1fn_x4 = np.dtype(np.uint16, metadata={"nki_name": "float4_e2m1fn_x4"})
+PACKED_X4 = {"float8_e5m2_x4": float8_e5m2_x4, "float8_e4m3fn_x4": float8_e4m3fn_x4,
+             "float4_e2m1fn_x4": float4_e2m1fn_x4}
 int8, int16, int32 = np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32)
 uint8, uint16, uint32 = np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32)
 bool_ = np.dtype(np.bool_)
 
-FLOAT_TYPES = (float32, float16, bfloat16, float8_e4m3, float8_e5m2)
-SUPPORTED = {float32, float16, bfloat16, float8_e4m3, float8_e5m2,
+FLOAT_TYPES = (float32, float16, bfloat16, float8_e4m3, float8_e5m2, float8_e8m0fnu)
+SUPPORTED = {float32, float16, bfloat16, float8_e4m3, float8_e5m2, float8_e8m0fnu,
              int8, int16, int32, uint8, uint16, uint32, bool_}
 # Inputs the Tensor Engine multiplies (nc_matmul / nc_transpose on PE).
 MATMUL_INPUT_TYPES = {float32, float16, bfloat16, float8_e4m3, float8_e5m2}
@@ -34,7 +44,7 @@ _BY_NAME = {
     "bfloat16": bfloat16, "bf16": bfloat16, "tfloat32": tfloat32,
     "float8_e4m3": float8_e4m3, "float8_e5m2": float8_e5m2,
     "int8": int8, "int16": int16, "int32": int32, "uint8": uint8, "uint16": uint16,
-    "uint32": uint32, "bool": bool_, "bool_": bool_,
+    "uint32": uint32, "bool": bool_, "bool_": bool_, "float8_e8m0fnu": float8_e8m0fnu, **PACKED_X4,
 }
 
 
@@ -50,6 +60,11 @@ def name_of(dtype: np.dtype) -> str:
     except KeyError:
         name = _NAMES[dtype] = "bool" if dtype == bool_ else dtype.name
         return name
+
+
+def is_packed_x4(dtype: np.dtype) -> bool:
+    """One of the x4-packed MX element types (four values in one element)."""
+    return bool(dtype.metadata) and dtype.metadata.get("nki_name") in PACKED_X4
 
 
 def is_tf32(dtype: np.dtype) -> bool:
@@ -68,7 +83,7 @@ def to_dtype(value) -> np.dtype:
             dt = np.dtype(value)
         except TypeError:
             dt = None
-    if dt is not None and (dt in SUPPORTED or is_tf32(dt)):
+    if dt is not None and (dt in SUPPORTED or is_tf32(dt) or is_packed_x4(dt)):
         return dt
     if isinstance(value, NotSimulated):      # a documented dtype nkisim does not simulate: say so
         raise value._error()

@@ -1,10 +1,12 @@
-"""The NKI rules of the two platforms the course has run on, and one table of where they differ.
+"""The NKI rules of the three Trainium generations, and one table of where they differ.
 
 `trn2` is the Fall 2025 assignment: Trainium2 (NeuronCore-v3), Neuron SDK 2.26 with
 neuronx-cc 2.21. `trn1` is the Fall 2024 assignment: Trainium1 (NeuronCore-v2), Neuron SDK
-2.20/2.21. An assignment spec names its platform; the grader passes it to the simulator as
-`SimSettings(platform=...)`, or process-wide with `nkisim.install(platform=...)`.
-Sources are the ones in shared/docs/nki-api.md (tags in brackets).
+2.20/2.21. `trn3` is Trainium3 (NeuronCore-v4), which no offering has run on yet: NKI 0.6 (SDK
+2.32) documents it. An assignment spec names its platform; the grader passes it to the
+simulator as `SimSettings(platform=...)`, or process-wide with `nkisim.install(platform=...)`.
+Each generation's cost parameters are nkisim.cost.generations'. Sources are the ones in
+shared/docs/nki-api.md and shared/docs/neuroncore-generations.md (tags in brackets).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ class PlatformRules:
     course: str
     hardware: str
     sdk: str
-    nc_version: int                     # nisa.get_nc_version(): gen2 (Trn1) or gen3 (Trn2)
+    nc_version: int                     # nisa.get_nc_version(): gen2 (Trn1), gen3 (Trn2), gen4 (Trn3)
     sbuf_partition_bytes: int           # physical SBUF per partition
     sbuf_reserved_bytes: int            # kept by the compiler/runtime, not for kernels
     hbm_tensor_init_value: bool         # nl.zeros/ones/full(..., buffer=nl.hbm) accepted
@@ -57,6 +59,14 @@ PLATFORMS: dict[str, PlatformRules] = {
         hbm_tensor_init_value=True,
         # the 2024 part-1 template calls logging.disable(logging.OFF) and ran on that SDK
         logging_off=True),
+    "trn3": PlatformRules(
+        name="trn3", course="no offering yet (Trainium3 as NKI 0.6 documents it)",
+        hardware="Trainium3, NeuronCore-v4", sdk="Neuron SDK 2.32 (NKI 0.6)", nc_version=4,
+        # 32 MiB per core [A4][C4] over 128 partitions; the runtime's reserve is not documented
+        # for NC-v4: assumed NC-v3's 8 B (a compiler-2.21 Trn2 NEFF's)
+        sbuf_partition_bytes=256 * KIB, sbuf_reserved_bytes=8,
+        hbm_tensor_init_value=False,
+        logging_off=False),
 }
 DEFAULT_PLATFORM = "trn2"
 
@@ -68,6 +78,7 @@ class Difference:
     trn2: str
     source: str
     applied: str        # where nkisim applies it ("documented only" when it does not)
+    trn3: str = "as trn2"
 
 
 DIFFERENCES: tuple[Difference, ...] = (
@@ -80,11 +91,12 @@ DIFFERENCES: tuple[Difference, ...] = (
                "2024 asst4 part-1 template; Python's logging module",
                "nkisim.install(platform=...) / platforms.apply_host_rules"),
     Difference("SBUF per partition, physical", "192 KiB (24 MiB per core)", "224 KiB (28 MiB per core)",
-               "[ARCH2] [I1060]; [ARCH3-27] [NCV3]", "SimSettings(platform=...).limits"),
+               "[ARCH2] [I1060]; [ARCH3-27] [NCV3]; [A4] [C4]", "SimSettings(platform=...).limits",
+               trn3="256 KiB (32 MiB per core)"),
     Difference("SBUF per partition reserved by compiler/runtime", "16 KiB", "8 B (at offset 229,368)",
                "[DA]; the course's compiler-2.21 NEFF [CL-NEFF]", "SimSettings(platform=...).limits"),
     Difference("nisa.get_nc_version()", "nc_version.gen2", "nc_version.gen3", "[ISA] nc_version enum",
-               "nisa.get_nc_version"),
+               "nisa.get_nc_version", trn3="nc_version.gen4"),
     Difference("nl.tile_size.total_available_sbuf_size", "absent (new in SDK 2.26)", "present",
                "[RN226]", "documented only: nkisim always provides the Trn2 value"),
     Difference("dma_transpose axes= parameter", "absent (new in SDK 2.26)", "present", "[RN226]",
@@ -94,13 +106,22 @@ DIFFERENCES: tuple[Difference, ...] = (
     Difference("Scalar Engine arithmetic (nl.add/nl.multiply as ALU ops)", "Vector/GpSimd only",
                "also Scalar (NeuronCore-v3)", "[SHARED] ALU op table", "documented only"),
     Difference("engine clocks (Tensor/Vector/Scalar/GpSimd)", "2.8 / 1.12 / 1.4 / 1.4 GHz",
-               "2.4 / 0.96 / 1.2 / 1.2 GHz", "[ARCH2]; [ARCH3-27]",
-               "documented only: the cost model is Trn2's"),
+               "2.4 / 0.96 / 1.2 / 1.2 GHz", "[ARCH2]; [ARCH3-27]; [A4]",
+               "nkisim.cost.generations (each generation's cost parameters)", trn3="2.4 / 1.2 / 1.2 / 1.2 GHz"),
+    Difference("Vector and GpSimd engines reading or writing SBUF at once; Vector and Scalar PSUM",
+               "not allowed: they take turns", "allowed", "[A2]; [A3]",
+               "nkisim.cost.generations (shared access ports in the scheduler)"),
+    Difference("hardware descriptor generation (DGE) for DMAs", "none: descriptors are prebuilt",
+               "two DGE instances per core", "[A2]; [A3] nki-dge.rst",
+               "nkisim.cost.generations (hardware_dge)", trn3="two DGE instances per core"),
+    Difference("the MX matmul, quantize_mx, exponential, activate2, rand2 and BF16 PSUM accumulation",
+               "absent", "absent", "[A4]; NKI 0.6 API reference", "the instructions refuse them before NC-v4",
+               trn3="present"),
 )
 
 
 def rules_for(platform: str | None) -> PlatformRules:
-    """The rules of `platform` ("trn2" or "trn1"; None means the process default)."""
+    """The rules of `platform` ("trn1", "trn2" or "trn3"; None means the process default)."""
     if platform is None:
         platform = _default_platform
     try:

@@ -112,6 +112,12 @@ def _worker(args) -> int:
             setup = detect()        # device, SDK line, its tools and interpreter: at start, not per grade
         except NeuronUnavailable as err:
             return _fail(f"this machine cannot run a trn2 worker: {err}")
+        from .nightly import PLATFORM_OF_QUEUE
+        if setup.platform != PLATFORM_OF_QUEUE[Queue.TRN2]:
+            # the queue's grades are timed against thresholds set on Trainium2: another chip's
+            # latencies would be scored against them
+            return _fail(f"this machine cannot run a trn2 worker: it is {setup.generation()}, and the trn2 "
+                         "queue grades on Trainium2 (its assignments' thresholds were measured there)")
         # the cores the runtime lets this worker use (nrt_get_visible_vnc_count, NEURON_RT_VISIBLE_CORES)
         raw = args.cores or os.environ.get("NKI_NEURON_CORES") or ",".join(map(str, setup.visible))
         try:

@@ -23,6 +23,9 @@ from . import settings
 log = logging.getLogger(__name__)
 
 IMPLIED_FACTOR = THRESHOLD_FACTOR     # the course's rule: thresholds are 120% of the reference's p99
+# the generation each hardware queue's workers run on: the one hardware queue is Trn2's
+# (`grader worker --queue trn2`); a spec of another platform has no hardware to run on yet
+PLATFORM_OF_QUEUE = {Queue.TRN2: "trn2"}
 
 
 def active_specs() -> list[str]:
@@ -44,8 +47,10 @@ def available_backends() -> list[str]:
 
 
 def run_nightly(trigger: str = "beat", backends: list[str] | None = None, progress=None) -> int:
-    """Grade every reference of every active spec; returns the nightly run's id. The simulator
-    references run here; the neuron ones are sent to the trn2 queue."""
+    """Grade every reference of every active spec, each on its spec's platform; returns the
+    nightly run's id. The simulator references run here, timed by the spec's generation's model;
+    the neuron ones are sent to the hardware queue of the spec's generation, and a spec whose
+    generation has none runs on the simulator alone."""
     with session_scope() as s:
         night = NightlyRun(trigger=trigger)
         s.add(night)
@@ -54,11 +59,19 @@ def run_nightly(trigger: str = "beat", backends: list[str] | None = None, progre
     backends = backends or available_backends()
     failed = False
     for spec_hash in active_specs():
+        with session_scope() as s:
+            platform = specs.spec_by_hash(s, spec_hash).platform
+        queue = next((q for q, p in PLATFORM_OF_QUEUE.items() if p == platform), None)
+        if Backend.NEURON in backends and queue is None:
+            log.warning("nightly: spec %s is for platform %s, which no hardware queue runs: its references run "
+                        "on the simulator only", spec_hash[:12], platform)
         for reference in FILES:
             for backend in backends:
                 if backend == Backend.NEURON:
+                    if queue is None:
+                        continue
                     from .tasks import nightly_reference
-                    nightly_reference.apply_async(args=[night_id, spec_hash, reference, backend], queue=Queue.TRN2.value)
+                    nightly_reference.apply_async(args=[night_id, spec_hash, reference, backend], queue=queue.value)
                     continue
                 try:
                     grade_reference(night_id, spec_hash, reference, backend, progress)
@@ -79,6 +92,10 @@ def grade_reference(night_id: int, spec_hash: str, reference: str, backend: str,
     given, hears each finished test (`grader nightly --now`)."""
     with session_scope() as s:
         spec = specs.spec_by_hash(s, spec_hash)
+    if backend == Backend.NEURON:
+        # a worker of another generation would time the references on the wrong chip
+        from grader.neuron import check_platform, detect
+        check_platform(detect(), spec)
     submission = grader.submission_from_bytes("asst4.tar.gz", reference_archive(spec, reference), spec)
     on_progress = (lambda event: progress(reference, event)) if progress else None
     report = grader.grade(submission, spec, grader.GradeOptions(backend=backend, on_progress=on_progress))

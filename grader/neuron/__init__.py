@@ -9,7 +9,8 @@ simulator's.
   (SDK 2.32+, where nrtpy first ships: a separate nrtpy interpreter running nrtpy_main.py).
 - lines.py detects which line a machine has, and says what is missing when it has neither;
   each line compiles one NKI dialect (legacy: neuronxcc.nki; current: NKI 0.6), and
-  check_dialect refuses a spec in the other.
+  check_dialect refuses a spec in the other; check_platform refuses a spec of another
+  Trainium generation than the instance's.
 
 docs/trainium.md describes the set-up of each line on a Trn2 instance.
 """
@@ -17,9 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .lines import NeuronSetup, NeuronUnavailable, WrongSdkLine, check_dialect, detect
+from .lines import NeuronSetup, NeuronUnavailable, WrongPlatform, WrongSdkLine, check_dialect, check_platform, detect
 
-__all__ = ["NeuronSetup", "NeuronUnavailable", "WrongSdkLine", "check_dialect", "detect", "as_expected"]
+__all__ = ["NeuronSetup", "NeuronUnavailable", "WrongPlatform", "WrongSdkLine", "check_dialect", "check_platform",
+           "detect", "as_expected"]
 
 
 def as_expected(output: np.ndarray, expected: np.ndarray) -> np.ndarray:

@@ -1,8 +1,10 @@
-"""`grader doctor`: what a TA runs on a freshly set-up Trn2 worker before it grades anyone.
+"""`grader doctor`: what a TA runs on a freshly set-up Trainium worker before it grades anyone.
 
 It says how many NeuronCores the runtime sees, at which logical-NeuronCore degree (LNC: a
 value NEURON_LOGICAL_NC_CONFIG gives that the platform does not support is refused in one
-line, as detect() refuses it), and which SDK line this machine grades with, then
+line, as detect() refuses it), which SDK line this machine grades with, and which Trainium
+generation it found (the runtime's instance family; a spec whose platform is another
+generation's is refused in one line: its thresholds were measured on other hardware), then
 grades the course's reference kernels through the whole hardware path (sandboxed compile,
 trusted execution, device-side timing) on every timed configuration of the assignment, and
 prints each p99 beside the spec's reference latency (its threshold / 1.2: the course sets
@@ -96,7 +98,7 @@ def table(rows: list[Row]) -> str:
 def main(args) -> int:
     from ..errors import GraderInputError
     from .. import spec as specs
-    from .lines import SPEC_OF_LINE, NeuronUnavailable, detect
+    from .lines import SPEC_OF_LINE, NeuronUnavailable, check_platform, detect
     try:
         setup = detect()
     except NeuronUnavailable as err:
@@ -119,6 +121,12 @@ def main(args) -> int:
     print(f"SDK line: {setup.line} ({setup.sdk})" +
           (f", NEFFs run by {setup.nrtpy_python}" if setup.nrtpy_python else f", tools in {setup.tools}"))
     print(f"timing: {TIMING[setup.line]}")
+    print(f"generation: {setup.generation()}")
+    try:
+        check_platform(setup, spec)
+    except GraderInputError as err:
+        print(f"grader doctor: {err}", file=sys.stderr)
+        return 2
     print(f"assignment: {spec.assignment} (spec {spec.spec_version}, thresholds {spec.thresholds_version}); "
           f"reference = threshold / {COURSE_MARGIN:g}; grading the references on NeuronCore {args.core} ...",
           flush=True)
@@ -133,6 +141,7 @@ def main(args) -> int:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"line": setup.line, "sdk": setup.sdk, "cores": setup.cores, "lnc": setup.lnc,
+                       "platform": setup.platform, "family": setup.family, "size": setup.size,
                        "assignment": spec.assignment,
                        "thresholds_version": spec.thresholds_version,
                        "rows": [dataclasses.asdict(r) | {"off": r.off} for r in rows]}, fh, indent=2)

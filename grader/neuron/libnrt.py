@@ -52,6 +52,9 @@ class NrtInstanceInfo(ctypes.Structure):         # nrt_instance_info_t (nrt.h); 
 TRN1_FAMILIES = {2: "Trn1", 3: "Trn1n", 4: "Inf2", 7: "Inf2e"}
 TRN2_FAMILIES = {5: "Trn2", 6: "Trn2n", 8: "Trn2p", 9: "Trn2u", 10: "Trn2e", 11: "Trn2eu", 12: "Trn2ac",
                  13: "Trn2uac", 14: "Trn3", 15: "Trn3pds98"}
+# nrt.h's NRT_INSTANCE_SIZE_* in enum order, as EC2 spells the size ("trn1.2xlarge")
+INSTANCE_SIZES = ("xlarge", "2xlarge", "4xlarge", "6xlarge", "8xlarge", "24xlarge", "32xlarge", "48xlarge",
+                  "3xlarge")
 
 
 class NrtError(RuntimeError):
@@ -113,11 +116,18 @@ def visible_cores(path: str) -> int:
 def instance_family(path: str) -> str | None:
     """The instance's family as nrt.h names it ("Trn2", "Trn1", ...; nrt_get_instance_info), or
     None when the runtime does not say (an older libnrt, an unknown family)."""
+    return instance(path)[0]
+
+
+def instance(path: str) -> tuple[str | None, str | None]:
+    """(family, size) of the instance as nrt_get_instance_info reports them ("Trn1", "2xlarge");
+    each None when the runtime does not say (an older libnrt, a value nrt.h does not list)."""
     lib = load_library(path)
     info = NrtInstanceInfo()
     if not hasattr(lib, "nrt_get_instance_info") or lib.nrt_get_instance_info(ctypes.byref(info), ctypes.sizeof(info)) != NRT_SUCCESS:
-        return None
-    return {**TRN1_FAMILIES, **TRN2_FAMILIES}.get(int(info.family))
+        return None, None
+    size = INSTANCE_SIZES[info.size] if info.size < len(INSTANCE_SIZES) else None
+    return {**TRN1_FAMILIES, **TRN2_FAMILIES}.get(int(info.family)), size
 
 
 def _check(call: str, status: int) -> None:

@@ -46,6 +46,22 @@ class WrongSdkLine(GraderInputError):
     """The spec's kernels are in a dialect this machine's SDK line does not compile."""
 
 
+class WrongPlatform(GraderInputError):
+    """The spec's thresholds are for another Trainium generation than this machine's."""
+
+
+# nrt.h's instance families (libnrt.TRN1_FAMILIES / TRN2_FAMILIES) -> nkisim's platform: NeuronCore-v2
+# on Trn1 and Inf2 [C2], v3 on Trn2 [C3], v4 on Trn3 [C4] (shared/docs/neuroncore-generations.md)
+PLATFORM_OF_FAMILY = {"Trn1": "trn1", "Trn1n": "trn1", "Inf2": "trn1", "Inf2e": "trn1",
+                      "Trn2": "trn2", "Trn2n": "trn2", "Trn2p": "trn2", "Trn2u": "trn2", "Trn2e": "trn2",
+                      "Trn2eu": "trn2", "Trn2ac": "trn2", "Trn2uac": "trn2", "Trn3": "trn3", "Trn3pds98": "trn3"}
+
+
+# instance families with EC2 instance types of that name (trn1.2xlarge, trn1n.32xlarge, inf2.xlarge,
+# trn2.48xlarge, trn2u.48xlarge); Trn3's types are not public (shared/docs/neuroncore-generations.md 2.2)
+EC2_FAMILIES = {"Trn1", "Trn1n", "Inf2", "Trn2", "Trn2u"}
+
+
 # each line: the dialect it compiles, what its kernels are called, and the course's spec in it
 DIALECT_OF_LINE = {"legacy": LEGACY, "current": CURRENT}
 KERNELS_OF_LINE = {"legacy": "legacy NKI", "current": "NKI 0.6"}
@@ -65,6 +81,23 @@ class NeuronSetup:
     lnc: int = 2
     lnc_source: str = "Trn2's default"
     visible: tuple = ()          # the instance's numbers of the cores it sees (NEURON_RT_VISIBLE_CORES)
+    family: str | None = None    # nrt_get_instance_info's instance family ("Trn1"); None: not reported
+    size: str | None = None      # and its size ("2xlarge")
+    platform: str | None = None  # the generation as nkisim names it (trn1, trn2, trn3); None: unknown
+
+    def generation(self) -> str:
+        """What the doctor prints: the generation found and where that came from."""
+        if self.platform is None:
+            return (f"unknown: the Neuron runtime does not report which instance this is"
+                    + (f" (family {self.family})" if self.family else ""))
+        from nkisim.cost import generation
+        from nkisim.platforms import rules_for
+        chip = rules_for(self.platform).hardware.split(",")[0]
+        # an EC2 type name only for families EC2 sells under that name; nrt.h's others as reported
+        instance = (f"{self.family.lower()}.{self.size}" if self.size and self.family in EC2_FAMILIES else
+                    f"a {self.family} instance" + (f" of size {self.size}" if self.size else ""))
+        return (f"{chip} ({generation(self.platform).core}), platform {self.platform} "
+                f"({instance}, from nrt_get_instance_info)")
 
     def job_fields(self) -> dict:
         return asdict(self)
@@ -84,6 +117,24 @@ def check_dialect(setup: NeuronSetup, spec) -> None:
         f"On this machine grade with the {SPEC_OF_LINE[setup.line]} spec, or another "
         f"{KERNELS_OF_LINE[setup.line]} spec; grade {spec.assignment!r} on a {other}-line worker "
         f"({written.sdk}) or with --backend sim.")
+
+
+def check_platform(setup: NeuronSetup, spec) -> None:
+    """Refuse to grade `spec` on this machine when its platform is not this machine's
+    generation: its thresholds were measured on another chip, and its NEFFs target it."""
+    if setup.platform == spec.platform:
+        return
+    if setup.platform is None:
+        raise WrongPlatform(
+            f"this machine's Trainium generation is {setup.generation()}, so it cannot be checked against spec "
+            f"{spec.assignment!r} (platform {spec.platform})",
+            "Update the Neuron runtime (aws-neuronx-runtime-lib: nrt_get_instance_info reports the instance), "
+            "or grade with --backend sim.")
+    raise WrongPlatform(
+        f"this machine is {setup.generation()}, and spec {spec.assignment!r} is for platform {spec.platform}: "
+        f"its thresholds were measured on that generation",
+        f"On this machine grade a spec whose platform is {setup.platform}; grade {spec.assignment!r} on a "
+        f"{spec.platform} worker or with --backend sim.")
 
 
 def _version(dist: str) -> str | None:
@@ -225,9 +276,11 @@ def detect(environ=None) -> NeuronSetup:
     libnrt = environ.get("GRADER_LIBNRT") or DEFAULT_LIBNRT
     tools = environ.get("GRADER_NEURON_TOOLS") or DEFAULT_TOOLS
     cores = _device(libnrt)
-    from .libnrt import instance_family
-    lnc, lnc_source = _lnc(environ, instance_family(libnrt))
-    runtime = {"lnc": lnc, "lnc_source": lnc_source, "visible": _visible(environ, cores)}
+    from .libnrt import instance
+    family, size = instance(libnrt)
+    lnc, lnc_source = _lnc(environ, family)
+    runtime = {"lnc": lnc, "lnc_source": lnc_source, "visible": _visible(environ, cores), "family": family,
+               "size": size, "platform": PLATFORM_OF_FAMILY.get(family)}
     nki_version = _version("nki") if _importable("nki") else None
     if _nki_is_current(nki_version):
         return NeuronSetup("current", f"nki {nki_version}", cores, libnrt, tools, _nrtpy(environ), **runtime)

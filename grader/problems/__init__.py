@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+from nkisim.platforms import DEFAULT_PLATFORM
 
 from .. import blas
 from . import folder
@@ -98,8 +99,8 @@ def work(problem: str, config: dict) -> tuple[float, float]:
     return get(problem).work(config)
 
 
-def roofline_us(problem: str, config: dict) -> float:
-    return get(problem).roofline_us(config)
+def roofline_us(problem: str, config: dict, platform: str = DEFAULT_PLATFORM) -> float:
+    return get(problem).roofline_us(config, platform)
 
 
 def output(problem: str, config: dict) -> tuple[tuple[int, ...], np.dtype]:

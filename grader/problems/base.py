@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from nkisim.platforms import DEFAULT_PLATFORM
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,11 @@ class Problem:
     dialects: tuple[str, ...] = ()               # NKI dialects a kernel may be written in (empty: any)
     display: str = ""                            # the name course staff wrote (name is the registry's key)
 
-    def roofline_us(self, config: dict) -> float:
-        """Lower bound on Trn2 latency: fixed overhead + max(compute at peak, traffic at DMA bandwidth)."""
-        from nkisim.cost import DEFAULT_PARAMS as p
+    def roofline_us(self, config: dict, platform: str = DEFAULT_PLATFORM) -> float:
+        """Lower bound on the latency on `platform`'s generation: fixed overhead + max(compute at
+        its peak, traffic at its DMA bandwidth)."""
+        from nkisim.cost import params_for
+        p = params_for(platform)
         flops, moved = self.work(config)
         peak = p.pe_peak_flops_per_ns / (p.pe_fp32_factor if config.get("dtype", "float32") == "float32" else 1)
         return (p.bench_overhead_ns + max(flops / peak, moved / p.dma_bytes_per_ns)) / 1e3

@@ -1,19 +1,22 @@
-"""Trn2 latency model: cost rules per instruction (rules.py), their constants (params.py),
-and a scheduler that turns a kernel's trace into an engine timeline (scheduler.py)."""
+"""The latency model: cost rules per instruction (rules.py), their constants (params.py, Trainium2's),
+each NeuronCore generation's differences from them (generations.py), and a scheduler that turns a
+kernel's trace into an engine timeline (scheduler.py)."""
 from __future__ import annotations
 
 import dataclasses
 
 import numpy as np
 
+from .. import dtypes as _dtypes
 from .params import DEFAULT_PARAMS, CostParams
+from .generations import GENERATIONS, generation, params_for
 from .rules import COST_RULES
 from .dependencies import hazards
 from .merge import adjacent_dma_groups, merge_trace
 from .scheduler import Timeline, schedule
 
-__all__ = ["CostParams", "DEFAULT_PARAMS", "COST_RULES", "Timeline", "schedule", "estimate", "time_trace",
-           "uses_dge", "latency_samples_us"]
+__all__ = ["CostParams", "DEFAULT_PARAMS", "GENERATIONS", "generation", "params_for", "COST_RULES", "Timeline",
+           "schedule", "estimate", "time_trace", "uses_dge", "latency_samples_us"]
 
 
 def uses_dge(compile_options: dict) -> bool:
@@ -21,9 +24,12 @@ def uses_dge(compile_options: dict) -> bool:
     return "--disable-dge" not in str(compile_options.get("additional_compile_opt") or "")
 
 
-def estimate(run, params: CostParams = DEFAULT_PARAMS, *, measurement: str = "bench") -> Timeline:
-    """Timeline of a KernelRun. `measurement` picks the fixed overhead: "bench" for
-    nki.benchmark's NeuronCore latency, "profile" for neuron-profile's total_time."""
+def estimate(run, params: CostParams | None = None, *, measurement: str = "bench") -> Timeline:
+    """Timeline of a KernelRun, by its platform's generation unless `params` are given.
+    `measurement` picks the fixed overhead: "bench" for nki.benchmark's NeuronCore latency,
+    "profile" for neuron-profile's total_time."""
+    if params is None:
+        params = params_for(run.settings.platform)
     overhead = params.bench_overhead_ns if measurement == "bench" else params.profile_overhead_ns
     return time_trace(run.trace, getattr(run.program, "allocs", None) or [], dge=uses_dge(run.compile_options),
                       params=params, overhead_ns=overhead, limits=run.settings.limits)
@@ -33,7 +39,9 @@ def time_trace(trace, allocs, *, dge: bool, params: CostParams = DEFAULT_PARAMS,
                limits=None) -> Timeline:
     """The timeline of an executed trace whose allocation table is `allocs` (nkisim.trace.
     AllocInfo): adjacent DMAs merged, hazards found, then scheduled. What nki.benchmark, the
-    grader and `nkisim profile` all time."""
+    grader and `nkisim profile` all time. A generation without hardware DGE (NC-v2) prebuilds
+    every DMA's descriptors whatever the compile options asked."""
+    dge = dge and params.hardware_dge
     tracked = hazard_tracked(allocs, params, limits)
     groups = adjacent_dma_groups(trace) if params.dma_merge_adjacent else []
     merged = trace
@@ -67,7 +75,7 @@ def hazard_tracked(allocs, params: CostParams, limits=None) -> dict[int, int]:
         limits = SimSettings().limits
     tracked = {}
     for a in allocs:
-        item = 2 if a.dtype == "bfloat16" else np.dtype(a.dtype).itemsize
+        item = 2 if a.dtype == "bfloat16" else _dtypes.to_dtype(a.dtype).itemsize     # NKI names (the x4 MX types too)
         if a.buffer in ("hbm", "shared_hbm"):
             tracked[a.id] = max(1, params.dma_hazard_granule_bytes // item)  # 0: exact
             continue

@@ -1,4 +1,6 @@
-"""Every constant of the Trn2 latency model, with where it comes from.
+"""Every constant of the latency model, with where it comes from: the defaults are Trainium2's
+(NeuronCore-v3); nkisim.cost.generations gives each other generation as its differences from
+these, each with its own source.
 
 Sources: `trn2-cost-model.md` (project docs, section numbers below), which restates the NKI
 2.26 docs and hardware measurements on a trn2.3xlarge with compiler 2.21. "fit" marks a
@@ -54,6 +56,14 @@ class CostParams:
     # NKI 0.6 reference); SDK 2.26.1 page: max(MIN_II, 8*N) Vector cycles
     dve_predicated_copy_sbuf_factor: int = 2  # doc: SDK 2.26 nki.isa.tensor_copy_predicated, max(MIN_II, 2N)
     # cycles when src and predicate are both in SBUF, max(MIN_II, N) when one is in PSUM
+    # NeuronCore-v4's Vector instructions (Trainium3 architecture guide [A4]); unused before NC-v4,
+    # which refuses them
+    dve_quantize_mx_elements_per_cycle: int = 4  # doc [A4]: QuantizeMX "can quantize four input elements
+    # per partition, per cycle (i.e., 4x Vector performance mode)"
+    dve_exp_act_speedup: float = 4.0     # doc [A4]: nisa.exponential runs "at 4x the throughput compared to the
+    # nisa.activation(op=nl.exp) instruction on the Scalar Engine" (rules.exponential)
+    dve_rand2_values_per_cycle: int = 4  # doc [A4]: the Vector engine "can produce 4x 32-bit PRNG values per
+    # compute lane per engine cycle"
 
     # --- Scalar and GpSimd engines (section 5 item 6) ---
     act_overhead_cycles: int = 60        # measured: ACT holds (N + 60) cycles (the transposes' back-to-back
@@ -108,6 +118,15 @@ class CostParams:
 
     # --- scheduler (section 5 item 3) ---
     lookahead: int = 64                  # instructions an engine may run ahead into idle gaps
+
+    # --- what a generation has or lacks (nkisim.cost.generations sets them for NC-v2 and NC-v4) ---
+    hardware_dge: bool = True            # two DGE instances per core [A3]; NC-v2 has none [A2], so every
+    # DMA's descriptors are prebuilt there (the static issue, whatever the compile options)
+    shared_ports: tuple[tuple[str, tuple[str, ...], str], ...] = ()  # (port, engines, buffer): engines
+    # that may not touch `buffer` at once take turns on the port (NC-v2 [A2]; lifted on NC-v3 [A3])
+    act_perf_factor_16bit: int = 1       # NC-v4's Scalar engine streams 256 BF16/FP16/FP8 elements a cycle
+    # against 128 others [A4] (its 2x perf mode for tensor_scalar / tensor_copy)
+    dve_perf_mode: bool = True           # NC-v3's Vector perf mode (the shared bus with GpSimd) [A3]
 
     # --- peaks for MFU and roofline (section 6) ---
     pe_rows: int = 128

@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from ..trace import Engine
-from .params import DEFAULT_PARAMS, CostParams
+from .params import CostParams
 from .rules import short_row_ns
 from .scheduler import Timeline, core_queue
 from .timeline_svg import timeline_svg
@@ -152,7 +152,10 @@ def _flops(rec) -> tuple[int, int]:
     return 0, 0
 
 
-def build_profile(trace, timeline: Timeline, params: CostParams = DEFAULT_PARAMS) -> Profile:
+def build_profile(trace, timeline: Timeline, params: CostParams | None = None) -> Profile:
+    """The profile of a timeline, with the peaks of the generation that timed it (`params`
+    overrides them)."""
+    params = timeline.params if params is None else params
     total_ns = timeline.total_ns
     counts: dict[str, int] = {}
     lines: dict[tuple[str, str], list] = {}
@@ -295,7 +298,7 @@ def verdict(profile: Profile) -> str:
 
 
 def profile_summary(trace, timeline: Timeline, thresholds_us: dict | None = None,
-                    params: CostParams = DEFAULT_PARAMS) -> dict:
+                    params: CostParams | None = None) -> dict:
     """What the grader and the web pages show for a simulated timed run: the timeline picture,
     MFU, per-engine utilisation, the busiest source lines and the bottleneck verdict."""
     prof = build_profile(trace, timeline, params)

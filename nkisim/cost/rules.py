@@ -85,13 +85,23 @@ def _dve_ns(rec: TraceRecord, p: CostParams) -> float:
     (a broadcast operand streams at full length), in fp32 and 16-bit, SBUF and PSUM alike
     (bench/profiles.py: back-to-back completion spacing), N / 4 or N / 2 in performance mode."""
     n = rec.elements_per_partition
-    return (n * p.dve_cycles_per_element / dve_perf_factor(rec) + p.dve_overhead_cycles) / p.dve_ghz
+    factor = dve_perf_factor(rec) if p.dve_perf_mode else 1
+    return (n * p.dve_cycles_per_element / factor + p.dve_overhead_cycles) / p.dve_ghz
+
+
+def act_perf_factor(rec: TraceRecord, p: CostParams) -> int:
+    """NeuronCore-v4's Scalar engine streams twice the 16-bit elements of other dtypes [A4] (its
+    perf mode for tensor_scalar and tensor_copy); 1 on the generations before it."""
+    if p.act_perf_factor_16bit == 1 or rec.opcode not in ("tensor_copy", "tensor_scalar") \
+            or not rec.reads or not rec.writes:
+        return 1
+    return p.act_perf_factor_16bit if all(_is_16bit(r.dtype) for r in (rec.reads[0], rec.writes[0])) else 1
 
 
 def _act_ns(rec: TraceRecord, p: CostParams) -> float:
     """How long the instruction holds the Scalar engine: (N + 60) cycles at 1.2 GHz (the
     profiles' back-to-back PSUM copies); the result lands `act_pipeline_ns` later."""
-    return (rec.elements_per_partition + p.act_overhead_cycles) / p.act_ghz
+    return (rec.elements_per_partition / act_perf_factor(rec, p) + p.act_overhead_cycles) / p.act_ghz
 
 
 def pipeline_ns(queue: str, p: CostParams) -> float:
@@ -371,6 +381,55 @@ def transpose(rec: TraceRecord, p: CostParams) -> Cost:
     else:
         cycles = _pe_cycles(columns, False, p)
     return ComputeCost("PE", (cycles + p.pe_overhead_cycles) / p.pe_ghz)
+
+
+@cost_rule("nc_matmul_mx")
+def matmul_mx(rec: TraceRecord, p: CostParams) -> Cost:
+    """[A4]: an MX matmul runs at 4x a BF16 matmul's throughput, the array presenting 512x128
+    (each PE multiplies and adds the four values of an x4 element a cycle). So a moving x4
+    column streams at the BF16 column rate (one a cycle) carrying four times the MACs, and an
+    nc_matmul_mx of N moving x4 columns holds the PE as a 16-bit nc_matmul of N columns does
+    (_pe_cycles: its minimum, access-request floor and overhead), from the operand regions
+    (data first: stationary, moving)."""
+    stationary, moving = rec.reads[0], rec.reads[1]
+    columns = max(min(p.pe_stationary_min, stationary.elements_per_partition), moving.elements_per_partition)
+    cycles = _pe_cycles(columns, False, p, access_rows(moving))
+    return ComputeCost("PE", (cycles + p.pe_overhead_cycles) / p.pe_ghz)
+
+
+@cost_rule("quantize_mx")
+def quantize_mx(rec: TraceRecord, p: CostParams) -> Cost:
+    """[A4]: QuantizeMX streams `dve_quantize_mx_elements_per_cycle` source elements a partition a
+    cycle (its 4x performance mode), plus the fixed occupancy of every DVE instruction (_dve_ns's
+    form, N the source's elements per partition)."""
+    n = rec.reads[0].elements_per_partition
+    return ComputeCost("DVE", (n * p.dve_cycles_per_element / p.dve_quantize_mx_elements_per_cycle
+                               + p.dve_overhead_cycles) / p.dve_ghz)
+
+
+@cost_rule("exponential")
+def exponential(rec: TraceRecord, p: CostParams) -> Cost:
+    """[A4]: 4x the throughput of the Scalar engine's activation(op=nl.exp). That one streams an
+    element a cycle at act_ghz (_act_ns: activation has no 16-bit mode), so the Vector engine
+    holds N / (act_ghz * dve_exp_act_speedup) ns for N elements a partition, plus the fixed DVE
+    occupancy (_dve_ns's); the max subtraction and the row sum are fused into the same pass."""
+    n = rec.elements_per_partition
+    return ComputeCost("DVE", n / (p.act_ghz * p.dve_exp_act_speedup) + p.dve_overhead_cycles / p.dve_ghz)
+
+
+@cost_rule("rand2")
+def rand2(rec: TraceRecord, p: CostParams) -> Cost:
+    """[A4]: `dve_rand2_values_per_cycle` 32-bit values a lane a cycle; otherwise rng's form (one
+    pass writing dst, above MIN_II, plus the fixed occupancy: random_bits)."""
+    n = rec.writes[0].elements_per_partition
+    return ComputeCost("DVE", _dve_cycles_ns(n * p.dve_cycles_per_element / p.dve_rand2_values_per_cycle, p))
+
+
+@cost_rule("activate2")
+def activate2(rec: TraceRecord, p: CostParams) -> Cost:
+    """No cost is documented: Activation2 is activation's pipeline with other tensor-scalar and
+    reduction stages [A4], assumed to hold the Scalar engine as activation does (_act_ns)."""
+    return ComputeCost("ACT", _act_ns(rec, p))
 
 
 # ----- DMA ------------------------------------------------------------------------------------

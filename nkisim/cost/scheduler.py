@@ -14,6 +14,9 @@ Model (trn2-cost-model.md section 5):
 - an instruction waits for the instructions that wrote what it reads (read-after-write on
   overlapping regions, PSUM accumulation in program order; dependencies.py finds them in
   O(n log n)); a dependency that crosses engines costs a semaphore hop;
+- on NeuronCore-v2 (CostParams.shared_ports) the Vector and GpSimd engines take turns at SBUF,
+  the Vector and Scalar engines at PSUM: an instruction touching the buffer also waits for the
+  port, and holds it for its occupancy;
 - `hazard_deps` (dependencies.hazards) add write-after-read and write-after-write waits where
   memory cannot be renamed (HBM, tiles too large to hold twice): a compute instruction waits
   for them like for its inputs; a DMA is issued anyway and only its transfer waits.
@@ -76,6 +79,7 @@ class _Job:
     options: tuple[tuple[str, float], ...]
     dma: DmaCost | None = None
     core: int = 0                       # a DMA: the physical core whose DMA engines move it
+    ports: tuple[tuple[str, ...], ...] = ()   # per option: the shared access ports it holds
 
 
 class _Lane:
@@ -113,20 +117,30 @@ def _jobs(trace: list[TraceRecord], p: CostParams, dge: bool) -> list[_Job]:
                              cost, core))
             continue
         if balanced_copy(rec, auto_default):
-            queue, ns = _least_loaded([(core_queue(q, core), copy_ns(rec, q, p)) for q in BALANCED_QUEUES], load)
+            engine, ns = _least_loaded([(q, copy_ns(rec, q, p)) for q in BALANCED_QUEUES], load, core)
         else:
-            queue, ns = core_queue(cost.queue, core), cost.ns
+            engine, ns = cost.queue, cost.ns
+        queue = core_queue(engine, core)
         load[queue] = load.get(queue, 0.0) + ns
-        jobs.append(_Job(((queue, ns),)))
+        ports = _ports(rec, engine, core, p.shared_ports) if p.shared_ports else ()
+        jobs.append(_Job(((queue, ns),), ports=(ports,) if ports else ()))
     return jobs
 
 
-def _least_loaded(options: list[tuple[str, float]], load: dict[str, float]) -> tuple[str, float]:
+def _ports(rec: TraceRecord, engine: str, core: int, shared: tuple) -> tuple[str, ...]:
+    """The shared access ports (CostParams.shared_ports) an instruction on `engine` holds: those
+    of the buffers it reads or writes that its engine shares with another."""
+    touched = {r.buffer for r in rec.reads + rec.writes}
+    return tuple(core_queue(port, core) for port, engines, buffer in shared
+                 if engine in engines and buffer in touched)
+
+
+def _least_loaded(options: list[tuple[str, float]], load: dict[str, float], core: int = 0) -> tuple[str, float]:
     """C4, C6: the compiler places a copy the kernel left open by engine workload ("compiler
     selects best engine based on engine workload", nki.isa.tensor_copy) when it compiles (C4's
     counts are of the NEFF's instruction streams), so not by when an engine happens to be free
     at run time: the engine whose work so far, with the copy's, is the least (ties: DVE)."""
-    return min(options, key=lambda o: load.get(o[0], 0.0) + o[1])
+    return min(options, key=lambda o: load.get(core_queue(o[0], core), 0.0) + o[1])
 
 
 def schedule(trace: list[TraceRecord], params: CostParams, *, dge: bool = True,
@@ -192,6 +206,7 @@ class _Scheduler:
         self.scheduled = [False] * self.n
         # each physical core's DMA engines (cores beyond 0 only under LNC > 1)
         self.dma_free: dict[int, list[float]] = {}
+        self.port_free: dict[str, float] = {}     # NC-v2's shared access ports: when each is free
         self.global_heap: list[tuple[float, int, int, str]] = []
 
     # --- lanes ------------------------------------------------------------------------------
@@ -294,7 +309,12 @@ class _Scheduler:
             duration = job.options[self._option(idx, name)][1] if len(job.options) > 1 else job.options[0][1]
             free_before = lane.free
             start = ready if ready > lane.free else lane.free
+            ports = job.ports[0] if job.ports else ()
+            for port in ports:                 # NC-v2: wait for the engine that shares the buffer
+                start = max(start, self.port_free.get(port, 0.0))
             lane.free = start + duration      # the queue is held for the occupancy ...
+            for port in ports:
+                self.port_free[port] = lane.free
             end = lane.free if job.dma is not None else lane.free + pipeline_ns(name, p)  # ... the result lands later
             lane.busy += duration
             self.scheduled[idx] = True

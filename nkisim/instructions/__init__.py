@@ -17,3 +17,4 @@ from . import collectives  # noqa: F401 (core_barrier, sendrecv: the cores of an
 from . import constants  # noqa: F401 (nl.shared_constant: an array embedded with the kernel)
 from . import topk  # noqa: F401 (GpSimd's top-k over 16-partition snakes)
 from . import registers  # noqa: F401 (nisa.register_store: a traced register's value to memory)
+from . import mx, vector_exp, rand2, activate2  # noqa: F401 (NeuronCore-v4: MX, fast exponential, rand2, activate2)

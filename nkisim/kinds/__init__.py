@@ -21,3 +21,4 @@ from . import dma_compute, random_bits  # noqa: E402,F401 (the DMA engines' sum;
 from . import collectives  # noqa: E402,F401 (the cores of a logical NeuronCore meeting)
 from . import constants  # noqa: E402,F401 (nl.shared_constant)
 from . import topk  # noqa: E402,F401 (GpSimd's top-k)
+from . import trn3  # noqa: E402,F401 (NeuronCore-v4: MX matmul and quantization, exponential, rand2, activate2)

@@ -54,6 +54,8 @@ from .topk import topk  # noqa: E402,F401
 # random bits and their seed; the DMA engines' sum (nkisim.nki06.random_bits)
 from .random_bits import dma_compute, rng, set_rng_seed  # noqa: E402,F401
 from .random_bits import rand_get_state, rand_set_state  # noqa: E402,F401  (the GpSimd generator's state)
+# NeuronCore-v4 (Trainium3): MX quantization, the fast exponential, rand2, activate2 (nkisim.nki06.trn3)
+from .trn3 import activate2, exponential, quantize_mx, rand2  # noqa: E402,F401
 
 
 def get_nc_version() -> nc_version:
@@ -200,33 +202,60 @@ def nc_matmul(m, dst, stationary, moving, is_stationary_onezero=False, is_moving
         raise _MemorySpaceError(f"'dst' of 'nisa.nc_matmul' must be a PSUM tile, got {dst._label()} in "
                                 f"{dst.buffer.value}", remedy="allocate it with nl.ndarray(..., nl.float32, "
                                                              "buffer=nl.psum)")
-    if dst.dtype != _dt.float32:
-        raise _Unsupported(f"'dst' of 'nisa.nc_matmul' is {_dt.name_of(dst.dtype)}; the Tensor Engine "
-                           "accumulates in float32 on this platform", remedy="use a float32 PSUM tile",
+    bf16_psum = _current_rules().nc_version >= 4     # [MM]: "Starting NeuronCore-v4, dst can either be float32 or bfloat16"
+    if dst.dtype != _dt.float32 and not (bf16_psum and dst.dtype == _dt.bfloat16):
+        raise _Unsupported(f"'dst' of 'nisa.nc_matmul' is {_dt.name_of(dst.dtype)}; " + (
+                           "it must be a float32 or bfloat16 tile" if bf16_psum else
+                           "the dst tile must be a float32 tile in NeuronCore-v2 and NeuronCore-v3 (a bfloat16 dst is "
+                           "NeuronCore-v4's, trn3)"), remedy="use a float32 PSUM tile" + (
+                           "" if bf16_psum else ', or trace for trn3 (spec platform = "trn3", '
+                           'SimSettings(platform="trn3") or NEURON_PLATFORM_TARGET_OVERRIDE=trn3)'),
                            code="err_instruction_unsupported_dtypes")
+    key, adding = _psum_accumulation(m, dst, accumulate, "nc_matmul")
+    _into(m, dst, "nc_matmul", _nc_matmul, stationary, moving, is_stationary_onezero=is_stationary_onezero,
+          is_moving_onezero=is_moving_onezero, is_transpose=is_transpose, tile_position=tile_position,
+          tile_size=tile_size)
+    m.trace[-1].accumulate = adding
+    _mark_written(m, dst, key)
+
+
+def _psum_accumulation(m, dst, accumulate, instr: str) -> tuple:
+    """(dst's region key, whether the matmul adds onto dst): accumulate=None adds where an earlier
+    matmul wrote all of dst's region and overwrites where none did."""
     key = _region_key(dst)
     if accumulate is None:
         written = _matmul_written(m, dst, key)
         if written == "part":
             raise _Unsupported(
-                f"nisa.nc_matmul into {dst._label()}: part of this PSUM region was written by an earlier matmul "
+                f"nisa.{instr} into {dst._label()}: part of this PSUM region was written by an earlier matmul "
                 "and part was not, so accumulate=None would add in some places and overwrite in others",
                 remedy="pass accumulate=True or accumulate=False explicitly, or use matching PSUM regions",
                 code="err_not_simulated")
-        adding = written == "all"
-    elif isinstance(accumulate, bool):
-        adding = accumulate
-        if adding and _matmul_written(m, dst, key) != "all":
+        return key, written == "all"
+    if isinstance(accumulate, bool):
+        if accumulate and _matmul_written(m, dst, key) != "all":
             raise _Unsupported(
-                f"nisa.nc_matmul(accumulate=True) into {dst._label()}, which no earlier matmul wrote whole: adding onto "
+                f"nisa.{instr}(accumulate=True) into {dst._label()}, which no earlier matmul wrote whole: adding onto "
                 "PSUM that a matmul did not initialise is undefined behaviour on Trainium",
                 remedy="let the first matmul of the group overwrite (accumulate=False, or leave it None)",
                 code="err_psum_accumulate_uninitialized")
-    else:
-        raise _ArgumentError(f"'accumulate' of 'nisa.nc_matmul' must be True, False or None, got {accumulate!r}")
-    _into(m, dst, "nc_matmul", _nc_matmul, stationary, moving, is_stationary_onezero=is_stationary_onezero,
-          is_moving_onezero=is_moving_onezero, is_transpose=is_transpose, tile_position=tile_position,
-          tile_size=tile_size)
+        return key, accumulate
+    raise _ArgumentError(f"'accumulate' of 'nisa.{instr}' must be True, False or None, got {accumulate!r}")
+
+
+_nc_matmul_mx = _semantics("nc_matmul_mx")
+
+
+@_binding
+def nc_matmul_mx(m, dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
+                 accumulate=None, name=None):
+    """NeuronCore-v4's MX matmul (nkisim.instructions.mx), accumulating into dst as nc_matmul does."""
+    _bind.instruction_name(name, "nc_matmul_mx")
+    _destination(dst, "nc_matmul_mx")
+    _nc_matmul_mx(m, dst, stationary, moving, stationary_scale, moving_scale, tile_position=tile_position,
+                  tile_size=tile_size)
+    # the table checked the platform and operands first; the accumulation rule is nc_matmul's
+    key, adding = _psum_accumulation(m, dst, accumulate, "nc_matmul_mx")
     m.trace[-1].accumulate = adding
     _mark_written(m, dst, key)
 
@@ -339,6 +368,10 @@ def memset(m, dst, value, engine=engine.unknown, name=None):
     if dst.dtype.kind in "iub" and not isinstance(value, (_numbers.Integral, _np.integer)):
         raise _Unsupported(f"nisa.memset value {value!r} does not fit the {_dt.name_of(dst.dtype)} tile "
                            f"{dst._label()}", remedy="fill an integer tile with an integer value",
+                           code="err_memset_value_dtype_mismatch")
+    if _dt.is_packed_x4(dst.dtype) and value != 0:
+        raise _Unsupported(f"nisa.memset of the x4-packed {_dt.name_of(dst.dtype)} tile {dst._label()} with {value!r}: "
+                           "for x4 packed types only value=0 is supported", remedy="fill with 0",
                            code="err_memset_value_dtype_mismatch")
     _into(m, dst, "memset", _memset, dst.shape, value, dst.dtype, engine=_engine(engine, "memset"))
 

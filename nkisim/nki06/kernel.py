@@ -42,7 +42,8 @@ class CurrentKernel(Kernel):
         if type(lnc) is not int or lnc < 1:
             raise ArgumentError(f"kernel[{lnc!r}]: the launch takes the logical NeuronCore's size, a single int",
                                 remedy="launch as kernel[1](...) or kernel[2](...)", code="err_unsupported_args")
-        most = 2 if settings_from_environment().platform == "trn2" else 1
+        # LNC=2 pairs two cores from Trainium2 on (logical-neuroncore-config, trainium3.rst); trn1 has only LNC=1
+        most = 1 if settings_from_environment().platform == "trn1" else 2
         if lnc > most:
             raise ArgumentError(f"kernel[{lnc}]: a logical NeuronCore of this platform has at most {most} physical "
                                 f"core{'s' if most > 1 else ''}", remedy=f"launch as kernel[{most}](...)",
@@ -151,9 +152,4 @@ def settings_from_environment() -> SimSettings:
     if platform is None:
         raise ArgumentError(f"NEURON_PLATFORM_TARGET_OVERRIDE={target!r} is not a Neuron platform",
                             remedy=f"use one of {', '.join(PLATFORM_TARGETS)}", code="err_unsupported_args")
-    if platform == "trn3":
-        raise NotSimulatedError(
-            f"NEURON_PLATFORM_TARGET_OVERRIDE={target!r} asks for Trainium3 (NeuronCore-v4), which nkisim "
-            "does not model yet", remedy="use trn2 (or gen3), or unset it for Trainium2",
-            code="err_not_simulated")
     return SimSettings(platform=platform)

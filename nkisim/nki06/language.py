@@ -38,6 +38,9 @@ bool_ = _dt.bool_
 # nkisim stores NKI's float8_e4m3 in the OCP e4m3fn format (ml_dtypes.float8_e4m3fn) in both
 # dialects, so 0.6's explicit OCP name is the same dtype
 float8_e4m3fn = _dt.float8_e4m3
+# NeuronCore-v4's MX types: the E8M0 scale and the x4-packed elements (nkisim.instructions.mx)
+float8_e8m0fnu = _dt.float8_e8m0fnu
+float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4 = _dt.float8_e5m2_x4, _dt.float8_e4m3fn_x4, _dt.float4_e2m1fn_x4
 fp32 = _NS(min=float(_np.finfo(_np.float32).min))
 
 # ----- buffers -----
@@ -102,6 +105,9 @@ tile_size = _NS(
 
 # ----- ALU / activation / reduction op codes (op=nl.add, op=nl.exp, ...) -----
 globals().update({name: op for name, op in _OPS.items()})
+# the op codes of nisa.activate2's stages only (NeuronCore-v4): bypass, prelu, abs_max, abs_min
+from ..instructions.activate2 import STAGE_OPS as _STAGE_OPS  # noqa: E402
+globals().update(_STAGE_OPS)
 
 
 # ----- allocation -----

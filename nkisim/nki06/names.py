@@ -16,20 +16,12 @@ REMOVED_KEYWORDS = {
 
 # nki.isa instructions of NKI 0.6 (the 0.6 API reference) not lowered onto the table yet
 ISA_NOT_SIMULATED = {
-    "nc_matmul_mx": "MX matmul runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet",
-    "quantize_mx": "MX quantization runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet",
-    "activate2": "activate2 runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet",
-    "exponential": "nisa.exponential is a Trainium3 (NeuronCore-v4) instruction and nkisim models Trainium2, "
-                   "which does not have it: on Trainium2 use nisa.activation(dst, op=nl.exp, data=src, "
-                   "bias=negated_max) for exp(src - max), with reduce_op=nl.add and reduce_res= for its sum",
     "local_gather": "gather within each partition with nisa.nc_n_gather, or across partitions with "
                     "nisa.dma_copy (local_gather is not simulated: the reference's prose does not say which "
                     "source elements each output partition receives; only an example shows the layout)",
     "register_load": "a register loaded from memory makes control flow or addresses depend on data, which "
                      "nkisim's static programs cannot express: use registers set with nisa.register_alloc(x) "
                      "or nisa.register_move, and loop bounds known when the kernel is traced",
-    "rand2": "rand2 runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet: draw bits with "
-             "nisa.rng and scale them into [min, max] with nisa.tensor_scalar",
 }
 
 # legacy nki.isa names that NKI 0.6 does not have
@@ -47,17 +39,8 @@ ISA_REMOVED = {
 
 # nki.language names NKI 0.6 does not simulate yet
 LANGUAGE_NOT_SIMULATED = {
-    "float8_e8m0fnu": "the MX scale type is Trainium3's (NeuronCore-v4), which nkisim does not model yet",
-    "float8_e5m2_x4": "packed MX types are Trainium3's (NeuronCore-v4), which nkisim does not model yet",
-    "float8_e4m3fn_x4": "packed MX types are Trainium3's (NeuronCore-v4), which nkisim does not model yet",
-    "float4_e2m1fn_x4": "packed MX types are Trainium3's (NeuronCore-v4), which nkisim does not model yet",
-    "bypass": "the bypass stage is activate2's, a Trainium3 (NeuronCore-v4) instruction nkisim does not model yet",
-    "prelu": "prelu needs activate2's relu_param, a Trainium3 (NeuronCore-v4) instruction nkisim does not model "
-             "yet: on Trainium2 combine nisa.tensor_scalar(op0=nl.multiply) and nisa.tensor_tensor(op=nl.maximum)",
     "average": "the reference names the average op without documenting it: reduce with nl.add, then scale with "
                "nisa.tensor_scalar(op0=nl.multiply, operand0=1/n)",
-    "abs_max": "abs_max runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet",
-    "abs_min": "abs_min runs on Trainium3 (NeuronCore-v4), which nkisim does not model yet",
     "gelu_apprx_sigmoid_dx": "the derivative of the sigmoid-approximated GELU has no documented formula nkisim "
                              "could follow: use nl.gelu_dx",
 }

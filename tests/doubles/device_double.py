@@ -10,11 +10,18 @@ import neff_double as neff
 
 
 TRN1_FAMILIES = (2, 3, 4, 7)          # nrt.h NRT_INSTANCE_TRN1, _TRN1N, _INF2, _INF2E; 5 is _TRN2
+TRN3_FAMILIES = (14, 15)              # nrt.h NRT_INSTANCE_TRN3, _TRN3PDS98
 
 
 def family() -> int:
     """The doubles' instance family (nrt.h NRT_INSTANCE_*): NRT_DOUBLE_FAMILY, else Trn2 (5)."""
     return int(os.environ.get("NRT_DOUBLE_FAMILY", "5"))
+
+
+def size() -> int:
+    """The doubles' instance size (nrt.h NRT_INSTANCE_SIZE_*, 0 = xlarge ... 7 = 48xlarge, 8 = 3xlarge):
+    NRT_DOUBLE_SIZE, else 48xlarge (7)."""
+    return int(os.environ.get("NRT_DOUBLE_SIZE", "7"))
 
 
 def runtime_lnc() -> int:

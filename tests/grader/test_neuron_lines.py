@@ -104,6 +104,9 @@ def test_the_runtimes_lnc_and_visible_cores_are_detected(sdk, env, seen):
     ({"NEURON_LOGICAL_NC_CONFIG": "2", "NRT_DOUBLE_FAMILY": "2"}, "NEURON_LOGICAL_NC_CONFIG=2 on a Trn1 instance"),
     ({"NRT_DOUBLE_FAMILY": "99"}, "does not say which instance family this is"),
     ({"NEURON_RT_VISIBLE_CORES": "0-"}, "NEURON_RT_VISIBLE_CORES=0- is not a NeuronCore list"),
+    # the trn2 queue's thresholds are Trainium2's: a worker of another generation is refused at start
+    ({"NRT_DOUBLE_FAMILY": "2", "NEURON_LOGICAL_NC_CONFIG": "1"}, "it is Trainium1 (NeuronCore-v2)"),
+    ({"NRT_DOUBLE_FAMILY": "14"}, "it is Trainium3 (NeuronCore-v4)"),
 ])
 def test_a_runtime_setting_the_platform_does_not_support_stops_the_worker_in_one_line(sdk, env, words):
     line = refusal(start_worker(sdk.current, sdk.settings("current") | env))

@@ -25,7 +25,7 @@ PUBLIC = ["available_specs", "load_spec", "load_submission", "submission_from_by
 def test_every_public_name_resolves():
     for name in PUBLIC:
         assert getattr(grader, name) is not None, name
-    assert grader.available_specs() == ["asst4-trainium", "asst4-trainium2", "asst4-trainium2-nki06"]
+    assert grader.available_specs() == ["asst4-trainium", "asst4-trainium2", "asst4-trainium2-nki06", "asst4-trainium3-nki06"]
     # importing the module of the same name does not take the grading call away
     assert __import__("grader.grade").grade is grader.grade and callable(grader.grade)
     assert {"to_gradescope", "to_json", "render_terminal"} <= set(dir(grader.render))

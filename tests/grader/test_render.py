@@ -265,6 +265,8 @@ def test_report_text_fields_are_bounded():
      "*Performance: 224x224, no maxpool, float16* produced a program the grader could not run"),
     ("simulated_platform:trn1", "timed by the trn2 simulator, but the thresholds were set on trn1",
      "the thresholds were set on *trn1*"),
+    ("uncalibrated_model:trn3", "timed by the simulator's trn3 model, which no trn3 hardware measurement",
+     "a model of *trn3* that has not yet been checked"),
 ])
 def test_flags_the_grader_raises_are_explained(full_report, flag, staff, student):
     full_report.flags = [flag]
@@ -526,3 +528,29 @@ def test_a_dialect_nkisim_does_not_know_is_shown_as_stored(full_report):
     report = Report.from_json(dict(render.to_json(full_report), dialect="nki-9.9"))
     assert view_of(report).provenance.dialect == "nki-9.9"
     assert "dialect nki-9.9" in render.render_terminal(report).splitlines()
+
+
+# ----- the generation whose model timed the run -----
+
+@pytest.mark.parametrize("platform, flags, words", [
+    ("trn2", [], "the Trainium2 (NeuronCore-v3) model"),
+    ("trn1", [], "the Trainium1 (NeuronCore-v2) model"),
+    ("trn3", ["uncalibrated_model:trn3"],
+     "the Trainium3 (NeuronCore-v4) model, not yet checked against Trainium3 hardware"),
+    # graded before each platform had its own model: Trainium2's timed it whatever the platform
+    ("trn1", ["simulated_platform:trn1"], "the Trainium2 (NeuronCore-v3) model"),
+])
+def test_every_output_names_the_generation_that_timed_a_simulated_run(full_report, platform, flags, words):
+    report = Report.from_json(dict(render.to_json(full_report), platform=platform, flags=flags))
+    assert view_of(report).provenance.timed_on == words
+    assert f"timed on {words}" in render.render_terminal(report).splitlines()
+    assert f"timed on {words}, submission" in render.to_gradescope(report)["output"]
+
+
+def test_nothing_is_said_timed_when_the_simulator_timed_nothing(full_report):
+    untimed = make_report([correctness("conv_small", "Correctness: small images (32x16)")],
+                          {"correctness": 5, "performance": 0, "extra_credit": 0}, platform="trn1")
+    on_hardware = Report.from_json(dict(render.to_json(full_report), backend="neuron"))
+    for report in (untimed, on_hardware):
+        assert view_of(report).provenance.timed_on == ""
+        assert not any(line.startswith("timed on") for line in render.render_terminal(report).splitlines())

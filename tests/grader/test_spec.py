@@ -2,6 +2,7 @@
 changed without bumping its version fails here; loading by name or path; clear errors."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import tomllib
 
@@ -16,9 +17,11 @@ from nkisim.dialects import CURRENT, LEGACY
 # the new versions and hash here. Reports record all three, so a changed spec must say so.
 PINNED = {
     "asst4-trainium2": ("3", "2025-11-13", "8b117ff7fea781ceec28acebe70931d7e68847f6bff9ef8e70a7f18173c73a2e"),
-    "asst4-trainium": ("3", "2024-fall", "e120afc1e68191eb27a418766527ff2f575ead93c37ec5047951430023330130"),
+    "asst4-trainium": ("4", "2024-fall", "8e67bf2b07956f6472b67ef8b4c008febc8e6b372be16227002afc7c5129ed55"),
     "asst4-trainium2-nki06": ("1", "2025-11-13",
                               "a277b85d789d0a51a9dae40c2c349dd90b5ada34165b05c3aebc1df94765091e"),
+    "asst4-trainium3-nki06": ("1", "2026-12-01-v4-model",
+                              "9457b1a3e74ed26e04c80792bab2761bcfdbafaa240f1d7c3dcfd9b2a2a8c5e6"),
 }
 
 
@@ -148,6 +151,29 @@ def test_the_nki06_spec_is_the_same_assignment_as_the_legacy_one():
     assert [getattr(current, k) for k in same] == [getattr(legacy, k) for k in same]
     assert current.test("transpose").compute_only == legacy.test("transpose").compute_only == ("nc_transpose",)
     assert current.dialect != legacy.dialect and current.spec_hash != legacy.spec_hash
+
+
+def test_the_trn3_spec_is_the_nki06_assignment_with_thresholds_of_its_own():
+    """Same files, tests, points, tiers, gating, configurations and tolerances as the Trainium2
+    NKI 0.6 spec; its platform and thresholds are Trainium3's, none slower than Trainium2's."""
+    trn2, trn3 = grader.load_spec("asst4-trainium2-nki06"), grader.load_spec("asst4-trainium3-nki06")
+    assert trn3.platform == "trn3" and trn3.dialect == trn2.dialect and trn3.files == trn2.files
+    assert [dataclasses.replace(t, thresholds_us=None) for t in trn3.tests] == \
+        [dataclasses.replace(t, thresholds_us=None) for t in trn2.tests]
+    for name, tiers in trn3.thresholds().items():
+        for tier, us in tiers.items():
+            assert 0.7 * trn2.thresholds()[name][tier] < us <= trn2.thresholds()[name][tier], (name, tier)
+
+
+@pytest.mark.parametrize("value", ["trn4", "inf2", "", 2, ["trn2"]])
+def test_an_unknown_platform_says_which_ones_there_are(value):
+    data = tomllib.loads((specs.SPEC_DIR / "asst4-trainium2.toml").read_text())
+    data["platform"] = value
+    with pytest.raises(grader.SpecError) as info:
+        specs.parse(data, "course.toml")
+    reason = info.value.reason
+    assert reason.startswith("course.toml: platform must be one of") and f"got {value!r}" in reason
+    assert '"trn1" (Trainium1, NeuronCore-v2)' in reason and '"trn3" (Trainium3, NeuronCore-v4)' in reason
 
 
 @pytest.mark.parametrize("value", ["nki-0.5", "nki", "neuronxcc.nki", "", 6, ["nki-0.6"]])

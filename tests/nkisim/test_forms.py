@@ -344,7 +344,8 @@ def test_no_instruction_or_language_function_takes_keywords_it_does_not_name():
     for module in (nisa, nl, nisa06, nl06):
         for name in dir(module):
             fn = getattr(module, name)
-            if name.startswith("_") or not callable(fn) or isinstance(fn, type) or type(fn).__name__ == "NkiOp":
+            if name.startswith("_") or not callable(fn) or isinstance(fn, type) or \
+                    any(c.__name__ == "NkiOp" for c in type(fn).__mro__):     # op codes, called or refused whole
                 continue
             try:
                 params = inspect.signature(fn).parameters.values()

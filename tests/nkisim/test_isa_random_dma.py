@@ -368,14 +368,17 @@ def test_gpsimd_rng_needs_neuroncore_v3():
         nkisim.run_kernel(kernel, (np.zeros((1, 1), np.int32),), {}, settings=SimSettings(platform="trn1"))
 
 
-def test_rand2_is_refused_with_its_reason():
-    """(rand_set_state / rand_get_state are simulated: tests/nkisim/test_isa_rand_state.py)"""
+def test_rand2_is_refused_before_trainium3_with_what_to_use():
+    """(rand2 on Trainium3: tests/nkisim/test_isa_trn3.py; rand_set_state / rand_get_state:
+    tests/nkisim/test_isa_rand_state.py)"""
     @nki.jit
     def kernel(x):
-        nisa.rand2(load(x))
-        return store(load(x))
-    with pytest.raises(errors.NotSimulatedError, match="Trainium3"):
-        kernel(np.zeros((1, 6), np.uint32))
+        t = load(x)
+        nisa.rand2(dst=t, min=0.0, max=1.0)
+        return store(t)
+    with pytest.raises(errors.UnsupportedOperationError, match="NeuronCore-v4") as caught:
+        kernel(np.zeros((1, 6), np.float32))
+    assert "nisa.rng" in caught.value.remedy and "trn3" in caught.value.remedy
 
 
 def test_neither_is_in_the_legacy_dialect():

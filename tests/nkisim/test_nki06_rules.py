@@ -139,8 +139,8 @@ def test_removed_legacy_names_give_their_migration_rule(module, name, words):
 
 
 def test_a_documented_name_not_simulated_is_a_stand_in_until_used():
-    stand_in = nisa.nc_matmul_mx
-    with pytest.raises(errors.NotSimulatedError, match="nc_matmul_mx is documented NKI"):
+    stand_in = nisa.local_gather
+    with pytest.raises(errors.NotSimulatedError, match="local_gather is documented NKI"):
         stand_in()
 
 
@@ -150,19 +150,28 @@ def test_a_typo_suggests_the_name():
 
 
 @pytest.mark.parametrize("value, platform", [("trn2", "trn2"), ("gen3", "trn2"), ("trn1", "trn1"),
-                                             ("gen2", "trn1"), ("inf2", "trn1")])
+                                             ("gen2", "trn1"), ("inf2", "trn1"), ("trn3", "trn3"),
+                                             ("gen4", "trn3")])
 def test_the_platform_comes_from_neuron_platform_target_override(monkeypatch, value, platform):
     monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", value)
+    expected = {"trn1": nisa.nc_version.gen2, "trn2": nisa.nc_version.gen3, "trn3": nisa.nc_version.gen4}[platform]
 
     @nki.jit
     def version(a):
-        assert nisa.get_nc_version() == (nisa.nc_version.gen3 if platform == "trn2" else nisa.nc_version.gen2)
+        assert nisa.get_nc_version() == expected
         return copy_through(a)
     np.testing.assert_array_equal(version(A), A)
 
 
+@pytest.mark.parametrize("value, most", [("trn1", 1), ("trn2", 2), ("trn3", 2)])
+def test_the_logical_neuroncore_size_follows_the_platform(monkeypatch, value, most):
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", value)
+    np.testing.assert_array_equal(honest[most](A), A)          # the largest launch the platform has
+    with pytest.raises(errors.ArgumentError, match=f"at most {most} physical core"):
+        honest[most + 1]
+
+
 @pytest.mark.parametrize("variable, value, error, words", [
-    ("NEURON_PLATFORM_TARGET_OVERRIDE", "trn3", errors.NotSimulatedError, "Trainium3"),
     ("NEURON_PLATFORM_TARGET_OVERRIDE", "trn9", errors.ArgumentError, "not a Neuron platform"),
     ("NKI_PRECISE_FP", "0", errors.NotSimulatedError, "own precision"),
 ])

@@ -56,14 +56,17 @@ def test_rules_of_each_platform():
     assert (trn2.hbm_tensor_init_value, trn1.hbm_tensor_init_value) == (False, True)
     assert (trn2.logging_off, trn1.logging_off) == (False, True)
     assert platforms.rules_for(None) is trn2      # the default
-    with pytest.raises(ValueError, match="unknown platform 'trn3'.*'trn2'.*'trn1'"):
-        platforms.rules_for("trn3")
+    trn3 = platforms.rules_for("trn3")
+    assert (trn3.nc_version, trn3.sbuf_partition_bytes) == (4, 256 * 1024)
+    with pytest.raises(ValueError, match="unknown platform 'trn4'.*'trn2'.*'trn1'.*'trn3'"):
+        platforms.rules_for("trn4")
 
 
 def test_every_row_of_the_table_differs_and_names_its_source():
     assert len(platforms.DIFFERENCES) >= 5
     for row in platforms.DIFFERENCES:
-        assert row.trn1 != row.trn2 and row.source and row.applied, row
+        assert len({row.trn1, row.trn2, row.trn3.replace("as trn2", row.trn2)}) > 1 and row.source \
+            and row.applied, row
     rules = " ".join(row.rule for row in platforms.DIFFERENCES)
     for topic in ("HBM tensor created with an initial value", "logging.OFF", "SBUF"):
         assert topic in rules

@@ -180,10 +180,15 @@ def test_the_web_report_shows_everything_the_terminal_report_shows(site, chromiu
             page.goto(url)
             shot(page, f"report-{kind.replace(' ', '-')}-{'staff' if for_staff else 'student'}")
             assert_page_says_the_terminal(page, terminal, for_staff)
+            if kind == "passing":       # the tiny spec's platform is trn2: its generation's model timed it
+                assert ("timed on the Trainium2 (NeuronCore-v3) model"
+                        in norm(page.locator("[data-provenance]").inner_text()))
     # each upload is the case it stands for
     assert seen["rejected"].header.rejections and "precheck_rejected" in [f.code for f in seen["rejected"].flags]
     assert all(t.message.startswith("not run: its file was rejected") for t in seen["rejected"].tests)
     assert seen["wrong"].tests[0].status == "failed" and seen["wrong"].points.total == 0
     assert seen["passing"].points.total == seen["passing"].points.max_total and seen["passing"].slow_hint
+    assert seen["passing"].provenance.timed_on == "the Trainium2 (NeuronCore-v3) model"
+    assert seen["rejected"].provenance.timed_on == ""               # nothing ran, so nothing was timed
     assert seen["over budget"].header.budget.startswith(f"Time budget ({BUDGET_S} s):")
     assert seen["over budget"].points.total == 0

@@ -66,9 +66,12 @@ def visible_vnc_count() -> tuple[int, int]:
 
 def instance_info() -> tuple[int, int, int, str]:
     """(status, family, size, arch name): a trn2.48xlarge unless NRT_DOUBLE_FAMILY names another
-    nrt.h NRT_INSTANCE_* family (2: trn1)."""
+    nrt.h NRT_INSTANCE_* family (2: Trn1, 14: Trn3) and NRT_DOUBLE_SIZE another NRT_INSTANCE_SIZE_*
+    (1: 2xlarge, as trn1.2xlarge)."""
     family = device_double.family()
-    return SUCCESS, family, 7, "trn1" if family in device_double.TRN1_FAMILIES else "trn2"
+    arch = ("trn1" if family in device_double.TRN1_FAMILIES else
+            "trn3" if family in device_double.TRN3_FAMILIES else "trn2")
+    return SUCCESS, family, device_double.size(), arch
 
 
 def init(framework: int) -> int:
