@@ -187,7 +187,10 @@ def grade(layout: Layout, config: Config, spec, cancel: CancelToken) -> dict:
             raise ServiceError(f"the grading service ended run {created['run_id']} as {state['status']}",
                                "Submit again; if it happens again, tell course staff, who can see the run in the "
                                "grading service's console.")
-        report = Report.from_json(client.get(created["report_url"]))
+        # a sign-in link only for a submission no one else sees (a group's members would all see it)
+        alone = group_size(layout) == 1
+        answered = client.get(created["report_url"] + ("?sign_in_link=1" if alone else ""))
+        report = Report.from_json(answered)
     except ServiceError as err:
         print(f"service error: {err.reason}", file=sys.stdout, flush=True)
         return results.autograder_error(sentence(err.reason),
@@ -196,6 +199,10 @@ def grade(layout: Layout, config: Config, spec, cancel: CancelToken) -> dict:
     notes = (f"Graded by the course's grading service (run {created['run_id']}, backend {report.backend}); "
              + counted_note(created["run_id"], state.get("counted"),
                             owner=created.get("student") if group_size(layout) > 1 else None),)
+    if isinstance(answered.get("sign_in_path"), str):
+        notes += (f"You have no password on the course's grading site yet: sign in once at "
+                  f"{client.resolve(answered['sign_in_path'])} (one use, for {answered.get('sign_in_hours', 72)} hours; "
+                  "a later submission shows a new link) to choose your leaderboard nickname and set a password.",)
     return render.to_gradescope(report, visibility=dataclasses.asdict(config.visibility), notes=notes,
                                 extra_data=extra)
 

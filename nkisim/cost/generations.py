@@ -65,7 +65,8 @@ GENERATIONS: dict[str, Generation] = {
                     "(bench/profiles.py, bench/fidelity.py)"),
     "trn1": Generation(
         "trn1", "NeuronCore-v2",
-        calibration="12 Trainium1 hardware profiles of the part-1 vector add "
+        calibration="12 Trainium1 hardware profiles of the part-1 vector add: its Vector engine, DMAs and "
+                    "fixed costs; the Tensor and Scalar engines keep Trainium2's cycles at Trainium1's clocks "
                     "(bench/profiles.py --platform trn1, bench/fidelity.py --platform trn1)",
         differences=(
             Parameter("pe_ghz", 2.8, DOCUMENTED, "[A2] Tensor Engine clock"),

@@ -143,6 +143,9 @@ def test_service_mode_grades_on_the_service(db, course, site, installed, celery_
     assert results["score"] == 7.5 and results["extra_data"]["mode"] == "service"
     assert [e["name"] for e in results["leaderboard"]] == ["Total", "Performance: one small image, float16 p99 (us)"]
     assert "Graded by the course's grading service" in results["output"]
+    # the token made her account, which has no password: her own report carries a one-time sign-in link
+    link = re.search(r"sign in once at (\S+/login/link/\S+) \(one use", results["output"])
+    assert link is not None and link.group(1).startswith(site["url"]), results["output"]
     run_id = results["extra_data"]["run_id"]
     assert f"service run {run_id}: done" in stdout
 
@@ -189,6 +192,7 @@ def test_service_mode_grades_on_the_service(db, course, site, installed, celery_
     assert group["score"] == 7.5
     assert "this group submission is graded once, under new.student@example.edu's account" in group["output"]
     assert "your counted run" not in group["output"]
+    assert "sign in once" not in group["output"]          # a link every member would see: never
 
     # the student's own mistake is said as such, without an autograder error, its fix once
     broken, _ = installed.run({"asst4.tar.gz": b"not an archive"}, meta=gradescope_meta(5005))

@@ -72,3 +72,60 @@ def test_0006_moves_each_assignments_toml_into_one_spec_row_and_back(pg_server):
         assert back[2][3] == hashlib.sha256(edited.encode()).hexdigest()
         assert "specs" not in inspect(conn).get_table_names()
     engine.dispose()
+
+
+def test_every_revision_downgrades_and_upgrades_again(pg_server):
+    """Each revision's downgrade undoes its upgrade: from head down to the first revision one step
+    at a time, then back up, the schema is the models' again."""
+    from alembic import command
+    from alembic.script import ScriptDirectory
+    from store.migrate import alembic_config
+    engine = _scratch_engine(pg_server, "migration_round_trip")
+    config = alembic_config(engine)
+    command.upgrade(config, "head")
+    revisions = [r.revision for r in ScriptDirectory.from_config(config).walk_revisions()]   # head first
+    for below in revisions[1:]:
+        command.downgrade(config, below)
+        with engine.connect() as conn:
+            assert MigrationContext.configure(conn).get_current_revision() == below
+    command.upgrade(config, "head")
+    with engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata) == []
+    engine.dispose()
+
+
+def test_0007_downgrade_keeps_gradescope_runs_as_plain_submissions(pg_server):
+    """A Gradescope submission (its id and time) and a token's settings are dropped by the
+    downgrade; the submission itself and the token stay, and upgrading again gives them the
+    defaults (no Gradescope id, the token creating no students)."""
+    import datetime as dt
+    from alembic import command
+    from sqlalchemy import text
+    from store.migrate import alembic_config
+    engine = _scratch_engine(pg_server, "migration_0007")
+    config = alembic_config(engine)
+    command.upgrade(config, "0007_gradescope_submissions")
+    created = dt.datetime(2026, 11, 13, 23, 59, tzinfo=dt.timezone.utc)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO courses (id, name, leaderboard_visibility) VALUES (1, 'CS149', 'public')"))
+        conn.execute(text("INSERT INTO users (id, email, name, role, active) VALUES (1, 's@example.edu', '', 'user', true)"))
+        conn.execute(text("INSERT INTO specs (hash, spec_version, thresholds_version, toml) VALUES ('h', '3', 'v', 'x')"))
+        conn.execute(text("INSERT INTO assignments (id, course_id, name, title, spec_name, spec_hash, backend, "
+                          "runs_per_hour, active) VALUES (1, 1, 'a1', 't', 'asst4-trainium2', 'h', 'sim', 6, true)"))
+        conn.execute(text("INSERT INTO submissions (id, user_id, assignment_id, filename, data, sha256, size, "
+                          "uploaded_at, gradescope_submission_id, gradescope_created_at) VALUES (1, 1, 1, "
+                          "'conv2d.py', 'x', 'abc', 1, now(), 'gs-77', :c)"), {"c": created})
+        conn.execute(text("INSERT INTO course_submit_tokens (id, course_id, token_hash, label, creates_students, "
+                          "runs_per_hour) VALUES (1, 1, 'th', 'gs', true, 50)"))
+    command.downgrade(config, "0006_specs")
+    with engine.connect() as conn:
+        columns = {c["name"] for c in inspect(conn).get_columns("submissions")}
+        assert "gradescope_submission_id" not in columns and "gradescope_created_at" not in columns
+        assert conn.execute(text("SELECT id, filename FROM submissions")).all() == [(1, "conv2d.py")]
+        assert conn.execute(text("SELECT id, label FROM course_submit_tokens")).all() == [(1, "gs")]
+    command.upgrade(config, "0007_gradescope_submissions")
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT gradescope_submission_id FROM submissions")).all() == [(None,)]
+        assert conn.execute(text("SELECT creates_students, runs_per_hour FROM course_submit_tokens")).all() == \
+            [(False, 600)]
+    engine.dispose()

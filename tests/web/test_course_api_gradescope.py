@@ -187,6 +187,7 @@ def test_runs_count_by_gradescope_time_and_a_regrade_replaces_its_run(app, db, t
         assert zf.namelist() == ["alice@example.edu/results.json"]
     status = client.get(f"/api/v1/course/runs/{alice_run.id}", headers={"Authorization": f"Bearer {token}"})
     assert status.get_json()["counted"]["this_run"] is True
+    _a_passwordless_student_gets_a_sign_in_link_with_her_report(app, db, token, two_courses["alice"], alice_run.id)
 
     # the same Gradescope submission again (a regrade, or a retry after an autograder error): its grade
     again = _post(client, token, "alice@example.edu", gradescope_id="1001", created_at=on_time)
@@ -205,6 +206,33 @@ def test_runs_count_by_gradescope_time_and_a_regrade_replaces_its_run(app, db, t
     assert [s.run_id for s in standings.compute(db, assignment.id, "sim")] == [fresh.id]
     sub = db.scalar(select(Submission).where(Submission.gradescope_submission_id == "1001"))
     assert len(sub.runs) == 3 and sub.gradescope_created_at < assignment.deadline < sub.uploaded_at
+
+
+def _a_passwordless_student_gets_a_sign_in_link_with_her_report(app, db, token, alice, run_id):
+    """A student the token enrolled has no password: the report the autograder asks for with
+    sign_in_link=1 (a submission no group shares) carries a one-time link that signs her in;
+    without the ask, or once she has a password, there is none."""
+    from web import accounts
+    auth = {"Authorization": f"Bearer {token}"}
+    url = f"/api/v1/course/runs/{run_id}/report"
+    alice.password_hash = None
+    db.commit()
+    assert "sign_in_path" not in app.test_client().get(url, headers=auth).get_json()
+    linked = app.test_client().get(url + "?sign_in_link=1", headers=auth).get_json()
+    assert linked["sign_in_path"].startswith("/login/link/") and linked["sign_in_hours"] > 0
+    assert linked["score"]["max_total"] > 0                                # still the report itself
+    from webtest_helpers import csrf_of
+
+    def follow(browser):
+        page = browser.get(linked["sign_in_path"])
+        return browser.post(linked["sign_in_path"], data={"csrf_token": csrf_of(page.get_data(as_text=True))})
+    signed_in = follow(app.test_client())
+    assert signed_in.status_code == 302 and signed_in.headers["Location"].endswith("/account"), signed_in.status_code
+    assert follow(app.test_client()).status_code == 400        # one use only
+    db.expire_all()
+    accounts.set_password(db.get(type(alice), alice.id), "a long enough password 1")
+    db.commit()
+    assert "sign_in_path" not in app.test_client().get(url + "?sign_in_link=1", headers=auth).get_json()
 
 
 def test_staff_pages_mark_a_gradescope_run(app, db, two_courses, client_for):
