@@ -315,7 +315,7 @@ def course_run_report(run_id: int):
         raise UserError(f"Run {run_id} is {run.status}; its report is not ready.",
                         "Poll the status URL until status is 'done'.", 409)
     data = runs.student_report_json(run)
-    if request.args.get("sign_in_link") == "1":
+    if request.args.get("sign_in_link") == "1" and run.submission.gradescope_submission_id:
         data.update(_sign_in_link(run.submission.user))
     return jsonify(data)
 
