@@ -207,9 +207,11 @@ def _trace(job: RunnerJob, workdir: str, limits: Limits, cancel) -> tuple[memory
 
 
 def _input_specs(job: RunnerJob) -> list:
+    # by name: ml_dtypes' bfloat16 has the void type string '<V2', which the child reads back as
+    # a void dtype; its name ('bfloat16') is what np.dtype reads once ml_dtypes is loaded
     if job.arg_specs is not None:
-        return [[[int(n) for n in shape], np.dtype(dtype).str] for shape, dtype in job.arg_specs]
-    return [[list(a.shape), a.dtype.str] for a in job.args]
+        return [[[int(n) for n in shape], np.dtype(dtype).name] for shape, dtype in job.arg_specs]
+    return [[list(a.shape), a.dtype.name] for a in job.args]
 
 
 def _kernel_error(header: dict) -> str:

@@ -7,6 +7,9 @@
   reloaded for every output-channel tile and row), standing for the course's
   unoptimized reference
 - conv2d_optimized: fused_conv2d_maxpool, blocked, resident weights
+- matmul: matmul (C = A @ B; the bundled matmul problem, grader/problems/matmul)
+- rmsnorm: rmsnorm (fused RMSNorm; the bundled rmsnorm problem, grader/problems/rmsnorm)
+- wrong: known-wrong kernels the bundled problems' `grader problem check` must fail
 - numpy_reference: conv2d_maxpool_reference, vector_add_reference,
   transpose_reference (pure NumPy, no NKI import)
 

@@ -15,6 +15,9 @@ programs.
 - transpose: matrix_transpose (Tensor Engine transposes, one load and one store per strip chunk)
 - conv2d_relaxed: fused_conv2d_maxpool, row by row (the unoptimized reference's structure)
 - conv2d_optimized: fused_conv2d_maxpool, blocked over output rows, resident weights
+- matmul, rmsnorm: the bundled matmul and rmsnorm problems' references (the legacy kernels'
+  loads, instructions and stores; rmsnorm's gamma broadcast is a DMA here), and wrong/: the
+  known-wrong kernels of reference_kernels/wrong
 
 The NumPy ground truth is shared with the legacy kernels (reference_kernels.numpy_reference).
 The modules import `nki`; without the Neuron SDK install the nkisim facade first

@@ -1,1 +1,2 @@
-"""Starter files handed to students, in NKI 0.6 (import nki): kernels.py (part 1) and conv2d.py (part 2)."""
+"""Starter files handed to students, in NKI 0.6 (import nki): kernels.py (part 1) and conv2d.py (part 2),
+and the bundled matmul and rmsnorm problems' matmul.py and rmsnorm.py."""

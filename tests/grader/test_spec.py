@@ -57,7 +57,7 @@ def test_a_spec_file_path_loads_like_a_name(tmp_path):
 
 @pytest.mark.parametrize("edit, reason", [
     (lambda d: d.pop("tolerances"), "missing 'tolerances'"),
-    (lambda d: d["tests"][0].update(problem="fft"), "problem must be one of ('conv2d', 'transpose')"),
+    (lambda d: d["tests"][0].update(problem="fft"), "problem must be one of ('conv2d', 'matmul', 'rmsnorm', 'transpose')"),
     (lambda d: d["tests"][0]["configs"][0].pop("c_in"), "configs[0] lacks c_in"),
     (lambda d: d["tests"][0]["configs"][0].update(dtype="bfloat16"), "uses dtype 'bfloat16', which has no entry"),
     (lambda d: d.update(time_budget_s=0), "time_budget_s must be a positive number"),
