@@ -20,9 +20,11 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import gzip
 import itertools
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -36,6 +38,7 @@ import neuronxcc.nki.language as nl  # noqa: E402
 
 from nkisim import cost  # noqa: E402
 from nkisim.cost.profile import BOUNDS, bound_by, build_profile  # noqa: E402
+from nkisim.cost.rules import COST_RULES  # noqa: E402
 from reference_kernels import calibration, conv2d_optimized, conv2d_relaxed, vector_add  # noqa: E402
 
 STATIC = {"additional_compile_opt": "--disable-dge"}
@@ -426,6 +429,41 @@ def _with(params, name: str, value):
     return dataclasses.replace(params, **{name: max(1, int(round(value))) if field_type is int else float(value)})
 
 
+# Facts of one instruction, read from the Trn2 profiles (../shared/data/trn2-profiles): how long
+# the Tensor Engine spends on one N = 14 matmul of C2's kernel (conv-a/b), as the median interval
+# between consecutive matmul passes (opcode 0x02) while the PE runs back to back; an fp32 matmul is
+# two passes there. The model's figure is its cost rule's PE time for C2's own N = 14 matmuls.
+# They fix nothing; in cross-validation they weigh in on the constants they move like any other
+# fact, and they stay out of the error bands (which are about whole-kernel latencies).
+PROFILES = Path("/work/shared/data/trn2-profiles")        # as bench/profiles.py's DATA_DIRS
+INSTRUCTION_FACTS = (("M1 PE per N=14 matmul fp32 (conv-a/b)", "C2 tiny N=14 matmuls fp32 32x16", "fp32", 2),
+                     ("M1 PE per N=14 matmul fp16 (conv-a/b)", "C2 tiny N=14 matmuls fp16 32x16", "fp16", 1))
+
+
+def profile_matmul_us(dtype: str, passes: int) -> float | None:
+    """The median PE 0x02 start-to-start interval under 300 ns (back to back) over conv-a and
+    conv-b's 32x16 pool-1 profiles of `dtype`, times the passes of one matmul, in us; None
+    without the data files."""
+    intervals = []
+    for pid in (f"conv-a-{dtype}-32x16-pool1", f"conv-b-{dtype}-32x16-pool1"):
+        path = PROFILES / f"{pid}.jsonl.gz"
+        if not path.exists():
+            return None
+        with gzip.open(path, "rt") as fh:
+            rows = [json.loads(line) for line in fh]
+        starts = sorted(r["start_ns"] for r in rows[1:] if r.get("kind") == "instr" and r.get("engine") == "PE"
+                        and r.get("opcode") == "0x02" and r["start_ns"] >= 0)
+        intervals += [b - a for a, b in zip(starts, starts[1:]) if b - a < 300]
+    return float(np.median(intervals)) * passes / 1000 if intervals else None
+
+
+def model_matmul_us(run, params) -> float:
+    """The cost rule's PE time of the run's N = 14 matmuls (their median), in us."""
+    times = [COST_RULES["nc_matmul"](rec, params).ns for rec in run.trace
+             if rec.opcode == "nc_matmul" and rec.attrs.get("n") == 14]
+    return float(np.median(times)) / 1000
+
+
 def cross_validate(points) -> list[tuple]:
     """Leave one fact out: for each fact that fixed a constant (FITTED), refit that constant on
     every other latency fact it moves (the grid value with the least squared log error; the
@@ -437,14 +475,24 @@ def cross_validate(points) -> list[tuple]:
     for label, kernel, inputs, options, measurement, measured in points:
         runs[label] = (nkisim.run_kernel(kernel, inputs, {}, compile_options=options), measurement, measured)
 
+    instruction = {}
+    for label, of, dtype, passes in INSTRUCTION_FACTS:
+        measured = profile_matmul_us(dtype, passes)
+        if measured is not None:
+            instruction[label] = of
+            runs[label] = (runs[of][0], "instruction", measured)
+
     def predicted(label, params):
         run, measurement, _ = runs[label]
+        if measurement == "instruction":
+            return model_matmul_us(run, params)
         return cost.estimate(run, params, measurement=measurement).total_us
 
     base = {label: predicted(label, cost.DEFAULT_PARAMS) for label in runs}
     bound = {}
     for label, (run, measurement, _) in runs.items():
-        bound[label] = bound_by(build_profile(run.trace, cost.estimate(run, measurement=measurement)))
+        bound[label] = None if measurement == "instruction" else \
+            bound_by(build_profile(run.trace, cost.estimate(run, measurement=measurement)))
     rows = []
     for label in runs:
         key = label if label in FITTED else label[:2]
@@ -477,7 +525,8 @@ def error_bands(rows) -> dict:
     the largest of all (what the grader shows beside a p99, grader/fidelity_bands.json)."""
     errors: dict[str, list] = {}
     for label, measured, _, crossed, *_, bound in rows:
-        errors.setdefault(bound, []).append((abs(crossed / measured - 1), label))
+        if bound is not None:       # an instruction fact: not a kernel's latency
+            errors.setdefault(bound, []).append((abs(crossed / measured - 1), label))
     worst_all = max(e for group in errors.values() for e, _ in group)
     return {b: {"band": round(max((e for e, _ in errors.get(b, [])), default=worst_all), 4),
                 "facts": sorted(label for _, label in errors.get(b, []))} for b in BOUNDS}
@@ -497,7 +546,7 @@ def report_cross_validation(points, bands_path: str | None = None) -> None:
         if abs(e_cv) > 0.15:
             outside.append(label)
         what = f"{name}: {fitted:g} -> {refit:g} ({moved})" if name else "held out (fixed nothing)"
-        print(f"  {label:40} {measured:9.1f} {e_in:+10.1%} {e_cv:+10.1%}   {what}")
+        print(f"  {label:40} {measured:9.4g} {e_in:+10.1%} {e_cv:+10.1%}   {what}")
     print(f"cross-validated: {len(rows)} facts; outside 15%: {', '.join(outside) or 'none'}; worst {worst:.1%}")
     bands = error_bands(rows)
     print("error band by what bounds the kernel (largest cross-validated |error| of its facts):")

@@ -222,6 +222,8 @@ def main(argv: list[str] | None = None, demo_cases=None) -> int:
     p.add_argument("--grid", metavar="DIMS", help="launch as kernel[grid]: comma-separated sizes, ncN for an "
                    "nl.nc(N) dimension (legacy SPMD grids, e.g. nc2,4), or NKI 0.6's logical NeuronCore size (2)")
     p.set_defaults(func=profile)
+    p.add_argument("--traceback", action="store_true",
+                   help="on an error, print Python's whole traceback (nkisim's own frames too) instead of one line")
     args = parser.parse_args(argv)
     from .errors import NKISimError
     try:
@@ -229,6 +231,37 @@ def main(argv: list[str] | None = None, demo_cases=None) -> int:
     except NKISimError as err:           # the kernel's own error, at its line: not a traceback of ours
         print(f"nkisim {args.command}: {err}", file=sys.stderr)
         return 1
+    except Exception as err:
+        if getattr(args, "traceback", False):
+            raise
+        print(f"nkisim {args.command}: {error_line(err, getattr(args, 'file', None))}", file=sys.stderr)
+        return 1
+
+
+def _beside(filename: str, kernel_file: str | None) -> bool:
+    """Whether `filename` is the kernel's file or one beside it (a helper module it imports)."""
+    if not kernel_file or not filename or filename.startswith("<"):
+        return False
+    return os.path.dirname(os.path.abspath(filename)) == os.path.dirname(os.path.abspath(kernel_file))
+
+
+def error_line(err: BaseException, kernel_file: str | None) -> str:
+    """An exception as one line naming the kernel's line that raised it (its innermost frame in
+    the kernel's folder), as the grader reports a kernel's error; one with no such frame is
+    nkisim's own failure, said so, at its innermost frame."""
+    import traceback
+    text = " ".join(str(err).split()) or "(no message)"
+    if isinstance(err, SyntaxError) and _beside(err.filename or "", kernel_file):
+        return f"{os.path.basename(err.filename)}:{err.lineno}: {type(err).__name__}: {' '.join(str(err.msg).split())}"
+    frames = traceback.extract_tb(err.__traceback__)
+    mine = [f for f in frames if _beside(f.filename, kernel_file)]
+    if mine:
+        f = mine[-1]
+        source = f" ({' '.join(f.line.split())})" if f.line else ""
+        return f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}: {type(err).__name__}: {text}{source}"
+    at = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    return (f"nkisim failed{at}, not at a line of your kernel: {type(err).__name__}: {text}. This is a bug in "
+            "nkisim: rerun with --traceback and report what it prints.")
 
 
 if __name__ == "__main__":

@@ -136,12 +136,19 @@ class AssignmentForm(FlaskForm):
     name = StringField("Assignment name (used in URLs)", validators=[
         DataRequired(), Length(max=100), Regexp(r"^[a-z0-9][a-z0-9_.-]*$", message="Lower-case letters, digits, _ . -")])
     spec = StringField("Grader spec", validators=[DataRequired()])     # one of grader.available_specs()
+    # what students read (blank: the spec's title); its own, so two terms' assignments tell apart
+    title = StringField("Title (shown to students)", validators=[Optional(), Length(max=200)])
     backend = StringField("Graded on", validators=[AnyOf(values(Backend))])
     deadline = UTCDateTimeField("Deadline (UTC)", validators=[Optional()])
     runs_per_hour = IntegerField("Graded runs per student per hour", default=6,
                                  validators=[NumberRange(min=1, max=1000)])
     visibility = StringField("Leaderboard visible to", validators=[AnyOf(["signed_in", "public"])])
     submit = SubmitField("Create assignment")
+
+
+class TitleForm(FlaskForm):
+    title = StringField("Title (shown to students)", validators=[DataRequired(), Length(max=200)])
+    submit = SubmitField("Save title")
 
 
 class VisibilityForm(FlaskForm):

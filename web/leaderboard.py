@@ -27,6 +27,13 @@ def pseudonym(user_id: int) -> str:
     return f"student {user_id}"
 
 
+def column_groups(timed: list) -> list[tuple[str, list]]:
+    """The timed tests' columns grouped by kind, graded kinds first (performance, then extra
+    credit: vocabulary.TIMED_KINDS' order), each in the spec's order."""
+    return [(kind.value, tests) for kind in vocabulary.TIMED_KINDS
+            if (tests := [t for t in timed if t.kind == kind])]
+
+
 def short_title(test) -> str:
     """A timed test's column head: its title without the kind ('224x224, no maxpool, float16')."""
     title = test.title or test.name
@@ -85,7 +92,7 @@ def board(name: str):
     if table is None:
         table = entry.rendered[(page, assignment.spec_hash)] = Markup(render_template(
             "leaderboard/_table.html", rows=standings[(page - 1) * size: page * size],
-            timed=courses.timed_tests(assignment), kind_titles=KIND_TITLES, short_title=short_title,
+            groups=column_groups(courses.timed_tests(assignment)), kind_titles=KIND_TITLES, short_title=short_title,
             pseudonym=pseudonym))
     me = current_user.id if current_user.is_authenticated else None
     mine = next((s for s in standings if s.user_id == me), None) if me else None

@@ -2,13 +2,16 @@
 grader's report view (grader.view_of), which the report pages draw."""
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session, defer, joinedload
 
 import grader
 from grader import render
 from grader.report_view import Points
-from grader.vocabulary import RunStatus, TestKind, Tier
+from grader.vocabulary import RunStatus, TestKind, TestStatus, Tier
 from store import runs as store_runs
 from store.models import FINAL_STATUSES, GradingRun, Submission
 from workers import enqueue
@@ -105,6 +108,52 @@ def _us(threshold) -> float | None:
     return threshold.us if threshold is not None else None
 
 
+# a message's first line "CONFIG: Type: ..." (a kernel's exception on one configuration): the
+# configuration is the test's, the rest is the error, which several tests often share word for word
+_ON_CONFIG = re.compile(r"^(?P<config>[^\n]{1,300}?): (?P<error>(?:[A-Za-z_][\w.]*(?:Error|Exception|Exit|Failure|Interrupt)"
+                        r"|\[err_\w+\])(?::|$).*)$")
+
+
+@dataclass(frozen=True)
+class ErrorBlock:
+    """One error as the page shows it: once, as preformatted text, with the tests it stopped."""
+    number: int
+    text: str                               # the grader's lines, breaks and indentation kept
+    tests: tuple[tuple[str, str], ...]      # (test title, the configuration it failed on, or "")
+
+
+@dataclass(frozen=True)
+class ErrorRef:
+    """What a test's row says of its error: the block's number, its configuration and the error's kind."""
+    number: int
+    config: str
+    kind: str
+
+
+def error_blocks(view: grader.ReportView) -> tuple[list[ErrorBlock], dict[str, ErrorRef]]:
+    """The kernel errors of the tests that ended in error (an exception on a configuration, or any
+    message of several lines), each distinct text once, in test order, and per test name the
+    block its row points to."""
+    texts: dict[str, list[tuple[str, str]]] = {}
+    refs: dict[str, tuple[str, str, str]] = {}
+    for t in view.tests:
+        if t.status != TestStatus.ERROR or not t.message.strip():
+            continue
+        first, _, more = t.message.partition("\n")
+        match = _ON_CONFIG.match(first)
+        if not (match or more):           # a one-line word such as "not run: ..." stays on its row
+            continue
+        config, text = (match["config"], match["error"] + ("\n" + more if more else "")) if match else ("", t.message)
+        texts.setdefault(text, []).append((t.title, config))
+        refs[t.name] = (text, config, text.split(":", 1)[0] if match else "")
+    numbers = {text: i for i, text in enumerate(texts, start=1)}
+    blocks = [ErrorBlock(numbers[text], text, tuple(tests)) for text, tests in texts.items()]
+    return blocks, {name: ErrorRef(numbers[text], config, kind) for name, (text, config, kind) in refs.items()}
+
+
 def report_page(view: grader.ReportView, for_staff: bool) -> dict:
-    """What _report.html needs besides the run: the view, its chart, and whose words for flags."""
-    return {"view": view, "chart": timing_chart(view), "for_staff": for_staff}
+    """What _report.html needs besides the run: the view, its chart, whose words for flags, and
+    its errors (each shown once)."""
+    errors, error_of = error_blocks(view)
+    return {"view": view, "chart": timing_chart(view), "for_staff": for_staff, "errors": errors,
+            "error_of": error_of}

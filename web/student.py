@@ -15,7 +15,7 @@ from store import runs as store_runs
 from store.models import GradingRun, Submission, User
 from workers import enqueue
 
-from . import courses, db, runs, throttle
+from . import courses, db, runs, starter, throttle
 from .charts import Guide, Point, time_chart
 from .errors import UserError
 from .forms import UploadForm
@@ -43,6 +43,16 @@ def _history(session, user_id: int, assignment) -> list[GradingRun]:
         .options(defer(GradingRun.report), joinedload(GradingRun.submission).defer(Submission.data))))
 
 
+def _regrades(history: list[GradingRun]) -> set[int]:
+    """The runs of `history` that grade a submission again: every run after its submission's
+    first (a student's upload makes one submission and its first run; only staff regrade one,
+    all at once or one run, and Gradescope's regrade of one of its submissions)."""
+    first: dict[int, int] = {}
+    for r in history:
+        first[r.submission_id] = min(r.id, first.get(r.submission_id, r.id))
+    return {r.id for r in history if r.id != first[r.submission_id]}
+
+
 def _render_assignment(assignment, form, error=None, status=200, static=None):
     session = db.session()
     history = _history(session, current_user.id, assignment)
@@ -56,6 +66,8 @@ def _render_assignment(assignment, form, error=None, status=200, static=None):
         chart=chart, allowance=courses.allowance(session, current_user.id, assignment),
         deadline=courses.deadline_for(session, current_user.id, assignment),
         counted=store_runs.best_run(session, assignment.id, assignment.backend, current_user.id),
+        starters=starter.starters(courses.spec_of(assignment)), starter_archive=starter.archive_name(assignment.name),
+        regrades=_regrades(history),
         rule=store_runs.RULE), status
 
 
@@ -63,6 +75,27 @@ def _render_assignment(assignment, form, error=None, status=200, static=None):
 @login_required
 def assignment(name: str):
     return _render_assignment(courses.assignment_for(db.session(), current_user, name), UploadForm())
+
+
+@bp.route("/a/<name>/starter/<file>")
+@login_required
+def starter_file(name: str, file: str):
+    """A starter file of the assignment's spec (web/starter.py), or all of them as one zip at
+    their archive paths."""
+    assignment = courses.assignment_for(db.session(), current_user, name)
+    files = starter.starters(courses.spec_of(assignment))
+    if file == starter.archive_name(name) and files:
+        data, mimetype = starter.archive(files), "application/zip"
+    else:
+        data = next((s.data for s in files if s.filename == file), None)
+        mimetype = "text/x-python"
+        if data is None:
+            offered = ", ".join([s.filename for s in files] + ([starter.archive_name(name)] if files else []))
+            raise UserError(f"{name} has no starter file {file!r}.",
+                            f"Download one of: {offered}." if offered else "This assignment has no starter files; "
+                            "ask course staff for them.", 404)
+    return Response(data, mimetype=mimetype, headers={"Content-Disposition": f'attachment; filename="{file}"',
+                                                      "X-Content-Type-Options": "nosniff"})
 
 
 @bp.route("/a/<name>/submit", methods=["POST"])

@@ -12,6 +12,7 @@ import threading
 from typing import Callable
 
 from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.orm import Session
 
 import grader
@@ -211,7 +212,7 @@ def _rescore(session: Session, assignment: Assignment, progress: Progress) -> di
 
 def _regrade(session: Session, assignment: Assignment, progress: Progress) -> dict:
     latest = session.scalars(select(Submission).where(Submission.assignment_id == assignment.id)
-                             .distinct(Submission.user_id)
+                             .ext(distinct_on(Submission.user_id))
                              .order_by(Submission.user_id, Submission.uploaded_at.desc(), Submission.id.desc())).all()
     progress(0, len(latest))
     for done, submission in enumerate(latest, start=1):

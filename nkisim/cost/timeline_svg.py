@@ -102,6 +102,34 @@ def _lanes(trace, timeline: Timeline, columns: int, ns_per_px: float) -> list[_L
     return list(lanes.values()) + ([waits] if waits is not None else []) + dma
 
 
+# widest advance of a character of the picture's 12 px sans-serif text, as a share of the size:
+# DejaVu Sans (a browser's usual sans-serif on Linux) averages ~0.55 em on English text and
+# digits; 0.6 em keeps a wrapped line inside the picture in the wider fonts too
+CHAR_EM = 0.6
+LINE_H = 16
+
+
+def wrap(text: str, width_px: float, size_px: float = 12) -> list[str]:
+    """`text` in lines of at most `width_px` at `size_px` (CHAR_EM a character), broken at spaces."""
+    per_line = max(20, int(width_px / (size_px * CHAR_EM)))
+    lines, line = [], ""
+    for word in text.split():
+        while len(word) > per_line:              # a long path or number: broken where it must be
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(word[:per_line])
+            word = word[per_line:]
+        if line and len(line) + 1 + len(word) > per_line:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    if line:
+        lines.append(line)
+    return lines
+
+
 def _fmt_us(ns: float) -> str:
     return f"{ns / 1e3:.1f}"
 
@@ -117,13 +145,25 @@ def timeline_svg(trace, timeline: Timeline, *, width: int = 1400, title: str = "
     columns = width - LEFT - RIGHT
     ns_per_px = span / columns
     lanes = _lanes(trace, timeline, columns, ns_per_px)
-    top = 62
+    # the title and the verdict wrap to the picture's width; the lanes start below them
+    text_w = width - LEFT - 8
+    heading = wrap(f"{title} estimated {timeline.total_us:.1f} us (the {overhead / 1e3:.0f} us fixed overhead "
+                   "is not drawn)", text_w)
+    said = wrap(verdict, text_w) if verdict else []
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="HEIGHT" '
            f'font-family="sans-serif" font-size="12">',
-           '<rect width="100%" height="100%" fill="white"/>',
-           f'<text x="{LEFT}" y="18" font-weight="bold">{html.escape(title)} estimated '
-           f'{timeline.total_us:.1f} us (the {overhead / 1e3:.0f} us fixed overhead is not drawn)</text>',
-           f'<text x="{LEFT}" y="38">{html.escape(verdict)}</text>']
+           '<rect width="100%" height="100%" fill="white"/>']
+    y = 18
+    for line in heading:
+        out.append(f'<text x="{LEFT}" y="{y}" font-weight="bold">{html.escape(line)}</text>')
+        y += LINE_H
+    if said:
+        y += 4
+        out.append(f'<text data-verdict="" x="{LEFT}" y="{y}">' + "".join(
+            f'<tspan x="{LEFT}" dy="{0 if i == 0 else LINE_H}">{html.escape(line)}</tspan>'
+            for i, line in enumerate(said)) + "</text>")
+        y += LINE_H * (len(said) - 1)
+    top = y + 36          # room for the threshold markers' two rows of labels above the lanes
     y = top
     for lane in lanes:
         share = lane.total_ns / max(timeline.makespan_ns, 1.0)

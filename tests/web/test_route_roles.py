@@ -47,6 +47,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("student.home", "GET"): SIGNED_IN,
     ("student.assignment", "GET"): COURSE,
     ("student.upload", "POST"): COURSE,
+    ("student.starter_file", "GET"): COURSE,
     ("student.run_page", "GET"): OWNER,
     ("student.run_status", "GET"): OWNER,
     ("student.report", "GET"): OWNER,
@@ -77,6 +78,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("staff.task_download", "GET"): COURSE_STAFF,
     ("staff.grant_extension", "POST"): COURSE_STAFF,
     ("staff.set_visibility", "POST"): INSTRUCTOR,
+    ("staff.set_title", "POST"): COURSE_STAFF,
     ("staff.run_detail", "GET"): COURSE_STAFF,
     ("staff.run_file", "GET"): COURSE_STAFF,
     ("staff.run_gradescope", "GET"): COURSE_STAFF,
@@ -124,7 +126,7 @@ def test_every_route_answers_each_role_as_written(table_app, db, two_courses, ti
     db.commit()
     alice_token_id = max(t.id for t in alice_tokens(db, alice.id))
     values = {"name": "tiny", "run_id": run.id, "user_id": alice.id, "token": "not-a-link", "token_id": alice_token_id,
-              "test_name": timed, "filename": "style.css",
+              "test_name": timed, "filename": "style.css", "file": "conv2d.py",
               "task_id": task.id, "kind": "grades_csv"}
     rules = {r.endpoint: r.rule for r in table_app.url_map.iter_rules()}
     routes = sorted({(r.endpoint, m) for r in table_app.url_map.iter_rules() for m in r.methods - {"HEAD", "OPTIONS"}},

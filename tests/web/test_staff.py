@@ -7,13 +7,14 @@ import datetime as dt
 import html
 import io
 import json
+import re
 import zipfile
 
 from sqlalchemy import func, select
 
 import grader
-from store.models import (Assignment, GradingRun, LoginToken, NightlyResult, NightlyRun, StoredSpec, TestResultRow,
-                          User)
+from store.models import (Assignment, GradingRun, LoginToken, NightlyResult, NightlyRun, StaffTask, StoredSpec,
+                          TestResultRow, User)
 
 from webtest_helpers import csrf_of, export, finish_task, measured, multipart, store_graded_run
 
@@ -336,7 +337,12 @@ def test_regrade_queues_each_students_latest_submission_again(client_for, db, co
     bob = store_graded_run(db, course_setup["bob"], course_setup["assignment"], measured(tiny_reports["optimized"], 38.0))
     celery_worker("staff")
     ta = client_for("tara")
-    started = post_form(ta, "/staff/assignments/tiny", "/staff/assignments/tiny/tasks/regrade", {})
+    asked = post_form(ta, "/staff/assignments/tiny", "/staff/assignments/tiny/tasks/regrade", {})
+    # the first press only asks: it says how many students, and starts nothing
+    assert asked.status_code == 200 and "data-confirm-regrade" in asked.get_data(as_text=True)
+    assert "each of 2 students again" in asked.get_data(as_text=True)
+    assert db.scalar(select(func.count()).select_from(StaffTask)) == 0
+    started = post_form(ta, "/staff/assignments/tiny", "/staff/assignments/tiny/tasks/regrade", {"confirmed": "yes"})
     status = finish_task(ta, started)
     assert status["summary"].startswith("Queued 2 submissions") and (status["done"], status["total"]) == (2, 2)
     assert status["progress"] == "2 of 2 submissions queued again"
@@ -345,6 +351,11 @@ def test_regrade_queues_each_students_latest_submission_again(client_for, db, co
     queued = db.scalars(select(GradingRun).where(GradingRun.status == "queued")).all()
     assert sorted(r.submission_id for r in queued) == sorted([latest.submission_id, bob.submission_id])
     assert old.submission_id not in {r.submission_id for r in queued}
+    # the student's history marks the new run a regrade, and only it
+    page = client_for("alice").get("/a/tiny").get_data(as_text=True)
+    regraded = {int(m[1]) for m in re.finditer(r'<tr><td><a href="/runs/(\d+)">#\d+</a>(.*?)</tr>', page, re.S)
+                if "data-regrade" in m[2]}
+    assert regraded == {r.id for r in queued if r.submission_id == latest.submission_id}
 
 
 def test_a_typo_in_the_course_makes_no_new_course(client_for, db, course_setup):

@@ -14,12 +14,14 @@ import grader
 from grader.vocabulary import Backend, Tier
 from store import specs
 from store.models import Course, DeadlineExtension, ThresholdsVersion, User
+from workers import enqueue
 
 from .. import accounts, courses, db, thresholds
 from ..errors import UserError
-from ..forms import AssignmentForm, ExtensionForm, SimpleActionForm, ThresholdsForm, VisibilityForm
+from ..forms import AssignmentForm, ExtensionForm, SimpleActionForm, ThresholdsForm, TitleForm, VisibilityForm
 from ..leaderboard import standings_changed
 from . import bp, tasks
+from .console import backends_without_worker
 from .nightly import implied_for
 
 
@@ -53,7 +55,7 @@ def create_assignment():
                         "Choose the simulator, or a spec written for Trainium2.")
     course.leaderboard_visibility = form.visibility.data
     assignment = specs.new_assignment(session, spec, spec_name=form.spec.data, course=course, name=form.name.data,
-                                      backend=form.backend.data, deadline=form.deadline.data,
+                                      title=(form.title.data or "").strip() or spec.title, backend=form.backend.data, deadline=form.deadline.data,
                                       runs_per_hour=form.runs_per_hour.data, active=True)
     try:
         session.commit()
@@ -86,7 +88,24 @@ def assignment(name: str):
                            titles=spec.titles(), now_utc=f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}",
                            implied=implied, extensions=extensions, thresholds_form=form,
                            extension_form=ExtensionForm(), action_form=SimpleActionForm(),
-                           visibility_form=VisibilityForm())
+                           visibility_form=VisibilityForm(), title_form=TitleForm(title=assignment.title),
+                           spec_title=spec.title, no_worker=backends_without_worker(
+                               enqueue.queue_stats(session)).get(Backend(assignment.backend)))
+
+
+@bp.route("/assignments/<name>/title", methods=["POST"])
+def set_title(name: str):
+    """The assignment's own title (created from the spec's): what students read on every page."""
+    session = db.session()
+    assignment = courses.staff_assignment(session, current_user, name)
+    form = TitleForm()
+    if not form.validate_on_submit():
+        raise UserError(f"The title was not changed: {_form_problems(form)}.",
+                        "Give a title of 1 to 200 characters.")
+    old, assignment.title = assignment.title, form.title.data.strip()
+    session.commit()
+    flash(f"The title of {name} is now {assignment.title!r} (was {old!r}).", "success")
+    return redirect(url_for("staff.assignment", name=name), 303)
 
 
 @bp.route("/assignments/<name>/thresholds", methods=["POST"])

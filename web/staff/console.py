@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from flask import flash, redirect, render_template, url_for
+from flask import flash, redirect, render_template, request, url_for
 from flask_login import current_user
 from sqlalchemy import select
 
 import grader
+from grader.vocabulary import Backend
 
 from store.models import Assignment, Course
 from workers import enqueue
@@ -16,6 +17,17 @@ from .. import db
 from ..errors import UserError
 from ..forms import AssignmentForm, CourseForm
 from . import bp
+
+
+def backends_without_worker(stats: dict) -> dict[Backend, str]:
+    """Each backend no live worker serves (enqueue.queue_stats' heartbeats): {backend: what to
+    start}. A run there waits until such a worker starts."""
+    served = {q.strip() for w in stats["workers"] for q in w["queues"].split(",")}
+    where = {Backend.NEURON: " on a Trainium2 machine (docs/trainium.md)"}
+    return {b: f"No worker alive serves the {b.queue} queue: runs graded on {b.title} wait until one starts "
+               f"(grader worker --queue {b.queue}{where.get(b, '')}; the staff console's Queue section lists "
+               "the workers alive)."
+            for b in Backend if b.queue not in served}
 
 
 @bp.route("/")
@@ -33,12 +45,15 @@ def console():
     if not current_user.is_admin:              # other courses' grades are counted, not described
         mine = {a.name for a in assignments}
         stats["running"] = [d for d in stats["running"] if d["what"] != "student grade" or d["assignment"] in mine]
-    form = AssignmentForm()
+    form = AssignmentForm(title=dict((name, s.title) for name, s in specs).get(default, ""))
     courses = session.scalars(select(Course).order_by(Course.name)).all()
     form.course.choices = [c.name for c in courses if current_user.is_instructor_of(c.id)]
     return render_template("staff/console.html", stats=stats, assignments=assignments,
                            form=form, available_specs=[(name, s.title, s.platform) for name, s in specs],
                            default_spec=default, course_form=CourseForm(),
+                           open_course_form=request.args.get("create") == "course",
+                           no_worker=backends_without_worker(stats),
+                           spec_titles={name: s.title for name, s in specs},
                            now_utc=f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}")
 
 

@@ -58,7 +58,13 @@ def submissions():
         names = names.where(Assignment.course_id.in_(current_user.staff_course_ids))
     names = session.scalars(names).all()
     counted = runs.counted_ids(session, [(run, sub) for run, sub, _, _ in rows])
+    # a run after its submission's first grades the same upload again: a regrade, staff's or Gradescope's
+    first = dict(session.execute(select(GradingRun.submission_id, func.min(GradingRun.id))
+                                 .where(GradingRun.submission_id.in_({sub.id for _, sub, _, _ in rows}))
+                                 .group_by(GradingRun.submission_id)).all()) if rows else {}
+    regrades = {run.id for run, sub, _, _ in rows if first.get(sub.id, run.id) != run.id}
     return render_template("staff/submissions.html", rows=rows, total=total, page=page, counted=counted,
+                           regrades=regrades,
                            pages=max(1, -(-total // PAGE_SIZE)), args=request.args, assignments=names,
                            statuses=RUN_STATUSES, backends=BACKENDS)
 

@@ -3,17 +3,19 @@ worker does it (workers/staff_tasks.py) while the task's page shows the progress
 result: what was done, and an export's file to download."""
 from __future__ import annotations
 
-from flask import Response, flash, jsonify, redirect, render_template, url_for
+from flask import Response, flash, jsonify, redirect, render_template, request, url_for
 from flask_login import current_user
+from sqlalchemy import func, select
 
-from grader.vocabulary import StaffTaskStatus
-from store.models import STAFF_TASK_KINDS, StaffTask
-from workers import staff_tasks
+from grader.vocabulary import Backend, StaffTaskStatus
+from store.models import STAFF_TASK_KINDS, StaffTask, Submission
+from workers import enqueue, staff_tasks
 
 from .. import courses, db
 from ..errors import UserError
 from ..forms import SimpleActionForm
 from . import bp
+from .console import backends_without_worker
 
 
 def start(assignment, kind: str) -> StaffTask:
@@ -28,8 +30,20 @@ def start_task(name: str, kind: str):
         raise UserError(f"There is no staff task {kind!r}.", f"Use one of: {', '.join(STAFF_TASK_KINDS)}.", 404)
     if not SimpleActionForm().validate_on_submit():
         raise UserError("The form was incomplete.", "Use the buttons on the assignment page.")
+    if kind == "regrade" and request.form.get("confirmed") != "yes":
+        # it runs every student's kernel again and queues as many grades: said first, done on a second yes
+        return render_template("staff/regrade_confirm.html", assignment=assignment, action_form=SimpleActionForm(),
+                               students=_students_with_submissions(session, assignment),
+                               no_worker=backends_without_worker(enqueue.queue_stats(session))
+                               .get(Backend(assignment.backend)))
     task = start(assignment, kind)
     return redirect(url_for("staff.task_page", task_id=task.id), 303)
+
+
+def _students_with_submissions(session, assignment) -> int:
+    """How many students a regrade grades again (each one's latest submission)."""
+    return int(session.scalar(select(func.count(func.distinct(Submission.user_id)))
+                              .where(Submission.assignment_id == assignment.id)) or 0)
 
 
 def _task(task_id: int) -> StaffTask:

@@ -1,0 +1,72 @@
+"""The starter files a student downloads from an assignment's page: for each file the spec asks
+for, the course problem folder's template/ file when its problem has one, else the bundled
+student_template/ file of the spec's NKI dialect (student_template/nki06/ for NKI 0.6, the same
+folders as reference_kernels/), offered only when it defines the functions the spec requires."""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import io
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader import problems
+from grader.references import FOLDER_OF_DIALECT
+from grader.spec import AssignmentSpec
+
+
+@dataclass(frozen=True)
+class Starter:
+    filename: str          # as the student saves and uploads it: conv2d.py
+    archive_path: str      # where an archive of the parts holds it: part2/conv2d.py
+    data: bytes
+
+
+def _template_dir(dialect: str) -> Path | None:
+    found = importlib.util.find_spec("student_template")      # found without importing NKI
+    if found is None or not found.submodule_search_locations:
+        return None
+    return (Path(list(found.submodule_search_locations)[0]) / FOLDER_OF_DIALECT[dialect]).resolve()
+
+
+def _defines(data: bytes, functions) -> bool:
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return False
+    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return set(functions) <= defined
+
+
+def starters(spec: AssignmentSpec) -> list[Starter]:
+    """The spec's files that have a starter, in the spec's order."""
+    bundled = _template_dir(spec.dialect)
+    found = []
+    for fs in spec.files.values():
+        candidates = []
+        for test in spec.tests:          # a course folder's own template first: it is that problem's
+            if test.file == fs.key:
+                problem = problems.get(test.problem)
+                if problem.folder and not problem.bundled:
+                    candidates.append(Path(problem.folder) / "template" / fs.filename)
+        if bundled is not None:
+            candidates.append(bundled / fs.filename)
+        for path in candidates:
+            if path.is_file() and _defines(data := path.read_bytes(), fs.functions):
+                found.append(Starter(fs.filename, fs.archive_path, data))
+                break
+    return found
+
+
+def archive_name(assignment_name: str) -> str:
+    return f"{assignment_name}-starter.zip"
+
+
+def archive(files: list[Starter]) -> bytes:
+    """Every starter at its archive path (the layout an upload of the archive is read in)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for s in files:
+            zf.writestr(s.archive_path, s.data)
+    return buf.getvalue()
