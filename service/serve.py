@@ -1,9 +1,10 @@
 """`grader serve`: the whole service on one machine. Embedded PostgreSQL and Redis (unless
 DATABASE_URL / REDIS_URL), migrations, a sim worker, beat (nightly + reaper) and the web app
-under gunicorn on 127.0.0.1:PORT. The parts write to <instance>/logs/, so the terminal shows
-only a short summary (URL, the first admin's one-time sign-in link, the instance and logs
-folders, how to stop); Ctrl-C (or SIGTERM, SIGHUP) stops every part, children first, then Redis
-and PostgreSQL, from serve's first instant on. Nothing outlives serve however it ends: it holds
+under gunicorn on 127.0.0.1:PORT. The parts write to <instance>/logs/ at --log-level (serve's
+own start and stop to serve.log), so the terminal shows only a short summary (URL, the first
+admin's one-time sign-in link, the instance and logs folders, how to stop); Ctrl-C (or SIGTERM,
+SIGHUP) stops every part, children first (the workers hand their grades under way back to the
+queue), then Redis and PostgreSQL, from serve's first instant on. Nothing outlives serve however it ends: it holds
 the instance's lock, marks every process it starts, and leaves a guardian to stop them should it
 be killed (service/supervision.py)."""
 from __future__ import annotations
@@ -28,7 +29,29 @@ def register(sub) -> None:
     p.add_argument("--port", type=int, default=8000,
                    help="the web site's port on 127.0.0.1 (default 8000; choose another if it is taken)")
     p.add_argument("--workers", type=int, help="simulator grades at once (default: one per CPU core, as memory allows)")
+    p.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO",
+                   help="what the parts write to <instance>/logs/: INFO (default) has serve's start and stop, each "
+                        "grade's start and end with its run id and duration, and every web request; WARNING only "
+                        "what went wrong; DEBUG everything")
     p.set_defaults(func=serve)
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+class ServeLog:
+    """<instance>/logs/serve.log: what serve itself did (started, serving, stopping and why,
+    stopped), one timestamped line each, beside its parts' logs."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def say(self, text: str) -> None:
+        try:
+            with self.path.open("a") as out:
+                out.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] pid {os.getpid()}: {text}\n")
+        except OSError:
+            pass            # a full disk must not stop the stop
 
 
 class Child:
@@ -93,7 +116,7 @@ def _summary(base_url: str, link: str, pg, logs: Path, children: list[Child]) ->
                  f"to be explicit: export NKI_GRADER_HOME={instance_dir()})\n")
     else:
         where = "  Database:        DATABASE_URL\n"
-    names = ", ".join(c.log.name for c in children)
+    names = ", ".join(["serve.log"] + [c.log.name for c in children])
     return (f"\nnki-grader is serving at {base_url}\n"
             f"  First admin sign-in (one-time link): {link}\n"
             f"{where}"
@@ -202,6 +225,7 @@ def _serve(args, signals: StopSignals) -> int:
     os.environ["NKI_GRADER_HOME"] = str(folder)
     guardian = None
     parts = Started()
+    journal = None
     try:
         lock.set_state("starting")
         left = stop_instance_processes(folder)
@@ -214,16 +238,25 @@ def _serve(args, signals: StopSignals) -> int:
             return _refuse(_port_message(args.port, taken))
         logs = folder / "logs"
         logs.mkdir(exist_ok=True)
+        journal = ServeLog(logs / "serve.log")
+        journal.say(f"starting: instance {folder}, port {args.port}, log level {args.log_level}"
+                    + (f"; {describe(left)} left by an earlier serve were stopped" if left else ""))
         os.environ[MARKER] = str(folder)          # every process started from here on carries it
         guardian = Guardian(folder, lock, logs / "guardian.log")
         signals.check()
         return _start_and_serve(args, signals, folder, lock, guardian, parts)
     finally:
+        if journal is not None:
+            why = signal.Signals(signals.requested).name if signals.requested else "a part ended or start-up failed"
+            journal.say(f"stopping ({why}): the workers hand their grades under way back to the queue")
+        started_stop = time.monotonic()
         parts.stop()
         stop_instance_processes(folder, exclude={guardian.process.pid} if guardian else set(),
                                 parts_grace_s=5.0)      # whatever the orderly stop missed
         if guardian is not None:
             guardian.release()
+        if journal is not None:
+            journal.say(f"stopped in {time.monotonic() - started_stop:.1f} s")
         lock.release()
         print("grader serve: stopped", flush=True)
 
@@ -263,7 +296,7 @@ def _start_and_serve(args, signals: StopSignals, folder: Path, lock, guardian, p
     if os.geteuid() == 0:
         print(f"grader serve: {root_note()}")
     print(f"grader serve: starting the workers, beat and the web site; their output goes to {logs}/", flush=True)
-    quiet = ["--quiet", "--loglevel", "WARNING", "--instance", str(folder)]     # warnings and errors only, in the logs
+    quiet = ["--quiet", "--loglevel", args.log_level, "--instance", str(folder)]     # no banners; lines in the logs
     grades_at_once = {Queue.SIM: args.workers or sim_grades_at_once(made_ahead()), Queue.NIGHTLY: 1, Queue.STAFF: 1}
     for queue, concurrency in grades_at_once.items():
         children.append(Child(f"{queue.value} worker", [python, "-m", "workers.cli", "worker", "--queue", queue,
@@ -273,8 +306,10 @@ def _start_and_serve(args, signals: StopSignals, folder: Path, lock, guardian, p
     children.append(Child("beat", [python, "-m", "workers.cli", "beat", *quiet], logs / "beat.log"))
     signals.check()
     base_url = f"http://127.0.0.1:{args.port}"
+    # every request at INFO (gunicorn's access log, on its stdout: web.log)
+    access = ["--access-logfile", "-"] if args.log_level in ("DEBUG", "INFO") else []
     web = Child("web", [python, "-m", "gunicorn", "--bind", f"127.0.0.1:{args.port}", "--workers", "2",
-                        "--threads", "4", "--log-level", "warning", "--control-socket",
+                        "--threads", "4", "--log-level", args.log_level.lower(), *access, "--control-socket",
                         _control_socket(), "web:create_app()"], logs / "web.log")
     children.append(web)
     signals.check()
@@ -285,6 +320,7 @@ def _start_and_serve(args, signals: StopSignals, folder: Path, lock, guardian, p
     with session_scope() as s:
         link = first_admin_login_link(s, base_url)
     lock.set_state("serving", base_url)
+    ServeLog(logs / "serve.log").say(f"serving at {base_url}: {', '.join(c.name for c in children)}")
     print(_summary(base_url, link, parts.pg, logs, children), flush=True)
     while True:
         time.sleep(0.5)

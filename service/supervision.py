@@ -1,7 +1,8 @@
 """What `grader serve` does so that nothing of its instance outlives it, however it ends.
 
-* The instance lock: serve holds an exclusive flock on <instance>/serve.lock while it runs, its
-  text saying who holds it and in which state (store.instance.serve_holder reads it). A second
+* The instance lock (store.instance.InstanceLock): serve holds an exclusive flock on
+  <instance>/serve.lock while it runs, its text saying who holds it and in which state
+  (store.instance.serve_holder reads it; `grader backup`, `restore` and `migrate` take it too). A second
   serve of the same instance is refused plainly; client commands refuse an instance no serve holds.
 * The mark: serve puts MARKER=<instance folder> in its environment before it starts anything, so
   every process it starts, and theirs, carries it (PostgreSQL overwrites its environment block
@@ -15,8 +16,6 @@
 """
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import signal
 import subprocess
@@ -27,68 +26,11 @@ from pathlib import Path
 
 import psutil
 
-from store.instance import ServeHolder, lock_file, read_holder
+from store.instance import InstanceBusy, InstanceLock, LEFTOVER_WAIT_S  # noqa: F401 (serve and the guardian take them from here)
 
 MARKER = "NKI_GRADER_SERVED_INSTANCE"
-LEFTOVER_WAIT_S = 60.0          # for a guardian still stopping a dead serve's processes
 PARTS_GRACE_S = 8.0             # SIGTERM to SIGKILL, for the workers, beat and web site of a dead serve
 SERVER_GRACE_S = 5.0            # the same for Redis and PostgreSQL, after their fast shutdown signal
-
-
-class InstanceBusy(RuntimeError):
-    """Another live `grader serve` holds the instance."""
-
-    def __init__(self, folder: Path, holder: ServeHolder) -> None:
-        at = f" at {holder.url}" if holder.url else ""
-        doing = f"is {holder.state}" if holder.state else "holds"
-        super().__init__(f"another `grader serve` (pid {holder.pid}) {doing} this instance "
-                         f"({folder}){at}. Stop it first (Ctrl-C in its terminal, or `kill {holder.pid}`), or "
-                         f"serve another instance: NKI_GRADER_HOME=<another folder> grader serve")
-
-
-class InstanceLock:
-    """The exclusive lock on <instance>/serve.lock, held for the life of the descriptor (which
-    the guardian inherits: the lock is free only once both have ended)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    @classmethod
-    def acquire(cls, folder: Path, wait_s: float = LEFTOVER_WAIT_S, say=print) -> "InstanceLock":
-        fd = os.open(lock_file(folder), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        deadline = time.monotonic() + wait_s
-        said = False
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return cls(fd)
-                except BlockingIOError:
-                    pass
-                holder = read_holder(fd)
-                if holder.state in ("starting", "serving") and psutil.pid_exists(holder.pid):
-                    raise InstanceBusy(folder, holder)
-                # a guardian stopping a dead serve's processes, a client looking, or a holder writing
-                if holder.state == "stopping" and not said:
-                    say(f"grader serve: waiting for a serve of this instance that ended to finish stopping "
-                        f"its processes (pid {holder.pid})")
-                    said = True
-                if time.monotonic() > deadline:
-                    raise InstanceBusy(folder, holder)
-                time.sleep(0.1)
-        except BaseException:
-            os.close(fd)
-            raise
-
-    def set_state(self, state: str, url: str = "") -> None:
-        text = json.dumps({"pid": os.getpid(), "state": state, "url": url}).encode()
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, text, 0)
-
-    def release(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
 
 
 # ----- the processes of an instance ----------------------------------------------------------------

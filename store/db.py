@@ -61,8 +61,13 @@ class EmbeddedPostgres:
         self._ensure_database()
         self.url = normalize_url(self._server.get_uri(DB_NAME))
 
+    @property
+    def admin_url(self) -> str:
+        """The server's maintenance database (postgres), where ours is created or dropped."""
+        return normalize_url(self._server.get_uri("postgres"))
+
     def _ensure_database(self) -> None:
-        admin = create_engine(normalize_url(self._server.get_uri("postgres")), isolation_level="AUTOCOMMIT")
+        admin = create_engine(self.admin_url, isolation_level="AUTOCOMMIT")
         try:
             with admin.connect() as conn:
                 if conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": DB_NAME}).first() is None:
@@ -74,11 +79,15 @@ class EmbeddedPostgres:
     def pid(self) -> int | None:
         return self._server.get_pid()
 
-    def stop(self) -> None:
+    def stop_engines(self) -> None:
+        """Close this process's pooled connections to the server's database."""
         for key, engine in list(_engines.items()):
             if key == self.url:
                 engine.dispose()
                 del _engines[key]
+
+    def stop(self) -> None:
+        self.stop_engines()
         self._server.cleanup()
 
 

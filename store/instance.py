@@ -12,14 +12,17 @@ make a new empty one wherever they happen to be run. They look, in order, at:
 
 and take the first that holds a database; if none does, they refuse with how to point at one.
 
-While `grader serve` runs it holds an exclusive lock on <instance>/serve.lock, whose text says who
-holds it (serve_holder): a client command finds out from the lock, not from a database that may
-still answer after its serve died, whether anything serves the instance."""
+While `grader serve` runs it holds an exclusive lock on <instance>/serve.lock (InstanceLock), whose
+text says who holds it (serve_holder): a client command finds out from the lock, not from a
+database that may still answer after its serve died, whether anything serves the instance.
+`grader backup`, `restore` and `migrate` hold the same lock while they work on an instance no
+serve runs, so a serve does not start under them."""
 from __future__ import annotations
 
 import fcntl
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +30,11 @@ from sqlalchemy.engine import make_url
 
 POINTER_NAME = "last-instance"
 LOCK_NAME = "serve.lock"
+LEFTOVER_WAIT_S = 60.0          # for a guardian still stopping a dead serve's processes, or a backup finishing
+SERVING = ("starting", "serving")      # the holder states of a live `grader serve`
+# who holds the lock in each other state (the commands that work on an instance no serve runs)
+HOLDER_NAMES = {"stopping": "the guardian of a `grader serve` that ended", "backing up": "`grader backup`",
+                "restoring": "`grader restore`", "migrating": "`grader migrate`"}
 
 
 class NoInstanceError(RuntimeError):
@@ -176,3 +184,79 @@ def not_served_reason(found: Instance) -> str:
     return (f"found {found.describe()}, but its `grader serve` is not running{leftover}. Start it with "
             f"`NKI_GRADER_HOME={found.folder} grader serve` (it stops any leftovers first), or point this "
             f"command at another instance with NKI_GRADER_HOME")
+
+
+class InstanceBusy(RuntimeError):
+    """Another live process holds the instance: a `grader serve`, or a backup, restore or migrate."""
+
+    def __init__(self, folder: Path, holder: ServeHolder) -> None:
+        self.folder, self.holder = folder, holder
+        at = f" at {holder.url}" if holder.url else ""
+        doing = f"is {holder.state}" if holder.state else "holds"
+        if holder.state in HOLDER_NAMES:
+            message = (f"{HOLDER_NAMES[holder.state]} (pid {holder.pid}) {doing} this instance ({folder}); "
+                       f"wait for it to finish, then try again")
+        else:
+            message = (f"another `grader serve` (pid {holder.pid}) {doing} this instance ({folder}){at}. Stop it "
+                       f"first (Ctrl-C in its terminal, or `kill {holder.pid}`), or serve another instance: "
+                       f"NKI_GRADER_HOME=<another folder> grader serve")
+        super().__init__(message)
+
+    @property
+    def served(self) -> bool:
+        return self.holder.state in SERVING
+
+
+class InstanceLock:
+    """The exclusive lock on <instance>/serve.lock, held for the life of the descriptor (which
+    the guardian inherits: the lock is free only once both have ended). `grader serve` holds it
+    while it runs; backup, restore and migrate hold it while they work on an instance no serve runs."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @classmethod
+    def acquire(cls, folder: Path, wait_s: float = LEFTOVER_WAIT_S, say=print) -> "InstanceLock":
+        import psutil
+        fd = os.open(lock_file(folder), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        deadline = time.monotonic() + wait_s
+        said = False
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return cls(fd)
+                except BlockingIOError:
+                    pass
+                holder = read_holder(fd)
+                if holder.state in SERVING and psutil.pid_exists(holder.pid):
+                    raise InstanceBusy(folder, holder)
+                # a guardian stopping a dead serve's processes, a backup, a client looking, or a holder writing
+                if holder.state in HOLDER_NAMES and not said:
+                    say(f"grader serve: waiting for a serve of this instance that ended to finish stopping "
+                        f"its processes (pid {holder.pid})" if holder.state == "stopping" else
+                        f"grader: waiting for {HOLDER_NAMES[holder.state]} (pid {holder.pid}) to finish with "
+                        f"this instance")
+                    said = True
+                if time.monotonic() > deadline:
+                    raise InstanceBusy(folder, holder)
+                time.sleep(0.1)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def set_state(self, state: str, url: str = "") -> None:
+        text = json.dumps({"pid": os.getpid(), "state": state, "url": url}).encode()
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, text, 0)
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> "InstanceLock":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.release()

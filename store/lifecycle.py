@@ -159,6 +159,26 @@ def release(session: Session, c: Claim, error: str) -> bool:
     return row is not None
 
 
+def hand_back(session: Session, c: Claim, note: str) -> bool:
+    """A claimed run back to the queue because its worker is stopping cleanly (not the run's
+    fault, nor the grader's): the attempt it had does not count against NKI_MAX_ATTEMPTS."""
+    row = session.execute(update(GradingRun).where(c.mine())
+                          .values(status=RunStatus.QUEUED, worker=None, heartbeat_at=None, error=note[:4000],
+                                  attempts=GradingRun.attempts - 1, progress_done=0, progress_tests=[])
+                          .returning(GradingRun.id)).first()
+    session.commit()
+    return row is not None
+
+
+def requeue_running(session: Session, note: str) -> list[int]:
+    """Every running run back to the queue, at once: for a database restored from a backup, whose
+    running runs' workers belong to the instance it was taken from. The caller commits."""
+    return list(session.scalars(update(GradingRun).where(GradingRun.status == RunStatus.RUNNING)
+                                .values(status=RunStatus.QUEUED, worker=None, heartbeat_at=None, error=note[:4000],
+                                        progress_done=0, progress_tests=[])
+                                .returning(GradingRun.id)))
+
+
 def new_run(submission: Submission, backend: str, task_id: str) -> GradingRun:
     """A run born queued on its backend's queue (the caller adds, commits, then publishes it)."""
     return GradingRun(submission=submission, backend=backend, queue=QUEUE_FOR_BACKEND[backend],

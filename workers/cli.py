@@ -7,6 +7,7 @@ service/cli.py (grader/ imports nothing of ours; `grader serve` is service/serve
     grader submit PATH [--server URL --token T]   enqueue, follow the progress, print the report
     grader queue                          depth per queue, running, workers alive
     grader migrate                        bring the database to the current schema (Alembic)
+    grader backup DEST / restore SRC      one file with the database and secret key / back into an instance
 
 `python -m workers.cli ...` runs these commands without the console script."""
 from __future__ import annotations
@@ -23,7 +24,7 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _talk_to_existing_instance():
+def talk_to_existing_instance():
     """For commands that only talk to a running service: find it (never make a new one), say which.
     Returns the instance, or None after printing why there is none."""
     from store.instance import NoInstanceError, not_served_reason, use_existing
@@ -194,7 +195,7 @@ def register_nightly(sub) -> None:
 
 def _nightly(args) -> int:
     from sqlalchemy import select
-    if _talk_to_existing_instance() is None:
+    if talk_to_existing_instance() is None:
         return 2
     from store import session_scope, upgrade
     from store.models import NightlyResult
@@ -245,7 +246,7 @@ def register_queue(sub) -> None:
 
 def _queue(args) -> int:
     import json
-    found = _talk_to_existing_instance()
+    found = talk_to_existing_instance()
     if found is None:
         return 2
     from store import session_scope, upgrade
@@ -275,9 +276,87 @@ def register_migrate(sub) -> None:
 
 
 def _migrate(args) -> int:
+    """Migrates an instance that exists (never makes one: a new instance is `grader serve`'s or a
+    restore's), one no serve is serving (serve migrates its own at every start)."""
     from store import upgrade
-    upgrade()
+    from store.backup import instance_database
+    from store.db import engine_from_env
+    from store.instance import InstanceBusy, NoInstanceError, find_existing, was_served
+    try:
+        found = find_existing()
+    except NoInstanceError as err:
+        return _fail(f"nothing to migrate: {err}")
+    print(f"grader: migrating {found.describe()}", file=sys.stderr)
+    if found.folder is None:
+        upgrade()
+    else:
+        try:
+            with instance_database(found.folder, "migrating", while_served=False, lock=was_served(found.folder),
+                                   say=lambda text: print(text, file=sys.stderr)) as pg:
+                upgrade(engine_from_env(pg.url))
+        except InstanceBusy as err:
+            if err.served:
+                return _fail(f"`grader serve` (pid {err.holder.pid}) is serving {found.folder}, and serve brings the "
+                             f"schema up to date itself at every start: stop it, then start it again (or run "
+                             f"`grader migrate` while it is stopped)")
+            return _fail(str(err))
     print("database schema is current")
+    return 0
+
+
+# --------------------------------------------------------------------------- backup / restore
+
+def register_backup(sub) -> None:
+    p = sub.add_parser("backup", help="write a backup of the instance (its database and secret key) to one file")
+    p.add_argument("dest", help="the backup file to write (it must not exist), or a folder to write "
+                                "nki-grader-YYYYmmdd-HHMMSS.tar into")
+    p.set_defaults(func=_backup)
+
+
+def _backup(args) -> int:
+    from store.backup import BackupError, backup, rows
+    from store.instance import InstanceBusy, NoInstanceError
+    if args.dest.endswith(os.sep) and not os.path.isdir(args.dest):
+        return _fail(f"no backup written: {args.dest} is not a folder; make it first (mkdir -p {args.dest})")
+    try:
+        dest, manifest = backup(args.dest, say=lambda text: print(f"grader: {text}", file=sys.stderr))
+    except (BackupError, NoInstanceError, InstanceBusy) as err:
+        return _fail(f"no backup written: {err}")
+    key = {"included": "and its secret key", "environment": "(the secret key is NKI_GRADER_SECRET_KEY's: keep "
+           "it yourself)", "none": "(no secret key in the instance folder)"}[manifest.secret_key]
+    print(f"backup written: {dest} ({os.path.getsize(dest) / 1e6:.1f} MB): the database, schema "
+          f"{manifest.schema_revision}, {rows(manifest.counts)}, {key}. It holds password hashes and the key: keep it as safe as "
+          f"the instance. Restore with `grader restore {dest} --instance NEW_FOLDER`")
+    return 0
+
+
+def register_restore(sub) -> None:
+    p = sub.add_parser("restore", help="bring an instance back from a `grader backup` file, into a new instance folder")
+    p.add_argument("src", help="the backup file `grader backup` wrote")
+    p.add_argument("--instance", help="the instance folder to restore into (default $NKI_GRADER_HOME, else "
+                                      "./instance; with DATABASE_URL set and no --instance, that database)")
+    p.add_argument("--force", action="store_true",
+                   help="replace the data of an instance that already has some (never one being served)")
+    p.set_defaults(func=_restore)
+
+
+def _restore(args) -> int:
+    from pathlib import Path
+    from store.backup import BackupError, restore, rows
+    try:
+        done = restore(Path(args.src), Path(args.instance) if args.instance else None, force=args.force,
+                       say=lambda text: print(text, file=sys.stderr))
+    except BackupError as err:
+        return _fail(f"nothing restored: {err}")
+    print(f"restored {args.src} ({done.manifest.describe()}) into {done.target}"
+          f"{', replacing its data' if done.replaced else ''}: {rows(done.counts)}.")
+    if done.requeued:
+        many = len(done.requeued) > 1
+        print(f"  run{'s' if many else ''} {', '.join(map(str, done.requeued))} {'were' if many else 'was'} being "
+              f"graded when the backup was made: queued again, graded once a worker takes "
+              f"{'them' if many else 'it'}")
+    if done.folder is not None:
+        print(f"  Start it with: NKI_GRADER_HOME={done.folder} grader serve")
     return 0
 
 
@@ -297,14 +376,14 @@ def register_submit(sub) -> None:
 
 
 def _submit(args) -> int:
-    if not args.server and _talk_to_existing_instance() is None:
+    if not args.server and talk_to_existing_instance() is None:
         return 2
     from .submit_cmd import submit_command
     return submit_command(args)
 
 
 COMMANDS = (register_worker, register_beat, register_nightly, register_submit, register_queue,
-            register_migrate)
+            register_migrate, register_backup, register_restore)
 
 
 def main(argv: list[str] | None = None) -> int:

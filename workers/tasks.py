@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 
 from celery import signals
@@ -24,9 +25,55 @@ from .heartbeats import WorkerAnnouncer
 
 log = logging.getLogger(__name__)
 # what a grade task returns (Celery keeps it) besides a run status: the delivery was a duplicate
-# (another claim holds the run or it is finished), or the claim was lost while grading
-DUPLICATE, LOST = "duplicate", "lost"
+# (another claim holds the run or it is finished), the claim was lost while grading, or the run
+# went back to the queue because its worker is stopping
+DUPLICATE, LOST, HANDED_BACK = "duplicate", "lost", "handed back"
 _pool_core: int | None = None          # the NeuronCore this pool process owns (trn2 workers)
+
+
+class _Stop:
+    """A clean stop reaching a pool process (SIGTERM: `grader serve` stopping its worker's group,
+    or the worker's main process passing on its warm shutdown): the grade under way is stopped at
+    once and its run handed back to the queue, so the next worker takes it up at once instead of
+    the reaper finding it silent minutes later. An idle pool process ends, as before."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.in_task = False
+        self.token: grader.CancelToken | None = None
+        self._wake = -1
+        self._previous = None
+        self._pid = None
+
+    def install(self) -> None:
+        """From the first grade task of a pool process (billiard sets its own SIGTERM handler
+        after the process's initializers), in the main thread that runs the tasks."""
+        if self._pid == os.getpid() or threading.current_thread() is not threading.main_thread():
+            return
+        self._pid = os.getpid()
+        read, self._wake = os.pipe2(os.O_CLOEXEC)
+        threading.Thread(target=self._watch, args=(read,), daemon=True, name="clean-stop").start()
+        self._previous = signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _on_signal(self, signum, frame) -> None:
+        self.requested = True
+        if not self.in_task:                # nothing to hand back: end as billiard's handler would
+            if callable(self._previous):
+                self._previous(signum, frame)
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        # the token's event takes a lock the interrupted code may hold: a thread of ours sets it
+        os.write(self._wake, b"x")
+
+    def _watch(self, read: int) -> None:
+        while os.read(read, 64):
+            token = self.token
+            if token is not None:
+                token.cancel(ReportStatus.INTERRUPTED)      # the grade stops and kills its children at once
+
+
+_stop = _Stop()
 
 
 @signals.worker_process_init.connect
@@ -48,25 +95,46 @@ def _pool_process_init(**_):
 
 
 _announcer: WorkerAnnouncer | None = None
+_pool = None                            # the worker's pool (main process), to pass a clean stop on to
 
 
 @signals.worker_ready.connect
 def _worker_ready(sender=None, **_):
-    global _announcer
+    global _announcer, _pool
     name = os.environ.get("NKI_WORKER_NAME") or getattr(sender, "hostname", "worker")
     queues = os.environ.get("NKI_WORKER_QUEUES", "")
+    _pool = getattr(sender, "pool", None)
     _announcer = WorkerAnnouncer(name, queues, settings.load().heartbeat_s)
     _announcer.start()
+    log.info("worker %s started: queue %s, %s at once", name, queues, getattr(_pool, "limit", "?"))
     if any(q.strip() in GRADING_QUEUES for q in queues.split(",")):
         grader.use_one_blas_thread()        # before the pool is filled on a thread of its own
         # answers made ahead for the active assignments, while the first grades come in
         threading.Thread(target=answers.fill_active, daemon=True, name="answer-pool-start").start()
 
 
+@signals.worker_shutting_down.connect
+def _worker_shutting_down(**_):
+    """The main process's warm (or cold) shutdown begins: pass it on to the pool processes, so
+    each hands its run back to the queue at once (_Stop) instead of grading on until the
+    grace period ends in a SIGKILL (Docker's init signals only the main process). Celery sends
+    this from its signal handler: no logging here (its locks may be held by the code interrupted)."""
+    try:
+        pids = list((_pool.info or {}).get("processes", ())) if _pool is not None else []
+    except Exception:              # a pool already torn down: nothing to pass on
+        pids = []
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
 @signals.worker_shutdown.connect
 def _worker_shutdown(**_):
     if _announcer is not None:
         _announcer.stop()
+        log.info("worker %s stopped", _announcer.worker_name)
 
 
 class RunHeartbeat(threading.Thread):
@@ -113,17 +181,32 @@ def _progress_writer(claim: lifecycle.Claim):
 
 @app.task(bind=True, name="workers.grade_submission", max_retries=None)
 def grade_submission(self, run_id: int) -> str:
+    _stop.install()
+    _stop.in_task = True
+    try:
+        return _grade(self, run_id)
+    finally:
+        # handed back or not, this process serves on until its pool closes: a SIGTERM to this
+        # pool process alone must not make it hand back every grade after
+        _stop.in_task, _stop.token, _stop.requested = False, None, False
+
+
+def _grade(task, run_id: int) -> str:
     conf = settings.load()
-    worker = f"{self.request.hostname or 'worker'}:{os.getpid()}"
+    worker = f"{task.request.hostname or 'worker'}:{os.getpid()}"
     if _pool_core is not None:
         worker += f":core{_pool_core}"          # staff (and tests) see which NeuronCore graded it
     with session_scope() as s:
-        claim = lifecycle.claim(s, run_id, worker, self.request.id, conf.stale_after_s)
+        claim = lifecycle.claim(s, run_id, worker, task.request.id, conf.stale_after_s)
         if claim is None:
+            log.info("run %s: a duplicate delivery (another claim holds it, or it is finished); nothing to do", run_id)
             return DUPLICATE
         row = lifecycle.run_row(s, run_id)
         filename, data = row.submission.filename, row.submission.data
         spec_hash, backend = row.submission.assignment.spec_hash, row.backend
+    started = time.monotonic()
+    log.info("run %s: grading started on %s (attempt %s, backend %s, %s)", run_id, worker, claim.attempt, backend,
+             filename)
     try:
         with session_scope() as s:              # reads the spec's row only the first time (then cached)
             spec = specs.spec_by_hash(s, spec_hash)
@@ -131,8 +214,13 @@ def grade_submission(self, run_id: int) -> str:
     except grader.GraderInputError as err:
         with session_scope() as s:
             lifecycle.fail(s, claim, RunStatus.FAILED, f"cannot grade this submission: {err}")
+        log.info("run %s: grading ended after %.1f s: failed (cannot grade this submission)", run_id,
+                 time.monotonic() - started)
         return RunStatus.FAILED
     token = grader.CancelToken()
+    _stop.token = token
+    if _stop.requested:                 # the stop came before the grade began
+        token.cancel(ReportStatus.INTERRUPTED)
     beat = RunHeartbeat(claim, token, conf.heartbeat_s)
     beat.start()
     try:
@@ -142,16 +230,43 @@ def grade_submission(self, run_id: int) -> str:
             threads=conf.grade_threads or None)
         report = grader.grade(submission, spec, options)
     except Exception as err:  # the grader never raises for student faults: this is ours
-        return _infrastructure_fault(self, claim, conf, err)
+        if _stop.requested:
+            return _hand_back(claim, started)
+        return _infrastructure_fault(task, claim, conf, err)
     finally:
         beat.stop()
     if beat.lost:
+        log.warning("run %s: no longer this worker's after %.1f s (reaped or cancelled meanwhile); the new claim "
+                    "grades it", run_id, time.monotonic() - started)
         return LOST                   # reaped while we were stalled: the new claim grades it
     if report.status == ReportStatus.INTERRUPTED:  # our process was told to stop, not the student's doing
-        return _infrastructure_fault(self, claim, conf, RuntimeError("grade interrupted by a signal"))
+        if _stop.requested:
+            return _hand_back(claim, started)
+        return _infrastructure_fault(task, claim, conf, RuntimeError("grade interrupted by a signal"))
     with session_scope() as s:
         stored = lifecycle.finish(s, claim, report.to_json(include_seed=False), report.seed)
-    return report.status if stored else LOST
+    if not stored:
+        log.warning("run %s: graded in %.1f s, but no longer this worker's; not stored", run_id,
+                    time.monotonic() - started)
+        return LOST
+    status = RunStatus.CANCELLED if report.status == ReportStatus.CANCELLED else RunStatus.DONE   # as finish() stored it
+    points = grader.view_of(report).points
+    log.info("run %s: grading ended after %.1f s: %s, score %g of %g", run_id, time.monotonic() - started,
+             status.value, points.total, points.max_total)
+    return report.status
+
+
+def _hand_back(claim: lifecycle.Claim, started: float) -> str:
+    """This worker is stopping cleanly: the run goes back to the queue with a fresh message now,
+    not after the reaper's wait, and the attempt does not count."""
+    from .publish import resend
+    with session_scope() as s:
+        if not lifecycle.hand_back(s, claim, f"worker {claim.worker} stopped during the grade; re-queued"):
+            return LOST
+        sent = resend(s, [claim.run_id])
+    log.info("run %s: handed back to the queue after %.1f s: this worker is stopping%s", claim.run_id,
+             time.monotonic() - started, "" if sent else " (not sent: the reaper sends it when the broker answers)")
+    return HANDED_BACK
 
 
 def _infrastructure_fault(task, claim: lifecycle.Claim, conf: settings.Settings, err: BaseException) -> str:

@@ -94,8 +94,8 @@ def test_serve_starts_everything_embedded_and_ctrl_c_stops_it():
         assert "First admin sign-in (one-time link): http" in summary
         assert summary.rstrip().endswith("Ctrl-C stops everything (the site, the workers, the embedded databases).")
         logs = Path(home) / "logs"
-        assert {p.name for p in logs.iterdir()} == {"worker-sim.log", "worker-nightly.log", "worker-staff.log",
-                                                   "beat.log", "web.log", "guardian.log"}
+        assert {p.name for p in logs.iterdir()} == {"serve.log", "worker-sim.log", "worker-nightly.log",
+                                                   "worker-staff.log", "beat.log", "web.log", "guardian.log"}
         if os.geteuid() == 0:       # Celery's root warning is replaced by one line of ours
             assert text.count("running as root:") == 1
         assert (Path(home) / "gunicorn.ctl").exists() or "is serving at" not in text   # its own, not ~/.gunicorn
