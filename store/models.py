@@ -23,6 +23,7 @@ FINAL_STATUSES = FINAL_RUN_STATUSES
 BACKENDS = values(Backend)
 QUEUES = GRADING_QUEUES
 THRESHOLD_SOURCES = ("spec", "nightly")
+ASSIGNMENT_MODES = ("course", "contest")          # assignments.mode (revision 0008_contests; web/contest.py)
 
 # Stable constraint names, so the migration and autogenerate agree.
 NAMING = {
@@ -157,7 +158,7 @@ class Assignment(Base):
     spec_hash, so a grade can be reproduced after the bundled spec file changed; `name` is what
     URLs and the API use; `spec_name` is the bundled spec (or file) it was created from."""
     __tablename__ = "assignments"
-    __table_args__ = (_one_of("backend", BACKENDS),)
+    __table_args__ = (_one_of("backend", BACKENDS), _one_of("mode", ASSIGNMENT_MODES))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
@@ -173,6 +174,10 @@ class Assignment(Base):
     # bumped by every write that can change the leaderboard (a finished grade, a flag, a rescore, a
     # nickname): each web process compares it with its cached standings' and recomputes when it moved
     standings_changed_at: Mapped[dt.datetime] = _now()
+    # revision 0008_contests: a contest ranks by the geometric mean of its benchmark p99s and
+    # reveals every ranked run's code once contest_ends_at has passed (web/contest.py)
+    mode: Mapped[str] = mapped_column(String(16), default="course", server_default=text("'course'"))
+    contest_ends_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
 
     course: Mapped[Course] = relationship(back_populates="assignments")
     spec_row: Mapped[StoredSpec] = relationship(lazy="joined")
@@ -278,6 +283,10 @@ class GradingRun(Base):
     progress_total: Mapped[int] = mapped_column(Integer, default=0)
     progress_tests: Mapped[list] = mapped_column(JSONB, default=list, server_default=text("'[]'::jsonb"))  # finished tests' summaries, as they finish
     error: Mapped[str | None] = mapped_column(Text)                  # why failed / infra_error (staff view)
+    # revision 0008_contests: staff took this run out of a contest; shown on its board with the reason
+    disqualified_reason: Mapped[str | None] = mapped_column(Text)
+    disqualified_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    disqualified_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
 
     submission: Mapped[Submission] = relationship(back_populates="runs")
     test_results: Mapped[list["TestResultRow"]] = relationship(back_populates="run", order_by="TestResultRow.id",

@@ -83,6 +83,10 @@ def board(name: str):
                             "Ask course staff to add you to the roster.", 403)
         return login_manager.unauthorized()
     backend = request.args.get("backend", assignment.backend)
+    if assignment.mode == "contest":          # ranked by its own rule (web/contest.py)
+        if backend not in BACKENDS:
+            raise UserError(f"Unknown backend {backend!r}.", f"Use one of: {', '.join(BACKENDS)}.", 400)
+        return contest.board(assignment, backend)
     entry = standings_entry(assignment, backend)
     standings = entry.standings
     size = current_app.config["LEADERBOARD_PAGE_SIZE"]
@@ -99,3 +103,6 @@ def board(name: str):
     return render_template("leaderboard/board.html", assignment=assignment, backend=backend,
                            backend_titles=BACKEND_TITLES, table=table, page=page, pages=pages,
                            count=len(standings), mine=mine, me=me, rule=RULE, pseudonym=pseudonym)
+
+
+from . import contest  # noqa: E402  (its routes join this blueprint; it imports the helpers above)

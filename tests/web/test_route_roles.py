@@ -54,6 +54,12 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("student.report_json", "GET"): OWNER,
     ("student.timeline", "GET"): OWNER,
     ("leaderboard.board", "GET"): COURSE,
+    # contest pages (web/contest.py; tests/web/test_contest.py has their rules on a contest): the
+    # table's assignment is a course assignment, where they answer 404 to everyone
+    ("leaderboard.code", "GET"): set(),
+    ("leaderboard.participant", "GET"): set(),
+    ("leaderboard.disqualify", "POST"): set(),
+    ("leaderboard.settings", "POST"): COURSE_STAFF,     # turns an assignment into a contest (here: refused, no mode)
     ("api.submit", "POST"): COURSE,
     ("api.run_status", "GET"): OWNER,
     ("api.run_report", "GET"): OWNER,
