@@ -9,10 +9,11 @@ allocation ids restart at 1 for every trace, so a digest does not depend on what
     python bench/sim_digest.py [--full] [--only NAME] > digests.txt
     python bench/sim_digest.py [--full] --check bench/sim_digests.txt [--threads N] [--processes N]
 
-bench/sim_digests.txt holds the digests (made with --full) of the code as of issue 41's second
-round (the Vector and Scalar engines' occupancy and latency, unplaced copies placed by the
-compiler's workload balance: docs/cost-model.md; every kernel's program and values as at issue
-23): speed work must leave every one of them unchanged.
+bench/sim_digests.txt holds the digests (made with --full) of the code as of issue 46's timeline
+picture (its verdict wrapped inside the picture; the cost model, programs and values as at issue
+41's second round: the Vector and Scalar engines' occupancy and latency, unplaced copies placed
+by the compiler's workload balance, docs/cost-model.md): speed work must leave every one of
+them unchanged.
 
 --threads: the executor's matmul threads (nkisim.execute's `threads`), by default 2, so the
 check covers the worker threads; the digests must not depend on it.
