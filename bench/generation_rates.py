@@ -125,30 +125,27 @@ BASIS = {"pe_fp32": ("pe_ghz", "pe_fp32_cycles_per_column", "pe_overhead_cycles"
 
 # ----- the micro-kernels -------------------------------------------------------------------------
 
-@nki.jit
-def matmuls(x, w, count):
-    """`count` matmuls of w (stationary) by x (moving) into one PSUM bank."""
-    xs = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=xs, src=x)
-    ws = nl.ndarray(w.shape, w.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=ws, src=w)
-    acc = nl.ndarray((PARTITIONS, x.shape[1]), nl.float32, buffer=nl.psum)
-    for _ in nl.sequential_range(count):
-        nisa.nc_matmul(dst=acc, stationary=ws, moving=xs)
-    return _store(acc)
+def make_matmuls(perf_mode=None):
+    """A kernel of `count` matmuls of w (stationary) by x (moving) into one PSUM bank, in
+    `perf_mode` ([MM]: FP8's double_row) when given."""
+    extra = {} if perf_mode is None else {"perf_mode": perf_mode}
+
+    @nki.jit
+    def matmuls(x, w, count):
+        xs = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=xs, src=x)
+        ws = nl.ndarray(w.shape, w.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=ws, src=w)
+        acc = nl.ndarray((PARTITIONS, x.shape[1]), nl.float32, buffer=nl.psum)
+        for _ in nl.sequential_range(count):
+            nisa.nc_matmul(dst=acc, stationary=ws, moving=xs, **extra)
+        return _store(acc)
+
+    return matmuls
 
 
-@nki.jit
-def double_row_matmuls(x, w, count):
-    """matmuls' kernel with FP8's double-row performance mode [MM]."""
-    xs = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=xs, src=x)
-    ws = nl.ndarray(w.shape, w.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=ws, src=w)
-    acc = nl.ndarray((PARTITIONS, x.shape[1]), nl.float32, buffer=nl.psum)
-    for _ in nl.sequential_range(count):
-        nisa.nc_matmul(dst=acc, stationary=ws, moving=xs, perf_mode=nisa.matmul_perf_mode.double_row)
-    return _store(acc)
+matmuls = make_matmuls()
+double_row_matmuls = make_matmuls(nisa.matmul_perf_mode.double_row)
 
 
 @nki.jit
