@@ -24,6 +24,9 @@ BACKENDS = values(Backend)
 QUEUES = GRADING_QUEUES
 THRESHOLD_SOURCES = ("spec", "nightly")
 ASSIGNMENT_MODES = ("course", "contest")          # assignments.mode (revision 0008_contests; web/contest.py)
+# assignments.late_rule (revision 0009_late_policy; store/runs.py counts by it, docs/staff.md explains it)
+LATE_RULES = ("none", "graded-not-counted", "credit-steps", "late-days")
+DEFAULT_LATE_RULE = "graded-not-counted"
 
 # Stable constraint names, so the migration and autogenerate agree.
 NAMING = {
@@ -120,6 +123,8 @@ class Course(Base):
     name: Mapped[str] = mapped_column(String(200), unique=True)
     leaderboard_visibility: Mapped[str] = mapped_column(String(16), default="signed_in")
     created_at: Mapped[dt.datetime] = _now()
+    # revision 0009_late_policy: each student's late days for the course's late-days assignments
+    late_days: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
 
     assignments: Mapped[list["Assignment"]] = relationship(back_populates="course")
 
@@ -158,7 +163,8 @@ class Assignment(Base):
     spec_hash, so a grade can be reproduced after the bundled spec file changed; `name` is what
     URLs and the API use; `spec_name` is the bundled spec (or file) it was created from."""
     __tablename__ = "assignments"
-    __table_args__ = (_one_of("backend", BACKENDS), _one_of("mode", ASSIGNMENT_MODES))
+    __table_args__ = (_one_of("backend", BACKENDS), _one_of("mode", ASSIGNMENT_MODES),
+                      _one_of("late_rule", LATE_RULES))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
@@ -178,6 +184,11 @@ class Assignment(Base):
     # reveals every ranked run's code once contest_ends_at has passed (web/contest.py)
     mode: Mapped[str] = mapped_column(String(16), default="course", server_default=text("'course'"))
     contest_ends_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    # revision 0009_late_policy: what a run uploaded after the deadline earns (store/runs.py);
+    # late_factors are credit-steps' per-day factors, [0.9, 0.8]: a day late earns 90%, two 80%
+    late_rule: Mapped[str] = mapped_column(String(24), default=DEFAULT_LATE_RULE,
+                                           server_default=text(f"'{DEFAULT_LATE_RULE}'"))
+    late_factors: Mapped[list] = mapped_column(JSONB, default=list, server_default=text("'[]'::jsonb"))
 
     course: Mapped[Course] = relationship(back_populates="assignments")
     spec_row: Mapped[StoredSpec] = relationship(lazy="joined")

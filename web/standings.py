@@ -52,6 +52,7 @@ class Standing:
     p99s: dict[str, float | None]      # timed test name -> p99 us
     finished_at: object
     extra_credit: float = 0.0          # the part of `total` extra-credit tests earned
+    days_late: int = 0                 # the counted run's, when the late rule counts it late
 
     @property
     def regular(self) -> float:
@@ -70,8 +71,10 @@ def compute(session: Session, assignment_id: int, backend: str) -> list[Standing
             p99s[t.run_id][t.test_name] = t.p99_us
             if t.kind == TestKind.EXTRA_CREDIT:
                 extra[t.run_id] += t.points or 0.0
+    # a late rule's factor scales the whole run (store/runs.py), its extra credit too
     return [Standing(i + 1, c.user_id, people[c.user_id], c.run_id, c.total, c.max_total, c.p99_sum,
-                     p99s[c.run_id], c.finished_at, extra[c.run_id]) for i, c in enumerate(board)]
+                     p99s[c.run_id], c.finished_at, extra[c.run_id] * c.factor, c.days_late)
+            for i, c in enumerate(board)]
 
 
 @dataclass

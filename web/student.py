@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from flask import Blueprint, Response, jsonify, redirect, render_template, url_for
+from flask import Blueprint, Response, jsonify, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 from sqlalchemy import select
 from sqlalchemy.orm import defer, joinedload
@@ -15,7 +15,7 @@ from store import runs as store_runs
 from store.models import GradingRun, Submission, User
 from workers import enqueue
 
-from . import courses, db, runs, starter, throttle
+from . import courses, db, late, runs, starter, throttle
 from .charts import Guide, Point, time_chart
 from .errors import UserError
 from .forms import UploadForm
@@ -61,11 +61,16 @@ def _render_assignment(assignment, form, error=None, status=200, static=None):
     chart = time_chart([Point(r.finished_at or r.queued_at, r.score_total, r.flagged) for r in graded],
                        title="Your score over time", guides=(Guide("maximum", max_total, "#2e7d32", True),)
                        if max_total else ())
+    deadline = courses.deadline_for(session, current_user.id, assignment)
+    counted = store_runs.best_run(session, assignment.id, assignment.backend, current_user.id)
+    lateness = {r.id: late.note(assignment, late.days_late(r.submission.submitted_at, deadline), counted, r.id)
+                for r in history}
     return render_template(
         "student/assignment.html", assignment=assignment, form=form, error=error, static=static, history=history,
         chart=chart, allowance=courses.allowance(session, current_user.id, assignment),
-        deadline=courses.deadline_for(session, current_user.id, assignment),
-        counted=store_runs.best_run(session, assignment.id, assignment.backend, current_user.id),
+        deadline=deadline, counted=counted, lateness=lateness, late_rule=late.describe(assignment),
+        past_deadline=deadline is not None and courses.now() > deadline,
+        late_days=late.late_days_status(session, assignment, current_user.id),
         starters=starter.starters(courses.spec_of(assignment)), starter_archive=starter.archive_name(assignment.name),
         regrades=_regrades(history),
         rule=store_runs.RULE), status
@@ -115,6 +120,7 @@ def upload(name: str):
     user = session.scalars(select(User).where(User.id == current_user.id).with_for_update()).one()
     try:
         courses.check_may_submit(session, current_user, assignment)
+        _check_late_confirmed(session, assignment)
         run = enqueue.submit(session, user, assignment, filename, data)
     except UserError as err:
         session.rollback()
@@ -126,6 +132,18 @@ def upload(name: str):
         session.rollback()
         return _render_assignment(assignment, form, UserError(err.reason, err.remedy), 400)
     return redirect(url_for("student.run_page", run_id=run.id), 303)
+
+
+def _check_late_confirmed(session, assignment) -> None:
+    """Under late-days, an upload after the student's deadline may spend their late days: the
+    upload form's box says they know (the JSON API and Gradescope spend them without asking)."""
+    deadline = courses.deadline_for(session, current_user.id, assignment)
+    if (assignment.late_rule == "late-days" and deadline is not None and courses.now() > deadline
+            and not current_user.is_staff_of(assignment.course_id) and request.form.get("spend_late_days") != "yes"):
+        raise UserError(f"The deadline for {assignment.name} passed at {deadline:%Y-%m-%d %H:%M} UTC: this upload "
+                        "would be late, and may spend your late days.",
+                        "Tick \"Spend my late days on this upload if they raise my grade\" and upload again, "
+                        "or keep your late days for another assignment.", 409)
 
 
 def _static_check(assignment, filename: str, data: bytes) -> dict:
@@ -148,7 +166,8 @@ def _static_check(assignment, filename: str, data: bytes) -> dict:
 def run_page(run_id: int):
     session = db.session()
     run = runs.visible_run(session, current_user, run_id)
-    return render_template("student/run.html", run=run, status=runs.status_json(session, run))
+    return render_template("student/run.html", run=run, status=runs.status_json(session, run),
+                           lateness=late.run_lateness(session, run))
 
 
 @bp.route("/runs/<int:run_id>/status")

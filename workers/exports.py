@@ -1,5 +1,7 @@
 """Grades out of the site: one CSV line per enrolled student (their counted run, by the one
-best-run rule of store/runs.py), and Gradescope results.json files of those runs."""
+best-run rule of store/runs.py), and Gradescope results.json files of those runs. A late run
+counts as the assignment's late rule says: its total (CSV `total`, results.json `score`) is the
+scaled one, per-test points are the run's own."""
 from __future__ import annotations
 
 import csv
@@ -18,7 +20,8 @@ from store import runs as store_runs
 from store.models import Assignment, DeadlineExtension, Enrollment, GradingRun, Submission, User
 
 CSV_COLUMNS = ("email", "name", "nickname", "total", "max_total", *values(TestKind),
-               "run_id", "graded_at", "deadline", "runs", "flagged_runs", "thresholds_version")
+               "run_id", "graded_at", "deadline", "runs", "flagged_runs", "thresholds_version",
+               "days_late", "late_factor")      # the counted run's lateness and what the late rule kept (total is after it)
 
 
 @dataclass
@@ -28,6 +31,7 @@ class GradeLine:
     runs: int                      # graded runs on the assignment's backend
     flagged: int
     deadline: object
+    counted: store_runs.CountedRun | None = None     # how the rule counted `best` (late days, scaled total)
 
 
 def grade_lines(session: Session, assignment: Assignment) -> list[GradeLine]:
@@ -51,7 +55,7 @@ def grade_lines(session: Session, assignment: Assignment) -> list[GradeLine]:
         if user_id in lines:
             lines[user_id].runs, lines[user_id].flagged = runs, flagged
     for user_id, run in counted.items():
-        lines[user_id].best = best[run.run_id]
+        lines[user_id].best, lines[user_id].counted = best[run.run_id], run
     return list(lines.values())
 
 
@@ -94,12 +98,14 @@ def grades_csv(lines: list[GradeLine], tests=()) -> str:
             cells.append(result.points if result else "")
             if t.timed:
                 cells.append(round(result.p99_us, 1) if result and result.p99_us is not None else "")
+        counted = line.counted
         write([line.user.email, line.user.name, line.user.nickname or "",
-               view.points.total if view else 0, view.points.max_total if view else "",
+               (counted.total if counted else view.points.total) if view else 0, view.points.max_total if view else "",
                *(earned.get(kind, 0) for kind in TestKind), line.best.id if line.best else "",
                line.best.finished_at.isoformat() if line.best and line.best.finished_at else "",
                line.deadline.isoformat() if line.deadline else "", line.runs, line.flagged,
-               view.provenance.thresholds_version if view else ""] + cells)
+               view.provenance.thresholds_version if view else "",
+               counted.days_late if counted else "", round(counted.factor, 4) if counted else ""] + cells)
     return out.getvalue()
 
 
@@ -110,6 +116,11 @@ def gradescope_zip(lines: list[GradeLine]) -> bytes:
         for line in lines:
             view = _view(line)
             if view is not None:
-                results = render.to_gradescope(view, extra_data={"run_id": line.best.id})
+                late = line.counted if line.counted and line.counted.days_late else None
+                notes = (f"Uploaded {late.days_late} day{'' if late.days_late == 1 else 's'} late: the late rule "
+                         f"counts {late.factor:.0%} of its {late.raw_total:g} points.",) if late else ()
+                results = render.to_gradescope(view, extra_data={"run_id": line.best.id}, notes=notes)
+                if late:                  # the top-level score overrides the tests' sum (render.to_gradescope)
+                    results["score"] = line.counted.total
                 archive.writestr(f"{line.user.email}/results.json", json.dumps(results, indent=2))
     return buffer.getvalue()

@@ -129,3 +129,33 @@ def test_0007_downgrade_keeps_gradescope_runs_as_plain_submissions(pg_server):
         assert conn.execute(text("SELECT creates_students, runs_per_hour FROM course_submit_tokens")).all() == \
             [(False, 600)]
     engine.dispose()
+
+
+def test_0009_keeps_todays_assignments_graded_not_counted_and_downgrades(pg_server):
+    """An assignment made before the late policy gets the default rule (graded, not counted) and
+    no factors; its course no late days; downgrade takes the columns and their check away."""
+    from alembic import command
+    from sqlalchemy import text
+    from store.migrate import alembic_config
+    engine = _scratch_engine(pg_server, "migration_0009")
+    config = alembic_config(engine)
+    command.upgrade(config, "0008_contests")
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO courses (id, name, leaderboard_visibility) VALUES (1, 'CS149', 'public')"))
+        conn.execute(text("INSERT INTO specs (hash, spec_version, thresholds_version, toml) VALUES ('h', '1', 't', '')"))
+        conn.execute(text("INSERT INTO assignments (id, course_id, name, title, spec_name, spec_hash, backend, "
+                          "runs_per_hour, active) VALUES (1, 1, 'a1', 't', 's', 'h', 'sim', 6, true)"))
+    command.upgrade(config, "0009_late_policy")
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT late_rule, late_factors FROM assignments")).one() == ("graded-not-counted", [])
+        assert conn.execute(text("SELECT late_days FROM courses")).scalar_one() == 0
+        import pytest
+        from sqlalchemy.exc import IntegrityError
+        with pytest.raises(IntegrityError):
+            with conn.begin_nested():
+                conn.execute(text("UPDATE assignments SET late_rule = 'sometimes'"))
+    command.downgrade(config, "0008_contests")
+    columns = {c["name"] for c in inspect(engine).get_columns("assignments")}
+    assert not {"late_rule", "late_factors"} & columns
+    assert "late_days" not in {c["name"] for c in inspect(engine).get_columns("courses")}
+    engine.dispose()

@@ -84,6 +84,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("staff.task_download", "GET"): COURSE_STAFF,
     ("staff.grant_extension", "POST"): COURSE_STAFF,
     ("staff.set_visibility", "POST"): INSTRUCTOR,
+    ("staff.set_deadline", "POST"): INSTRUCTOR,     # the deadline and late rule (test_late_policy.py)
     ("staff.set_title", "POST"): COURSE_STAFF,
     ("staff.run_detail", "GET"): COURSE_STAFF,
     ("staff.run_file", "GET"): COURSE_STAFF,

@@ -97,6 +97,7 @@ def test_hourly_limit_and_deadline(client_for, db, course_setup, tiny_reports):
     refused = upload(client, "conv2d.py", OPTIMIZED)
     assert refused.status_code == 429 and "all 3 graded runs" in refused.get_data(as_text=True)
     assignment.deadline = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
+    assignment.late_rule = "none"                        # the refusing rule (test_late_policy.py: the others)
     db.commit()
     late = upload(client_for("bob"), "conv2d.py", OPTIMIZED)
     assert late.status_code == 403 and "deadline" in late.get_data(as_text=True)

@@ -16,7 +16,7 @@ from store import specs
 from store.models import Course, DeadlineExtension, ThresholdsVersion, User
 from workers import enqueue
 
-from .. import accounts, courses, db, thresholds
+from .. import accounts, courses, db, late, thresholds
 from ..errors import UserError
 from ..forms import AssignmentForm, ExtensionForm, SimpleActionForm, ThresholdsForm, TitleForm, VisibilityForm
 from ..leaderboard import standings_changed
@@ -53,10 +53,14 @@ def create_assignment():
         raise UserError(f"The spec {form.spec.data} holds thresholds measured on {spec.platform}, not Trainium2: "
                         "grading it on Trainium2 hardware would hold students to the wrong numbers.",
                         "Choose the simulator, or a spec written for Trainium2.")
+    rule, factors, late_days = late.read_rule(request.form, course.late_days)
+    _check_deadline_not_past(form.deadline.data, request.form.get("past_deadline_ok") == "yes")
     course.leaderboard_visibility = form.visibility.data
+    course.late_days = late_days
     assignment = specs.new_assignment(session, spec, spec_name=form.spec.data, course=course, name=form.name.data,
                                       title=(form.title.data or "").strip() or spec.title, backend=form.backend.data, deadline=form.deadline.data,
                                       runs_per_hour=form.runs_per_hour.data, active=True)
+    assignment.late_rule, assignment.late_factors = rule, factors
     try:
         session.commit()
     except IntegrityError:
@@ -64,6 +68,57 @@ def create_assignment():
         raise UserError(f"An assignment called {form.name.data!r} exists already.", "Choose another name.", 409)
     flash(f"Assignment {assignment.name} created.", "success")
     return redirect(url_for("staff.assignment", name=assignment.name), 303)
+
+
+def _check_deadline_not_past(deadline: dt.datetime | None, confirmed: bool) -> None:
+    """A deadline already past is almost always a typo (the year, AM/PM): refused unless confirmed."""
+    now = dt.datetime.now(dt.timezone.utc)
+    if deadline is not None and deadline < now and not confirmed:
+        raise UserError(f"The deadline {deadline:%Y-%m-%d %H:%M} UTC is in the past (it is {now:%Y-%m-%d %H:%M} UTC "
+                        "now): every upload would be late.",
+                        "Correct the deadline, or tick \"The deadline is in the past on purpose\" and create it again.",
+                        409)
+
+
+@bp.app_template_global("run_lateness")
+def _run_lateness(run) -> str:
+    """A run's lateness note, for staff pages listing runs (web/late.py)."""
+    return late.run_lateness(db.session(), run)
+
+
+@bp.route("/assignments/<name>/deadline", methods=["POST"])
+def set_deadline(name: str):
+    """The deadline and late rule after creation. Which runs count is computed when read
+    (store/runs.py), so the leaderboard, pages and exports follow at once; nothing is rescored."""
+    session = db.session()
+    assignment = courses.staff_assignment(session, current_user, name)
+    if not current_user.is_instructor_of(assignment.course_id):
+        raise UserError("Only the course's instructors change its deadlines and late rules.",
+                        "Ask an instructor of the course.", 403)
+    form = late.DeadlineForm()
+    if not form.validate_on_submit():
+        raise UserError(f"The deadline was not changed: {_form_problems(form)}.",
+                        "Write it YYYY-MM-DD HH:MM in UTC, or leave it empty for no deadline.")
+    field = form.deadline
+    rule, factors, late_days = late.read_rule(request.form, assignment.course.late_days, assignment.late_rule)
+    old = assignment.deadline
+    if field.data != old:      # moving a deadline into the past is as likely a typo as creating one there
+        _check_deadline_not_past(field.data, request.form.get("past_deadline_ok") == "yes")
+    assignment.deadline, assignment.late_rule, assignment.late_factors = field.data, rule, factors
+    budget_moved = assignment.course.late_days != late_days
+    assignment.course.late_days = late_days
+    if budget_moved:       # the course's budget counts on each of its late-days assignments
+        session.flush()
+        others = [a.id for a in assignment.course.assignments]
+    else:
+        others = [assignment.id]
+    standings_changed(session, assignment_ids=others)      # commits; boards recompute at their next view
+    when = f"{field.data:%Y-%m-%d %H:%M} UTC" if field.data else "no deadline"
+    flash(f"{name}: {when}; late work: {late.RULE_TITLES[rule]}"
+          + (f" ({', '.join(f'{f:g}' for f in factors)})" if factors else "")
+          + (f"; {late_days} late day{'' if late_days == 1 else 's'} per student in {assignment.course.name}"
+             if rule == "late-days" or budget_moved else "") + ". Which runs count follows at once.", "success")
+    return redirect(url_for("staff.assignment", name=name), 303)
 
 
 @bp.route("/assignments/<name>")
@@ -89,7 +144,9 @@ def assignment(name: str):
                            implied=implied, extensions=extensions, thresholds_form=form,
                            extension_form=ExtensionForm(), action_form=SimpleActionForm(),
                            visibility_form=VisibilityForm(), title_form=TitleForm(title=assignment.title),
-                           spec_title=spec.title, no_worker=backends_without_worker(
+                           spec_title=spec.title, late_rule=late.describe(assignment), late_titles=late.RULE_TITLES,
+                           deadline_form=late.DeadlineForm(deadline=assignment.deadline),
+                           no_worker=backends_without_worker(
                                enqueue.queue_stats(session)).get(Backend(assignment.backend)))
 
 
