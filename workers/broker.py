@@ -31,37 +31,53 @@ def client_for(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_timeout=10)
 
 
-def _answers(sock: Path) -> bool:
+def _answers(sock: Path, password: str | None = None) -> bool:
     try:
-        return bool(redis.Redis(unix_socket_path=str(sock), socket_timeout=2).ping())
+        return bool(redis.Redis(unix_socket_path=str(sock), password=password, socket_timeout=2).ping())
+    except redis.AuthenticationError:
+        # a server runs there with another password (or none): never start a second on its data
+        raise RuntimeError(f"the Redis at {sock} runs with a password (`grader serve --listen`): set REDIS_URL to "
+                           f"the URL that serve printed (it is in {sock.parent.parent / 'worker.env'})") from None
     except (redis.ConnectionError, redis.TimeoutError, OSError):
         return False
 
 
 class EmbeddedRedis:
-    """A redis-server process we start and stop; `restart()` keeps its data directory."""
+    """A redis-server process we start and stop; `restart()` keeps its data directory. With
+    `listen=(host, port)` it also takes TCP connections there, and every client (the unix
+    socket's too) needs `password`: `url` is then the TCP one."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, listen: tuple[str, int] | None = None, password: str | None = None) -> None:
+        if listen and not password:
+            raise ValueError("a Redis listening on TCP needs a password")
         self.dir = Path(directory).resolve()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.sock = self.dir / SOCKET
-        self.url = socket_url(self.sock)
+        self.listen, self.password = listen, password
+        self.url = socket_url(self.sock) if not listen else self.tcp_url(
+            "127.0.0.1" if listen[0] in ("0.0.0.0", "::", "*") else listen[0])
         self.process: subprocess.Popen | None = None
 
+    def tcp_url(self, host: str) -> str:
+        """The URL a client reaching `host` gives as REDIS_URL."""
+        return f"redis://:{self.password}@{f'[{host}]' if ':' in host else host}:{self.listen[1]}/0"
+
     def start(self, timeout: float = 60.0) -> "EmbeddedRedis":
-        if _answers(self.sock):          # another process of this instance already runs it
+        if _answers(self.sock, self.password):          # another process of this instance already runs it
             return self
         self.sock.unlink(missing_ok=True)
         config = self.dir / "redis.conf"
         config.write_text("\n".join([
-            "port 0", f"unixsocket {self.sock}", "unixsocketperm 700", f"dir {self.dir}",
+            *([f"port {self.listen[1]}", f"bind {self.listen[0]}", f"requirepass {self.password}"] if self.listen
+              else ["port 0"]), f"unixsocket {self.sock}", "unixsocketperm 700", f"dir {self.dir}",
             "appendonly yes", "appendfsync always", 'save ""', "daemonize no",
             f"logfile {self.dir / 'redis.log'}", "databases 16", "",
         ]))
+        config.chmod(0o600)              # it may hold the password
         self.process = subprocess.Popen([_executable(), str(config)], stdin=subprocess.DEVNULL,
                                         start_new_session=True)
         deadline = time.monotonic() + timeout
-        while not _answers(self.sock):
+        while not _answers(self.sock, self.password):
             if self.process.poll() is not None:
                 raise RuntimeError(f"redis-server exited with status {self.process.returncode}; "
                                    f"see {self.dir / 'redis.log'}")

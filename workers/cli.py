@@ -96,6 +96,17 @@ def _use_instance(args) -> None:
         os.environ["NKI_GRADER_HOME"] = args.instance
 
 
+def _broker_problem() -> str:
+    """Why the broker cannot be had ('' when it can): said here, before Celery, whose start-up
+    signal would log it and fall back to a broker that is not ours."""
+    from .broker import broker_url
+    try:
+        broker_url()
+    except RuntimeError as err:
+        return str(err)
+    return ""
+
+
 def _worker(args) -> int:
     import socket
     _use_instance(args)
@@ -139,6 +150,9 @@ def _worker(args) -> int:
     else:
         os.environ.pop("NKI_NEURON_CORES", None)
     _migrate_if_embedded()
+    problem = _broker_problem()
+    if problem:
+        return _fail(problem)
     os.environ.setdefault("NKI_GRADE_THREADS", str(threads_per_grade(concurrency)))
     os.environ["NKI_WORKER_NAME"] = name
     os.environ["NKI_WORKER_QUEUES"] = args.queue
@@ -174,6 +188,9 @@ def _beat(args) -> int:
     from .reaper import Reaper
     import workers.tasks  # noqa: F401
     _migrate_if_embedded()
+    problem = _broker_problem()
+    if problem:
+        return _fail(problem)
     reaper = Reaper()
     reaper.start()
     schedule = args.schedule or str(instance_dir() / "celerybeat-schedule")
