@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import io
+import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,17 +40,30 @@ def _defines(data: bytes, functions) -> bool:
     return set(functions) <= defined
 
 
+def _course_folder(spec: AssignmentSpec, test, refs: dict) -> Path | None:
+    """The course problem folder a test names. By path, the spec's own: the registry keeps one
+    folder per content (problem.toml and the top-level .py files), and template/ is not part of
+    it, so another folder of the same content may stand there with another template."""
+    ref = refs.get(test.name)
+    if isinstance(ref, str) and problems.is_path(ref) and spec.base:
+        return Path(spec.base) / ref
+    problem = problems.get(test.problem)
+    return Path(problem.folder) if problem.folder and not problem.bundled else None
+
+
 def starters(spec: AssignmentSpec) -> list[Starter]:
     """The spec's files that have a starter, in the spec's order."""
     bundled = _template_dir(spec.dialect)
+    tables = tomllib.loads(spec.toml).get("tests", []) if spec.toml else []
+    refs = {t.get("name"): t.get("problem") for t in tables if isinstance(t, dict)}
     found = []
     for fs in spec.files.values():
         candidates = []
         for test in spec.tests:          # a course folder's own template first: it is that problem's
             if test.file == fs.key:
-                problem = problems.get(test.problem)
-                if problem.folder and not problem.bundled:
-                    candidates.append(Path(problem.folder) / "template" / fs.filename)
+                folder = _course_folder(spec, test, refs)
+                if folder is not None:
+                    candidates.append(folder / "template" / fs.filename)
         if bundled is not None:
             candidates.append(bundled / fs.filename)
         for path in candidates:
