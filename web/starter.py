@@ -7,14 +7,13 @@ from __future__ import annotations
 import ast
 import importlib.util
 import io
-import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from grader import problems
 from grader.references import FOLDER_OF_DIALECT
-from grader.spec import AssignmentSpec
+from grader.spec import AssignmentSpec, read_toml
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,7 @@ def _course_folder(spec: AssignmentSpec, test, refs: dict) -> Path | None:
 def starters(spec: AssignmentSpec) -> list[Starter]:
     """The spec's files that have a starter, in the spec's order."""
     bundled = _template_dir(spec.dialect)
-    tables = tomllib.loads(spec.toml).get("tests", []) if spec.toml else []
+    tables = read_toml(spec.toml, spec.assignment).get("tests", []) if spec.toml else []
     refs = {t.get("name"): t.get("problem") for t in tables if isinstance(t, dict)}
     found = []
     for fs in spec.files.values():
