@@ -79,7 +79,7 @@ class _Job:
     options: tuple[tuple[str, float], ...]
     dma: DmaCost | None = None
     core: int = 0                       # a DMA: the physical core whose DMA engines move it
-    ports: tuple[tuple[str, ...], ...] = ()   # per option: the shared access ports it holds
+    ports: tuple[str, ...] = ()         # a compute job: the shared access ports it holds (NC-v2)
 
 
 class _Lane:
@@ -123,7 +123,7 @@ def _jobs(trace: list[TraceRecord], p: CostParams, dge: bool) -> list[_Job]:
         queue = core_queue(engine, core)
         load[queue] = load.get(queue, 0.0) + ns
         ports = _ports(rec, engine, core, p.shared_ports) if p.shared_ports else ()
-        jobs.append(_Job(((queue, ns),), ports=(ports,) if ports else ()))
+        jobs.append(_Job(((queue, ns),), ports=ports))
     return jobs
 
 
@@ -309,7 +309,7 @@ class _Scheduler:
             duration = job.options[self._option(idx, name)][1] if len(job.options) > 1 else job.options[0][1]
             free_before = lane.free
             start = ready if ready > lane.free else lane.free
-            ports = job.ports[0] if job.ports else ()
+            ports = job.ports
             for port in ports:                 # NC-v2: wait for the engine that shares the buffer
                 start = max(start, self.port_free.get(port, 0.0))
             lane.free = start + duration      # the queue is held for the occupancy ...
