@@ -93,6 +93,7 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
     placed = _placed(program, room)
     parts = split.plan(program, processes(job)) if placed is not None else None
     timing = None
+    # (a program with run-time loops is never split: it is timed on what it executed, after it)
     if job["mode"] == "benchmark" and parts is not None:
         # the latency needs the instructions, not their values: estimated by one more process
         # while the parts execute, not after them on one core (~0.15 s of a 224x224 run)
@@ -102,7 +103,7 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
             if parts is not None:         # independent shares of the output, each in its own process
                 done = split.execute_split(program, inputs, parts, next(iter(placed.values())))
             else:
-                done = execute(program, inputs, placed=placed)
+                done = execute(program, inputs, placed=placed, max_executed=job["max_instructions"])
         except programs.ProgramError as err:
             if timing is not None:
                 timing.kill()

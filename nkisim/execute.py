@@ -23,7 +23,8 @@ from . import alu, dtypes
 from .dialects import DIALECTS
 from .kinds import VALUE_KINDS
 from .errors import KernelContractError, NKISimError, SimulatorFailure
-from .program import Program, ProgramError, output_regions
+from .program import Program, ProgramError, ProgramLimits, is_dynamic, output_regions
+from .sequencer import Sequencer
 from .tensor import align_to
 from .trace import Region, TraceRecord
 
@@ -621,7 +622,7 @@ def _print_text(rec: TraceRecord, values: list[np.ndarray]) -> str:
 
 def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True, echo: bool = False,
             placed: dict[int, np.ndarray] | None = None, threads: int = 1,
-            filled: frozenset = frozenset()) -> Execution:
+            filled: frozenset = frozenset(), max_executed: int = ProgramLimits().max_records) -> Execution:
     """Run `program` on `inputs` (the kernel's array arguments in order). `echo` also prints
     nl.device_print text as it is produced (local runs). `placed`: memory given for some
     allocations, {allocation id: flat writable array of its size and dtype}, used as they are
@@ -632,9 +633,13 @@ def execute(program: Program, inputs: list[np.ndarray], *, fill_nan: bool = True
     once on this thread, no other thread started (a library call takes no more cores than its
     caller gave it). `filled`: ids of placed allocations whose memory already holds the values
     they start with (nkisim.split fills an output shared by several processes once, before they
-    start). A ProgramError raised while executing carries the failing instruction's index in `at`."""
+    start). A ProgramError raised while executing carries the failing instruction's index in `at`.
+    A program with run-time control (loops on loaded registers) is run by nkisim.sequencer, at
+    most `max_executed` instructions of it, on this thread; its trace is the instructions executed."""
     if type(threads) is not int or threads < 1:
         raise ValueError(f"threads must be a whole number of at least 1, not {threads!r}")
+    if is_dynamic(program.records):
+        return _run_sequenced(program, inputs, fill_nan, placed, echo, max_executed)
     plan = _plan(program)
     last_uses = plan.last_uses
     mem = _Memory(program, inputs, fill_nan, placed, plan, filled)
@@ -728,6 +733,60 @@ def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[in
         pending.retire_all()
     outputs = _outputs(mem, program.outputs)
     return Execution(outputs, timed, printed)
+
+
+def _run_sequenced(program: Program, inputs: list[np.ndarray], fill_nan: bool, placed, echo: bool,
+                   max_executed: int) -> Execution:
+    """Execute a program with run-time control: the sequencer walks it and each instruction it
+    reaches runs here as _run runs one. Nothing is freed early and no allocation skips its fill
+    (a loop uses its tiles again, and may run no time at all: _plan's shortcuts assume one pass)."""
+    plan = _plan(program)
+    mem = _Memory(program, inputs, fill_nan, placed, _Plan({}, set(), set(), plan.sizes))
+    printed: list[str] = []
+    current = None
+
+    def step(rec: TraceRecord) -> bool:
+        nonlocal current
+        current = rec
+        kind = rec.kind
+        values = [mem.matmul_operand(r) for r in rec.reads] if kind == "matmul" else list(map(mem.view, rec.reads))
+        if kind == "print":
+            text = _print_text(rec, values)
+            printed.append(text)
+            if echo:
+                print(text, file=sys.stdout)
+            return False
+        if kind == "register_load":          # its value went to the sequencer's register file (load)
+            return True
+        try:
+            _write_results(mem, rec, _KINDS[kind](rec, values), ())
+        except (ProgramError, _MissingAllocation):
+            raise
+        except Exception as err:   # a forged program's nonsense
+            raise _cannot_execute(rec, err) from None
+        return True
+
+    def load(rec: TraceRecord) -> int:
+        nonlocal current
+        current = rec
+        value = np.asarray(mem.view(rec.reads[0])).reshape(-1)
+        if value.size != 1 or value.dtype.kind not in "iu":
+            raise ProgramError(f"instruction {rec.index} (register_load) loads one 32-bit integer element")
+        return int(value[0])
+
+    sequencer = Sequencer(program.records, max_executed, {a.id: a for a in program.allocs})
+    try:
+        trace = sequencer.run(step, load)
+    except Exception as err:
+        if not isinstance(err, _PASS_THROUGH):
+            raise _unexpected(current, err, None) from (None if isinstance(err, _MissingAllocation) else err)
+        if getattr(err, "at", None) is None and current is not None:
+            try:
+                err.at = current.index
+            except AttributeError:
+                pass
+        raise
+    return Execution(_outputs(mem, program.outputs), trace, printed)
 
 
 def _write_results(mem: _Memory, rec: TraceRecord, results: list, unread) -> None:

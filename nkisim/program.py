@@ -31,7 +31,8 @@ MAGIC = b"NKIPROG1"
 MAX_LNC = 2          # Trn2's logical NeuronCores pair two physical cores at most
 BUFFERS = ("hbm", "shared_hbm", "sbuf", "psum")
 _CORE_KINDS = ("copy", "broadcast", "transpose", "permute", "binary", "scalar", "unary", "reduce", "fill",
-               "activation", "matmul", "iota", "affine_select", "partition_reduce", "select", "print")
+               "activation", "matmul", "iota", "affine_select", "partition_reduce", "select", "print",
+               "control", "register_load")     # the last two: run-time control (nkisim.sequencer)
 KINDS = _CORE_KINDS + tuple(VALUE_KINDS)        # nkisim.kinds: the later instructions' families
 
 
@@ -84,7 +85,8 @@ class _Arrays:
 
 
 MAX_DIMS = 8
-_REGION_COLUMNS = 3 + 2 * MAX_DIMS + 3      # id, start, ndim, shape, strides, dtype, offsets, partitions
+# id, start, ndim, shape, strides, dtype, offsets, partitions, run-time register (-1: none) and its unit
+_REGION_COLUMNS = 3 + 2 * MAX_DIMS + 5
 
 
 # padding of the unused dimensions, by the number of used ones (a row is built in one list
@@ -100,9 +102,10 @@ def _enc_region(r: Region, arrays: _Arrays, dtype_codes: dict) -> list:
     strides = r.strides if r.strides is not None else (0,) * n
     offsets = arrays.add(r.offsets.astype(np.int64, copy=False)) if r.offsets is not None else -1
     code = dtype_codes.setdefault(r.dtype, len(dtype_codes))
+    dyn = r.dyn if r.dyn is not None else (-1, 0)
     if n > MAX_DIMS:     # a row of the wrong length, refused by np.array as before
-        return [r.alloc_id, r.start, n, *shape, *strides, code, offsets, r.partitions]
-    return [r.alloc_id, r.start, n, *shape, *_ONES[n], *strides, *_ZEROS[n], code, offsets, r.partitions]
+        return [r.alloc_id, r.start, n, *shape, *strides, code, offsets, r.partitions, *dyn]
+    return [r.alloc_id, r.start, n, *shape, *_ONES[n], *strides, *_ZEROS[n], code, offsets, r.partitions, *dyn]
 
 
 class _Table:
@@ -156,7 +159,8 @@ def _encode(program: Program) -> bytes:
     def region(r: Region) -> int:
         # by value: every instruction makes its own Region objects, most of them equal (a loop
         # over one tile), and a row per object made a million-instruction program 400 MiB
-        key = id(r) if r.offsets is not None else (r.alloc_id, r.start, r.shape, r.strides, r.dtype, r.partitions)
+        key = id(r) if r.offsets is not None else (r.alloc_id, r.start, r.shape, r.strides, r.dtype, r.partitions,
+                                                    r.dyn)
         found = region_index.get(key)          # _Table's lookup inlined: called for every operand
         if found is None:
             found = region_index[key] = len(region_rows)
@@ -406,6 +410,8 @@ def _decode(data, limits: ProgramLimits | None) -> Program:
             _fail("a source site index points nowhere")
         records.append(TraceRecord(i, opcode, engine, regions[0], regions[1], site_obj, accumulate, dict(attrs),
                                    kind, params, mask_arr, regions[2]))
+    if any(r.dyn is not None for r in regions_table) and not is_dynamic(records):
+        _fail("a region moved by a run-time register in a program that sets none")
     outputs = _outputs(h.get("outputs"), regions_table, reader, 0)
     options = reader.value(h.get("compile_options", {}))
     dialect = h.get("dialect", LEGACY.name)
@@ -477,12 +483,15 @@ def _regions(matrix: np.ndarray, dtype_names, allocs: dict, reader: _Reader) -> 
     shape = matrix[:, 3:3 + MAX_DIMS]
     strides = matrix[:, 3 + MAX_DIMS:3 + 2 * MAX_DIMS]
     code, offsets_ref = matrix[:, 3 + 2 * MAX_DIMS], matrix[:, 4 + 2 * MAX_DIMS]
+    dyn_register, dyn_unit = matrix[:, 6 + 2 * MAX_DIMS], matrix[:, 7 + 2 * MAX_DIMS]
     where = np.searchsorted(ids, matrix[:, 0]) if len(ids) else np.zeros(n, dtype=np.int64)
     unused = np.arange(MAX_DIMS)[None, :] >= ndim[:, None]
     bad = ((ndim < 0) | (ndim > MAX_DIMS) | (code < 0) | (code >= len(dtype_names))
            | (where >= max(len(ids), 1)) | (shape < 0).any(1) | (shape > 1 << 28).any(1)
            | (np.abs(strides) > 1 << 34).any(1) | (start < 0) | (start > 1 << 40)
-           | (unused & ((shape != 1) | (strides != 0))).any(1))
+           | (unused & ((shape != 1) | (strides != 0))).any(1)
+           | (dyn_register < -1) | (dyn_register >= MAX_REGISTERS) | (np.abs(dyn_unit) > 1 << 34)
+           | ((dyn_register == -1) & (dyn_unit != 0)))
     if bad.any():
         _fail(f"region {int(np.argmax(bad))} is malformed")
     if not np.array_equal(ids[where], matrix[:, 0]):
@@ -526,6 +535,8 @@ def _regions(matrix: np.ndarray, dtype_names, allocs: dict, reader: _Reader) -> 
         else:
             region = Region(alloc.id, alloc.buffer, row[1], shp, tuple(row[3 + MAX_DIMS:3 + MAX_DIMS + dims]),
                             itemsize, dtype, 1)
+        if row[6 + 2 * MAX_DIMS] >= 0:     # checked again where it lands, when the sequencer runs it
+            region.dyn = (row[6 + 2 * MAX_DIMS], row[7 + 2 * MAX_DIMS])
         if not dims or not count_l[i]:
             region.partitions = 1
         elif parts_l[i] >= 0:
@@ -606,8 +617,93 @@ _ENGINE_WRITES = {Engine.TENSOR: ("psum",), Engine.VECTOR: ("sbuf", "psum"), Eng
 _ARITY = {"copy": (1, 1), "broadcast": (1, 1), "transpose": (1, 1), "permute": (1, 1), "binary": (2, 1),
           "scalar": (None, 1), "unary": (1, 1), "reduce": (1, 1), "fill": (0, 1), "activation": (None, None),
           "matmul": (2, 1), "iota": (0, 1), "affine_select": (1, 1), "partition_reduce": (1, 1),
-          "select": (None, 1), "print": (None, 0)}
+          "select": (None, 1), "print": (None, 0), "control": (0, 0), "register_load": (1, 0)}
 _ARITY.update({name: (kind.reads, kind.writes) for name, kind in VALUE_KINDS.items()})
+
+
+# ----- run-time control (the sequencers' loops and registers, nkisim.sequencer) -------------------
+
+MAX_REGISTERS = 1 << 16          # register numbers a program may use (the compiler maps them onto 64 a sequencer)
+_INT32 = (-2 ** 31, 2 ** 31)
+_BLOCKS = {"loop_begin": "loop_end", "while_begin": "while_end"}
+
+
+def is_dynamic(records) -> bool:
+    """Does the program hold run-time control: a loop, a register move or load, a value the
+    sequencer supplies? Such a program is run by nkisim.sequencer, its instructions expanded as
+    they execute; any other runs as the static list it is."""
+    for rec in records:
+        if rec.kind == "control" or rec.kind == "register_load" or "register" in rec.params:
+            return True
+    return False
+
+
+def control_blocks(records) -> dict[int, int]:
+    """Check every control record's parameters and the blocks' nesting; return the blocks, by
+    the position of each begin its end's and of each end its begin's."""
+    matched: dict[int, int] = {}
+    open_blocks: list[int] = []
+    for i, rec in enumerate(records):
+        if rec.kind == "register_load":
+            _register_number(rec.params.get("register"), rec)
+            if set(rec.params) != {"register"}:
+                raise ProgramError(f"{_where(rec)}: a register load takes its register's number only")
+            continue
+        if "register" in rec.params:
+            if rec.opcode != "register_store" or set(rec.params) != {"value", "register"}:
+                raise ProgramError(f"{_where(rec)}: only a register_store takes a register's run-time value")
+            _register_number(rec.params["register"], rec)
+            continue
+        if rec.kind != "control":
+            continue
+        p, op = rec.params, rec.opcode
+        expected = {"loop_begin": {"counter", "lower", "upper", "step"}, "loop_end": set(),
+                    "while_begin": {"cond"}, "while_end": {"cond", "next"}, "register_move": {"dst", "src"}}.get(op)
+        if expected is None or set(p) != expected:
+            raise ProgramError(f"{_where(rec)}: a control record of unknown form")
+        if op == "loop_begin":
+            _register_number(p["counter"], rec)
+            _control_operand(p["lower"], rec)
+            _control_operand(p["upper"], rec)
+            if type(p["step"]) is not int or not 1 <= p["step"] < _INT32[1]:
+                raise ProgramError(f"{_where(rec)}: a loop's step is a positive 32-bit int")
+        elif op == "while_begin":
+            _register_number(p["cond"], rec)
+        elif op == "while_end":
+            _register_number(p["cond"], rec)
+            _register_number(p["next"], rec)
+        elif op == "register_move":
+            _register_number(p["dst"], rec)
+            _control_operand(p["src"], rec)
+        if op in _BLOCKS:
+            open_blocks.append(i)
+        elif op in ("loop_end", "while_end"):
+            if not open_blocks or _BLOCKS[records[open_blocks[-1]].opcode] != op:
+                raise ProgramError(f"{_where(rec)}: ends no open {op.removesuffix('_end')} block")
+            begin = open_blocks.pop()
+            if op == "while_end" and records[begin].params["cond"] != p["cond"]:
+                raise ProgramError(f"{_where(rec)}: ends a while block testing another register")
+            matched[begin], matched[i] = i, begin
+    if open_blocks:
+        raise ProgramError(f"{_where(records[open_blocks[-1]])}: a block the program never ends")
+    return matched
+
+
+def _register_number(value, rec) -> int:
+    if type(value) is not int or not 0 <= value < MAX_REGISTERS:
+        raise ProgramError(f"{_where(rec)}: a register number is an int in [0, {MAX_REGISTERS})")
+    return value
+
+
+def _control_operand(value, rec) -> None:
+    """["imm", a 32-bit int] or ["reg", a register number]."""
+    if type(value) is list and len(value) == 2 and value[0] == "imm":
+        if type(value[1]) is int and _INT32[0] <= value[1] < _INT32[1]:
+            return
+    elif type(value) is list and len(value) == 2 and value[0] == "reg":
+        _register_number(value[1], rec)
+        return
+    raise ProgramError(f"{_where(rec)}: a control operand is [\"imm\", a 32-bit int] or [\"reg\", a register]")
 
 
 def validate(program: Program, limits: HardwareLimits, inputs: list[np.ndarray] | None = None,
@@ -675,6 +771,8 @@ def validate(program: Program, limits: HardwareLimits, inputs: list[np.ndarray] 
                 last[r.alloc_id] = index
                 if tiled and r.alloc_id in tiled:
                     tiled[r.alloc_id][1].append((index, r))
+    if is_dynamic(program.records):
+        control_blocks(program.records)
     _check_capacity(program, allocs, first, last, limits, core_of, tiled)
     _check_outputs(program.outputs, allocs, set(program.mutable_inputs))
 

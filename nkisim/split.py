@@ -33,7 +33,7 @@ import numpy as np
 
 from . import dtypes, forked
 from .execute import Execution, _contiguous, _covers, _plan, execute, written_regions
-from .program import Program, ProgramError
+from .program import Program, ProgramError, is_dynamic
 from .trace import Region
 
 WORTH_IT = 0.8                    # split only when the largest part is below this share of the work ...
@@ -59,8 +59,9 @@ def plan(program: Program, parts: int, largest_share: float = WORTH_IT,
     order), or None when the program cannot be split safely, or usefully: its work is below
     `min_work_us` (estimated), or the costliest part would be above `largest_share` of it. A
     program the analysis cannot read (only a forged one) is left to one process, which reports
-    what is wrong with it."""
-    if type(parts) is not int or parts < 2:
+    what is wrong with it. A program with run-time control is never split: which instructions
+    run is known only as it runs (nkisim.sequencer)."""
+    if type(parts) is not int or parts < 2 or is_dynamic(program.records):
         return None
     try:
         return _worked_out(program, parts, largest_share, min_work_us)

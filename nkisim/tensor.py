@@ -83,7 +83,7 @@ def contiguous_strides(shape: tuple) -> tuple[int, ...]:
 
 class DeviceTensor:
     __slots__ = ("_alloc", "_start", "_strides", "_offsets", "_invalid", "_oob", "shape", "dtype",
-                 "par_axis", "_region", "name")
+                 "par_axis", "_region", "name", "_dyn")
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         """A NumPy ufunc applied to tiles (np.add(a, b), np.float32(2) * t) is the NKI op of
@@ -96,8 +96,13 @@ class DeviceTensor:
 
     def __init__(self, alloc: Allocation, shape: tuple, *, start: int = 0, strides: tuple | None = None,
                  offsets: np.ndarray | None = None, par_axis: int = 0, name: str = "",
-                 dtype: np.dtype | None = None, invalid: np.ndarray | None = None, oob: str = "") -> None:
+                 dtype: np.dtype | None = None, invalid: np.ndarray | None = None, oob: str = "",
+                 dyn: tuple | None = None) -> None:
         self._alloc = alloc
+        # (register number, elements per unit): the access moves by the value of a register known
+        # only on the device (nkisim.nki06.views, tensor.ap / tensor.select), its start here the
+        # access at value 0 (nkisim.sequencer adds the rest when it runs)
+        self._dyn = dyn
         self._start = start
         self._offsets = offsets
         self._strides = strides if offsets is None else None
@@ -128,6 +133,7 @@ class DeviceTensor:
         t.par_axis = 0
         t._region = None
         t.name = alloc.name
+        t._dyn = None
         return t
 
     # ----- what a kernel may ask ------------------------------------------------------------
@@ -198,7 +204,7 @@ class DeviceTensor:
                 offs = self._offsets
                 bounds = (int(offs.min()), int(offs.max()) + 1, item) if offs.size else (0, 0, 0)
                 return Region(alloc.id, alloc.buffer.text, bounds[0], self.shape, None, item, name, parts,
-                              bounds, offsets=offs)
+                              bounds, offsets=offs, dyn=self._dyn)
             start, strides = affine
         else:
             start, strides = self._start, self._strides
@@ -211,13 +217,14 @@ class DeviceTensor:
             byte_strides = (strides[0] * item, strides[1] * item, strides[2] * item, strides[3] * item)
         else:
             byte_strides = tuple(s * item for s in strides)
-        return Region(alloc.id, alloc.buffer.text, start, self.shape, byte_strides, item, name, parts)
+        return Region(alloc.id, alloc.buffer.text, start, self.shape, byte_strides, item, name, parts,
+                      dyn=self._dyn)
 
     def _view(self, shape, *, start=None, strides=None, offsets=None, par_axis=None, invalid=None,
               oob="") -> "DeviceTensor":
         return DeviceTensor(self._alloc, shape, start=self._start if start is None else start, strides=strides,
                             offsets=offsets, par_axis=self.par_axis if par_axis is None else par_axis,
-                            name=self.name, dtype=self.dtype, invalid=invalid, oob=oob or self._oob)
+                            name=self.name, dtype=self.dtype, invalid=invalid, oob=oob or self._oob, dyn=self._dyn)
 
     # ----- indexing ----------------------------------------------------------------------------
     def __getitem__(self, key) -> "DeviceTensor":
@@ -292,6 +299,7 @@ class DeviceTensor:
         t.par_axis = par - dropped if par > dropped else 0
         t._region = None
         t.name = self.name or alloc.name
+        t._dyn = self._dyn
         return t
 
     def _subscript(self, key, ruled: bool = False) -> "DeviceTensor":
@@ -452,7 +460,7 @@ class DeviceTensor:
         reinterpreted.id = alloc.id
         reinterpreted.written = alloc.written
         return DeviceTensor(reinterpreted, self.shape, start=self._start, strides=self._strides,
-                            par_axis=self.par_axis, name=self.name, dtype=dt)
+                            par_axis=self.par_axis, name=self.name, dtype=dt, dyn=self._dyn)
 
     def astype(self, dtype) -> "DeviceTensor":
         _refused_in_dialect("astype")

@@ -32,10 +32,11 @@ class Region:
     worked out when the cost model or a profile first asks."""
 
     __slots__ = ("alloc_id", "buffer", "start", "shape", "strides", "itemsize", "dtype", "partitions",
-                 "_bounds", "offsets")
+                 "_bounds", "offsets", "dyn")
 
     def __init__(self, alloc_id: int, buffer: str, start: int, shape: tuple, strides, itemsize: int,
-                 dtype: str, partitions: int, bounds: tuple | None = None, offsets=None) -> None:
+                 dtype: str, partitions: int, bounds: tuple | None = None, offsets=None,
+                 dyn: tuple | None = None) -> None:
         self.alloc_id = alloc_id
         self.buffer = buffer
         self.start = start
@@ -46,6 +47,9 @@ class Region:
         self.partitions = partitions  # size of the partition dim of the access (1 for HBM)
         self._bounds = bounds
         self.offsets = offsets        # flat element offsets of a gathered access (NumPy int64)
+        # (register number, elements per unit): moved at run time by that register's value times
+        # the unit (nkisim.sequencer resolves it); start/offsets are the access at value 0
+        self.dyn = dyn
 
     def _geometry(self) -> tuple[int, int, int]:
         if self._bounds is None:

@@ -120,7 +120,7 @@ NKISIM_LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("machine model", ("running", "alu", "indexing", "memory", "tensor", "platforms", "settings",
                        "direct_alloc")),
     ("instruction table and tracing", ("registry", "machine", "instructions", "instructions.*")),
-    ("programs", ("kinds", "kinds.*", "program", "execute", "split", "forked", "products", "cost", "cost.*")),
+    ("programs", ("kinds", "kinds.*", "program", "sequencer", "execute", "split", "forked", "products", "cost", "cost.*")),
     ("runtime", ("launch", "runtime")),
     ("front ends", ("nki", "nki.*", "nki06", "nki06.*")),
     ("composition", ("install", "cli", "__init__")),

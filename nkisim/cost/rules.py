@@ -304,6 +304,20 @@ def register_store(rec: TraceRecord, p: CostParams) -> Cost:
     return DmaCost(dst.nbytes, 1, 1.0, 1, partial)
 
 
+@cost_rule("register_load")
+def register_load(rec: TraceRecord, p: CostParams) -> Cost:
+    """No cost is documented (NKI 0.6 reference). Assumed, as register_store: one DMA descriptor
+    moving the element; what waits for the register waits for this transfer (nkisim.sequencer)."""
+    return DmaCost(rec.reads[0].nbytes, 1, 1.0, 1, 0)
+
+
+@cost_rule("loop_begin", "loop_end", "while_begin", "while_end", "register_move")
+def sequencer_control(rec: TraceRecord, p: CostParams) -> Cost:
+    """Never timed: nkisim.sequencer runs these and leaves only the instructions they reach in the
+    trace (the branches' own time is not modelled, docs/cost-model.md)."""
+    return ComputeCost("SP", 0.0)
+
+
 @cost_rule("shared_constant")
 def shared_constant(rec: TraceRecord, p: CostParams) -> Cost:
     """Loaded with the kernel's binary (nl.shared_constant: "embedded in the binary"), before it runs."""

@@ -37,7 +37,7 @@ from .enums import table_engine as _engine
 
 
 # sequencer registers whose values are known when the kernel is traced (nkisim.nki06.registers)
-from .registers import VirtualRegister, register_alloc, register_move, register_store  # noqa: E402,F401
+from .registers import VirtualRegister, register_alloc, register_load, register_move, register_store  # noqa: E402,F401
 # the Vector engine's statistics and top-8 instructions (nkisim.nki06.stats)
 from .bind import NkiInstruction  # noqa: E402,F401  (what every instruction returns)
 # the two cores of an LNC=2 launch meeting (nkisim.nki06.meetings)

@@ -12,6 +12,7 @@ from ..runtime import Kernel, run_kernel
 from ..settings import SimSettings
 from . import rules
 from .bind import add_edges
+from .loops import check_loops_ended
 
 # NEURON_PLATFORM_TARGET_OVERRIDE's documented values -> nkisim's platform names
 PLATFORM_TARGETS = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2",
@@ -83,6 +84,7 @@ class CurrentKernel(Kernel):
         return scheduled
 
     def after_trace(self, machine) -> None:
+        check_loops_ended(machine)
         if not self.schedule:
             return
         named: dict[str, list] = {}

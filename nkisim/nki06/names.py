@@ -19,9 +19,6 @@ ISA_NOT_SIMULATED = {
     "local_gather": "gather within each partition with nisa.nc_n_gather, or across partitions with "
                     "nisa.dma_copy (local_gather is not simulated: the reference's prose does not say which "
                     "source elements each output partition receives; only an example shows the layout)",
-    "register_load": "a register loaded from memory makes control flow or addresses depend on data, which "
-                     "nkisim's static programs cannot express: use registers set with nisa.register_alloc(x) "
-                     "or nisa.register_move, and loop bounds known when the kernel is traced",
 }
 
 # legacy nki.isa names that NKI 0.6 does not have

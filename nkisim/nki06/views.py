@@ -16,8 +16,9 @@ import numpy as np
 from .. import dtypes as _dt
 from ..dialects import CURRENT
 from ..errors import NotSimulatedError, OutOfBoundsError, ShapeError
+from ..running import current_machine
 from ..tensor import REFUSED_METHODS, SUBSCRIPT_RULES, DeviceTensor, register_dialect_attributes
-from .registers import VirtualRegister
+from .registers import VirtualRegister, number_of
 
 
 def _int(value, what: str, method: str) -> int:
@@ -204,9 +205,20 @@ def slice_(t: DeviceTensor, dim, start, end, step=1) -> DeviceTensor:
 
 
 def select(t: DeviceTensor, dim, index) -> DeviceTensor:
-    """Index `dim` at `index`, removing it: an int, or a loop's register (nl.fori_loop,
-    nl.dynamic_range), whose value nkisim knows at each traced iteration."""
+    """Index `dim` at `index`, removing it: an int, or a register: one whose value nkisim knows
+    at each traced iteration (a loop's counter), or one known only on the device (the access
+    then moves by its value when the sequencer runs it: nkisim.sequencer)."""
     d = _dim(t, dim, "select")
+    if isinstance(index, VirtualRegister) and index.runtime:
+        if _on_chip(t) and d == 0:
+            _not_partition(t, 0, "select")
+        if t._offsets is not None:
+            raise NotSimulatedError(f"tensor.select with a run-time register on {t._label()}, a gathered view",
+                                    remedy="select on a strided view (a slice within the tensor's bounds)")
+        shape = t.shape[:d] + t.shape[d + 1:]
+        view = _geometry(t, shape, t._strides[:d] + t._strides[d + 1:], start=t._start)
+        view._dyn = _moved_by(t, index, t._strides[d], "tensor.select")
+        return view
     if isinstance(index, VirtualRegister):
         if _on_chip(t) and d == 0:
             _not_partition(t, 0, "select")
@@ -248,6 +260,7 @@ def ap(t: DeviceTensor, pattern, offset=None, scalar_offset=None, vector_offset=
     if not pairs or any(n < 1 for _, n in pairs):
         raise ShapeError(f"'pattern' of tensor.ap needs [stride, count] pairs with count >= 1, got {pattern!r}")
     base = globals()["offset"](t) + (0 if offset is None else _int(offset, "offset", "ap"))
+    dyn = t._dyn
     if scalar_offset is not None:
         if not isinstance(scalar_offset, VirtualRegister):
             raise NotSimulatedError("tensor.ap(scalar_offset=<tensor>) reads the offset from memory at run time, "
@@ -257,7 +270,10 @@ def ap(t: DeviceTensor, pattern, offset=None, scalar_offset=None, vector_offset=
         alloc_shape = t._alloc.shape
         if not 0 <= d < len(alloc_shape):
             raise ShapeError(f"indirect_dim {d} of tensor.ap is out of range for the storage {list(alloc_shape)}")
-        base += scalar_offset.traced_value("tensor.ap") * math.prod(alloc_shape[d + 1:])
+        if scalar_offset.runtime:        # moved when it runs; checked here as the access at 0
+            dyn = _moved_by(t, scalar_offset, math.prod(alloc_shape[d + 1:]), "tensor.ap")
+        else:
+            base += scalar_offset.traced_value("tensor.ap") * math.prod(alloc_shape[d + 1:])
     alloc = t._alloc
     size = alloc.size
     shape = tuple(n for _, n in pairs)
@@ -282,7 +298,17 @@ def ap(t: DeviceTensor, pattern, offset=None, scalar_offset=None, vector_offset=
         if low < 0 or high >= size:
             raise OutOfBoundsError(f"tensor.ap({pattern!r}) reaches outside {t._label()}'s storage of {size} elements",
                                    remedy="keep the pattern within the storage")
-    return DeviceTensor(alloc, shape, start=base, strides=st, par_axis=0, name=t.name, dtype=t.dtype)
+    return DeviceTensor(alloc, shape, start=base, strides=st, par_axis=0, name=t.name, dtype=t.dtype, dyn=dyn)
+
+
+def _moved_by(t: DeviceTensor, register: VirtualRegister, unit: int, where: str) -> tuple:
+    """(register number, unit): the access moves by the register's run-time value times `unit`
+    elements. One run-time register per access (the sequencer adds one offset)."""
+    if t._dyn is not None:
+        raise NotSimulatedError(f"{where} moves {t._label()} by a second run-time register: nkisim moves an "
+                                "access by one run-time register", remedy="address with one run-time register "
+                                "per access (a loop counter, or one loaded offset)", code="err_register_runtime")
+    return (number_of(current_machine(), register), int(unit))
 
 
 def keep_dims(t: DeviceTensor, key: tuple) -> tuple:

@@ -292,3 +292,50 @@ def test_a_spec_asks_for_two_cores_only_where_there_are_two():
     with pytest.raises(GraderInputError, match="lnc must be 1, or 2"):
         from_toml('dialect = "nki-0.6"\nlnc = 3\n' + base)
     assert from_toml('dialect = "nki-0.6"\nlnc = 2\n' + base).lnc == 2
+
+
+# ----- run-time loops (nisa.register_load): what the device decides is the program's, not the child's
+
+RUNTIME_LOOP = """
+    # a loop the device runs: its trip count (2) loaded into a register from SBUF
+    trips = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=trips, value=2)
+    trip_reg = nisa.register_alloc()
+    nisa.register_load(trip_reg, trips)
+    scratch = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+    nl.fori_loop(0, trip_reg, lambda i: nisa.memset(dst=scratch, value=0.0))
+"""
+
+
+def with_runtime_loop(source: str) -> str:
+    marker = "    K = filter_height\n"
+    assert marker in source
+    return source.replace(marker, marker + RUNTIME_LOOP, 1)
+
+
+def test_an_honest_kernel_with_a_run_time_loop_gets_full_marks_without_a_flag():
+    report = graded(with_runtime_loop(HONEST), precheck=True)
+    assert report.score.total == FULL_MARKS and report.flags == [], [(t.name, t.status, t.message)
+                                                                    for t in report.tests]
+    plain = by_name(graded(HONEST))["perf"].p99_us
+    assert plain <= by_name(report)["perf"].p99_us < plain * 1.2
+
+
+def test_a_run_time_loop_that_never_ends_earns_nothing_and_leaves_nothing_running():
+    source = HEADER + """
+
+@nki.jit
+def fused_conv2d_maxpool(X, W, bias, pool_size=1):
+    out = nl.ndarray((1, 128, 8, 8), X.dtype, buffer=nl.shared_hbm)
+    zeros = nl.ndarray((128, 8, 8), X.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=zeros, value=0.0)
+    nisa.dma_copy(dst=out[0], src=zeros)
+    one = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=one, value=1)
+    r = nisa.register_alloc()
+    nisa.register_load(r, one)
+    nl.while_loop(r, lambda cond: cond)
+    return out
+"""
+    result = assert_nothing_earned(graded(source), None)
+    assert "executed more than" in result.message, result.message

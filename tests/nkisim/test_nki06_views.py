@@ -225,16 +225,6 @@ def test_a_fori_loop_body_is_held_to_the_rules(body, error, words):
         kernel(data((128, 8)))
 
 
-def test_registers_loaded_from_memory_are_refused():
-    @nki.jit
-    def kernel(a):
-        r = nisa.register_alloc()
-        nisa.register_load(r, load(a)[0:1, 0:1])
-        return store_copy(load(a))
-    with pytest.raises(errors.NotSimulatedError, match="depend on data"):
-        kernel(data((128, 8)))
-
-
 def test_register_store_writes_each_traced_value_into_hbm_and_sbuf():
     @nki.jit
     def kernel(a):
