@@ -15,9 +15,15 @@ another logical tile wrote since it wrote them is the lifetime conflict the 2.26
 A tile read before it was ever written is uninitialised memory, as everywhere in nkisim. An access
 counts as its bounding box per tile (partitions by bytes), the mask aside.
 
-Instruction costs do not depend on addresses in nkisim's model, so the cost rules need nothing;
-nor does the program format: values stay per logical tile, and program.validate counts a tensor
-with block dimensions tile by tile, each live from its first to its last use.
+Instruction costs do not depend on addresses, so the cost rules need nothing. What sharing bytes
+does to the schedule is kept at trace time too: a write of a logical tile into bytes another
+tile last wrote waits for that write and for every read of those bytes since (the waits the
+compiler's dependency tracking inserts on physical addresses: assumed, as for automatically
+allocated tiles, whose hazards the cost model finds by allocation), recorded as scheduling edges
+(attrs["after"]) on the writing instruction: one buffer shared by a load and the compute that
+reads it serialises them, as on Trainium, where two would overlap. Nor does the program format
+need anything: values stay per logical tile, and program.validate counts a tensor with block
+dimensions tile by tile, each live from its first to its last use.
 Sources: the 2.26 pages of nki.compiler.sbuf.alloc, sbuf.mod_alloc, sbuf.auto_alloc, psum.alloc,
 psum.mod_alloc, psum.auto_alloc, and the NKI Direct Allocation Developer Guide.
 """
@@ -312,9 +318,15 @@ def _check_psum(allocator, placed, block, got, fdim, limits, site) -> tuple:
 
 # ----- the kernel's allocation mode and who owns each physical byte ---------------------------------
 
+# scheduling edges one write may carry (program.validate allows 4096): the latest are kept
+MAX_EDGES = 4096
+
+
 class _Owners:
-    """One buffer of one core: disjoint boxes (p0, p1, b0, b1, owner) of the bytes each logical
-    tile (owner: (allocation id, block)) wrote last, and the boxes each owner has written."""
+    """One buffer of one core: disjoint boxes (p0, p1, b0, b1, owner, writer, readers) of the
+    bytes each logical tile (owner: (allocation id, block)) wrote last, with the instruction that
+    wrote them (its trace index) and the latest instruction of each engine that read them since
+    ({engine: index}); and the boxes each owner has written."""
 
     __slots__ = ("boxes", "written")
 
@@ -322,15 +334,28 @@ class _Owners:
         self.boxes: list[tuple] = []
         self.written: dict[tuple, list[tuple]] = {}
 
-    def write(self, box: tuple, owner: tuple) -> None:
+    def read(self, box: tuple, owner: tuple, index: int, engine) -> None:
+        """`owner`'s instruction `index` on `engine` reads its own bytes in `box`."""
         p0, p1, b0, b1 = box
-        kept = []
+        for r in self.boxes:
+            if r[4] == owner and r[0] < p1 and p0 < r[1] and r[2] < b1 and b0 < r[3]:
+                r[6][engine] = index
+
+    def write(self, box: tuple, owner: tuple, index: int | None = None) -> set:
+        """`owner` writes `box` (instruction `index`); returns the instructions it must follow:
+        the last writes and reads of those bytes by other logical tiles."""
+        p0, p1, b0, b1 = box
+        kept, after = [], set()
         for r in self.boxes:
             if r[0] < p1 and p0 < r[1] and r[2] < b1 and b0 < r[3]:
+                if r[4] != owner:
+                    if r[5] is not None:
+                        after.add(r[5])
+                    after.update(r[6].values())
                 kept.extend(_minus(r, box))
             else:
                 kept.append(r)
-        kept.append((p0, p1, b0, b1, owner))
+        kept.append((p0, p1, b0, b1, owner, index, {}))
         self.boxes = kept
         mine = self.written.get(owner)
         if mine is None:
@@ -338,6 +363,7 @@ class _Owners:
         else:
             mine[:] = [w for w in mine if not _covers(box, w)]
             mine.append(box)
+        return after
 
     def clobbered(self, box: tuple, owner: tuple):
         """(the other owner, the bytes) when bytes of `box` that `owner` wrote were written by
@@ -360,18 +386,19 @@ def _covers(a: tuple, b: tuple) -> bool:
 
 
 def _minus(r: tuple, box: tuple) -> list:
-    """What is left of box r (its owner kept) once `box` is cut out of it: up to four boxes."""
-    p0, p1, b0, b1, owner = r
+    """What is left of box r (its owner, writer and readers kept) once `box` is cut out of it: up
+    to four boxes."""
+    p0, p1, b0, b1, owner, writer, readers = r
     q0, q1, c0, c1 = max(p0, box[0]), min(p1, box[1]), max(b0, box[2]), min(b1, box[3])
     out = []
     if p0 < q0:
-        out.append((p0, q0, b0, b1, owner))
+        out.append((p0, q0, b0, b1, owner, writer, dict(readers)))
     if q1 < p1:
-        out.append((q1, p1, b0, b1, owner))
+        out.append((q1, p1, b0, b1, owner, writer, dict(readers)))
     if b0 < c0:
-        out.append((q0, q1, b0, c0, owner))
+        out.append((q0, q1, b0, c0, owner, writer, dict(readers)))
     if c1 < b1:
-        out.append((q0, q1, c1, b1, owner))
+        out.append((q0, q1, c1, b1, owner, writer, dict(readers)))
     return out
 
 
@@ -393,20 +420,26 @@ class DirectState:
         if alloc.transient and not alloc.read and trace and alloc.producer is trace[-1]:
             self.passing = alloc
 
-    def access(self, core: int, reads, writes, site) -> None:
-        """An instruction's operands (Machine.emit): its reads checked, then its writes owned."""
+    def access(self, core: int, reads, writes, site, index: int | None = None, engine=None) -> tuple:
+        """An instruction's operands (Machine.emit; `index` its place in the trace, `engine` its
+        engine): its reads checked and noted, then its writes owned. Returns the earlier
+        instructions it must follow (its writes' waits on the bytes' other tiles), latest first
+        kept, at most MAX_EDGES."""
         placed, passing = self.placed, self.passing
         self.passing = None
         for t in reads:
             p = placed.get(t._alloc.id)
             if p is not None:
-                self._read(core, t, p, site)
+                self._read(core, t, p, site, index, engine)
             elif t._alloc.transient and t._alloc.buffer.on_chip and t._alloc is not passing:
                 raise self.auto_read(t, site)     # (tensors the kernel declared were checked then)
+        after: set = set()
         for t in writes:
             p = placed.get(t._alloc.id)
             if p is not None:
-                self._write(core, t, p)
+                after |= self._write(core, t, p, index)
+        after.discard(index)
+        return tuple(sorted(after)[-MAX_EDGES:])
 
     def _owners(self, core: int, buffer: Buffer) -> _Owners:
         owners = self.owners.get((core, buffer))
@@ -414,17 +447,21 @@ class DirectState:
             owners = self.owners[core, buffer] = _Owners()
         return owners
 
-    def _write(self, core: int, t, p: Placed) -> None:
+    def _write(self, core: int, t, p: Placed, index: int | None) -> set:
         owners, aid = self._owners(core, p.buffer), t._alloc.id
+        after: set = set()
         for block, p0, p1, b0, b1 in p.boxes(t):
-            owners.write((p0, p1, b0, b1), (aid, block))
+            after |= owners.write((p0, p1, b0, b1), (aid, block), index)
+        return after
 
-    def _read(self, core: int, t, p: Placed, site) -> None:
+    def _read(self, core: int, t, p: Placed, site, index: int | None, engine) -> None:
         owners, aid = self._owners(core, p.buffer), t._alloc.id
         for block, p0, p1, b0, b1 in p.boxes(t):
             hit = owners.clobbered((p0, p1, b0, b1), (aid, block))
             if hit is not None:
                 raise self._conflict(p, block, hit, site)
+            if index is not None:
+                owners.read((p0, p1, b0, b1), (aid, block), index, engine)
 
     def _conflict(self, p: Placed, block: int, hit, site) -> KernelContractError:
         (other_id, other_block), box = hit

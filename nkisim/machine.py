@@ -364,7 +364,9 @@ class Machine:
             t._alloc.written = True
             write_regions.append(t._region or t.region())
         if self.direct is not None:     # physical bytes shared by direct-allocated tiles
-            self.direct.access(self.core, reads, writes, site)
+            waits = self.direct.access(self.core, reads, writes, site, len(self.trace), engine)
+            if waits:                   # the writes wait for the bytes' other tiles (direct_alloc)
+                attrs["after"] = tuple(sorted(set(waits).union(attrs.get("after", ()))))[-4096:]
         trace = self.trace
         index = len(trace)
         # TraceRecord(index, opcode, engine, read_regions, write_regions, site, accumulate, attrs, kind,
@@ -459,7 +461,10 @@ class Machine:
         if dest._invalid is not None:
             check_access(dest, rec.mask, rec.site)
         if self.direct is not None:
-            self.direct.access(self.core, [dest] if accumulate else (), [dest], rec.site)
+            waits = self.direct.access(self.core, [dest] if accumulate else (), [dest], rec.site, rec.index,
+                                       rec.engine)
+            if waits:
+                rec.attrs["after"] = tuple(sorted(set(waits).union(rec.attrs.get("after", ()))))[-4096:]
         rec.stores = rec.stores + [rec.writes[0]]
         rec.writes = [dest.region()] + rec.writes[1:]
         rec.accumulate = accumulate

@@ -641,3 +641,58 @@ def test_engine_registers_are_no_automatic_tensor():
     np.testing.assert_allclose(run(row_sums, x).outputs, (2 * x).sum(axis=1, keepdims=True), rtol=1e-5)
     machine = traced_machine(row_sums, x)
     assert machine.engine_tiles and machine.direct is not None
+
+
+# ----- what sharing a slot costs: the writes wait for the bytes' other tiles ----------------------------
+
+def rotating(slots: int):
+    @nki.jit
+    def kernel(x):
+        """exp of each 128-row tile, loads and results rotating through `slots` slots each."""
+        n = x.shape[0] // 128
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        buf = nl.ndarray((n, nl.par_dim(128), 512), nl.float32,
+                         buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(slots,)))
+        res = nl.ndarray((n, nl.par_dim(128), 512), nl.float32,
+                         buffer=ncc.sbuf.mod_alloc(base_addr=8192, num_free_tiles=(slots,)))
+        for i in nl.affine_range(n):
+            buf[i] = nl.load(x[i * 128:(i + 1) * 128, :])
+            res[i] = nl.exp(buf[i])
+            nl.store(out[i * 128:(i + 1) * 128, :], res[i])
+        return out
+    return kernel
+
+
+def test_a_write_into_a_slot_waits_for_the_reads_of_the_tile_that_had_it():
+    from nkisim import cost
+    x = f32(8 * 128, 512)
+    one, two = run(rotating(1), x), run(rotating(2), x)
+    np.testing.assert_array_equal(one.outputs, two.outputs)
+
+    def writes_of_buf(run_):
+        exps = [r for r in run_.trace if r.opcode == "activation"]
+        buf = exps[0].reads[0].alloc_id
+        return [r for r in run_.trace if any(w.alloc_id == buf for w in r.writes)], exps
+    # one slot: tile i's copy into buf waits for tile i-1's exp (the read of those bytes) and
+    # tile i's exp (writing res) for the store of res[i-1]
+    fills, exps = writes_of_buf(one)
+    stores = [r for r in one.trace if r.opcode == "dma_copy" and r.writes[0].buffer == "shared_hbm"]
+    assert len(fills) == len(exps) == len(stores) == 8
+    assert all(exps[i - 1].index in fills[i].attrs["after"] for i in range(1, 8))
+    assert all(stores[i - 1].index in exps[i].attrs["after"] for i in range(1, 8))
+    # two slots: tile i waits for tile i-2's reads, never for tile i-1's
+    fills2, exps2 = writes_of_buf(two)
+    assert "after" not in fills2[1].attrs
+    assert all(exps2[i - 2].index in fills2[i].attrs["after"] and exps2[i - 1].index not in fills2[i].attrs["after"]
+               for i in range(2, 8))
+    serial, overlapped = cost.estimate(one).total_ns, cost.estimate(two).total_ns
+    assert serial > 1.2 * overlapped, (serial, overlapped)
+
+
+def test_slot_waits_survive_the_program_format_and_change_no_value():
+    x = f32(4 * 128, 512)
+    program, _ = trace_kernel(rotating(1), [ArgSpec(x.shape, x.dtype)], {})
+    again = programs.decode(programs.encode(program))
+    programs.validate(again, LIMITS, [x])
+    assert [r.attrs.get("after") for r in again.records] == [r.attrs.get("after") for r in program.records]
+    np.testing.assert_array_equal(execute(again, [x]).outputs, np.exp(x))
