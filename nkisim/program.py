@@ -975,6 +975,8 @@ def _check_outputs(outputs, allocs: dict, mutable: set) -> None:
         a = allocs[outputs.alloc_id]
         if a.buffer not in ("hbm", "shared_hbm") or (a.input_index is not None and a.input_index not in mutable):
             raise ProgramError("kernel outputs must be HBM tensors the kernel allocated, or its mutable parameters")
+        if outputs.dyn is not None:
+            raise ProgramError("a kernel output is a tensor, not an access a run-time register moves")
         return
     items = outputs.values() if isinstance(outputs, dict) else outputs
     for item in items:

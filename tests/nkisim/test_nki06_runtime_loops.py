@@ -379,3 +379,10 @@ def test_a_run_time_offset_survives_encoding_and_a_forged_one_is_refused():
     static.records[-1].reads[0].dyn = (0, 64)
     with pytest.raises(programs.ProgramError, match="sets none"):
         programs.decode(programs.encode(static))
+
+
+def test_a_forged_output_moved_by_a_register_is_refused():
+    program = traced_add_n_times()
+    program.outputs.dyn = (0, 1)
+    with pytest.raises(programs.ProgramError, match="not an access a run-time register moves"):
+        programs.validate(programs.decode(programs.encode(program)), HardwareLimits(), inputs())
