@@ -9,6 +9,7 @@ COPY grader grader
 COPY store store
 COPY workers workers
 COPY web web
+COPY service service
 COPY reference_kernels reference_kernels
 COPY student_template student_template
 RUN pip install --no-cache-dir .
@@ -20,4 +21,7 @@ RUN if [ -n "$NRTPY_VENV" ]; then python3 -m venv "$NRTPY_VENV" && "$NRTPY_VENV/
 ENV NKI_GRADER_HOME=/data PYTHONUNBUFFERED=1
 VOLUME /data
 EXPOSE 8000
+# docker-compose.yml gives each service its own command (docs/operators.md, "Deployment with Docker
+# Compose"); this default serves everything in one container, its site on the container's own
+# 127.0.0.1 (`docker run --network host`), its databases in /data
 CMD ["grader", "serve", "--port", "8000"]

@@ -26,7 +26,8 @@ def check_output(out, expected: np.ndarray, rtol: float, atol: float) -> CheckRe
     if nonfinite:
         where = _index(first_nonfinite, out.shape)
         return CheckResult(False, f"{nonfinite} output values are NaN or infinite (first at index {where}); "
-                                  "uninitialised memory reads as NaN in the simulator", mismatched=nonfinite)
+                                  "an overflow (exp of a large value, a division by zero) or memory the kernel never wrote "
+                                  "(it reads as NaN in the simulator)", mismatched=nonfinite)
     if not mismatched:
         return CheckResult(True, "output matches", err)
     where = _index(first_mismatch, out.shape)

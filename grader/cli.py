@@ -1,12 +1,15 @@
 """`grader` command line: grade a submission and print the report.
 
-    grader grade PATH [--assignment NAME|SPEC.toml] [--backend auto|sim|neuron]
+    grader grade PATH [--assignment NAME|SPEC.toml|PROBLEM_DIR] [--backend auto|sim|neuron]
                  [--json OUT] [--gradescope OUT] [--seed N] [--jobs N] [--time-budget S]
                  [--no-precheck]
     grader problem check DIR
 
 PATH is a conv2d.py, a kernels.py, or an archive (.tar.gz, .tgz, .tar, .zip) holding
 part1/kernels.py and/or part2/conv2d.py; a part not sent scores 0 under its own tests.
+--assignment may also be a problem folder (or a bundled problem's name, matmul say): the
+submission is then graded under the folder's own tests, as `grader problem check` grades the
+folder's solutions.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from . import render, spec as specs
 from .errors import GraderFault, GraderInputError
@@ -73,7 +77,7 @@ def _prepare(args):
     if args.time_budget is not None and not args.time_budget > 0:
         raise GraderInputError(f"--time-budget must be positive, got {args.time_budget:g}",
                                "Give the budget in seconds, above 0.")
-    spec = specs.load(args.assignment)
+    spec = assignment_spec(args.assignment, args.path)
     for warning in spec.tolerance_warnings():
         print(f"grader: warning: spec {spec.assignment}: {warning}", file=sys.stderr)
     submission = load_submission(args.path, spec)
@@ -89,6 +93,50 @@ def _prepare(args):
                            on_progress=lambda event: print(format_progress(event), file=sys.stderr, flush=True),
                            on_config=_print_config)
     return spec, submission, options
+
+
+def problem_folder(name_or_path: str) -> Path | None:
+    """The problem folder `name_or_path` means (a folder holding problem.toml, that problem.toml
+    itself, or a bundled problem's name that is no bundled spec's), or None: a spec."""
+    from .problems import BUNDLED, BUNDLED_DIR
+    from .problems.folder import PROBLEM_FILE
+    path = Path(name_or_path)
+    if path.name == PROBLEM_FILE and path.is_file():
+        return path.parent
+    if path.is_dir():
+        return path
+    if name_or_path in BUNDLED and name_or_path not in specs.available() and not path.exists():
+        return BUNDLED_DIR / name_or_path
+    return None
+
+
+def assignment_spec(name_or_path: str, submission_path: str | None = None):
+    """--assignment as a spec: a bundled spec, a spec file, or a problem folder's own tests (the
+    spec `grader problem check` grades its solutions with), in the dialect the submitted .py file
+    imports when the folder accepts it (else the folder's first; the static check then says
+    which dialect the file should be in)."""
+    folder = problem_folder(name_or_path)
+    if folder is None:
+        return specs.load(name_or_path)
+    from nkisim.dialects import DIALECTS
+    from .problems import BUNDLED_DIR
+    from .problems import folder as folders
+    if not (folder / folders.PROBLEM_FILE).is_file():
+        raise specs.SpecError(f"--assignment {name_or_path} is a folder without {folders.PROBLEM_FILE}",
+                              f"Give a problem folder (holding {folders.PROBLEM_FILE} and {folders.REFERENCE_FILE}), "
+                              f"a spec .toml file, or a bundled assignment ({', '.join(specs.available())}).")
+    from .problems.check import dialect_of_file, spec_for
+    loaded = folders.load(folder, bundled=folder.resolve().parent == BUNDLED_DIR.resolve())
+    accepted = tuple(loaded.problem.dialects or DIALECTS)
+    dialect = accepted[0]
+    if submission_path and submission_path.endswith(".py"):
+        try:
+            found = dialect_of_file(Path(submission_path))
+        except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+            found = None            # load_submission says what is wrong with the file
+        if found in accepted:
+            dialect = found
+    return spec_for(loaded, dialect)
 
 
 def _grade(args) -> int:
@@ -143,7 +191,7 @@ def _problem_check(args) -> int:
     surprise (the table says which), 2 when the folder cannot be read as a problem at all."""
     from .problems.check import check, table
     try:
-        loaded, rows = check(args.folder)
+        loaded, rows = check(problem_folder(args.folder) or args.folder)
     except GraderInputError as err:
         return _fail(str(err))
     except GraderFault as err:
@@ -173,9 +221,10 @@ def build_parser(commands=()) -> argparse.ArgumentParser:
         epilog=EXIT_STATUS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     g.add_argument("path", help="the submission: conv2d.py, kernels.py or an archive")
     g.add_argument("--assignment", default="asst4-trainium2",
-                   help=f"a bundled assignment ({', '.join(specs.available())}; default asst4-trainium2) or the "
+                   help=f"a bundled assignment ({', '.join(specs.available())}; default asst4-trainium2), the "
                         "path of a spec .toml file (a changed spec must bump spec_version, and thresholds_version "
-                        "when a threshold changes)")
+                        "when a threshold changes), or a problem folder (or a bundled problem's name): graded "
+                        "under the folder's own tests")
     g.add_argument("--backend", default="auto", choices=("auto", Backend.SIM.value, Backend.NEURON.value),
                    help="sim: nkisim and its cost model; neuron: neuronx-cc on a Trn2; auto (default): neuron "
                         "when available, else sim")
@@ -215,7 +264,8 @@ def build_parser(commands=()) -> argparse.ArgumentParser:
         epilog="exit status: 0 all as expected; 1 a surprise (marked SURPRISE in the table); 2 the folder cannot "
                "be read as a problem (the reason and the fix on stderr); 4 the grader failed",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    pc.add_argument("folder", help="the problem folder (holding problem.toml), or a bundled problem's folder")
+    pc.add_argument("folder", help="the problem folder (holding problem.toml), or a bundled problem's name "
+                                   "(matmul)")
     pc.set_defaults(func=_problem_check)
     from .gradescope.cli import register as register_gradescope
     register_gradescope(sub)           # `grader gradescope build|run|check`

@@ -207,6 +207,11 @@ def load(name_or_path: str | Path) -> AssignmentSpec:
         if not path.is_file():
             raise SpecError(f"unknown assignment {text!r}",
                             f"Choose one of {', '.join(available())}, or give the path of a spec .toml file.")
+    if path.is_dir():           # a problem folder is graded under its own tests by `grader grade` alone
+        raise SpecError(f"{text} is a folder, not a spec file",
+                        "`grader grade FILE --assignment FOLDER` grades under a problem folder's own tests; "
+                        "elsewhere give a spec .toml whose [[tests]] name the folder (problem = \"<its path from "
+                        "the spec file>\"; docs/staff.md, 'Problem folders').")
     try:
         raw = path.read_bytes()
     except OSError as err:
@@ -260,8 +265,9 @@ def parse(data: dict, where: str = "spec", raw: bytes | None = None, text: str =
     tolerances = dict(_need(data, "tolerances", where))
     dialect = _dialect(data.get("dialect"), where)
     used: dict = {}
-    tests = [_test(t, f"{where} tests[{i}]", files, tolerances, _problem(t, f"{where} tests[{i}]", base, dialect, used))
-             for i, t in enumerate(_need(data, "tests", where))]
+    pins = data.get("problem_sha256", {})
+    tests = [_test(t, at, files, tolerances, _problem(t, at, base, dialect, used, pins))
+             for i, t in enumerate(_need(data, "tests", where)) for at in (f"{where} tests[{i}]",)]
     hashes = _pinned(data.get("problem_sha256", {}), used, where, base)
     names = [t.name for t in tests]
     if len(set(names)) != len(names):
@@ -289,7 +295,7 @@ def parse(data: dict, where: str = "spec", raw: bytes | None = None, text: str =
         base=str(base) if base is not None else "")
 
 
-def _problem(t: dict, at: str, base, dialect: str, used: dict):
+def _problem(t: dict, at: str, base, dialect: str, used: dict, pins=None):
     """The problem a test names (bundled, a folder path or installed), loaded and registered;
     one name stands for one folder in a spec, and the spec's dialect must be one it accepts."""
     problems = _problems()
@@ -298,12 +304,20 @@ def _problem(t: dict, at: str, base, dialect: str, used: dict):
     if not isinstance(ref, str) or not ref:
         raise _fail(at, f"problem must be one of {bundled}, or a problem folder's path, got {ref!r}",
                     "Name a bundled problem (grader/problems/) or a problem folder (relative to the spec file).")
-    if not problems.is_path(ref) and ref not in bundled and not any(
-            (d / ref).is_dir() for d in problems.installed_dirs()):
-        raise _fail(at, f"problem must be one of {bundled}, or a problem folder's path, got {ref!r}",
-                    "Name a bundled problem (grader/problems/) or a problem folder (relative to the spec file).")
+    pin = pins.get(ref) if isinstance(pins, dict) and isinstance(pins.get(ref), str) else None
     try:
-        problem = problems.resolve(ref, Path(base) if base is not None else None)
+        known = problems.is_path(ref) or problems.known(ref, pin)
+    except GraderInputError as err:         # a stored folder that is not what its name says
+        raise SpecError(f"{at}: {err.reason}", err.remedy) from None
+    if not known:
+        dirs = ", ".join(map(str, problems.installed_dirs())) or f"none: {problems.INSTALLED_ENV} is not set"
+        raise _fail(at, f"problem must be one of {bundled}, a problem installed in {problems.INSTALLED_ENV} "
+                        f"({dirs}), or a problem folder's path, got {ref!r}",
+                    f"Name a bundled problem (grader/problems/), a folder an operator installed in a directory of "
+                    f"{problems.INSTALLED_ENV} (on every machine that grades), or, in a spec file, a folder's "
+                    f"path relative to it, with a slash (\"./{ref}\").")
+    try:
+        problem = problems.resolve(ref, Path(base) if base is not None else None, pin)
     except GraderInputError as err:
         raise SpecError(f"{at}: {err.reason}", err.remedy) from None
     name = problem.display or problem.name

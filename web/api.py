@@ -12,7 +12,7 @@ from grader.vocabulary import RunStatus, TestKind
 from store.models import User
 from workers import enqueue
 
-from . import accounts, courses, db, runs, throttle
+from . import accounts, contest, courses, db, late, runs, throttle
 from .errors import UserError
 from .leaderboard import standings_for
 
@@ -64,7 +64,8 @@ def submit(name: str):
 @token_required
 def run_status(run_id: int):
     session = db.session()
-    return jsonify(runs.status_json(session, runs.visible_run(session, g.api_user, run_id)))
+    run = runs.visible_run(session, g.api_user, run_id)
+    return jsonify({**runs.status_json(session, run), "lateness": late.lateness_json(session, run)})
 
 
 @bp.route("/runs/<int:run_id>/report")
@@ -82,9 +83,23 @@ def run_report(run_id: int):
 def leaderboard(name: str):
     assignment = courses.assignment_for(db.session(), g.api_user, name)
     backend = request.args.get("backend", assignment.backend)
-    return jsonify(assignment=assignment.name, backend=backend, rows=[
+    if contest.is_contest(assignment):          # the contest board's rule and reveal (web/contest.py)
+        return jsonify(contest.board_json(assignment, backend, g.api_user))
+    return jsonify(assignment=assignment.name, backend=backend, mode="course", rows=[
         {"rank": s.rank, "nickname": s.nickname, "total": s.total, "max_total": s.max_total,
          TestKind.EXTRA_CREDIT.value: s.extra_credit,             # the points those tests earned, in total
          "p99_sum_us": s.p99_sum, "p99_us": s.p99s, "run_id": s.run_id if s.user_id == g.api_user.id else None}
         for s in standings_for(assignment, backend)])
+
+
+@bp.route("/assignments/<name>/runs/<int:run_id>/code")
+@token_required
+def contest_code(name: str, run_id: int):
+    """A contest run's submitted file, by the board's rule (web/contest.readable_run)."""
+    session = db.session()
+    assignment = courses.assignment_for(session, g.api_user, name)
+    if not contest.is_contest(assignment):
+        raise UserError(f"{name!r} is not a contest.", "Only a contest's code is shared; read your own runs' reports "
+                        "from /api/v1/runs/<id>/report.", 404)
+    return contest.code_response(contest.readable_run(session, assignment, g.api_user, run_id))
 from . import course_api  # noqa: E402,F401  (course submit tokens: routes on this blueprint)

@@ -2,7 +2,8 @@
 board with its scoring rule, a participant's best-over-time chart, ranked runs' code once the
 contest has ended, and the staff's contest settings and disqualifications.
 
-The routes sit on the leaderboard's blueprint (web/leaderboard.py imports this module).
+The routes sit on the leaderboard's blueprint (web/leaderboard.py imports this module); the JSON
+API (web/api.py) gives the same board (board_json) and code (readable_run) by the same rules.
 Code is the one thing here that is secret before the end: only the run's owner and the course's
 staff may read it until contest_ends_at; afterwards anyone who may view the board reads the code
 of the runs the board ranks (a run it does not rank stays private)."""
@@ -12,10 +13,9 @@ import datetime as dt
 
 from flask import Response, flash, redirect, render_template, request, url_for
 from flask_login import current_user
-from sqlalchemy import select
 
 from grader.vocabulary import BACKEND_TITLES
-from store.models import ASSIGNMENT_MODES, GradingRun, Submission, User
+from store.models import ASSIGNMENT_MODES, BACKENDS, GradingRun, Submission, User
 
 from . import charts, courses, db
 from .errors import UserError
@@ -94,23 +94,64 @@ def code(name: str, run_id: int):
         assignment = _viewable(name)
     except _Unauthorized:
         return login_manager.unauthorized()
-    session = db.session()
+    viewer = current_user if current_user.is_authenticated else None
+    return code_response(readable_run(db.session(), assignment, viewer, run_id))
+
+
+def code_shown(assignment, viewer, user_id: int) -> bool:
+    """Whether the board links the code of `user_id`'s ranked run for `viewer` (an Account or
+    None): always for its owner and the course's staff, for everyone once the contest ended."""
+    return standings.ended(assignment) or (viewer is not None and (
+        viewer.id == user_id or viewer.is_staff_of(assignment.course_id)))
+
+
+def readable_run(session, assignment, viewer, run_id: int) -> GradingRun:
+    """The contest's run `run_id`, when `viewer` may read its code (the board's code route and the
+    JSON API's: one rule); otherwise the refusal both give."""
     run = session.get(GradingRun, run_id)
     if run is None or run.submission.assignment_id != assignment.id:
-        raise UserError(f"There is no run {run_id} in {name!r}.", "Follow a link from the board.", 404)
+        raise UserError(f"There is no run {run_id} in {assignment.name!r}.", "Follow a link from the board.", 404)
+    owner = run.submission.user_id
+    if viewer is not None and (viewer.id == owner or viewer.is_staff_of(assignment.course_id)):
+        return run
+    if not standings.ended(assignment):
+        raise UserError("Submitted code is hidden until the contest ends.",
+                        f"It is revealed to every participant at {_end_text(assignment)}.", 403)
+    ranked = {e.run.run_id for e in standings.compute(session, assignment, run.backend).entries}
+    if run_id not in ranked:
+        raise UserError("Only the code of runs ranked on the board is revealed.",
+                        "Open a ranked run's code from the board.", 404)
+    return run
+
+
+def code_response(run: GradingRun) -> Response:
     sub: Submission = run.submission
-    own = current_user.is_authenticated and current_user.id == sub.user_id
-    if not (own or _is_staff(assignment)):
-        if not standings.ended(assignment):
-            raise UserError("Submitted code is hidden until the contest ends.",
-                            f"It is revealed to every participant at {_end_text(assignment)}.", 403)
-        ranked = {e.run.run_id for e in standings.compute(session, assignment, run.backend).entries}
-        if run_id not in ranked:
-            raise UserError("Only the code of runs ranked on the board is revealed.",
-                            "Open a ranked run's code from the board.", 404)
     return Response(sub.data, mimetype="text/plain; charset=utf-8",
                     headers={"Content-Disposition": f'inline; filename="{sub.filename}"',
                              "X-Content-Type-Options": "nosniff"})
+
+
+def board_json(assignment, backend: str, viewer) -> dict:
+    """The board as the JSON API gives it to `viewer`: the same ranking, the same disqualified
+    list, a code URL where the board shows a code link (and the run id with it), nothing more."""
+    if backend not in BACKENDS:
+        raise UserError(f"Unknown backend {backend!r}.", f"Use one of: {', '.join(BACKENDS)}.", 400)
+    result = standings.compute(db.session(), assignment, backend)
+
+    def shown(user_id: int) -> bool:
+        return code_shown(assignment, viewer, user_id)
+    end = assignment.contest_ends_at
+    return {"assignment": assignment.name, "backend": backend, "mode": "contest", "rule": standings.RULE,
+            "ends_at": end.isoformat() if end else None, "ended": standings.ended(assignment),
+            "benchmarks": [t.name for t in result.benchmarks],
+            "rows": [{"rank": e.rank, "nickname": e.nickname or pseudonym(e.user_id), "score_us": e.run.score_us,
+                      "p99_us": dict(e.run.p99s), "submitted_at": e.run.submitted_at.isoformat(),
+                      "run_id": e.run.run_id if shown(e.user_id) else None,
+                      "code_url": url_for("api.contest_code", name=assignment.name, run_id=e.run.run_id,
+                                          _external=True) if shown(e.user_id) else None}
+                     for e in result.entries],
+            "disqualified": [{"nickname": d.nickname or pseudonym(d.user_id), "reason": d.reason,
+                              "at": d.at.isoformat() if d.at else None} for d in result.disqualified]}
 
 
 def _end_text(assignment) -> str:

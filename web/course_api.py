@@ -46,7 +46,7 @@ from store.models import (COURSE_ROLE_TITLES, FINAL_STATUSES, Assignment, Course
 from workers import enqueue
 from workers.course_tokens import course_for_token
 
-from . import accounts, db, runs
+from . import accounts, db, late, runs
 from .api import bp
 from .errors import UserError
 
@@ -293,7 +293,8 @@ def course_submit(name: str):
 def course_run_status(run_id: int):
     session = db.session()
     run = _course_run(run_id)
-    return jsonify({**runs.status_json(session, run), "counted": _counted(session, run)})
+    return jsonify({**runs.status_json(session, run), "lateness": late.lateness_json(session, run),
+                    "counted": _counted(session, run)})
 
 
 def _counted(session, run: GradingRun) -> dict | None:

@@ -5,6 +5,7 @@ from flask import Flask, current_app, g
 from sqlalchemy.orm import Session, sessionmaker
 
 import store
+from store import problem_folders
 from store.db import session_factory
 
 _KEY = "nki_grader.sessions"
@@ -13,6 +14,7 @@ _KEY = "nki_grader.sessions"
 def init_app(app: Flask) -> None:
     engine = app.config.get("ENGINE") or store.engine_from_env(app.config.get("DATABASE_URL"))
     app.extensions[_KEY] = session_factory(engine)
+    problem_folders.install(engine)         # specs pinning an admin's uploaded problem folder find it here
     app.teardown_appcontext(_close)
 
 

@@ -7,6 +7,7 @@ import datetime as dt
 import math
 
 from flask_wtf import FlaskForm
+from sqlalchemy import select
 from wtforms import SubmitField
 from wtforms.validators import Optional
 
@@ -134,6 +135,52 @@ def late_days_status(session, assignment: Assignment, user_id: int) -> dict | No
     spent = late_days_spent(session, assignment.course_id, assignment.course.late_days, [user_id])
     return {"here": spent.get((user_id, assignment.id), 0), "total": sum(spent.values()),
             "budget": assignment.course.late_days}
+
+
+def lateness_json(session, run) -> dict:
+    """A run's lateness for the JSON APIs (docs/students.md): against its student's own deadline,
+    by the submission's time (Gradescope's for its submissions), and what the assignment's rule
+    lets it count for as of now: `factor`, the share of its points (1 on time; under late-days 1
+    while the days spent on this assignment cover it, else 0), and `counts`, whether that is more
+    than nothing. Which run does count is the best-run rule's (store/runs.py)."""
+    submission = run.submission
+    assignment = submission.assignment
+    deadline = courses.deadline_for(session, submission.user_id, assignment)
+    late = days_late(submission.submitted_at, deadline)
+    rule = assignment.late_rule
+    spent = late_days_spent(session, assignment.course_id, assignment.course.late_days, [submission.user_id]).get(
+        (submission.user_id, assignment.id), 0) if rule == "late-days" else None
+    if not late:
+        factor = 1.0
+    elif rule == "credit-steps":
+        factor = assignment.late_factors[late - 1] if late <= len(assignment.late_factors) else 0.0
+    elif rule == "late-days":
+        factor = 1.0 if late <= spent else 0.0
+    else:
+        factor = 0.0                       # graded-not-counted; none (a staff or Gradescope upload)
+    counted = best_run(session, assignment.id, run.backend, submission.user_id) if late and spent is not None else None
+    body = {"late": late > 0, "days_late": late, "submitted_at": _iso(submission.submitted_at),
+            "deadline": _iso(deadline), "extended": deadline is not None and deadline != assignment.deadline,
+            "rule": rule, "counts": factor > 0, "factor": factor, "note": note(assignment, late, counted, run.id)}
+    if spent is not None:
+        body["late_days"] = {"spent_here": spent, "budget": assignment.course.late_days}
+    return body
+
+
+def _iso(when: dt.datetime | None) -> str | None:
+    return when.isoformat() if when is not None else None
+
+
+def standings_stamp(session, assignment: Assignment):
+    """What an assignment's kept standings (web/standings.py) are valid for: its own standings
+    stamp, but under late-days the stamps of every assignment of its course, since the budget is
+    spent across them: a run finishing on another one, its deadline, rule or an extension there
+    moves days to or from this one's runs with nothing of this one's written. All the stamps,
+    not their latest: writers' clocks may differ, so a moved stamp need not be the newest."""
+    if assignment.late_rule != "late-days":
+        return assignment.standings_changed_at
+    return tuple(session.execute(select(Assignment.id, Assignment.standings_changed_at)
+                                 .where(Assignment.course_id == assignment.course_id).order_by(Assignment.id)))
 
 
 def run_lateness(session, run) -> str:

@@ -12,7 +12,7 @@ from grader import vocabulary
 from store import lifecycle
 from store.models import BACKENDS
 
-from . import courses, db
+from . import courses, db, late
 from .errors import UserError
 from .extensions import login_manager
 from .standings import RULE, StandingsCache
@@ -51,8 +51,9 @@ def standings_cache() -> StandingsCache:
 def standings_entry(assignment, backend: str):
     if backend not in BACKENDS:
         raise UserError(f"Unknown backend {backend!r}.", f"Use one of: {', '.join(BACKENDS)}.", 400)
-    return standings_cache().get(db.session(), assignment.id, backend,
-                                 current_app.config["LEADERBOARD_CACHE_SECONDS"], assignment.standings_changed_at)
+    session = db.session()      # under late-days the stamp is the course's (a shared budget: web/late.py)
+    return standings_cache().get(session, assignment.id, backend, current_app.config["LEADERBOARD_CACHE_SECONDS"],
+                                 late.standings_stamp(session, assignment))
 
 
 def standings_changed(session, *, assignment_ids=None, user_id=None) -> None:

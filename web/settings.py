@@ -59,8 +59,22 @@ def secret_key() -> str:
     return path.read_text().strip()
 
 
+def _env_flag(name: str) -> bool:
+    """A yes/no setting from the environment (docker-compose.yml passes TRUST_PROXY_HEADERS so)."""
+    raw = os.environ.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(f"{name}={os.environ[name]!r} is neither yes nor no: give 1 (the site is behind a proxy "
+                     f"that sets X-Forwarded-For and -Proto) or 0")
+
+
 def build(config: dict | None) -> dict:
     merged = dict(DEFAULTS)
+    # gunicorn's `web:create_app()` passes no config: behind a TLS proxy (Compose's web) the
+    # environment says to trust its headers, else every client would share the proxy's address
+    merged["TRUST_PROXY_HEADERS"] = _env_flag("TRUST_PROXY_HEADERS")
     merged.update(config or {})
     if not merged.get("SECRET_KEY"):
         merged["SECRET_KEY"] = secret_key()

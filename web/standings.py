@@ -2,7 +2,8 @@
 rule, also written on the page), ranked by the same rule; hardware and simulated runs apart.
 
 Standings are computed by two SQL queries and kept per process, tagged with the assignment's
-standings stamp (`assignments.standings_changed_at`), which every write that can change them
+standings stamp (`assignments.standings_changed_at`; under late-days its course's stamps, since
+the budget is shared: web/late.py standings_stamp), which every write that can change them
 moves in its own transaction (a finished grade, a flag, a rescore, a nickname). A view whose
 stamp differs from the cached entry's recomputes before answering, so a finished grade is on
 the board at the next request in every process. An entry older than max_age with an unmoved

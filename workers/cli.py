@@ -250,6 +250,9 @@ def _nightly(args) -> int:
                       f"relaxed {threshold_us(force.get(Tier.RELAXED))}")
             if r.drift_reason:
                 print(f"      drift: {r.drift_reason}")
+            for test, why in sorted((r.not_proposed or {}).items()):
+                title = view.test(test).title if view and view.test(test) else test
+                print(f"      {render.escape_control(title)}: {why}")
     return 0
 
 
@@ -303,21 +306,30 @@ def _migrate(args) -> int:
         found = find_existing()
     except NoInstanceError as err:
         return _fail(f"nothing to migrate: {err}")
+    from store.backup import schema_revision
     print(f"grader: migrating {found.describe()}", file=sys.stderr)
+    revisions = []              # before and after: the operator sees whether anything was done
+
+    def migrate(engine) -> None:
+        revisions.append(schema_revision(engine))
+        upgrade(engine)
+        revisions.append(schema_revision(engine))
     if found.folder is None:
-        upgrade()
+        migrate(engine_from_env())
     else:
         try:
             with instance_database(found.folder, "migrating", while_served=False, lock=was_served(found.folder),
                                    say=lambda text: print(text, file=sys.stderr)) as pg:
-                upgrade(engine_from_env(pg.url))
+                migrate(engine_from_env(pg.url))
         except InstanceBusy as err:
             if err.served:
                 return _fail(f"`grader serve` (pid {err.holder.pid}) is serving {found.folder}, and serve brings the "
                              f"schema up to date itself at every start: stop it, then start it again (or run "
                              f"`grader migrate` while it is stopped)")
             return _fail(str(err))
-    print("database schema is current")
+    before, after = revisions
+    print(f"database schema is current: {after} " + ("(it was already)" if before == after else
+          f"(migrated from {before})" if before else "(made: the database was empty)"))
     return 0
 
 
@@ -339,11 +351,15 @@ def _backup(args) -> int:
         dest, manifest = backup(args.dest, say=lambda text: print(f"grader: {text}", file=sys.stderr))
     except (BackupError, NoInstanceError, InstanceBusy) as err:
         return _fail(f"no backup written: {err}")
-    key = {"included": "and its secret key", "environment": "(the secret key is NKI_GRADER_SECRET_KEY's: keep "
-           "it yourself)", "none": "(no secret key in the instance folder)"}[manifest.secret_key]
+    key = {"included": "and its secret key", "environment": "but not the secret key (it is NKI_GRADER_SECRET_KEY: "
+           "keep that with the backups, e.g. your .env)", "none": "(no secret key in the instance folder)"}[manifest.secret_key]
+    held = "password hashes and the key" if manifest.secret_key == "included" else "password hashes"
+    # a deployment's backup goes back into a database; an embedded instance's into a new folder
+    how = (f"`grader restore {dest}` with DATABASE_URL naming an empty database" if os.environ.get("DATABASE_URL")
+           else f"`grader restore {dest} --instance NEW_FOLDER`")
     print(f"backup written: {dest} ({os.path.getsize(dest) / 1e6:.1f} MB): the database, schema "
-          f"{manifest.schema_revision}, {rows(manifest.counts)}, {key}. It holds password hashes and the key: keep it as safe as "
-          f"the instance. Restore with `grader restore {dest} --instance NEW_FOLDER`")
+          f"{manifest.schema_revision}, {rows(manifest.counts)}, {key}. It holds {held}: keep it as safe as "
+          f"the instance. Restore with {how}")
     return 0
 
 

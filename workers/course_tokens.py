@@ -95,6 +95,13 @@ def _policy(row) -> str:
     return f"{who}, {row.runs_per_hour} runs/hour"
 
 
+def _found_instance() -> bool:
+    """The running service's instance (as `grader admin-link` finds it), never a new empty one
+    made where the command happens to run."""
+    from .cli import talk_to_existing_instance
+    return talk_to_existing_instance() is not None
+
+
 def _course(session, name: str):
     from sqlalchemy import select
     from store.models import Course
@@ -107,6 +114,8 @@ def _course(session, name: str):
 
 
 def _create(args) -> int:
+    if not _found_instance():
+        return 2
     from store import session_scope, upgrade
     upgrade()
     with session_scope() as s:
@@ -123,6 +132,8 @@ def _create(args) -> int:
 
 
 def _list(args) -> int:
+    if not _found_instance():
+        return 2
     from sqlalchemy import select
     from store import session_scope, upgrade
     from store.models import CourseSubmitToken
@@ -150,6 +161,8 @@ def _token(session, token_id: int):
 
 
 def _set(args) -> int:
+    if not _found_instance():
+        return 2
     from store import session_scope, upgrade
     upgrade()
     with session_scope() as s:
@@ -166,6 +179,8 @@ def _set(args) -> int:
 
 
 def _revoke(args) -> int:
+    if not _found_instance():
+        return 2
     from store import session_scope, upgrade
     upgrade()
     with session_scope() as s:

@@ -1,7 +1,11 @@
 """Grades out of the site: one CSV line per enrolled student (their counted run, by the one
 best-run rule of store/runs.py), and Gradescope results.json files of those runs. A late run
 counts as the assignment's late rule says: its total (CSV `total`, results.json `score`) is the
-scaled one, per-test points are the run's own."""
+scaled one, per-test points are the run's own.
+
+A contest (an assignment in contest mode) adds its own standing to each line, by the board's rule
+(store/contest.py): the rank, the geometric-mean score and the run that earned them, or the
+disqualification and its reason; the points columns stay the counted run's."""
 from __future__ import annotations
 
 import csv
@@ -16,12 +20,24 @@ from sqlalchemy.orm import Session
 import grader
 from grader import render
 from grader.vocabulary import RunStatus, TestKind, values
+from store import contest as contests
 from store import runs as store_runs
 from store.models import Assignment, DeadlineExtension, Enrollment, GradingRun, Submission, User
 
 CSV_COLUMNS = ("email", "name", "nickname", "total", "max_total", *values(TestKind),
                "run_id", "graded_at", "deadline", "runs", "flagged_runs", "thresholds_version",
                "days_late", "late_factor")      # the counted run's lateness and what the late rule kept (total is after it)
+CONTEST_COLUMNS = ("contest_rank", "contest_score_us", "contest_run_id", "disqualified")   # a contest's only
+
+
+@dataclass(frozen=True)
+class ContestPlace:
+    """A student's standing in a contest, as its board has it."""
+    rank: int | None               # None: not ranked (no fully correct run, or disqualified)
+    score_us: float | None         # the geometric mean of the benchmark p99s of the ranked run
+    run_id: int | None             # the run the board ranks (not always the counted run)
+    of: int                        # how many the board ranks
+    disqualified: str = ""         # "run N: reason" for each disqualified run, "; " between
 
 
 @dataclass
@@ -32,6 +48,7 @@ class GradeLine:
     flagged: int
     deadline: object
     counted: store_runs.CountedRun | None = None     # how the rule counted `best` (late days, scaled total)
+    contest: ContestPlace | None = None               # a contest's standing (None: a course assignment)
 
 
 def grade_lines(session: Session, assignment: Assignment) -> list[GradeLine]:
@@ -56,7 +73,22 @@ def grade_lines(session: Session, assignment: Assignment) -> list[GradeLine]:
             lines[user_id].runs, lines[user_id].flagged = runs, flagged
     for user_id, run in counted.items():
         lines[user_id].best, lines[user_id].counted = best[run.run_id], run
+    if assignment.mode == "contest":
+        _place(session, assignment, lines)
     return list(lines.values())
+
+
+def _place(session: Session, assignment: Assignment, lines: dict[int, GradeLine]) -> None:
+    board = contests.compute(session, assignment, assignment.backend)
+    ranked = {e.user_id: e for e in board.entries}
+    out: dict[int, list[str]] = {}
+    for d in board.disqualified:
+        out.setdefault(d.user_id, []).append(f"run {d.run_id}: {d.reason}")
+    for user_id, line in lines.items():
+        entry = ranked.get(user_id)
+        line.contest = ContestPlace(entry.rank if entry else None, entry.run.score_us if entry else None,
+                                    entry.run.run_id if entry else None, len(board.entries),
+                                    "; ".join(out.get(user_id, ())))
 
 
 def _view(line: GradeLine) -> grader.ReportView | None:
@@ -76,14 +108,16 @@ def spreadsheet_safe(cell):
 
 
 def grades_csv(lines: list[GradeLine], tests=()) -> str:
-    """One line per student; after the totals, each of the spec's `tests` (TestSpec) in spec order:
-    its points, and for timed tests its p99 in microseconds, from the counted run."""
+    """One line per student; after the totals, a contest's standing (CONTEST_COLUMNS, for a contest's
+    lines), then each of the spec's `tests` (TestSpec) in spec order: its points, and for timed
+    tests its p99 in microseconds, from the counted run."""
     out = io.StringIO()
     writer = csv.writer(out)
 
     def write(row) -> None:            # every cell through spreadsheet_safe: names and nicknames are people's text
         writer.writerow([spreadsheet_safe(cell) for cell in row])
-    per_test = []
+    contest = any(line.contest is not None for line in lines)
+    per_test = list(CONTEST_COLUMNS) if contest else []
     for t in tests:
         per_test.append(f"{t.name} points")
         if t.timed:
@@ -92,7 +126,9 @@ def grades_csv(lines: list[GradeLine], tests=()) -> str:
     for line in lines:
         view = _view(line)
         earned = {g.kind: g.earned for g in view.points.groups} if view else {}
-        cells = []
+        place = line.contest
+        cells = [] if place is None else [place.rank or "", "" if place.score_us is None else round(place.score_us, 3),
+                                          place.run_id or "", place.disqualified]
         for t in tests:
             result = view.test(t.name) if view else None
             cells.append(result.points if result else "")
@@ -119,8 +155,23 @@ def gradescope_zip(lines: list[GradeLine]) -> bytes:
                 late = line.counted if line.counted and line.counted.days_late else None
                 notes = (f"Uploaded {late.days_late} day{'' if late.days_late == 1 else 's'} late: the late rule "
                          f"counts {late.factor:.0%} of its {late.raw_total:g} points.",) if late else ()
-                results = render.to_gradescope(view, extra_data={"run_id": line.best.id}, notes=notes)
+                extra = {"run_id": line.best.id}
+                if line.contest is not None:
+                    notes += (_contest_note(line.contest),)
+                    place = line.contest
+                    extra["contest"] = {"rank": place.rank, "score_us": place.score_us, "run_id": place.run_id,
+                                        "disqualified": place.disqualified or None}
+                results = render.to_gradescope(view, extra_data=extra, notes=notes)
                 if late:                  # the top-level score overrides the tests' sum (render.to_gradescope)
                     results["score"] = line.counted.total
                 archive.writestr(f"{line.user.email}/results.json", json.dumps(results, indent=2))
     return buffer.getvalue()
+
+
+def _contest_note(place: ContestPlace) -> str:
+    if place.disqualified:
+        return f"Disqualified from the contest ({place.disqualified}): not ranked."
+    if place.rank is None:
+        return "Not ranked in the contest: no fully correct run (the board's rule)."
+    return (f"Contest rank {place.rank} of {place.of}: geometric mean of the benchmark p99s {place.score_us:.2f} us "
+            f"(run {place.run_id}).")

@@ -1,7 +1,11 @@
 """Nightly regression: every reference kernel of every active spec on every available backend.
 Each result is stored with its p99s, whether it passed, drift against the previous night, and
 the thresholds it implies (120% of its p99) beside the ones in force; staff can adopt those as
-a new thresholds version (proposed in thresholds_versions, source "nightly") and rescore."""
+a new thresholds version (proposed in thresholds_versions, source "nightly") and rescore.
+
+A relaxed threshold is proposed only from a relaxed reference clearly slower than the optimized
+one (RELAXED_MIN_GAP): one within it would all but merge the two tiers, so the relaxed threshold
+in force stays, and the relaxed reference's result says why (NightlyResult.not_proposed)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -10,9 +14,9 @@ import logging
 from sqlalchemy import select
 
 import grader
-from grader.references import FILES, TIER_OF_REFERENCE, stands_for
+from grader.references import FILES, REFERENCE_OF_TIER, TIER_OF_REFERENCE, stands_for
 from grader.references import archive as reference_archive
-from grader.vocabulary import THRESHOLD_FACTOR, Backend, Queue, RunStatus, TestStatus, Tier
+from grader.vocabulary import RELAXED_MIN_GAP, THRESHOLD_FACTOR, Backend, Queue, RunStatus, TestStatus, Tier
 from store import specs
 from store.db import session_scope
 from store.lifecycle import now
@@ -125,7 +129,42 @@ def grade_reference(night_id: int, spec_hash: str, reference: str, backend: str,
             thresholds_in_force=spec.thresholds(),
             score_total=view.points.total, report=report.to_json(include_seed=False))
         s.add(result)
+        s.flush()
+        note_relaxed_gaps(s, night_id, spec.assignment, backend)
     return result
+
+
+def relaxed_gaps(optimized_p99: dict, relaxed_p99: dict, relaxed_in_force: dict) -> dict[str, str]:
+    """{test: why its relaxed threshold is not proposed} for each test timed by both references
+    whose relaxed p99 is within RELAXED_MIN_GAP of the optimized one's (or faster).
+    `relaxed_in_force`: {test: us}, the relaxed thresholds that stay."""
+    notes = {}
+    for name, fast in optimized_p99.items():
+        slow = relaxed_p99.get(name)
+        if not fast or slow is None or slow >= fast * (1 + RELAXED_MIN_GAP):
+            continue
+        kept = relaxed_in_force.get(name)
+        notes[name] = (f"relaxed reference within {100 * abs(slow / fast - 1):.1f}% of the optimized one "
+                       f"(p99 {slow:.1f} against {fast:.1f} us; at least {100 * RELAXED_MIN_GAP:g}% apart is "
+                       "needed): relaxed threshold not proposed"
+                       + (f", {kept:g} us stays in force" if isinstance(kept, (int, float)) else ""))
+    return notes
+
+
+def note_relaxed_gaps(session, night_id: int, spec_name: str, backend: str) -> None:
+    """Once both references of a spec and backend are graded for the night (in any order: the
+    neuron ones land from the hardware queue), write on the relaxed one's result which relaxed
+    thresholds are not proposed, and why."""
+    # one at a time per night: the other reference's grade may land at the same moment
+    session.scalar(select(NightlyRun.id).where(NightlyRun.id == night_id).with_for_update())
+    found = {r.reference_kernel: r for r in session.scalars(select(NightlyResult).where(
+        NightlyResult.nightly_run_id == night_id, NightlyResult.spec_name == spec_name,
+        NightlyResult.backend == backend).order_by(NightlyResult.id))}
+    optimized, relaxed = found.get(REFERENCE_OF_TIER[Tier.OPTIMIZED]), found.get(REFERENCE_OF_TIER[Tier.RELAXED])
+    if optimized is None or relaxed is None:
+        return
+    kept = {name: levels.get(Tier.RELAXED) for name, levels in (relaxed.thresholds_in_force or {}).items()}
+    relaxed.not_proposed = relaxed_gaps(optimized.p99_us or {}, relaxed.p99_us or {}, kept)
 
 
 def drift_reasons(before: dict, after: dict, percent: float, titles: dict | None = None) -> list[str]:
@@ -144,7 +183,9 @@ def drift_reasons(before: dict, after: dict, percent: float, titles: dict | None
 
 def propose_thresholds(session, night: NightlyRun) -> None:
     """For each active assignment, a proposed thresholds version from tonight's references on
-    its backend: optimized and relaxed tiers from the optimized and relaxed references."""
+    its backend: optimized and relaxed tiers from the optimized and relaxed references, but the
+    relaxed threshold in force where the relaxed reference is too close to the optimized one
+    (its result's not_proposed says why)."""
     results = session.scalars(select(NightlyResult).where(NightlyResult.nightly_run_id == night.id)).all()
     for assignment in session.scalars(select(Assignment).where(Assignment.active.is_(True))):
         mine = [r for r in results if r.backend == assignment.backend and r.passed
@@ -152,8 +193,15 @@ def propose_thresholds(session, night: NightlyRun) -> None:
         tiers = {TIER_OF_REFERENCE[r.reference_kernel]: r.implied_thresholds for r in mine}
         if set(tiers) != {Tier.OPTIMIZED, Tier.RELAXED}:
             continue
-        thresholds = {name: {Tier.OPTIMIZED: tiers[Tier.OPTIMIZED][name], Tier.RELAXED: max(tiers[Tier.RELAXED][name],
-                                                                                   tiers[Tier.OPTIMIZED][name])}
-                      for name in tiers[Tier.OPTIMIZED] if name in tiers[Tier.RELAXED]}
+        refused = next(r.not_proposed or {} for r in mine if TIER_OF_REFERENCE[r.reference_kernel] == Tier.RELAXED)
+        in_force = specs.spec_of(assignment).thresholds()
+        thresholds = {}
+        for name in tiers[Tier.OPTIMIZED]:
+            if name not in tiers[Tier.RELAXED]:
+                continue
+            optimized = tiers[Tier.OPTIMIZED][name]
+            kept = name in refused and name in in_force
+            relaxed = in_force[name][Tier.RELAXED] if kept else tiers[Tier.RELAXED][name]
+            thresholds[name] = {Tier.OPTIMIZED: optimized, Tier.RELAXED: max(relaxed, optimized)}
         session.add(ThresholdsVersion(assignment_id=assignment.id, source="nightly", thresholds=thresholds,
                                       version=f"nightly-{night.started_at:%Y-%m-%d}-{night.id}"))

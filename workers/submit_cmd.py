@@ -58,6 +58,11 @@ class _Follower:
         self.tests_shown = 0
 
     def show(self, status: str, position, estimate_s, total: int, tests: list[dict]) -> None:
+        if len(tests) < self.tests_shown:
+            # handed back (its worker stopped cleanly) or re-queued by the reaper: graded anew
+            print("handed back to the queue (its worker stopped): it is graded again from the first test",
+                  file=sys.stderr, flush=True)
+            self.tests_shown, self.last_line = 0, None
         if status in (RunStatus.QUEUED, RunStatus.RUNNING) and not tests:
             line = _waiting_line(status, position, None if status == RunStatus.RUNNING else estimate_s)
             if line != self.last_line:
@@ -202,12 +207,20 @@ def _via_database(args, filename: str, data: bytes) -> int:
     print(f"run {run_id}: queued", file=sys.stderr)
     deadline = time.monotonic() + args.timeout
     follower = _Follower()
+    from sqlalchemy.exc import OperationalError
     while True:
-        with session_scope() as s:
-            run = enqueue.run_by_id(s, run_id)
-            follower.show(run.status, enqueue.queue_position(s, run), enqueue.estimate_remaining_s(s, run),
-                          run.progress_total, list(run.progress_tests or []))
-            status, report = run.status, run.report
+        try:
+            with session_scope() as s:
+                run = enqueue.run_by_id(s, run_id)
+                follower.show(run.status, enqueue.queue_position(s, run), enqueue.estimate_remaining_s(s, run),
+                              run.progress_total, list(run.progress_tests or []))
+                status, report = run.status, run.report
+        except OperationalError:
+            # the service stopped (an upgrade's step 2, Ctrl-C on serve): the run is kept
+            print(f"grader: lost the service's database while following run {run_id} (did its `grader serve` "
+                  f"stop?); the run is kept and graded once the service runs again: see it on the site, or "
+                  f"with `grader queue`", file=sys.stderr)
+            return 1
         if status not in (RunStatus.QUEUED, RunStatus.RUNNING):
             break
         if time.monotonic() > deadline:

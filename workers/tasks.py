@@ -16,7 +16,7 @@ from celery import signals
 import grader
 from grader import render
 from grader.vocabulary import GRADING_QUEUES, ReportStatus, RunStatus
-from store import lifecycle, specs
+from store import lifecycle, problem_folders, specs
 from store.db import forget_engines_after_fork, session_scope
 
 from . import answers, settings
@@ -24,6 +24,7 @@ from .app import app
 from .heartbeats import WorkerAnnouncer
 
 log = logging.getLogger(__name__)
+problem_folders.install()      # a spec pinning a site admin's uploaded problem folder: read from the database
 # what a grade task returns (Celery keeps it) besides a run status: the delivery was a duplicate
 # (another claim holds the run or it is finished), the claim was lost while grading, or the run
 # went back to the queue because its worker is stopping
@@ -170,6 +171,10 @@ def _progress_writer(claim: lifecycle.Claim):
     finished: list[dict] = []          # this claim's finished tests, in order (one grade, one thread)
 
     def on_progress(event) -> None:
+        if _stop.requested:
+            # this worker is stopping: the tests the grader now skips are not the student's, and
+            # the run goes back to the queue; stored, they would show as skipped until then
+            return
         finished.append(render.test_summary(event.result))
         try:
             with session_scope() as s:
@@ -210,6 +215,11 @@ def _grade(task, run_id: int) -> str:
     try:
         with session_scope() as s:              # reads the spec's row only the first time (then cached)
             spec = specs.spec_by_hash(s, spec_hash)
+    except grader.GraderInputError as err:
+        # the stored spec cannot be read on this machine (a course problem folder missing here, or
+        # not the one it pins): this worker's fault, never the student's; another may grade it
+        return _infrastructure_fault(task, claim, conf, err)
+    try:
         submission = grader.submission_from_bytes(filename, data, spec)
     except grader.GraderInputError as err:
         with session_scope() as s:

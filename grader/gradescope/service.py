@@ -16,6 +16,7 @@ long) becomes an autograder error in results.json with what to do, never a crash
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import sys
 import time
@@ -181,7 +182,6 @@ def grade(layout: Layout, config: Config, spec, cancel: CancelToken) -> dict:
         if created.get("same_run"):
             print(f"service run {created['run_id']}: this Gradescope submission's grade on the service "
                   f"(no new grade started)", flush=True)
-        print(f"service run {created['run_id']}: {created['status']}", flush=True)
         state = _wait(client, created, service, cancel)
         if state["status"] != RunStatus.DONE:
             raise ServiceError(f"the grading service ended run {created['run_id']} as {state['status']}",
@@ -198,18 +198,34 @@ def grade(layout: Layout, config: Config, spec, cancel: CancelToken) -> dict:
                                         extra=extra)
     notes = (f"Graded by the course's grading service (run {created['run_id']}, backend {report.backend}); "
              + counted_note(created["run_id"], state.get("counted"),
-                            owner=created.get("student") if group_size(layout) > 1 else None),)
-    if isinstance(answered.get("sign_in_path"), str):
-        notes += (f"You have no password on the course's grading site yet: sign in once at "
-                  f"{client.resolve(answered['sign_in_path'])} (one use, for {answered.get('sign_in_hours', 72)} hours; "
-                  "a later submission shows a new link) to choose your leaderboard nickname and set a password.",)
-    return render.to_gradescope(report, visibility=dataclasses.asdict(config.visibility), notes=notes,
+                            owner=created.get("student") if group_size(layout) > 1 else None,
+                            lateness=state.get("lateness")),)
+    data = render.to_gradescope(report, visibility=dataclasses.asdict(config.visibility), notes=notes,
                                 extra_data=extra)
+    if isinstance(answered.get("sign_in_path"), str):
+        data["output"] += "\n\n" + sign_in_note(client.resolve(answered["sign_in_path"]),
+                                                  answered.get("sign_in_hours", 72))
+    return data
 
 
-def counted_note(run_id: int, counted: dict | None, owner: str | None = None) -> str:
+def sign_in_note(url: str, hours) -> str:
+    """The one-time sign-in link as Markdown a student can click: a CommonMark autolink, inside
+    which no backslash escape is read (the notes above are escaped, and a URL escaped there,
+    `\\_` for each `_` of the token, is not one link in a renderer that links bare URLs). A URL
+    an autolink cannot hold is left out, since a broken link would only confuse."""
+    if any(ch.isspace() or ch in "<>" or ord(ch) < 32 for ch in url):
+        return ("_You have no password on the course's grading site yet: ask course staff for a sign-in link "
+                "(the roster page sends one) to choose your leaderboard nickname and set a password._")
+    return (f"You have no password on the course's grading site yet: sign in once at <{url}> (one use, for "
+            f"{hours} hours; a later submission shows a new link) to choose your leaderboard nickname and set a "
+            "password.")
+
+
+def counted_note(run_id: int, counted: dict | None, owner: str | None = None, lateness: dict | None = None) -> str:
     """What the course's own leaderboard makes of this run, as the service's best-run rule said.
-    `owner`: the account a group submission is filed under (every member reads this note)."""
+    `owner`: the account a group submission is filed under (every member reads this note);
+    `lateness`: the service's lateness of the run (by Gradescope's time), which says why a late
+    run does not count."""
     prefix, whose, best = "", "your", "your best so far"
     if owner:
         prefix = f"this group submission is graded once, under {owner}'s account on the course's service: "
@@ -223,8 +239,21 @@ def counted_note(run_id: int, counted: dict | None, owner: str | None = None) ->
         score = f" ({total:g}/{most:g})" if isinstance(total, (int, float)) and isinstance(most, (int, float)) else ""
         return (prefix + f"{whose} counted run on the course's own leaderboard stays run {counted['run_id']}{score}, "
                 f"which is better than run {run_id} or as good and earlier.")
+    if isinstance(lateness, dict) and lateness.get("late") and lateness.get("note"):
+        when = _utc(lateness.get("submitted_at")), _utc(lateness.get("deadline"))
+        times = f" (submitted on Gradescope {when[0]}, deadline {when[1]})" if all(when) else ""
+        return prefix + f"it does not count on the course's own leaderboard: {lateness['note']}{times}."
     return prefix + ("it does not count on the course's own leaderboard (held for staff review, or submitted "
                      "on Gradescope after the course's deadline there).")
+
+
+def _utc(text) -> str:
+    """An ISO time from the service as 'YYYY-MM-DD HH:MM UTC' ('' when it is not one)."""
+    try:
+        when = dt.datetime.fromisoformat(str(text))
+    except ValueError:
+        return ""
+    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if when.tzinfo else ""
 
 
 def _submit(client: Client, assignment: str, who: dict, filename: str, data: bytes, spec, extra: dict):
@@ -243,11 +272,29 @@ def _submit(client: Client, assignment: str, who: dict, filename: str, data: byt
         raise
 
 
+TRANSIENT_HTTP = (502, 503, 504)     # a proxy whose upstream is restarting, or a service starting up
+
+
 def _wait(client: Client, created: dict, service, cancel: CancelToken) -> dict:
+    """Polls the run's status until it is final. The run is on the service already, so a poll
+    that cannot reach it (a restart of the service on deadline night, a proxy's 502) is tried
+    again until the timeout rather than failing the submission at once: a failed one makes
+    students submit again, and each new Gradescope submission is another grade."""
     deadline = time.monotonic() + service.timeout_s
     last = None
     while True:
-        state = client.get(created["status_url"])
+        try:
+            state = client.get(created["status_url"])
+        except ServiceError as err:
+            if (err.status is not None and err.status not in TRANSIENT_HTTP) or time.monotonic() > deadline \
+                    or cancel.event.is_set():
+                raise
+            if last != "unreachable":
+                print(f"service run {created['run_id']}: {err.reason}; trying again until the "
+                      f"{service.timeout_s:.0f} s timeout", flush=True)
+                last = "unreachable"
+            time.sleep(service.poll_s)
+            continue
         line = f"{state.get('status')} {state.get('done') or 0}/{state.get('total') or 0}"
         if line != last:
             print(f"service run {created['run_id']}: {line}", flush=True)

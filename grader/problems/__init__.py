@@ -37,6 +37,32 @@ def get(name: str) -> Problem:
         raise ValueError(f"unknown problem {name!r}: known problems are {', '.join(sorted(REGISTRY))}") from None
 
 
+# where else a pinned problem may be found: callables (name, sha256) -> a folder's Path or None,
+# added by the service (store.problem_folders: folders a site admin uploaded, kept in the
+# database), so the pure core needs no database to grade with them
+_finders: list = []
+
+
+def add_finder(find) -> None:
+    if find not in _finders:
+        _finders.append(find)
+
+
+def _found(ref: str, pin: str | None) -> Path | None:
+    if not pin:
+        return None
+    for find in _finders:
+        path = find(ref, pin)
+        if path is not None:
+            return Path(path)
+    return None
+
+
+def known(ref: str, pin: str | None = None) -> bool:
+    """Whether a problem name stands for a bundled, an installed or (pinned) a found folder."""
+    return ref in BUNDLED or any((d / ref).is_dir() for d in installed_dirs()) or _found(ref, pin) is not None
+
+
 def installed_dirs() -> list[Path]:
     return [Path(d) for d in os.environ.get(INSTALLED_ENV, "").split(os.pathsep) if d]
 
@@ -46,9 +72,10 @@ def is_path(ref: str) -> bool:
     return "/" in ref or ref.startswith(".") or os.sep in ref
 
 
-def resolve(ref: str, base: Path | None) -> Problem:
+def resolve(ref: str, base: Path | None, pin: str | None = None) -> Problem:
     """The problem a spec's `problem = ref` names, registered: a bundled name, a folder path
-    relative to `base` (the spec file's folder), or a name in an installed directory."""
+    relative to `base` (the spec file's folder), a name in an installed directory, or a name
+    whose pinned folder a finder has (add_finder): the pinned one first, whoever holds it."""
     if is_path(ref):
         if base is None:
             raise folder.ProblemFolderError(
@@ -57,6 +84,12 @@ def resolve(ref: str, base: Path | None) -> Problem:
         return _register(folder.load(Path(base) / ref))
     if ref in BUNDLED:
         return REGISTRY[ref]
+    for directory in installed_dirs():       # an installed copy of the pinned content is used as it is
+        if (directory / ref / folder.PROBLEM_FILE).is_file() and pin and folder.folder_hash(directory / ref) == pin:
+            return _register(folder.load(directory / ref))
+    found = _found(ref, pin)
+    if found is not None:
+        return _register(folder.load(found))
     for directory in installed_dirs():
         if (directory / ref / folder.PROBLEM_FILE).is_file():
             return _register(folder.load(directory / ref))
@@ -70,7 +103,9 @@ def resolve(ref: str, base: Path | None) -> Problem:
 
 def _register(loaded: folder.Folder) -> Problem:
     """A course folder's problem, under its content's key (the same content: the same key)."""
-    REGISTRY.setdefault(loaded.problem.name, loaded.problem)
+    known = REGISTRY.get(loaded.problem.name)
+    if known is None or not Path(known.folder).is_dir():   # a folder since removed (an upload's scratch copy)
+        REGISTRY[loaded.problem.name] = loaded.problem
     return REGISTRY[loaded.problem.name]
 
 

@@ -3,7 +3,8 @@ its reference (deterministic for a seed, drawing other inputs for another seed, 
 output shape and dtype, the declared signature), its tolerances (sane for their dtypes), and
 every solution graded on the simulator with the folder's own tests: each correct one must earn
 full correctness and pass every timed test unflagged, each wrong one (and each starter) must
-earn nothing but what problem.toml's [solutions.may_pass] allows it.
+earn nothing but what problem.toml's [solutions.may_pass] allows it, and pass what that allows
+(so a kernel wrong only when timed is seen to reach the timed tests, and to fail them).
 
 Everything here runs in the grader's process but the solutions, which are graded as any
 submission is: in sandboxed children."""
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from nkisim.dialects import DIALECTS, LEGACY, dialect_of_module
+from nkisim.dialects import CURRENT, DIALECTS
 
 from ..vocabulary import Backend, TestKind, TestStatus
 from . import folder as folders
@@ -46,7 +47,7 @@ def check(path: str | Path) -> tuple[folders.Folder, list[Row]]:
     for kind in ("correct", "wrong"):
         for solution in loaded.solutions(kind):
             rows.append(_graded(loaded, solution, kind))
-    for starter in sorted((loaded.path / "template").glob("*.py")):
+    for starter in folders.starter_files(loaded.path):
         rows.append(_graded(loaded, starter, "template"))
     return loaded, rows
 
@@ -151,33 +152,46 @@ def _tolerances(loaded: folders.Folder) -> list[Row]:
 
 
 def _templates(loaded: folders.Folder) -> list[Row]:
-    """template/ holds the starter: a file of problem.toml's name defining the kernel."""
-    starters = sorted((loaded.path / "template").glob("*.py"))
-    if not starters and not loaded.problem.bundled:
-        return [Row("template/", f"a starter {loaded.data['file']}", "none", False)]
-    rows = []
-    for starter in starters:
-        tree = ast.parse(starter.read_text(encoding="utf-8"))
-        defined = {n.name: [a.arg for a in n.args.args] for n in tree.body if isinstance(n, ast.FunctionDef)}
-        params = defined.get(loaded.data["kernel"])
-        want = list(loaded.data["arguments"])
-        ok = params is not None and params[:len(want)] == want
-        rows.append(Row(f"template/{starter.name}", f"def {loaded.data['kernel']}({', '.join(want)})",
-                        "defined" if ok else "not defined so", ok))
+    """template/ holds the starters: a file of problem.toml's name defining the kernel, one for each
+    dialect the folder accepts (template/nki06/ holds NKI 0.6's when it accepts both), each in the
+    dialect of its place."""
+    starters = folders.starter_files(loaded.path)
+    if loaded.problem.bundled:              # the bundled ones' starters are student_template/
+        return [_template_row(loaded, s) for s in starters]
+    rows = [_template_row(loaded, s) for s in starters]
+    name = loaded.data["file"]
+    for dialect in loaded.problem.dialects or tuple(DIALECTS):
+        if folders.starter(loaded.path, name, dialect) is None:
+            sub = folders.TEMPLATE_SUBDIR.get(dialect)
+            where = f"template/{sub}/{name}" if sub and len(loaded.problem.dialects or DIALECTS) > 1 else \
+                f"template/{name}"
+            rows.append(Row(where, f"a starter {name} in {dialect}", "none", False))
     return rows
+
+
+def _template_row(loaded: folders.Folder, starter: Path) -> Row:
+    what = starter.relative_to(loaded.path).as_posix()
+    try:
+        tree = ast.parse(starter.read_text(encoding="utf-8"))
+    except (SyntaxError, ValueError) as err:
+        return Row(what, "a Python file", f"{type(err).__name__}: {err}", False)
+    defined = {n.name: [a.arg for a in n.args.args] for n in tree.body if isinstance(n, ast.FunctionDef)}
+    params = defined.get(loaded.data["kernel"])
+    want = list(loaded.data["arguments"])
+    problems_ = [] if params is not None and params[:len(want)] == want else ["not defined so"]
+    dialect = folders.dialect_of_file(starter)
+    placed = CURRENT.name if starter.parent.name == folders.TEMPLATE_SUBDIR[CURRENT.name] else None
+    if placed is not None and dialect != placed:
+        problems_.append(f"written in {dialect}, but template/{starter.parent.name}/ holds {placed} starters")
+    elif dialect not in (loaded.problem.dialects or tuple(DIALECTS)):
+        problems_.append(f"written in {dialect}, which problem.toml's dialects does not accept")
+    return Row(what, f"def {loaded.data['kernel']}({', '.join(want)}) in {placed or 'an accepted dialect'}",
+               "; ".join(problems_) or f"defined, in {dialect}", not problems_)
 
 
 def dialect_of_file(path: Path) -> str:
     """The dialect a kernel file imports (the legacy one when it imports neither)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-            [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
-        for name in names:
-            found = dialect_of_module(name)
-            if found is not None:
-                return found.name
-    return LEGACY.name
+    return folders.dialect_of_file(path)
 
 
 def _graded(loaded: folders.Folder, solution: Path, kind: str) -> Row:
@@ -185,7 +199,8 @@ def _graded(loaded: folders.Folder, solution: Path, kind: str) -> Row:
     from ..submission import submission_from_bytes
     if not solution.is_file():
         return Row(f"{kind}: {os.path.relpath(solution, loaded.path)}", "a kernel file", "no such file", False)
-    what = f"{kind}/{solution.name}" if solution.is_relative_to(loaded.path) else \
+    what = solution.relative_to(loaded.path).as_posix() if kind == "template" else \
+        f"{kind}/{solution.name}" if solution.is_relative_to(loaded.path) else \
         f"{kind}: {os.path.relpath(solution, loaded.path)}"
     dialect = dialect_of_file(solution)
     accepted = loaded.problem.dialects or tuple(DIALECTS)
@@ -214,8 +229,14 @@ def _correct_row(what: str, report) -> Row:
 def _wrong_row(what: str, report, may_pass: set[str], kind: str) -> Row:
     earned = [f"{t.name} {t.status} ({t.points:g})" for t in report.tests
               if t.name not in may_pass and (t.points > 0 or t.status in (TestStatus.PASSED, TestStatus.PARTIAL))]
-    expected = "nothing" + (f" but {', '.join(sorted(may_pass))}" if may_pass else "")
-    return Row(what, expected, _points(report) + (f": {'; '.join(earned)}" if earned else ""), not earned)
+    # a solution allowed to pass tests must pass them: one wrong only when timed that fails its
+    # correctness tests too never reaches the timed tests, and so shows nothing about them
+    status = {t.name: t.status for t in report.tests}
+    unreached = [f"{name} {status.get(name, 'not a test of this folder')} (may_pass names it)"
+                 for name in sorted(may_pass) if status.get(name) != TestStatus.PASSED]
+    expected = "nothing" + (f" but {', '.join(sorted(may_pass))}, passed" if may_pass else "")
+    wrong = earned + unreached
+    return Row(what, expected, _points(report) + (f": {'; '.join(wrong)}" if wrong else ""), not wrong)
 
 
 def _points(report) -> str:

@@ -6,7 +6,8 @@ record the grader uses (grader/problems/base.py).
     reference.py        make_inputs(config, rng), reference(inputs, kwargs), work(config), and
                         optionally output(config), signature(config), label(config) and the
                         downgrade check's sample / slice_output / sampled_reference
-    template/           the student's starter file
+    template/           the student's starter file (template/nki06/ for NKI 0.6's, when
+                        the folder accepts both dialects)
     solutions/correct/  kernels that must earn full correctness and pass
     solutions/wrong/    kernels that must earn nothing they should not
 
@@ -30,7 +31,7 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
-from nkisim.dialects import DIALECTS
+from nkisim.dialects import CURRENT, DIALECTS, LEGACY, dialect_of_module
 
 from ..errors import GraderInputError
 from .base import Problem
@@ -77,6 +78,46 @@ class Folder:
         """The tests a wrong solution may pass (problem.toml [solutions.may_pass]: a kernel right
         on its correctness runs and wrong only when timed passes those, and must fail the rest)."""
         return set(self.data.get("solutions", {}).get("may_pass", {}).get(solution.name, ()))
+
+
+TEMPLATE_DIR = "template"
+# where a folder keeps each dialect's starter, as student_template/ does: template/nki06/<file>
+# for NKI 0.6, template/<file> for the legacy dialect (or for a folder's only dialect)
+TEMPLATE_SUBDIR = {CURRENT.name: "nki06"}
+
+
+def dialect_of_file(path: Path) -> str:
+    """The dialect a kernel file imports (the legacy one when it imports neither, or cannot be parsed)."""
+    import ast
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (SyntaxError, ValueError):
+        return LEGACY.name
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+        for name in names:
+            found = dialect_of_module(name)
+            if found is not None:
+                return found.name
+    return LEGACY.name
+
+
+def starter_files(path: Path) -> list[Path]:
+    """Every starter a folder holds: template/*.py and template/nki06/*.py."""
+    base = Path(path) / TEMPLATE_DIR
+    return sorted(base.glob("*.py")) + sorted((base / TEMPLATE_SUBDIR[CURRENT.name]).glob("*.py"))
+
+
+def starter(path: Path, filename: str, dialect: str) -> Path | None:
+    """The folder's starter `filename` in `dialect`: template/nki06/<file> or template/<file>,
+    whichever is written in that dialect (a starter in the other dialect is never offered)."""
+    base = Path(path) / TEMPLATE_DIR
+    sub = TEMPLATE_SUBDIR.get(dialect)
+    for candidate in ([base / sub / filename] if sub else []) + [base / filename]:
+        if candidate.is_file() and dialect_of_file(candidate) == dialect:
+            return candidate
+    return None
 
 
 def folder_hash(path: Path) -> str:

@@ -41,6 +41,8 @@ def test_non_finite_outputs_are_counted_and_the_first_located(monkeypatch, chunk
     got = checks.check_output(out, expected, 1e-5, 1e-8)
     assert not got.ok and got.mismatched == 3
     assert got.message.startswith("3 output values are NaN or infinite (first at index (40,))")
+    # both usual causes are named: a softmax without its max subtracted overflows, it wrote everything
+    assert "an overflow" in got.message and "never wrote" in got.message
 
 
 def test_outputs_within_the_tolerance_pass_with_their_largest_error():

@@ -144,8 +144,9 @@ def test_service_mode_grades_on_the_service(db, course, site, installed, celery_
     assert [e["name"] for e in results["leaderboard"]] == ["Total", "Performance: one small image, float16 p99 (us)"]
     assert "Graded by the course's grading service" in results["output"]
     # the token made her account, which has no password: her own report carries a one-time sign-in link
-    link = re.search(r"sign in once at (\S+/login/link/\S+) \(one use", results["output"])
+    link = re.search(r"sign in once at <(\S+/login/link/[^>\s]+)> \(one use", results["output"])
     assert link is not None and link.group(1).startswith(site["url"]), results["output"]
+    assert "\\" not in link.group(1)          # an autolink: the token's "_" never escaped
     run_id = results["extra_data"]["run_id"]
     assert f"service run {run_id}: done" in stdout
 

@@ -247,6 +247,10 @@ def test_staff_pages_mark_a_gradescope_run(app, db, two_courses, client_for):
     page = staff.get(f"/staff/runs/{run_id}").get_data(as_text=True)
     assert "data-gradescope" in page and "submission 777001" in page
     assert "submitted on Gradescope 2026-01-05 17:30:00 UTC (the deadline is held to this time)" in page
+    # the student's own history shows Gradescope's time too (the one the deadline is held to)
+    mine = client_for("alice").get(f"/a/{two_courses['assignment'].name}").get_data(as_text=True)
+    cell = mine.split(f'data-submitted="{run_id}">', 1)[1].split("</td>", 1)[0]
+    assert "2026-01-05" in cell and "on Gradescope" in cell, cell
 
 
 # ----- how many: the course token's rate, never the student's allowance on the site -----

@@ -64,6 +64,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("api.run_status", "GET"): OWNER,
     ("api.run_report", "GET"): OWNER,
     ("api.leaderboard", "GET"): COURSE,
+    ("api.contest_code", "GET"): set(),             # a contest's only (tests/web/test_contest_api_exports.py)
     ("api.course_assignment", "GET"): set(),        # a course token only (tests/grader/test_gradescope_service.py)
     ("api.course_submit", "POST"): set(),
     ("api.course_run_status", "GET"): set(),
@@ -75,6 +76,9 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("staff.import_roster", "POST"): ANY_STAFF,     # the course and roles in the file decide (test_security)
     ("staff.add_person", "POST"): ANY_STAFF,        # the same rules as a roster of one line
     ("staff.create_course", "POST"): ADMIN,
+    # a problem folder's reference.py runs on the grader's trusted side: site admins only
+    ("staff.problems_page", "GET"): ADMIN,
+    ("staff.upload_problem", "POST"): ADMIN,
     ("staff.create_assignment", "POST"): ADMIN,     # or an instructor naming their own course
     ("staff.assignment", "GET"): COURSE_STAFF,
     ("staff.adopt_thresholds", "POST"): COURSE_STAFF,

@@ -84,7 +84,8 @@ def make_instance(folder: Path) -> dict:
         submission = Submission(user=student, assignment=assignment, filename="conv2d.py", data=OPTIMIZED,
                                 sha256="a" * 64, size=len(OPTIMIZED))
         grading, waiting = lifecycle.new_run(submission, "sim", "task-1"), lifecycle.new_run(submission, "sim", "task-2")
-        s.add_all([grading, waiting])
+        from store.models import WorkerHeartbeat
+        s.add_all([grading, waiting, WorkerHeartbeat(name="w1@old-machine", queues="sim", pid=1)])   # alive
         s.commit()
         assert lifecycle.claim(s, grading.id, "w1@old-machine:1", "task-1", stale_after_s=90) is not None
         return {"grading": grading.id, "waiting": waiting.id}
@@ -126,6 +127,9 @@ def test_a_backup_restored_into_a_new_instance_has_its_people_runs_and_key(place
         assert by_id[runs["waiting"]].status == "queued"
         grading = by_id[runs["grading"]]
         assert grading.status == "queued" and grading.worker is None          # its worker was the old instance's
+        # nor is that worker counted alive here (`grader queue`, the site's no-worker warning)
+        from store.models import WorkerHeartbeat
+        assert s.scalars(select(WorkerHeartbeat.name)).all() == []
         assert by_id[runs["grading"]].submission.assignment.spec_row is not None     # the spec came too
 
     # a second restore into the same folder: refused, it holds an instance now
@@ -187,6 +191,15 @@ def test_a_deployment_backs_up_and_restores_through_database_url(place):
         out = place.grader("backup", str(again))
         assert out.returncode == 0 and "1 user," in out.stdout and "and its secret key" in out.stdout, out.stderr
         assert "backing up the service whose database is" in out.stderr and "DATABASE_URL" in out.stderr
+        # as in a Compose container: the key in the environment, no XDG_RUNTIME_DIR. The file
+        # holds no key, says so, and the way back is into a database, not a folder
+        place.env.pop("XDG_RUNTIME_DIR", None)
+        place.env["NKI_GRADER_SECRET_KEY"] = KEY
+        composed = place.grader("backup", str(place.tmp / "composed.tar"))
+        assert composed.returncode == 0, composed.stderr
+        assert "but not the secret key" in composed.stdout and "the key" not in composed.stdout.split("It holds")[1]
+        assert "with DATABASE_URL naming an empty database" in composed.stdout and "--instance" not in composed.stdout
+        assert "Warning" not in composed.stderr, composed.stderr          # nothing but what it did
     finally:
         server.stop()
 
@@ -234,3 +247,41 @@ def test_migrate_refuses_an_instance_that_does_not_exist(place):
     finally:
         lock.release()
     assert out.returncode == 2 and "is serving" in out.stderr and "stop it" in out.stderr
+
+
+def test_migrate_says_which_revision_it_brought_the_schema_from_and_to(place):
+    """The upgrade's step 4: `grader migrate` on an instance one release behind names the
+    revisions (so the operator sees the migration ran), and run again, that nothing was left to do."""
+    from alembic.script import ScriptDirectory
+    from store import upgrade
+    from store.instance import InstanceLock
+    from store.migrate import alembic_config
+    folder = place.tmp / "older"
+    folder.mkdir()
+    InstanceLock.acquire(folder).release()
+    opened = Opened(folder)
+    head = ScriptDirectory.from_config(alembic_config(opened.engine)).get_revision("head")
+    upgrade(opened.engine, head.down_revision)
+    opened.pg.stop()
+    out = place.grader("migrate", home=folder)
+    assert out.returncode == 0, out.stderr
+    assert f"database schema is current: {head.revision} (migrated from {head.down_revision})" in out.stdout
+    again = place.grader("migrate", home=folder)
+    assert again.returncode == 0 and f"current: {head.revision} (it was already)" in again.stdout, again.stdout
+
+
+def test_course_token_finds_the_running_service_and_never_makes_an_instance(place):
+    """Run from the wrong folder, `grader course-token` used to make an empty instance there (and
+    answer "no course named ..., have: none yet"); it now looks for the running service as
+    `grader admin-link` does, and says there is none."""
+    empty = place.tmp / "elsewhere"
+    empty.mkdir()
+    for args in (["course-token", "create", "--course", "CS149"], ["course-token", "list", "--course", "CS149"],
+                 ["course-token", "revoke", "1"]):
+        out = place.grader(*args, cwd=empty)
+        assert out.returncode == 2 and "no nki-grader service found" in out.stderr, out.stderr
+        assert list(empty.iterdir()) == []
+    stopped = place.tmp / "stopped"
+    make_instance(stopped)
+    out = place.grader("course-token", "create", "--course", "CS149", home=stopped)
+    assert out.returncode == 2 and "nkic_" not in out.stdout, out.stdout

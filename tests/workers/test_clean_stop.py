@@ -53,3 +53,46 @@ def test_a_run_grading_at_a_clean_stop_is_queued_again_at_once(db, assignment, s
     assert resumed.attempts == 1 and again.name in resumed.worker
     assert enqueue.cancel(resumed) == RunStatus.RUNNING
     wait_for_run(db, run.id, (RunStatus.CANCELLED,), timeout=120)
+
+
+def test_tests_skipped_because_the_worker_stops_are_not_shown_as_the_students(db, assignment, student):
+    """At a clean stop the grader skips the tests it has not run; those are the stop's, not the
+    kernel's, so they are not stored as the run's progress (the site's run page and a following
+    `grader submit` would show "skipped 0/2.5" until the hand-back); a test that finished before
+    the stop is."""
+    from grader.events import ProgressEvent
+    from grader.report import TestResult
+    from store import lifecycle
+    from workers import tasks
+    run = enqueue.submit(db, student, assignment, "conv2d.py", spinning_kernel())
+    claim = lifecycle.claim(db, run.id, "stopping@test:1", run.celery_task_id, stale_after_s=90)
+    db.commit()
+    on_progress = tasks._progress_writer(claim)
+    passed = TestResult(name="small", kind="correctness", status="passed", points=2.5, max_points=2.5, title="Small")
+    skipped = TestResult(name="large", kind="correctness", status="skipped", points=0, max_points=2.5, title="Large")
+    assert not tasks._stop.requested
+    on_progress(ProgressEvent(done=1, total=2, result=passed))
+    tasks._stop.requested = True              # what the worker's SIGTERM handler sets
+    try:
+        on_progress(ProgressEvent(done=2, total=2, result=skipped))
+    finally:
+        tasks._stop.requested = False
+    db.expire_all()
+    row = db.get(type(run), run.id)
+    assert row.progress_done == 1 and [t["status"] for t in row.progress_tests] == ["passed"], row.progress_tests
+
+
+def test_a_following_submit_shows_a_handed_back_run_graded_again_from_its_first_test(capsys):
+    """`grader submit` follows a run whose worker stops mid-grade: its finished tests go (the
+    hand-back clears them), and when the next worker grades it, each test is shown again."""
+    from workers.submit_cmd import _Follower
+    first = {"name": "small", "title": "Small", "status": "passed", "points": 2.5, "max_points": 2.5}
+    second = dict(first, name="large", title="Large")
+    follower = _Follower()
+    follower.show(RunStatus.RUNNING, None, None, 2, [first, second])
+    follower.show(RunStatus.QUEUED, 1, None, 2, [])                 # handed back
+    follower.show(RunStatus.RUNNING, None, None, 2, [first])        # the next worker's first test
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("[1/2] Small: passed") and lines[1].startswith("[2/2] Large: passed")
+    assert lines[2].startswith("handed back to the queue") and "from the first test" in lines[2]
+    assert lines[3].startswith("queued") and lines[4].startswith("[1/2] Small: passed"), lines

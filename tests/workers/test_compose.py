@@ -126,3 +126,25 @@ def test_grading_and_nightly_workers_share_a_pool_of_two_answer_sets():
         assert env["NKI_ANSWER_POOL_SIZE"] == "2" and env["NKI_GRADER_HOME"] == "/data", name
         assert "NKI_ANSWER_POOL_DIR" not in env          # the default: /data/answer-pool
         assert int(env["NKI_ANSWER_POOL_USES"]) >= 1 and float(env["NKI_ANSWER_POOL_MAX_AGE_S"]) > 0
+
+
+def test_the_image_holds_every_package_the_project_installs():
+    """The Dockerfile copies each package pyproject.toml installs before `pip install .`: an image
+    without one (service/, which holds the `grader` console script) starts no service at all."""
+    from grader.spec import read_toml
+    project = read_toml((ROOT / "pyproject.toml").read_text(), "pyproject.toml")
+    packages = {name.rstrip("*") for name in project["tool"]["setuptools"]["packages"]["find"]["include"]}
+    packages |= {script.split(":")[0].split(".")[0] for script in project["project"]["scripts"].values()}
+    copied = {m.group(1) for m in re.finditer(r"^COPY (\S+) \1$", (ROOT / "Dockerfile").read_text(), re.M)}
+    assert packages <= copied, f"the Dockerfile copies no {sorted(packages - copied)}: add `COPY NAME NAME` lines"
+
+
+def test_every_setting_in_dot_env_reaches_our_containers():
+    """docs/operators.md's Settings are read from `.env`: Compose passes a .env variable into a
+    container only when the file names it, so each container of ours takes the whole .env, and the
+    variables the compose file sets itself (the databases, /data) stay its own."""
+    for name in OURS:
+        files = SERVICES[name].get("env_file")
+        assert files and any(f == ".env" or (isinstance(f, dict) and f["path"] == ".env") for f in files), name
+        env = SERVICES[name]["environment"]
+        assert {"DATABASE_URL", "REDIS_URL", "NKI_GRADER_HOME", "NKI_GRADER_SECRET_KEY"} <= set(env), name

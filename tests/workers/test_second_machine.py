@@ -33,25 +33,6 @@ def _machine_env(home: Path, **extra: str) -> dict:
     return env
 
 
-def _run_bounded(argv: list[str], env: dict, timeout: float = 120.0) -> subprocess.CompletedProcess:
-    """Run a command in a process group of its own that ends by the timeout, with all it started."""
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=die_with_parent(signal.SIGTERM))
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        raise AssertionError(f"{argv[2:]} did not end within {timeout:.0f} s:\n{err[-3000:]}") from None
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
-
-
 @pytest.fixture
 def exposed():
     """`grader serve --listen 127.0.0.1 --workers 0` on free ports, up; its printed URLs."""
@@ -139,11 +120,16 @@ def test_worker_with_an_empty_home_grades_over_tcp(exposed):
         queue = instance.grader("queue", "--json")
         assert queue.returncode == 0, queue.stderr
         assert name in [w["name"] for w in json.loads(queue.stdout)["workers"]]
-        # a worker here without REDIS_URL is told which URL to use, and starts no second Redis on its data
-        local = _run_bounded([sys.executable, "-m", "workers.cli", "worker", "--queue", "sim", "--concurrency", "1"],
-                             instance.env)
-        assert local.returncode == 2 and "runs with a password" in local.stderr, local.stderr
-        assert str(instance.home / "worker.env") in local.stderr
+        # a `grader submit` here, without REDIS_URL, reaches the Redis that now wants a password
+        # (from the server's own redis.conf) and its task goes out at once, not by the reaper's
+        # re-send two minutes later; the second machine grades it
+        here = instance.grader("submit", str(third / "conv2d.py"), "--assignment", "tiny",
+                               "--email", "student@example.edu", "--timeout", "240")
+        assert here.returncode == 0, here.stderr
+        assert "not sent" not in here.stderr and "Traceback" not in here.stderr, here.stderr
+        local_run = int(re.search(r"^run (\d+): queued", here.stderr, re.M).group(1))
+        assert wait_for_run(session, local_run, ("done",), timeout=30).worker.startswith(name)
+        assert len(list((instance.home / "redis").glob("*.sock"))) == 1      # no second Redis on its data
 
         # the second machine made what it needs in its own folder; the first instance's stayed its own
         import grader
@@ -189,6 +175,16 @@ def test_listen_is_refused_before_anything_starts_when_it_cannot_be_done():
             out = made.grader("serve", "--port", str(_free_port()), *args)
             assert out.returncode == 2 and said in out.stderr, out.stderr
             assert not made.home.exists()
+        # a port another program holds: found once the instance's own leftovers are stopped (they
+        # may hold it), refused in one line, with nothing said to have stopped
+        import socket
+        with socket.socket() as holder:
+            holder.bind(("127.0.0.1", 0))
+            holder.listen()
+            busy = holder.getsockname()[1]
+            out = made.grader("serve", "--port", str(_free_port()), "--listen", "127.0.0.1", "--db-port", str(busy))
+        assert out.returncode == 2 and f"PostgreSQL's port {busy} on 127.0.0.1 is in use" in out.stderr, out.stderr
+        assert "stopped" not in out.stdout + out.stderr, out.stdout
     finally:
         made.close()
 

@@ -18,4 +18,4 @@ def _staff_only():
         raise UserError("The staff console is for course staff.", "Sign in with a TA or admin account.", 403)
 
 
-from . import assignments, console, nightly, roster_views, submissions, tasks  # noqa: E402,F401  (register routes)
+from . import assignments, console, nightly, problem_uploads, roster_views, submissions, tasks  # noqa: E402,F401  (register routes)

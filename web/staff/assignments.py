@@ -20,9 +20,9 @@ from .. import accounts, courses, db, late, thresholds
 from ..errors import UserError
 from ..forms import AssignmentForm, ExtensionForm, SimpleActionForm, ThresholdsForm, TitleForm, VisibilityForm
 from ..leaderboard import standings_changed
-from . import bp, tasks
+from . import bp, course_specs, tasks
 from .console import backends_without_worker
-from .nightly import implied_for
+from .nightly import implied_for, not_proposed_for
 
 
 def _form_problems(form) -> str:
@@ -43,21 +43,25 @@ def create_assignment():
                         "Choose an existing course; a site admin creates new ones (Create a course, on the "
                         "staff console).")
     form = AssignmentForm()
-    if form.is_submitted() and form.spec.data not in grader.available_specs():
+    uploaded = course_specs.uploaded_spec(request.files.get("spec_file"))
+    if uploaded is not None:          # the course's own spec: data naming bundled or installed problems only
+        form.spec.data = form.spec.data or uploaded.assignment
+    elif form.is_submitted() and form.spec.data not in grader.available_specs():
         raise UserError(f"There is no bundled spec {form.spec.data!r}.",
-                        f"Choose one of: {', '.join(grader.available_specs())}.")
+                        f"Choose one of: {', '.join(grader.available_specs())}, or upload a spec file of your own.")
     if not form.validate_on_submit():
         raise UserError(f"The assignment was not created: {_form_problems(form)}.", "Correct the form and try again.")
-    spec = grader.load_spec(form.spec.data)
+    spec = uploaded or grader.load_spec(form.spec.data)
+    spec_name = uploaded.assignment if uploaded is not None else form.spec.data
     if form.backend.data == Backend.NEURON and spec.platform != "trn2":
-        raise UserError(f"The spec {form.spec.data} holds thresholds measured on {spec.platform}, not Trainium2: "
+        raise UserError(f"The spec {spec_name} holds thresholds measured on {spec.platform}, not Trainium2: "
                         "grading it on Trainium2 hardware would hold students to the wrong numbers.",
                         "Choose the simulator, or a spec written for Trainium2.")
     rule, factors, late_days = late.read_rule(request.form, course.late_days)
     _check_deadline_not_past(form.deadline.data, request.form.get("past_deadline_ok") == "yes")
     course.leaderboard_visibility = form.visibility.data
     course.late_days = late_days
-    assignment = specs.new_assignment(session, spec, spec_name=form.spec.data, course=course, name=form.name.data,
+    assignment = specs.new_assignment(session, spec, spec_name=spec_name, course=course, name=form.name.data,
                                       title=(form.title.data or "").strip() or spec.title, backend=form.backend.data, deadline=form.deadline.data,
                                       runs_per_hour=form.runs_per_hour.data, active=True)
     assignment.late_rule, assignment.late_factors = rule, factors
@@ -70,13 +74,14 @@ def create_assignment():
     return redirect(url_for("staff.assignment", name=assignment.name), 303)
 
 
-def _check_deadline_not_past(deadline: dt.datetime | None, confirmed: bool) -> None:
-    """A deadline already past is almost always a typo (the year, AM/PM): refused unless confirmed."""
+def _check_deadline_not_past(deadline: dt.datetime | None, confirmed: bool, action: str = "create it again") -> None:
+    """A deadline already past is almost always a typo (the year, AM/PM): refused unless confirmed.
+    `action`: what the staff member does again once they tick the box."""
     now = dt.datetime.now(dt.timezone.utc)
     if deadline is not None and deadline < now and not confirmed:
         raise UserError(f"The deadline {deadline:%Y-%m-%d %H:%M} UTC is in the past (it is {now:%Y-%m-%d %H:%M} UTC "
                         "now): every upload would be late.",
-                        "Correct the deadline, or tick \"The deadline is in the past on purpose\" and create it again.",
+                        f"Correct the deadline, or tick \"The deadline is in the past on purpose\" and {action}.",
                         409)
 
 
@@ -103,7 +108,7 @@ def set_deadline(name: str):
     rule, factors, late_days = late.read_rule(request.form, assignment.course.late_days, assignment.late_rule)
     old = assignment.deadline
     if field.data != old:      # moving a deadline into the past is as likely a typo as creating one there
-        _check_deadline_not_past(field.data, request.form.get("past_deadline_ok") == "yes")
+        _check_deadline_not_past(field.data, request.form.get("past_deadline_ok") == "yes", "save it again")
     assignment.deadline, assignment.late_rule, assignment.late_factors = field.data, rule, factors
     budget_moved = assignment.course.late_days != late_days
     assignment.course.late_days = late_days
@@ -134,14 +139,18 @@ def assignment(name: str):
     in_force = spec.thresholds()
     derived = {t.name for t in courses.timed_tests(assignment) if t.thresholds_from_references}
     implied = {name: levels for name, levels in implied_for(session, assignment).items() if name in derived}
+    # a relaxed reference too close to the optimized one proposes no relaxed threshold: the one in force stays
+    not_proposed = {name: why for name, why in not_proposed_for(session, assignment).items() if name in derived}
     # only the tests whose thresholds come from the reference kernels are proposed from the nightly
     proposal = {name: {tier.value: round(implied.get(name, {}).get(tier, levels[tier]), 1) for tier in Tier}
                 for name, levels in in_force.items()}
+    for levels in proposal.values():       # a relaxed threshold kept in force never under a proposed optimized one
+        levels[Tier.RELAXED.value] = max(levels[Tier.RELAXED.value], levels[Tier.OPTIMIZED.value])
     form = ThresholdsForm(thresholds=json.dumps(proposal, indent=2),
                           version=f"{dt.date.today().isoformat()}-nightly" if implied else "")
     return render_template("staff/assignment.html", assignment=assignment, versions=versions, in_force=in_force,
                            titles=spec.titles(), now_utc=f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}",
-                           implied=implied, extensions=extensions, thresholds_form=form,
+                           implied=implied, not_proposed=not_proposed, extensions=extensions, thresholds_form=form,
                            extension_form=ExtensionForm(), action_form=SimpleActionForm(),
                            visibility_form=VisibilityForm(), title_form=TitleForm(title=assignment.title),
                            spec_title=spec.title, late_rule=late.describe(assignment), late_titles=late.RULE_TITLES,

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import grader
-from grader.references import TIER_OF_REFERENCE
+from grader.references import REFERENCE_OF_TIER, TIER_OF_REFERENCE
 from grader.vocabulary import Backend, Tier
 from store import specs
 from store.models import Assignment, NightlyResult
@@ -27,16 +27,28 @@ LEVEL_OF_KERNEL = TIER_OF_REFERENCE
 
 def implied_for(session: Session, assignment: Assignment) -> dict[str, dict[str, float]]:
     """{test: {"optimized": us, "relaxed": us}} from the latest nightly result of each
-    reference kernel of this assignment's spec on its backend."""
+    reference kernel of this assignment's spec on its backend; no relaxed level for a test whose
+    relaxed threshold that night did not propose (not_proposed_for says why)."""
     implied: dict[str, dict[str, float]] = defaultdict(dict)
     for kernel, level in LEVEL_OF_KERNEL.items():
-        latest = session.scalar(select(NightlyResult).where(
-            NightlyResult.spec_name == assignment.spec_name, NightlyResult.reference_kernel == kernel,
-            NightlyResult.backend == assignment.backend).order_by(NightlyResult.id.desc()).limit(1))
+        latest = _latest(session, assignment, kernel)
+        refused = (latest.not_proposed or {}) if latest else {}
         for test, us in ((latest.implied_thresholds or {}) if latest else {}).items():
-            if isinstance(us, (int, float)):
+            if isinstance(us, (int, float)) and test not in refused:
                 implied[test][level] = float(us)
     return dict(implied)
+
+
+def not_proposed_for(session: Session, assignment: Assignment) -> dict[str, str]:
+    """{test: why the latest nightly did not propose its relaxed threshold} (workers/nightly.py)."""
+    latest = _latest(session, assignment, REFERENCE_OF_TIER[Tier.RELAXED])
+    return dict(latest.not_proposed or {}) if latest else {}
+
+
+def _latest(session: Session, assignment: Assignment, kernel: str) -> NightlyResult | None:
+    return session.scalar(select(NightlyResult).where(
+        NightlyResult.spec_name == assignment.spec_name, NightlyResult.reference_kernel == kernel,
+        NightlyResult.backend == assignment.backend).order_by(NightlyResult.id.desc()).limit(1))
 
 
 def titles_for(session: Session, spec_name: str, rows: list[NightlyResult]) -> dict[str, str]:
@@ -75,7 +87,8 @@ def nightly():
                            if g is not None)
             points = [Point(r.created_at, (r.p99_us or {}).get(test), r.drift) for r in rows]
             charts.append(time_chart(points, title=f"{titles.get(test, test)}: p99 of {kernel} ({backend_title})", unit=" us", guides=guides))
-            table.append((titles.get(test, test), (latest.p99_us or {}).get(test), implied, in_force))
+            table.append((titles.get(test, test), (latest.p99_us or {}).get(test), implied, in_force,
+                          (latest.not_proposed or {}).get(test, "")))
         groups.append({"spec": spec_name, "kernel": kernel, "backend": backend, "backend_title": backend_title, "level": level, "latest": latest,
                        "charts": charts, "table": table, "drifts": [r for r in rows if r.drift]})
     running = [d for d in enqueue.running_now(session) if d["what"] == "nightly regression"]

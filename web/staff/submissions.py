@@ -64,7 +64,7 @@ def submissions():
                                  .group_by(GradingRun.submission_id)).all()) if rows else {}
     regrades = {run.id for run, sub, _, _ in rows if first.get(sub.id, run.id) != run.id}
     return render_template("staff/submissions.html", rows=rows, total=total, page=page, counted=counted,
-                           regrades=regrades,
+                           regrades=regrades, replaced=_replaced_on_page(session, rows),
                            pages=max(1, -(-total // PAGE_SIZE)), args=request.args, assignments=names,
                            statuses=RUN_STATUSES, backends=BACKENDS)
 
@@ -80,6 +80,20 @@ def run_detail(run_id: int):
                            report_json=json.dumps(run.report, indent=2) if run.report else "",
                            status=runs.status_json(session, run), flag_form=FlagForm(),
                            action_form=SimpleActionForm(), replaced_by=_replaced_by(session, run))
+
+
+def _replaced_on_page(session, rows) -> dict[int, int]:
+    """{run id: the later graded run of the same Gradescope submission that counts instead}, for
+    the page's Gradescope runs (one query; the later run may be on another page)."""
+    subs = {sub.id for _, sub, _, _ in rows if sub.gradescope_submission_id}
+    if not subs:
+        return {}
+    latest = {(sid, backend): top for sid, backend, top in session.execute(
+        select(GradingRun.submission_id, GradingRun.backend, func.max(GradingRun.id))
+        .where(GradingRun.submission_id.in_(subs), GradingRun.status == RunStatus.DONE)
+        .group_by(GradingRun.submission_id, GradingRun.backend))}
+    return {run.id: top for run, sub, _, _ in rows
+            if (top := latest.get((sub.id, run.backend))) is not None and top > run.id}
 
 
 def _replaced_by(session, run: GradingRun) -> int | None:

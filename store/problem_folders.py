@@ -1,0 +1,62 @@
+"""Course problem folders a site admin uploaded (web/staff/problem_uploads.py), kept in the
+database so that every worker, on any machine, grades with them without a shared folder
+(issue 46): a row holds a zip of what grades (problem.toml and its top-level .py files) and the
+template/ starters, named by the folder's sha256, which a spec pins.
+
+A worker (or the site) that meets a spec pinning such a folder asks `find(name, sha256)`
+(registered with grader.problems.add_finder by `install`): the row is unpacked into a cache
+folder of this user's own, and its sha256 computed again from the files; a row whose content no
+longer has its name's hash (changed in the database) is refused, so the pin holds whoever wrote
+the row. reference.py is course code and runs on the grader's trusted side: only a site admin's
+upload puts it here, never a TA's or a student's."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from sqlalchemy.orm import Session
+
+from grader import problems
+from grader.problems import archive
+from grader.problems import folder as folders
+
+from .db import session_scope
+from .models import ProblemFolder
+
+_engines: list = []          # where find() looks: the site's engine, or None (the environment's)
+_lock = threading.Lock()
+
+
+def save(session: Session, path: Path, check_table: str, uploaded_by: int | None) -> tuple[ProblemFolder, bool]:
+    """The row of the (checked) folder at `path`, added unless the same content is stored already;
+    (row, whether it is new). The caller commits."""
+    loaded = folders.load(path)
+    sha = loaded.problem.sha256
+    row = session.get(ProblemFolder, sha)
+    if row is not None:
+        return row, False
+    row = ProblemFolder(sha256=sha, name=loaded.data["name"], title=loaded.data["title"], archive=archive.pack(path),
+                        check_table=check_table, uploaded_by_id=uploaded_by)
+    session.add(row)
+    return row, True
+
+
+def find(name: str, sha: str) -> Path | None:
+    """The stored folder `name` of this sha256, unpacked and checked against it, or None when no
+    row holds it."""
+    for engine in list(_engines):
+        with session_scope(engine) as s:
+            row = s.get(ProblemFolder, sha)
+            if row is None or row.name != name:
+                continue
+            stored = row.archive
+        return archive.unpacked_in_cache(name, sha, stored)
+    return None
+
+
+def install(engine=None) -> None:
+    """Let grader.problems find stored folders in `engine`'s database (None: DATABASE_URL's)."""
+    with _lock:
+        if engine not in _engines:
+            _engines.append(engine)
+    problems.add_finder(find)

@@ -1,0 +1,166 @@
+"""A site admin's upload of a problem folder (issue 45 item 3; web/staff/problem_uploads.py): the
+folder is checked as `grader problem check` checks it and stored in the database under its
+sha256, so a spec pinning it grades on any worker without a shared folder. Attacks: a TA, an
+instructor or a student uploading course code is refused before anything of it runs; a folder
+with a surprise, or an archive reaching outside its folder, is not stored; a stored folder
+changed in the database is refused by its pin."""
+from __future__ import annotations
+
+import html
+import io
+import shutil
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+import grader
+from grader.problems import folder as folders
+from store import problem_folders
+from store.models import Assignment, Enrollment, ProblemFolder, User
+from web import accounts
+from webtest_helpers import PASSWORD, csrf_of
+
+OUTSIDE = Path(__file__).resolve().parents[1] / "outside_problems"
+
+
+def zipped(folder: Path, prefix: str = "softmax/") -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                zf.writestr(prefix + path.relative_to(folder).as_posix(), path.read_bytes())
+    return buf.getvalue()
+
+
+def upload(client, data: bytes, filename: str = "softmax.zip"):
+    token = csrf_of(client.get("/staff/").get_data(as_text=True))
+    return client.post("/staff/problems", data={"csrf_token": token, "folder": (io.BytesIO(data), filename)},
+                       content_type="multipart/form-data")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """Unpacked folders go to a cache of this test's own (a worker's is its user's)."""
+    path = tmp_path / "problem-cache"
+    monkeypatch.setenv("NKI_GRADER_PROBLEM_CACHE", str(path))
+    monkeypatch.delenv("NKI_GRADER_PROBLEM_DIRS", raising=False)
+    return path
+
+
+@pytest.fixture
+def marked(tmp_path):
+    """The outside folder with a reference.py that leaves a mark when it runs."""
+    folder = tmp_path / "marked" / "softmax"
+    shutil.copytree(OUTSIDE / "softmax", folder)
+    mark = tmp_path / "reference-ran"
+    reference = folder / "reference.py"
+    reference.write_text(f"open({str(mark)!r}, 'w').close()\n" + reference.read_text())
+    return folder, mark
+
+
+def pinned_spec(sha: str) -> bytes:
+    text = (OUTSIDE / "softmax-fall.toml").read_text().replace('problem = "./softmax"', 'problem = "softmax"')
+    return text.replace("config_timeout_s = 300", f'config_timeout_s = 300\nproblem_sha256 = {{ softmax = "{sha}" }}'
+                        ).encode()
+
+
+def test_an_admins_upload_is_checked_stored_and_graded_from_the_database(client_for, db, course_setup, cache):
+    admin = client_for("ada")
+    stored = upload(admin, zipped(OUTSIDE / "softmax"))
+    assert stored.status_code == 303, html.unescape(stored.get_data(as_text=True))[-3000:]
+    sha = folders.folder_hash(OUTSIDE / "softmax")
+    db.expire_all()
+    row = db.get(ProblemFolder, sha)
+    assert row.name == "softmax" and "0 surprises" in row.check_table and row.uploaded_by_id == course_setup["ada"].id
+    page = admin.get("/staff/problems").get_data(as_text=True)
+    assert sha in page and "Problem folders" in admin.get("/staff/").get_data(as_text=True)
+    assert upload(admin, zipped(OUTSIDE / "softmax", prefix="")).status_code == 303      # the same content: one row
+    assert len(db.scalars(select(ProblemFolder)).all()) == 1
+    # a spec pinning it, without any folder installed on this machine: its starter and its grade
+    token = csrf_of(admin.get("/staff/").get_data(as_text=True))
+    made = admin.post("/staff/assignments", content_type="multipart/form-data", data={
+        "csrf_token": token, "course": "CS149", "name": "softmax", "spec": "asst4-trainium2", "backend": "sim",
+        "runs_per_hour": "4", "visibility": "signed_in", "deadline": "",
+        "spec_file": (io.BytesIO(pinned_spec(sha)), "softmax-fall.toml")})
+    assert made.status_code == 303, html.unescape(made.get_data(as_text=True))[-2000:]
+    got = client_for("alice").get("/a/softmax/starter/softmax.py")
+    assert got.status_code == 200, html.unescape(got.get_data(as_text=True))[-1500:]
+    assert got.data == (OUTSIDE / "softmax" / "template" / "softmax.py").read_bytes()
+    spec = grader.spec_from_toml(pinned_spec(sha).decode(), "row")
+    kernel = (OUTSIDE / "softmax" / "solutions" / "correct" / "softmax_legacy.py").read_bytes()
+    report = grader.grade(grader.submission_from_bytes("softmax.py", kernel, spec),
+                          spec, grader.GradeOptions(backend="sim", seed=5))
+    assert report.score.total == 10 and report.problem_hashes == {"softmax": sha}
+
+
+@pytest.mark.parametrize("who", ["tara", "ines", "alice"])
+def test_a_ta_an_instructor_or_a_student_cannot_upload_course_code(client_for, db, course_setup, cache, marked, who):
+    if who == "ines":           # an instructor of the course who is not a site admin
+        ines = User(email="ines@example.edu", name="Ines", role="user", active=True)
+        accounts.set_password(ines, PASSWORD)
+        db.add_all([ines, Enrollment(user=ines, course=course_setup["course"], role="instructor")])
+        db.commit()
+    folder, mark = marked
+    client = client_for(who)
+    token_page = client.get("/a/tiny").get_data(as_text=True)       # any page with a form token
+    refused = client.post("/staff/problems", content_type="multipart/form-data", data={
+        "csrf_token": csrf_of(token_page), "folder": (io.BytesIO(zipped(folder)), "softmax.zip")})
+    assert refused.status_code == 403
+    assert client.get("/staff/problems").status_code == 403
+    assert not mark.exists()                       # its reference.py never ran
+    assert db.scalars(select(ProblemFolder)).all() == []
+
+
+def test_a_folder_with_a_surprise_is_not_stored_and_the_table_says_why(client_for, db, course_setup, cache, tmp_path):
+    folder = tmp_path / "softmax"
+    shutil.copytree(OUTSIDE / "softmax", folder)
+    shutil.copy(folder / "solutions" / "correct" / "softmax_legacy.py", folder / "solutions" / "wrong" / "looks_wrong.py")
+    refused = upload(client_for("ada"), zipped(folder))
+    page = html.unescape(refused.get_data(as_text=True))
+    assert refused.status_code == 400 and "found 1 surprise" in page
+    assert "SURPRISE  wrong/looks_wrong.py" in page
+    assert db.scalars(select(ProblemFolder)).all() == []
+
+
+def test_an_archive_reaching_outside_its_folder_or_holding_a_link_is_refused(client_for, db, course_setup, cache,
+                                                                           tmp_path):
+    admin = client_for("ada")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("softmax/problem.toml", (OUTSIDE / "softmax" / "problem.toml").read_bytes())
+        zf.writestr("../../escaped.py", "print('out')\n")
+    refused = upload(admin, buf.getvalue())
+    assert refused.status_code == 400 and "would be written outside the folder" in html.unescape(
+        refused.get_data(as_text=True))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        link = tarfile.TarInfo("softmax/reference.py")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tf.addfile(link)
+    refused = upload(admin, buf.getvalue(), "softmax.tar.gz")
+    assert refused.status_code == 400 and "is not a regular file" in html.unescape(refused.get_data(as_text=True))
+    assert db.scalars(select(ProblemFolder)).all() == []
+
+
+def test_a_stored_folder_changed_in_the_database_is_refused_by_its_pin(client_for, db, course_setup, cache):
+    assert upload(client_for("ada"), zipped(OUTSIDE / "softmax")).status_code == 303
+    sha = folders.folder_hash(OUTSIDE / "softmax")
+    db.expire_all()
+    row = db.get(ProblemFolder, sha)
+    with zipfile.ZipFile(io.BytesIO(row.archive)) as zf:
+        files = {n: zf.read(n) for n in zf.namelist()}
+    files["reference.py"] += b"\ndef reference(inputs, kwargs):\n    return inputs[0]\n"       # an answer of its own
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, content in files.items():
+            zf.writestr(name, content)
+    row.archive = buf.getvalue()
+    db.commit()
+    with pytest.raises(grader.SpecError) as info:
+        grader.spec_from_toml(pinned_spec(sha).decode(), "row")
+    assert "was changed after its upload" in info.value.reason and "uploads the folder again" in info.value.remedy
+    assert not list(cache.rglob("reference.py"))            # nothing of it left where a later lookup would find it
+    assert db.scalar(select(Assignment).where(Assignment.name == "softmax")) is None

@@ -1,0 +1,74 @@
+"""Problem folders a site admin uploads (issue 45 item 3): the folder's reference.py is course
+code that runs on the grader's trusted side, so only a site admin may upload one, never a TA, an
+instructor or a student. The upload is checked as `grader problem check` checks a folder (its
+schema, its reference, its tolerances and every solution and starter graded on the simulator),
+and only a folder without a surprise is stored, in the database under its sha256
+(store/problem_folders.py), where every worker on any machine finds it when a spec pins it."""
+from __future__ import annotations
+
+from flask import flash, redirect, render_template, request, url_for
+from flask_login import current_user
+from sqlalchemy import select
+
+from grader.errors import GraderInputError
+from grader.problems import archive
+from grader.problems import check as checks
+from store import problem_folders
+from store.models import ProblemFolder
+
+from .. import db
+from ..errors import UserError
+from ..forms import SimpleActionForm
+from . import bp
+
+
+def _admin_only() -> None:
+    if not current_user.is_admin:
+        raise UserError("Only a site admin uploads problem folders: their reference.py runs on the grader's "
+                        "trusted side.", "Ask a site admin to upload the folder, or an operator to install it "
+                        "(NKI_GRADER_PROBLEM_DIRS).", 403)
+
+
+def _page(status: int = 200, table: str | None = None, error: UserError | None = None):
+    rows = db.session().scalars(select(ProblemFolder).order_by(ProblemFolder.uploaded_at.desc())).all()
+    return render_template("staff/problems.html", folders=rows, form=SimpleActionForm(), table=table,
+                           error=error), status
+
+
+@bp.route("/problems", methods=["GET"])
+def problems_page():
+    _admin_only()
+    return _page()
+
+
+@bp.route("/problems", methods=["POST"])
+def upload_problem():
+    _admin_only()
+    form = SimpleActionForm()
+    if not form.validate_on_submit():
+        raise UserError("The upload was not accepted (its form token is missing or stale).", "Reload the page and "
+                        "upload again.")
+    upload = request.files.get("folder")
+    if upload is None or not upload.filename:
+        raise UserError("No file was received.", "Choose a .zip or .tar.gz of the problem folder, then press Upload.")
+    data = upload.read(archive.MAX_ARCHIVE_BYTES + 1)
+    with archive.scratch() as scratch:
+        try:
+            path = archive.unpack_upload(data, upload.filename.rsplit("/", 1)[-1], scratch)
+            loaded, rows = checks.check(path)
+        except GraderInputError as err:
+            return _page(400, error=UserError(f"The folder was not stored: {err.reason}", err.remedy))
+        table = checks.table(loaded, rows)
+        surprises = [r for r in rows if not r.ok]
+        if surprises:
+            return _page(400, table=table, error=UserError(
+                f"The folder was not stored: `grader problem check` found {len(surprises)} "
+                f"surprise{'s' if len(surprises) != 1 else ''} (marked SURPRISE below).",
+                "Fix the folder until `grader problem check` passes on it, then upload it again."))
+        session = db.session()
+        row, new = problem_folders.save(session, path, table, current_user.id)
+        session.commit()
+    flash(f"Problem folder {row.name} stored, sha256 {row.sha256}: a spec names it as problem = \"{row.name}\" "
+          f"and pins it with problem_sha256 = {{ {row.name} = \"{row.sha256}\" }}." if new else
+          f"Problem folder {row.name} with this content is stored already (sha256 {row.sha256}).", "success")
+    return redirect(url_for("staff.problems_page"), 303)
