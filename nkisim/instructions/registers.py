@@ -28,12 +28,8 @@ STORE_DTYPES = {dtypes.int32: (-2 ** 31, 2 ** 31), dtypes.uint32: (0, 2 ** 32)}
 def register_store(m, dst: DeviceTensor, value: int | None, register: int | None = None) -> None:
     """dst = `value` (known when traced), or the run-time value of register number `register`."""
     instr = "nisa.register_store"
-    operand(dst, instr, "dst", DMA_ENDPOINTS, tile=False)
+    _one_element(dst, instr, "dst")
     m.check_writable(dst, f"the dst of '{instr}'")
-    if math.prod(dst.shape) != 1 or dst.ndim > 2:
-        raise ShapeError(f"'dst' of '{instr}' must hold exactly one element (shape [1] or [1, 1]), got "
-                         f"{dst._label()}", remedy="slice one element, e.g. t[0:1, 0:1]",
-                         code="err_param_shape_mismatch")
     if dst.dtype not in STORE_DTYPES:
         raise NotSimulatedError(f"'dst' of '{instr}' is {dtypes.name_of(dst.dtype)}: whether a register stored "
                                 "into a non-32-bit-integer tensor gives its bits or its value converted is not "
@@ -43,6 +39,15 @@ def register_store(m, dst: DeviceTensor, value: int | None, register: int | None
         m.emit("register_store", Engine.DMA, "fill", [], [dst], params={"value": 0, "register": register})
         return
     m.emit("register_store", Engine.DMA, "fill", [], [dst], params={"value": stored_value(value, dst.dtype)})
+
+
+def _one_element(t, instr: str, param: str) -> None:
+    """A register's memory side: one element of HBM or SBUF."""
+    operand(t, instr, param, DMA_ENDPOINTS, tile=False)
+    if math.prod(t.shape) != 1 or t.ndim > 2:
+        raise ShapeError(f"'{param}' of '{instr}' must hold exactly one element (shape [1] or [1, 1]), got "
+                         f"{t._label()}", remedy="slice one element, e.g. t[0:1, 0:1]",
+                         code="err_param_shape_mismatch")
 
 
 def stored_value(value: int, dtype) -> int:
@@ -56,11 +61,7 @@ def stored_value(value: int, dtype) -> int:
 def register_load(m, src: DeviceTensor, register: int) -> None:
     """Register number `register` = the one element of `src`, when the program runs."""
     instr = "nisa.register_load"
-    operand(src, instr, "src", DMA_ENDPOINTS, tile=False)
-    if math.prod(src.shape) != 1 or src.ndim > 2:
-        raise ShapeError(f"'src' of '{instr}' must hold exactly one element (shape [1] or [1, 1]), got "
-                         f"{src._label()}", remedy="slice one element, e.g. t[0:1, 0:1]",
-                         code="err_param_shape_mismatch")
+    _one_element(src, instr, "src")
     if src.dtype not in STORE_DTYPES:
         raise NotSimulatedError(f"'src' of '{instr}' is {dtypes.name_of(src.dtype)}: what a register holds after "
                                 "loading a value that is not a 32-bit integer (its bits, or the value converted) "

@@ -19,6 +19,7 @@ nkisim.install()
 import nki  # noqa: E402
 import nki.isa as nisa  # noqa: E402
 import nki.language as nl  # noqa: E402
+from kernel_helpers import load, store  # noqa: E402
 
 
 def loaded(t_hbm):
@@ -30,16 +31,7 @@ def loaded(t_hbm):
     return r, cell
 
 
-def sbuf_copy(a):
-    t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=a)
-    return t
-
-
-def returned(t):
-    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
+sbuf_copy, returned = load, store        # an HBM tensor into SBUF, a tile out to a shared_hbm output
 
 
 @nki.jit
