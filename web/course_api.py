@@ -115,7 +115,9 @@ def _refuse_staff(session, user: User) -> None:
                             .where(Enrollment.user_id == user.id, Enrollment.role != "student")
                             .order_by(Course.name)).first()
     if staff is not None:
-        raise UserError(f"{user.email} is {COURSE_ROLE_TITLES[staff.role]} of {staff.name} on the grading service, "
+        title = COURSE_ROLE_TITLES[staff.role]
+        article = "an" if title[:1].lower() in "aeiou" else "a"      # "a TA", "an instructor"
+        raise UserError(f"{user.email} is {article} {title} of {staff.name} on the grading service, "
                         "not a student.", NOT_A_STUDENT, 403)
 
 

@@ -271,7 +271,7 @@ def test_who_the_token_may_not_submit_for_and_its_hourly_limit_are_autograder_er
     db.commit()
     service_zip(installed, site, token, "limits.zip", "--service-timeout", "2")
     for gradescope_id, email, said, remedy in (
-            (6001, "tara@example.edu", "tara@example.edu is TA of CS149 on the grading service, not a student",
+            (6001, "tara@example.edu", "tara@example.edu is a TA of CS149 on the grading service, not a student",
              "a course token grades students only"),
             (6002, "nobody@example.edu", "nobody@example.edu is not a student on CS149's roster",
              "add nobody@example.edu to the course's roster")):

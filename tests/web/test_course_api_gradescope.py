@@ -56,11 +56,11 @@ def _counts(db):
 # ----- who: the four attacks, and what a token that creates students may do -----
 
 REFUSED = {
-    "tara@example.edu": "is TA of CS149",                       # this course's staff
-    "ines@example.edu": "is instructor of CS149",
+    "tara@example.edu": "is a TA of CS149",                       # this course's staff
+    "ines@example.edu": "is an instructor of CS149",
     "ada@example.edu": "is a site admin",                       # a site admin (and instructor)
-    "theo@example.edu": "is TA of CS150",                       # another course's staff
-    "carl@example.edu": "is TA of CS150",                       # a student here, staff elsewhere
+    "theo@example.edu": "is a TA of CS150",                       # another course's staff
+    "carl@example.edu": "is a TA of CS150",                       # a student here, staff elsewhere
     "sam@example.edu": "is not a student on CS149's roster",    # another course's student
     "stranger@example.edu": "is not a student on CS149's roster",   # an unknown email
 }
