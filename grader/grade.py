@@ -346,6 +346,8 @@ class _Run:
             test, p99, self.spec.partial_credit, banded[0] if banded else None, self.spec.borderline)
         if credited:
             self.flags.append(f"borderline_credit:{test.name}")
+        if scoring.provisional(test, p99, banded[0] if banded else None, self.spec.borderline):
+            self.flags.append(f"borderline_hardware:{test.name}")
         roof = max(problems.roofline_us(test.problem, c, self.spec.platform) for c in test.configs)
         details["roofline_us"] = roof
         if scoring.implausibly_fast(test, p99, roof, self.spec.implausible_speedup):

@@ -43,6 +43,11 @@ FLAG_EXPLANATIONS = {
         "credited under the spec's borderline = \"credit\" rule",
         "*{subject}* was credited with a threshold its simulated time was just over, within the simulator's "
         "error for kernels like it; course staff may check it on hardware."),
+    "borderline_hardware": (
+        "{subject}: the simulated p99 is within the simulator's error of a threshold; provisional under the "
+        "spec's borderline = \"hardware\" rule until a Trainium worker times the run again",
+        "*{subject}* ran within the simulator's error of a threshold, so the course times it again on "
+        "Trainium hardware; that run's score stands (without a Trainium worker, course staff review it)."),
     "uncalibrated_model": (
         "timed by the simulator's {subject} model, which no {subject} hardware measurement has checked yet",
         "This run was timed by a model of *{subject}* that has not yet been checked against {subject} "

@@ -71,7 +71,18 @@ def timed_verdict(test: TestSpec, p99_us: float, partial_credit: float, band: fl
     elif near is not None:
         message += (f"; the {near} threshold ({th[near]:g} us) is within the simulator's error for kernels like "
                     f"this (+/-{band:.0%}): on Trainium it could land on either side")
+        if borderline == Borderline.HARDWARE:
+            message += ("; provisional: the course times this run again on a Trainium worker, and that run's "
+                        "score stands")
     return points, status, message, credited
+
+
+def provisional(test: TestSpec, p99_us: float, band: float | None, borderline: str) -> bool:
+    """Under borderline = "hardware": a simulated p99 with a threshold within its kernel's own
+    band is provisional (its points today's rule's) until a Trainium worker times the run again.
+    The kernel's own band, not the credit band: a kernel that widens it earns nothing but a run
+    on hardware, which times it as it is."""
+    return borderline == Borderline.HARDWARE and near_threshold(test, p99_us, band) is not None
 
 
 def implausibly_fast(test: TestSpec, p99_us: float, roofline_us: float, speedup: float) -> bool:
@@ -121,7 +132,8 @@ def rescore(report: Report, spec: AssignmentSpec) -> Report:
         raise GraderInputError(f"the spec and the report have different tests ({', '.join(differ)})",
                                "Rescore with a spec that keeps the report's tests (only thresholds and "
                                "points may change); a spec with other tests needs a new grade.")
-    flags = [f for f in report.flags if not f.startswith(("implausibly_fast:", "borderline_credit:"))]
+    flags = [f for f in report.flags if not f.startswith(("implausibly_fast:", "borderline_credit:",
+                                                          "borderline_hardware:"))]
     tests = []
     for result in report.tests:
         test = by_name[result.name]
@@ -134,6 +146,8 @@ def rescore(report: Report, spec: AssignmentSpec) -> Report:
                                                                           band, spec.borderline)
             if credited:
                 flags.append(f"borderline_credit:{test.name}")
+            if provisional(test, result.p99_us, band, spec.borderline):
+                flags.append(f"borderline_hardware:{test.name}")
             roof = result.details.get("roofline_us")
             if roof is None:
                 roof = max(problems.roofline_us(test.problem, c, spec.platform) for c in test.configs)

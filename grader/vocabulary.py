@@ -121,9 +121,11 @@ TIERS = tuple(Tier)
 
 class Borderline(StrEnum):
     """What a simulated p99 earns when a threshold lies within the model's error band of it
-    (the spec's `borderline`): today's rule, or the higher tier flagged for staff."""
+    (the spec's `borderline`): today's rule, the higher tier flagged for staff, or today's rule
+    as a provisional score while the run is timed again on a Trainium worker."""
     STRICT = "strict"
     CREDIT = "credit"
+    HARDWARE = "hardware"
 # the optimized threshold is this times the optimized reference kernel's p99 (the relaxed one,
 # the relaxed reference's): nightly proposes thresholds with it, scoring infers the reference
 THRESHOLD_FACTOR = 1.2

@@ -1,7 +1,8 @@
 """A simulated p99 carries the simulator's error band for its kind of kernel (grader.bands, from
 bench/fidelity.py --cross-validate), and a threshold within that band is said to the student; the
-spec's `borderline` says what it earns: "strict" (the default, today's points) or "credit" (the
-tier, flagged for staff). A kernel far from its thresholds is unaffected; a measured p99 has no
+spec's `borderline` says what it earns: "strict" (the default, today's points), "credit" (the
+tier, flagged for staff) or "hardware" (today's points, provisional until a Trainium worker times
+the run again: workers/hardware_check.py). A kernel far from its thresholds is unaffected; a measured p99 has no
 band; rescoring keeps the rule."""
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def test_the_bands_cover_every_class_of_kernel():
     assert bands.band_of({"verdict": "an older profile"}) is None and bands.band_of(None) is None
 
 
-def test_a_spec_chooses_strict_or_credit():
+def test_a_spec_chooses_strict_credit_or_hardware():
     text = '''assignment = "x"
 spec_version = "1"
 thresholds_version = "t"
@@ -71,9 +72,8 @@ configs = [{ batch = 1, c_in = 128, c_out = 128, height = 10, width = 10, k = 3,
 '''
     assert from_toml(text).borderline == Borderline.STRICT
     assert from_toml('borderline = "credit"\n' + text).borderline == Borderline.CREDIT
-    with pytest.raises(SpecError, match="not available yet"):
-        from_toml('borderline = "hardware"\n' + text)
-    with pytest.raises(SpecError, match='"strict" or "credit"'):
+    assert from_toml('borderline = "hardware"\n' + text).borderline == Borderline.HARDWARE
+    with pytest.raises(SpecError, match='"strict", "credit" or "hardware"'):
         from_toml('borderline = "lenient"\n' + text)
 
 
@@ -130,3 +130,35 @@ def test_a_kernel_cannot_earn_credit_by_changing_what_bounds_it():
     got = scoring.timed_verdict(PERF, p99, spec.partial_credit, widest, spec.borderline)
     assert got[3] is False and got[1] == TestStatus.PARTIAL
     assert "could land on either side" in got[2]
+
+
+@pytest.mark.parametrize("p99, band, provisional", [
+    (105.0, 0.10, True),          # over optimized, within the kernel's own band
+    (97.0, 0.10, True),           # under it, within: provisional too (hardware may be slower)
+    (120.0, 0.10, False),         # far from both thresholds
+    (105.0, None, False),         # a measured p99 has no band
+    (100.0 * 1.3, 0.35, True),    # the widest band: hardware times it as it is, nothing is credited
+])
+def test_under_hardware_a_borderline_p99_keeps_todays_points_and_is_provisional(p99, band, provisional):
+    got = scoring.timed_verdict(PERF, p99, 0.95, band, Borderline.HARDWARE)
+    assert got[:2] == scoring.timed_verdict(PERF, p99, 0.95, band, Borderline.STRICT)[:2] and got[3] is False
+    assert scoring.provisional(PERF, p99, band, Borderline.HARDWARE) is provisional
+    assert ("provisional" in got[2]) is provisional
+    assert not scoring.provisional(PERF, p99, band, Borderline.STRICT)
+
+
+def test_a_grade_under_hardware_is_flagged_provisional_and_rescoring_keeps_it():
+    honest = by_name(_graded(SPEC))["perf"]
+    tight = dataclasses.replace(PERF, thresholds_us={"optimized": honest.p99_us * (1 - honest.details["band"] / 2),
+                                                     "relaxed": honest.p99_us * 2})
+    strict = dataclasses.replace(SPEC, tests=tuple(tight if t.name == "perf" else t for t in SPEC.tests))
+    hardware = dataclasses.replace(strict, borderline=Borderline.HARDWARE)
+    report = _graded(hardware)
+    perf = by_name(report)["perf"]
+    assert perf.status == TestStatus.PARTIAL and "provisional" in perf.message
+    assert "borderline_hardware:perf" in report.flags
+    assert any("Trainium hardware" in f.for_student for f in view_of(report).flags)
+    rescored = scoring.rescore(_graded(strict), hardware)
+    assert "borderline_hardware:perf" in rescored.flags and by_name(rescored)["perf"].points == perf.points
+    assert "borderline_hardware:perf" not in scoring.rescore(report, strict).flags
+    assert "borderline_hardware:perf" not in _graded(dataclasses.replace(SPEC, borderline=Borderline.HARDWARE)).flags
