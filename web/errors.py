@@ -18,7 +18,7 @@ REMEDIES = {
     403: "Ask course staff if you think you should have access.",
     404: "Check the address; the page may have been removed.",
     405: "Use the form or API method documented for this address.",
-    413: "Upload at most 16 MiB: submit only conv2d.py, kernels.py or the asst4 archive.",
+    413: "Upload at most 16 MiB: submit only the assignment's kernel files (or an archive of them).",
     429: "Wait a little and try again.",
     500: "Try again in a minute; if it keeps happening, tell course staff.",
 }

@@ -82,8 +82,9 @@ class ApiTokenForm(FlaskForm):
 
 
 class UploadForm(FlaskForm):
-    file = FileField("conv2d.py, kernels.py or the asst4 archive", validators=[FileRequired(
-        "Choose a file: conv2d.py, kernels.py, or asst4.tar.gz / .zip with part2/conv2d.py.")])
+    # which files an assignment takes is its spec's (web/student.py upload_hint): said by the page
+    file = FileField("The assignment's kernel file, or an archive of its files",
+                     validators=[FileRequired("No file was chosen.")])
     submit = SubmitField("Upload and grade")
 
 

@@ -53,6 +53,20 @@ def _regrades(history: list[GradingRun]) -> set[int]:
     return {r.id for r in history if r.id != first[r.submission_id]}
 
 
+def upload_hint(spec) -> dict:
+    """What the upload form asks for, from the assignment's spec: its kernel files by name, an
+    archive of them when there are several, and the NKI dialect they are written in."""
+    from nkisim.dialects import dialect_named
+    names = [fs.archive_path.rsplit("/", 1)[-1] for fs in spec.files.values()]
+    return {"files": names, "archive": len(names) > 1, "dialect": dialect_named(spec.dialect).label}
+
+
+def _upload_remedy(spec) -> str:
+    hint = upload_hint(spec)
+    files = " or ".join(hint["files"])
+    return f"Choose {files}{' or an archive of them' if hint['archive'] else ''}, then press Upload."
+
+
 def _render_assignment(assignment, form, error=None, status=200, static=None):
     session = db.session()
     history = _history(session, current_user.id, assignment)
@@ -72,6 +86,7 @@ def _render_assignment(assignment, form, error=None, status=200, static=None):
         past_deadline=deadline is not None and courses.now() > deadline,
         late_days=late.late_days_status(session, assignment, current_user.id),
         starters=starter.starters(courses.spec_of(assignment)), starter_archive=starter.archive_name(assignment.name),
+        upload_hint=upload_hint(courses.spec_of(assignment)),
         regrades=_regrades(history),
         rule=store_runs.RULE), status
 
@@ -111,9 +126,8 @@ def upload(name: str):
     assignment = courses.assignment_for(session, current_user, name)
     form = UploadForm()
     if not form.validate_on_submit():
-        # the field's own errors say what to do: they are the remedy, said once
-        error = UserError("No file was received.", " ".join(form.file.errors)
-                          or "Choose conv2d.py, kernels.py or your asst4 archive, then press Upload.")
+        # the field says what is missing, the spec what to choose
+        error = UserError("No file was received.", " ".join([*form.file.errors, _upload_remedy(courses.spec_of(assignment))]))
         return _render_assignment(assignment, form, error, 400)
     filename, data = form.file.data.filename or "", form.file.data.read()
     # the users row is locked until submit() commits: two uploads at once cannot both pass the limit

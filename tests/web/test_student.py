@@ -271,3 +271,21 @@ def test_the_report_page_draws_units_maxima_and_the_profile_from_the_view(client
     assert "data-tflops" in page and f"{timed.profile.achieved_tflops:.2f} TFLOP/s" in page
     assert f"{timed.profile.roofline_limit}-bound" in page and timed.profile.roofline_limit in ("compute", "memory")
     assert view.slow_hint and "data-slow-hint" in page and "<code>nkisim profile --help</code>" in page
+
+
+def test_the_upload_form_asks_for_the_assignments_own_files_in_its_dialect(client_for, db, course_setup):
+    """The form names the spec's kernel files (the tiny spec: conv2d.py alone, no archive) and its
+    NKI dialect; the bundled asst4 spec's two files and an archive of them. Never another
+    assignment's file names."""
+    from store import specs
+    page = client_for("alice").get("/a/tiny").get_data(as_text=True)
+    hint = page.split("data-upload-hint>", 1)[1].split("</p>", 1)[0]
+    assert "<code>conv2d.py</code>" in hint and "kernels.py" not in hint and "archive" not in hint
+    assert "legacy NKI (neuronxcc.nki, NKI 0.1) on Neuron SDK 2.26" in hint
+    asst4 = specs.new_assignment(db, "asst4-trainium2-nki06", course=course_setup["course"], name="asst4",
+                                 backend="sim")
+    db.commit()
+    page = client_for("alice").get(f"/a/{asst4.name}").get_data(as_text=True)
+    hint = page.split("data-upload-hint>", 1)[1].split("</p>", 1)[0]
+    assert "<code>conv2d.py</code>" in hint and "<code>kernels.py</code>" in hint and "an archive of them" in hint
+    assert "NKI 0.6 (nki) on Neuron SDK 2.32" in hint

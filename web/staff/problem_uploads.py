@@ -29,10 +29,28 @@ def _admin_only() -> None:
                         "(NKI_GRADER_PROBLEM_DIRS).", 403)
 
 
-def _page(status: int = 200, table: str | None = None, error: UserError | None = None):
+def _page(status: int = 200, table: str | None = None, error: UserError | None = None, surprises=()):
     rows = db.session().scalars(select(ProblemFolder).order_by(ProblemFolder.uploaded_at.desc())).all()
     return render_template("staff/problems.html", folders=rows, form=SimpleActionForm(), table=table,
-                           error=error), status
+                           error=error, surprises=surprises, stored=request.args.get("stored"),
+                           check_rows=_check_rows), status
+
+
+def _check_rows(text: str) -> dict | None:
+    """A check table's text (grader.problems.check.table) cut into its rows' cells at the header's
+    column starts, for a page table whose cells wrap (the text's "got" column runs past a laptop
+    window); None when the text is not such a table (the page shows it as it is)."""
+    lines = text.splitlines()
+    at = next((i for i, line in enumerate(lines) if line.split() == ["check", "expected", "got"]), None)
+    if at is None:
+        return None
+    starts = [lines[at].index(word) for word in ("check", "expected", "got")]
+    rows = []
+    for line in lines[at + 1:]:
+        if not line.strip():
+            break
+        rows.append([line[a:b].strip() for a, b in zip([0, *starts], [*starts, None])])
+    return {"intro": [line for line in lines[:at] if line.strip()], "rows": rows, "summary": lines[-1]}
 
 
 @bp.route("/problems", methods=["GET"])
@@ -58,12 +76,13 @@ def upload_problem():
             loaded, rows = checks.check(path)
         except GraderInputError as err:
             return _page(400, error=UserError(f"The folder was not stored: {err.reason}", err.remedy))
-        table = checks.table(loaded, rows)
+        # the table names the upload, not the scratch folder it was checked in (gone once stored)
+        table = checks.table(loaded, rows).replace(str(path), f"from {upload.filename.rsplit('/', 1)[-1]}", 1)
         surprises = [r for r in rows if not r.ok]
         if surprises:
-            return _page(400, table=table, error=UserError(
+            return _page(400, table=table, surprises=surprises, error=UserError(
                 f"The folder was not stored: `grader problem check` found {len(surprises)} "
-                f"surprise{'s' if len(surprises) != 1 else ''} (marked SURPRISE below).",
+                f"surprise{'s' if len(surprises) != 1 else ''} (listed here; SURPRISE in the full table below).",
                 "Fix the folder until `grader problem check` passes on it, then upload it again."))
         session = db.session()
         row, new = problem_folders.save(session, path, table, current_user.id)
@@ -71,4 +90,4 @@ def upload_problem():
     flash(f"Problem folder {row.name} stored, sha256 {row.sha256}: a spec names it as problem = \"{row.name}\" "
           f"and pins it with problem_sha256 = {{ {row.name} = \"{row.sha256}\" }}." if new else
           f"Problem folder {row.name} with this content is stored already (sha256 {row.sha256}).", "success")
-    return redirect(url_for("staff.problems_page"), 303)
+    return redirect(url_for("staff.problems_page", stored=row.sha256), 303)      # its check table shown open
