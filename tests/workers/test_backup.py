@@ -276,11 +276,9 @@ def test_course_token_finds_the_running_service_and_never_makes_an_instance(plac
     `grader admin-link` does, and says there is none."""
     empty = place.tmp / "elsewhere"
     empty.mkdir()
-    for args in (["course-token", "create", "--course", "CS149"], ["course-token", "list", "--course", "CS149"],
-                 ["course-token", "revoke", "1"]):
-        out = place.grader(*args, cwd=empty)
-        assert out.returncode == 2 and "no nki-grader service found" in out.stderr, out.stderr
-        assert list(empty.iterdir()) == []
+    out = place.grader("course-token", "create", "--course", "CS149", cwd=empty)   # list, set, revoke: the same call
+    assert out.returncode == 2 and "no nki-grader service found" in out.stderr, out.stderr
+    assert list(empty.iterdir()) == []
     stopped = place.tmp / "stopped"
     make_instance(stopped)
     out = place.grader("course-token", "create", "--course", "CS149", home=stopped)
