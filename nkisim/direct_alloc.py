@@ -322,6 +322,12 @@ def _check_psum(allocator, placed, block, got, fdim, limits, site) -> tuple:
 MAX_EDGES = 4096
 
 
+def add_waits(attrs: dict, waits) -> None:
+    """A record's scheduling edges (attrs["after"]) with `waits` added: in order, the latest
+    MAX_EDGES kept."""
+    attrs["after"] = tuple(sorted(set(waits).union(attrs.get("after", ()))))[-MAX_EDGES:]
+
+
 class _Owners:
     """One buffer of one core: disjoint boxes (p0, p1, b0, b1, owner, writer, readers) of the
     bytes each logical tile (owner: (allocation id, block)) wrote last, with the instruction that
@@ -423,8 +429,7 @@ class DirectState:
     def access(self, core: int, reads, writes, site, index: int | None = None, engine=None) -> tuple:
         """An instruction's operands (Machine.emit; `index` its place in the trace, `engine` its
         engine): its reads checked and noted, then its writes owned. Returns the earlier
-        instructions it must follow (its writes' waits on the bytes' other tiles), latest first
-        kept, at most MAX_EDGES."""
+        instructions it must follow (its writes' waits on the bytes' other tiles), in order."""
         placed, passing = self.placed, self.passing
         self.passing = None
         for t in reads:
@@ -439,7 +444,7 @@ class DirectState:
             if p is not None:
                 after |= self._write(core, t, p, index)
         after.discard(index)
-        return tuple(sorted(after)[-MAX_EDGES:])
+        return tuple(sorted(after))
 
     def _owners(self, core: int, buffer: Buffer) -> _Owners:
         owners = self.owners.get((core, buffer))

@@ -366,7 +366,7 @@ class Machine:
         if self.direct is not None:     # physical bytes shared by direct-allocated tiles
             waits = self.direct.access(self.core, reads, writes, site, len(self.trace), engine)
             if waits:                   # the writes wait for the bytes' other tiles (direct_alloc)
-                attrs["after"] = tuple(sorted(set(waits).union(attrs.get("after", ()))))[-4096:]
+                direct_alloc.add_waits(attrs, waits)
         trace = self.trace
         index = len(trace)
         # TraceRecord(index, opcode, engine, read_regions, write_regions, site, accumulate, attrs, kind,
@@ -464,7 +464,7 @@ class Machine:
             waits = self.direct.access(self.core, [dest] if accumulate else (), [dest], rec.site, rec.index,
                                        rec.engine)
             if waits:
-                rec.attrs["after"] = tuple(sorted(set(waits).union(rec.attrs.get("after", ()))))[-4096:]
+                direct_alloc.add_waits(rec.attrs, waits)
         rec.stores = rec.stores + [rec.writes[0]]
         rec.writes = [dest.region()] + rec.writes[1:]
         rec.accumulate = accumulate

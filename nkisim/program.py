@@ -626,6 +626,9 @@ _ARITY.update({name: (kind.reads, kind.writes) for name, kind in VALUE_KINDS.ite
 MAX_REGISTERS = 1 << 16          # register numbers a program may use (the compiler maps them onto 64 a sequencer)
 _INT32 = (-2 ** 31, 2 ** 31)
 _BLOCKS = {"loop_begin": "loop_end", "while_begin": "while_end"}
+# each control record's parameters (nkisim.instructions.registers makes them)
+_CONTROL_FORMS = {"loop_begin": {"counter", "lower", "upper", "step"}, "loop_end": set(), "while_begin": {"cond"},
+                  "while_end": {"cond", "next"}, "register_move": {"dst", "src"}}
 
 
 def is_dynamic(records) -> bool:
@@ -657,8 +660,7 @@ def control_blocks(records) -> dict[int, int]:
         if rec.kind != "control":
             continue
         p, op = rec.params, rec.opcode
-        expected = {"loop_begin": {"counter", "lower", "upper", "step"}, "loop_end": set(),
-                    "while_begin": {"cond"}, "while_end": {"cond", "next"}, "register_move": {"dst", "src"}}.get(op)
+        expected = _CONTROL_FORMS.get(op)
         if expected is None or set(p) != expected:
             raise ProgramError(f"{_where(rec)}: a control record of unknown form")
         if op == "loop_begin":

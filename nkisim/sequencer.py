@@ -26,7 +26,7 @@ import math
 
 from . import dtypes
 from .instructions.registers import stored_value
-from .program import ProgramError, control_blocks
+from .program import ProgramError, _where, control_blocks
 from .trace import Region, TraceRecord
 
 _MASK32 = 0xFFFFFFFF
@@ -58,19 +58,22 @@ class Sequencer:
 
     def read(self, rec: TraceRecord, register: int) -> int:
         if register not in self.registers:
-            raise ProgramError(f"instruction {rec.index} ({rec.opcode}{' at ' + str(rec.site) if rec.site else ''}) "
-                               f"reads register {register} before anything set it")
+            raise ProgramError(f"{_where(rec)} reads register {register} before anything set it")
         return self.registers[register]
 
     def operand(self, rec: TraceRecord, spec: list) -> int:
         return spec[1] if spec[0] == "imm" else self.read(rec, spec[1])
 
+    def latest_load(self, registers) -> int | None:
+        """The latest executed register_load the values of `registers` came from (None: constants)."""
+        return max((i for i in (self.loaded_by.get(r) for r in registers) if i is not None), default=None)
+
     def decided_by(self, *registers: int) -> None:
-        """A branch was taken on these registers: every engine's next instruction waits for the
-        loads their values came from."""
-        loads = [i for i in (self.loaded_by.get(r) for r in registers) if i is not None]
-        if loads and (self.gate is None or max(loads) > self.gate):
-            self.gate = max(loads)
+        """A branch was taken on these registers: every instruction executed from now on waits
+        for the loads their values came from."""
+        load = self.latest_load(registers)
+        if load is not None and (self.gate is None or load > self.gate):
+            self.gate = load
 
     def run(self, step: Callable[[TraceRecord], bool], load: Callable[[TraceRecord], int]) -> list[TraceRecord]:
         records, blocks = self.records, self.blocks
@@ -146,8 +149,7 @@ class Sequencer:
                 first_row, last_row = lo // row, (hi - 1) // row
                 inside = lo - first_row * row + shift >= 0 and hi - last_row * row + shift <= row
         if not inside:
-            where = f"instruction {rec.index} ({rec.opcode}{' at ' + str(rec.site) if rec.site else ''})"
-            raise ProgramError(f"{where}: register {number} holds {value} at run time, which moves its access of "
+            raise ProgramError(f"{_where(rec)}: register {number} holds {value} at run time, which moves its access of "
                                f"{alloc.dtype}{list(alloc.shape)} in {alloc.buffer} outside the tensor"
                                + (" (or across its partitions)" if alloc.buffer in ("sbuf", "psum") else ""))
         return Region(r.alloc_id, r.buffer, r.start + shift, r.shape, r.strides, r.itemsize, r.dtype, r.partitions,
@@ -168,17 +170,15 @@ class Sequencer:
             self.registers[p["dst"]] = self.operand(rec, src)
             self.loaded_by[p["dst"]] = self.loaded_by.get(src[1]) if src[0] == "reg" else None
             return pc + 1
-        if op == "loop_begin":
-            if pc not in self.loops:                     # entering the loop (not coming back to it)
-                lower, upper = self.operand(rec, p["lower"]), self.operand(rec, p["upper"])
-                regs = [s[1] for s in (p["lower"], p["upper"]) if s[0] == "reg"]
-                self.decided_by(*regs)
-                if lower >= upper:
-                    return blocks[pc] + 1
-                self.registers[p["counter"]] = lower
-                loads = [self.loaded_by[r] for r in regs if self.loaded_by.get(r) is not None]
-                self.loaded_by[p["counter"]] = max(loads) if loads else None
-                self.loops[pc] = upper
+        if op == "loop_begin":                 # reached only on entry: loop_end goes back to the body
+            lower, upper = self.operand(rec, p["lower"]), self.operand(rec, p["upper"])
+            regs = [s[1] for s in (p["lower"], p["upper"]) if s[0] == "reg"]
+            self.decided_by(*regs)
+            if lower >= upper:
+                return blocks[pc] + 1
+            self.registers[p["counter"]] = lower
+            self.loaded_by[p["counter"]] = self.latest_load(regs)
+            self.loops[pc] = upper
             return pc + 1
         if op == "loop_end":
             begin = blocks[pc]

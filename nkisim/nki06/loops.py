@@ -137,7 +137,7 @@ def _runtime_while(m, init: VirtualRegister, body_fun) -> None:
         _register_move(m, number, operand_of(m, init))
         _while_begin(m, number)
         nxt = _next_condition(body_fun(cond))
-        _while_end(m, number, operand_of(m, nxt)[1] if nxt.runtime else _as_register(m, nxt))
+        _while_end(m, number, number_of(m, nxt) if nxt.runtime else _as_register(m, nxt))
     return None
 
 
