@@ -1,4 +1,4 @@
-"""A contest's pages (an assignment with mode 'contest'; web/contest_standings.py ranks it): the
+"""A contest's pages (an assignment with mode 'contest'; store/contest.py ranks it): the
 board with its scoring rule, a participant's best-over-time chart, ranked runs' code once the
 contest has ended, and the staff's contest settings and disqualifications.
 
@@ -15,6 +15,7 @@ from flask import Response, flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
 from grader.vocabulary import BACKEND_TITLES
+from store import contest as standings
 from store.models import ASSIGNMENT_MODES, BACKENDS, GradingRun, Submission, User
 
 from . import charts, courses, db
@@ -22,7 +23,6 @@ from .errors import UserError
 from .extensions import login_manager
 from .forms import SimpleActionForm, UTCDateTimeField
 from .leaderboard import bp, may_view, pseudonym, short_title, standings_changed
-from . import contest_standings as standings
 
 REASON_LIMIT = 500
 

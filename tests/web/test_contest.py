@@ -42,7 +42,7 @@ def stored(db, user, assignment, report, key, minutes_ago):
 
 
 def board_of(db, assignment):
-    from web import contest_standings
+    from store import contest as contest_standings
     db.expire_all()
     return contest_standings.compute(db, assignment, "sim")
 
@@ -55,7 +55,7 @@ def board_of(db, assignment):
     ("unwritten", "not measured: bench_tall"),              # an unwritten output is never an earlier one
 ])
 def test_a_cheating_kernel_is_not_ranked(db, course_setup, contest, contest_reports, cheat, why):
-    from web import contest_standings
+    from store import contest as contest_standings
     run = stored(db, course_setup["alice"], contest, contest_reports[cheat], cheat, 5)
     judged = {r.run_id: r for r in contest_standings.contest_runs(db, contest, "sim")}
     assert judged[run.id].score_us is None and judged[run.id].why.startswith(why), judged[run.id]
