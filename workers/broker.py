@@ -38,8 +38,12 @@ class PasswordRequired(RuntimeError):
 
 
 def _answers(sock: Path, password: str | None = None) -> bool:
+    # one try: redis-py's default retries with backoff make each refused probe cost 2-4 s
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
     try:
-        return bool(redis.Redis(unix_socket_path=str(sock), password=password, socket_timeout=2).ping())
+        return bool(redis.Redis(unix_socket_path=str(sock), password=password, socket_timeout=2,
+                                retry=Retry(NoBackoff(), 0)).ping())
     except redis.AuthenticationError:
         # a server runs there with another password (or none): never start a second on its data
         raise PasswordRequired(f"the Redis at {sock} runs with a password (`grader serve --listen`): set REDIS_URL to "
