@@ -39,6 +39,7 @@ import neuronxcc.nki.language as nl  # noqa: E402
 from nkisim import cost  # noqa: E402
 from nkisim.cost.profile import BOUNDS, bound_by, build_profile  # noqa: E402
 from nkisim.cost.rules import COST_RULES  # noqa: E402
+from nkisim.cost.scheduler import engine_ns  # noqa: E402
 from reference_kernels import calibration, conv2d_optimized, conv2d_relaxed, vector_add  # noqa: E402
 
 STATIC = {"additional_compile_opt": "--disable-dge"}
@@ -98,7 +99,8 @@ FITTED = {"B1": "dge_issue_ns", "B2": "dge_issue_per_row_ns", "P1": "dve_cycles_
           "C1 row-by-row N=222 fp32 224": "pe_fp32_cycles_per_column",
           "C1 row-by-row N=222 fp16 224": "pe_overhead_cycles",
           "C2 tiny N=14 matmuls fp32 32x16": "pe_fp32_matmul_min_cycles",
-          "C2 tiny N=14 matmuls fp16 32x16": "pe_matmul_min_cycles",
+          "M1 PE per N=14 matmul fp16 (conv-a/b)": "pe_matmul_min_cycles",
+          "M2 DMA per weight element fp16 (conv-a/b)": "dma_run_element_ns",
           "C3 HBM gather+DMA transp fp16 32x16": "dma_hbm_partial_write_ns"}
 
 # the mechanisms of the model each fact exercises (a fact may test several); bench/fidelity.py
@@ -429,32 +431,64 @@ def _with(params, name: str, value):
     return dataclasses.replace(params, **{name: max(1, int(round(value))) if field_type is int else float(value)})
 
 
-# Facts of one instruction, read from the Trn2 profiles (../shared/data/trn2-profiles): how long
-# the Tensor Engine spends on one N = 14 matmul of C2's kernel (conv-a/b), as the median interval
-# between consecutive matmul passes (opcode 0x02) while the PE runs back to back; an fp32 matmul is
-# two passes there. The model's figure is its cost rule's PE time for C2's own N = 14 matmuls.
-# They fix nothing; in cross-validation they weigh in on the constants they move like any other
-# fact, and they stay out of the error bands (which are about whole-kernel latencies).
+# Facts of one instruction, read from the Trn2 profiles (../shared/data/trn2-profiles), against the
+# cost rule's figure for the same instructions of C2's kernel (conv-a/b):
+# * M1: how long the Tensor Engine spends on one N = 14 matmul, as the median interval between
+#   consecutive matmul passes (opcode 0x02) while the PE runs back to back; an fp32 matmul is two
+#   passes there.
+# * M2: how long a DMA engine spends on one weight element: the weight DMAs' descriptors (576
+#   elements each, 1152 B in fp16, 2304 B in fp32) complete every ~650-680 ns on a ring when
+#   backlogged whatever the dtype, so their time goes by elements, which land apart in SBUF
+#   (calibration.weights_by_pe_transpose's tap_major).
+# In cross-validation they weigh in on the constants they move like any other fact; they stay out
+# of the error bands (which are about whole-kernel latencies).
 PROFILES = Path("/work/shared/data/trn2-profiles")        # as bench/profiles.py's DATA_DIRS
-INSTRUCTION_FACTS = (("M1 PE per N=14 matmul fp32 (conv-a/b)", "C2 tiny N=14 matmuls fp32 32x16", "fp32", 2),
-                     ("M1 PE per N=14 matmul fp16 (conv-a/b)", "C2 tiny N=14 matmuls fp16 32x16", "fp16", 1))
+WEIGHT_ELEMENTS = 576                                      # a weight descriptor's elements (128 x 9 / 2)
 
 
-def profile_matmul_us(dtype: str, passes: int) -> float | None:
-    """The median PE 0x02 start-to-start interval under 300 ns (back to back) over conv-a and
-    conv-b's 32x16 pool-1 profiles of `dtype`, times the passes of one matmul, in us; None
-    without the data files."""
-    intervals = []
+def _profile_rows(dtype: str):
+    """The rows of conv-a and conv-b's 32x16 pool-1 profiles of `dtype`; None without the data files."""
+    out = []
     for pid in (f"conv-a-{dtype}-32x16-pool1", f"conv-b-{dtype}-32x16-pool1"):
         path = PROFILES / f"{pid}.jsonl.gz"
         if not path.exists():
             return None
         with gzip.open(path, "rt") as fh:
-            rows = [json.loads(line) for line in fh]
-        starts = sorted(r["start_ns"] for r in rows[1:] if r.get("kind") == "instr" and r.get("engine") == "PE"
+            out.append([json.loads(line) for line in fh][1:])
+    return out
+
+
+def profile_matmul_us(dtype: str, passes: int) -> float | None:
+    """The median PE 0x02 start-to-start interval under 300 ns (back to back), times the passes
+    of one matmul, in us."""
+    profiles = _profile_rows(dtype)
+    if profiles is None:
+        return None
+    intervals = []
+    for rows in profiles:
+        starts = sorted(r["start_ns"] for r in rows if r.get("kind") == "instr" and r.get("engine") == "PE"
                         and r.get("opcode") == "0x02" and r["start_ns"] >= 0)
         intervals += [b - a for a, b in zip(starts, starts[1:]) if b - a < 300]
     return float(np.median(intervals)) * passes / 1000 if intervals else None
+
+
+def profile_weight_element_us(dtype: str) -> float | None:
+    """The median completion spacing, on one DMA engine and ring, of weight descriptors (qSPIO0,
+    576 elements) queued before the previous one there completed, per element, in us."""
+    profiles = _profile_rows(dtype)
+    if profiles is None:
+        return None
+    nbytes = WEIGHT_ELEMENTS * (2 if dtype == "fp16" else 4)
+    spacings = []
+    for rows in profiles:
+        rings: dict = {}
+        for r in rows:
+            if r.get("kind") == "dma" and r.get("queue") == "qSPIO0" and r.get("bytes") == nbytes:
+                rings.setdefault((r["dma_engine"], r["ring"]), []).append((r["done_ns"], r["queued_ns"]))
+        for descs in rings.values():
+            descs.sort()
+            spacings += [b[0] - a[0] for a, b in zip(descs, descs[1:]) if b[1] < a[0]]
+    return float(np.median(spacings)) / WEIGHT_ELEMENTS / 1000 if spacings else None
 
 
 def model_matmul_us(run, params) -> float:
@@ -462,6 +496,30 @@ def model_matmul_us(run, params) -> float:
     times = [COST_RULES["nc_matmul"](rec, params).ns for rec in run.trace
              if rec.opcode == "nc_matmul" and rec.attrs.get("n") == 14]
     return float(np.median(times)) / 1000
+
+
+def model_weight_element_us(run, params) -> float:
+    """A DMA engine's time per run of the run's element-scattered DMAs (the weights), in us."""
+    times = []
+    for rec in run.trace:
+        if rec.opcode == "dma_copy":
+            c = COST_RULES["dma_copy"](rec, params)
+            if c.run_elements <= 1:
+                k = min(params.dma_engines, c.descriptors)
+                times.append(engine_ns(c, params, k) / (c.descriptors / k))
+    return float(np.median(times)) / 1000
+
+
+INSTRUCTION_FACTS = (
+    ("M1 PE per N=14 matmul fp32 (conv-a/b)", "C2 tiny N=14 matmuls fp32 32x16",
+     lambda: profile_matmul_us("fp32", 2), model_matmul_us),
+    ("M1 PE per N=14 matmul fp16 (conv-a/b)", "C2 tiny N=14 matmuls fp16 32x16",
+     lambda: profile_matmul_us("fp16", 1), model_matmul_us),
+    ("M2 DMA per weight element fp32 (conv-a/b)", "C2 tiny N=14 matmuls fp32 32x16",
+     lambda: profile_weight_element_us("fp32"), model_weight_element_us),
+    ("M2 DMA per weight element fp16 (conv-a/b)", "C2 tiny N=14 matmuls fp16 32x16",
+     lambda: profile_weight_element_us("fp16"), model_weight_element_us),
+)
 
 
 def cross_validate(points) -> list[tuple]:
@@ -475,17 +533,17 @@ def cross_validate(points) -> list[tuple]:
     for label, kernel, inputs, options, measurement, measured in points:
         runs[label] = (nkisim.run_kernel(kernel, inputs, {}, compile_options=options), measurement, measured)
 
-    instruction = {}
-    for label, of, dtype, passes in INSTRUCTION_FACTS:
-        measured = profile_matmul_us(dtype, passes)
+    model_of = {}
+    for label, of, measure, model in INSTRUCTION_FACTS:
+        measured = measure()
         if measured is not None:
-            instruction[label] = of
+            model_of[label] = model
             runs[label] = (runs[of][0], "instruction", measured)
 
     def predicted(label, params):
         run, measurement, _ = runs[label]
         if measurement == "instruction":
-            return model_matmul_us(run, params)
+            return model_of[label](run, params)
         return cost.estimate(run, params, measurement=measurement).total_us
 
     base = {label: predicted(label, cost.DEFAULT_PARAMS) for label in runs}

@@ -52,8 +52,8 @@ def make_conv_tiny_matmuls(pool: int):
         n_ci, n_co = C_in // P, C_out // P
         H_out, W_out = H - K + 1, Wd - K + 1
         out = nl.ndarray((1, C_out, H_out // pool, W_out // pool), dtype=X.dtype, buffer=nl.hbm)
-        # weights: one contiguous DMA per (co, ci) tile, 9 PE transposes each, copies on DVE
-        w_t = weights_by_pe_transpose(W, copy_engine=nisa.vector_engine)
+        # weights: one DMA per (co, ci) tile, tap-major in SBUF; 9 PE transposes each, copies on DVE
+        w_t = weights_by_pe_transpose(W, copy_engine=nisa.vector_engine, tap_major=True)
         bias_sb = nl.ndarray((P, n_co, 1), dtype=bias.dtype, buffer=nl.sbuf)
         bias_hbm = bias.reshape((n_co, P, 1))
         for co in nl.affine_range(n_co):

@@ -66,6 +66,7 @@ from nkisim.settings import SimSettings  # noqa: E402
 from nkisim import cost  # noqa: E402
 from nkisim.cost.rules import COST_RULES, DmaCost, copy_ns  # noqa: E402
 from nkisim.cost.profile import interval_union  # noqa: E402
+from nkisim.cost.scheduler import engine_ns  # noqa: E402
 from bench import profile_kernels  # noqa: E402
 from reference_kernels import calibration, vector_add  # noqa: E402
 
@@ -283,9 +284,7 @@ def model_side(kernel, inputs, platform: str = "trn2") -> tuple[Side, object, ob
                 side.dma_issue.append(Instr("POOL" if q == "qPoolIO0" else "SP", "dma_issue", slot.issue_start,
                                             slot.issue_end))
             k = max(1, min(p.dma_engines, c.descriptors))
-            moved = max(c.nbytes, c.descriptors * p.dma_min_efficient_bytes)
-            chunk = (moved / k / (p.dma_engine_bytes_per_ns * c.efficiency) + c.descriptors / k * p.dma_descriptor_ns
-                     + c.partial_writes / k * p.dma_hbm_partial_write_ns)
+            chunk = engine_ns(c, p, k)
             cls = side.dma_classes.setdefault((q, rec.opcode, str(rec.site), c.nbytes, c.descriptors), DmaClass(q))
             cls.add(c.nbytes, c.descriptors, chunk / (c.nbytes / k), p.dma_end_latency_ns, slot.start - slot.issue_end)
             for _ in range(c.descriptors):

@@ -9,12 +9,11 @@ allocation ids restart at 1 for every trace, so a digest does not depend on what
     python bench/sim_digest.py [--full] [--only NAME] > digests.txt
     python bench/sim_digest.py [--full] --check bench/sim_digests.txt [--threads N] [--processes N]
 
-bench/sim_digests.txt holds the digests (made with --full) of the code as of issue 39's run-time
-loops (the program format's region rows gained a run-time register and its unit; with the
-encoding left out of the hash every digest equalled issue 46's, whose cost model, programs and
-values were issue 41's second round: the Vector and Scalar engines' occupancy and latency,
-unplaced copies placed by the compiler's workload balance, docs/cost-model.md): speed work must
-leave every one of them unchanged.
+bench/sim_digests.txt holds the digests (made with --full) of the code as of issue 41's seventh
+session (a DMA writing elements apart on chip pays per element, the 16-bit matmul minimum is the
+profiles' 128 cycles and PE transposes have their own: docs/cost-model.md, "conv-a/b's weights";
+the transpose and vector-add digests did not move): speed work must leave every one of them
+unchanged.
 
 --threads: the executor's matmul threads (nkisim.execute's `threads`), by default 2, so the
 check covers the worker threads; the digests must not depend on it.

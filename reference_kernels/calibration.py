@@ -40,20 +40,29 @@ def transpose_per_tile(a_tensor):
 
 # ----- weights into the stationary layout w_t[ci, ci_tile, kh * 3 + kw, co] ------------------
 
-def weights_by_pe_transpose(W, copy_engine=nisa.unknown_engine):
-    """One contiguous DMA per (co tile, ci tile), then 9 Tensor Engine transposes each: 4 DMAs,
-    36 nc_transpose and their 36 PSUM->SBUF copies (on `copy_engine`; unknown: the compiler's
-    choice) for the graded shape."""
+def weights_by_pe_transpose(W, copy_engine=nisa.unknown_engine, tap_major=False):
+    """One DMA per (co tile, ci tile), then 9 Tensor Engine transposes each: 4 DMAs, 36
+    nc_transpose and their 36 PSUM->SBUF copies (on `copy_engine`; unknown: the compiler's
+    choice) for the graded shape. The DMA reads each partition's 128 x 9 weights contiguously;
+    it writes them contiguously too, or with `tap_major` tap by tap ([co, tap, ci] in SBUF, so
+    each transpose reads a contiguous row): every element then lands apart from the last, as
+    C2's kernel loads them (bench/profile_kernels.py)."""
     C_out, C_in, K, _ = W.shape
     n_co, n_ci, KK = C_out // P, C_in // P, K * K
     w_t = nl.ndarray((P, n_ci, KK, C_out), dtype=W.dtype, buffer=nl.sbuf)
+    i_p, i_ci, i_kk = nl.arange(P)[:, None, None], nl.arange(P)[None, :, None], nl.arange(KK)[None, None, :]
     for co in nl.affine_range(n_co):
         for ci in nl.affine_range(n_ci):
-            rows = nl.ndarray((P, P, KK), dtype=W.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=rows, src=W[co * P:(co + 1) * P, ci * P:(ci + 1) * P].reshape((P, P, KK)))
+            src = W[co * P:(co + 1) * P, ci * P:(ci + 1) * P].reshape((P, P, KK))
+            if tap_major:
+                rows = nl.ndarray((P, KK, P), dtype=W.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=rows[i_p, i_kk, i_ci], src=src[i_p, i_ci, i_kk])
+            else:
+                rows = nl.ndarray((P, P, KK), dtype=W.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=rows, src=src)
             for kk in nl.affine_range(KK):
-                w_t[:, ci, kk, co * P:(co + 1) * P] = nisa.tensor_copy(nisa.nc_transpose(rows[:, :, kk]),
-                                                                       engine=copy_engine)
+                w_t[:, ci, kk, co * P:(co + 1) * P] = nisa.tensor_copy(
+                    nisa.nc_transpose(rows[:, kk, :] if tap_major else rows[:, :, kk]), engine=copy_engine)
     return w_t
 
 
@@ -163,7 +172,7 @@ def c2_tiny_matmuls(X, W, bias):
     n_ci, n_co = C_in // P, C_out // P
     H_out, W_out = H - K + 1, Wd - K + 1
     out = nl.ndarray((1, C_out, H_out, W_out), dtype=X.dtype, buffer=nl.hbm)
-    w_t = weights_by_pe_transpose(W)
+    w_t = weights_by_pe_transpose(W, tap_major=True)
     bias_sb = nl.ndarray((P, n_co, 1), dtype=bias.dtype, buffer=nl.sbuf)
     bias_hbm = bias.reshape((n_co, P, 1))
     for co in nl.affine_range(n_co):

@@ -23,12 +23,16 @@ class CostParams:
     # --- Tensor Engine (section 3: documented nc_matmul / nc_transpose cycle formulas, refitted
     # on the whole-kernel measurements of trn2-conv-measurements.md, C1 and C2) ---
     pe_overhead_cycles: int = 22         # fit: C1 fp16, a 128x128 by 128x222 matmul takes ~244 cycles (N + 22)
-    pe_matmul_min_cycles: int = 222      # fit: C2 fp16, N = 14 matmuls cost ~0.1 us each, not N cycles
+    pe_matmul_min_cycles: int = 128      # fit: the profiles' N = 14 fp16 matmuls issue every 62.5 ns (150 cycles, less
+    # the overhead: 128, a cycle per stationary row; bench/fidelity.py M1), not N cycles
     pe_fp32_cycles_per_column: float = 5.07  # fit: C1 fp32, ~1147 cycles at N = 222 (5.2x fp16, not the
     # documented 4x); held out: the course's fp32 optimized reference (T1), which it also fits
     pe_fp32_matmul_min_cycles: int = 1125  # fit: C2 fp32, N = 14 matmuls cost ~0.5 us each, as N = 222 do
     pe_fp32_factor: int = 4              # documented peak ratio (20 vs 79 TFLOPS): roofline and MFU only
     pe_transpose_fp32_factor: int = 2    # NC-v3 transpose mode: fp32 2x faster than fp32 matmul
+    pe_transpose_min_cycles: int = 234   # fit: the profiles' 16-bit PE transposes of 128 x 128 (conv-a/b)
+    # issue 106.7 ns apart (256 cycles, less the overhead), where an N = 14 matmul takes 150: no
+    # 16-bit PE transpose takes fewer (bench/profiles.py; a matmul of N = 128 has no profile)
     # (held out: P3's 64 fp32 transposes kept the PE ~16.2 us busy, 0.25 us each)
     pe_stationary_min: int = 64          # max(min(64, N_stationary), N_moving)
     pe_moving_row_min_cycles: int = 60   # doc: "each SBUF/PSUM access request has ~60 cycles
@@ -95,6 +99,9 @@ class CostParams:
     dma_engines: int = 16                # per NeuronCore
     dma_engine_bytes_per_ns: float = 23.0  # 23 B/ns each -> 368 GB/s (DMA bandwidth guide)
     dma_descriptor_ns: float = 5.0       # fit: P3, 128 DMAs of 512-byte rows kept the DMA engines ~28 us busy
+    dma_run_element_ns: float = 1.03     # fit: conv-a/b fp16's weight DMAs, one element a run in SBUF: a
+    # ring takes 647 ns per descriptor of 576 elements (1152 B, 1.12 ns each, less the bytes at 23 B/ns).
+    # A run of so few elements costs that much an element, up to dma_descriptor_ns (cost.scheduler.engine_ns)
     dma_min_efficient_bytes: int = 0     # a descriptor moving fewer bytes takes as long as one of
     # this size (the issue's candidate for small fp16 kernels). 0: off. No document gives a size;
     # the given facts do not fix one (docs/cost-model.md, bench/fidelity.py --alternatives)

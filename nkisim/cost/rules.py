@@ -26,6 +26,7 @@ class DmaCost:
     efficiency: float = 1.0
     rows: int = 1           # partition rows of the on-chip side: what the DGE's issue pays for
     partial_writes: int = 0  # descriptors writing less than an HBM write granule into HBM
+    run_elements: float = float("inf")  # elements in each run when an on-chip side sets the runs
 
 
 Cost = ComputeCost | DmaCost
@@ -393,7 +394,7 @@ def transpose(rec: TraceRecord, p: CostParams) -> Cost:
     if _is_fp32(a["dtype"]):     # NC-v3 transpose mode: fp32 at twice the fp32 matmul rate
         cycles = _pe_cycles(columns, True, p) / p.pe_transpose_fp32_factor
     else:
-        cycles = _pe_cycles(columns, False, p)
+        cycles = max(p.pe_transpose_min_cycles, _pe_cycles(columns, False, p))
     return ComputeCost("PE", (cycles + p.pe_overhead_cycles) / p.pe_ghz)
 
 
@@ -463,7 +464,10 @@ def _dma_cost(rec: TraceRecord, p: CostParams, efficiency: float = 1.0) -> DmaCo
     # C3: a descriptor that writes less than a granule into HBM is a read-modify-write there
     partial = descriptors if dst.buffer in ("hbm", "shared_hbm") and \
         dst.nbytes < descriptors * p.dma_hbm_write_granule_bytes else 0
-    return DmaCost(dst.nbytes, descriptors, efficiency, rows, partial)
+    # conv-a/b's weights: runs of a few elements on chip cost their element writes (dma_run_ns)
+    on_chip = [r for r in (src, dst) if r.buffer in ("sbuf", "psum") and _runs(r) == descriptors]
+    run_elements = min((r.nbytes / descriptors / max(r.itemsize, 1) for r in on_chip), default=float("inf"))
+    return DmaCost(dst.nbytes, descriptors, efficiency, rows, partial, run_elements)
 
 
 @cost_rule("dma_copy")

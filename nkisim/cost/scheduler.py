@@ -365,15 +365,24 @@ class _Scheduler:
         return slot
 
 
+def engine_ns(cost: DmaCost, p: CostParams, k: int) -> float:
+    """How long each of the `k` DMA engines a DMA is spread over works on it: its bytes at the
+    engine rate, and per contiguous run the descriptor cost, or for a run of a few elements on
+    chip (an element-scattered SBUF side) their element writes if that is less, plus C3's HBM
+    read-modify-writes."""
+    # a descriptor shorter than the minimum efficient transfer takes as long as one of that size
+    moved = max(cost.nbytes, cost.descriptors * p.dma_min_efficient_bytes)
+    per_run = min(p.dma_descriptor_ns, cost.run_elements * p.dma_run_element_ns)
+    return (moved / k / (p.dma_engine_bytes_per_ns * cost.efficiency) + cost.descriptors / k * per_run
+            + cost.partial_writes / k * p.dma_hbm_partial_write_ns)
+
+
 def _transfer(cost: DmaCost, issue_start: float, issue_end: float, p: CostParams,
               dma_free: list[float], hazard_ready: float = 0.0) -> Slot:
     """Spread a DMA's descriptors over the least busy of the 16 DMA engines. The data moves the
     semaphore-to-start latency after its issue, or after the last hazard it waited for."""
     k = min(p.dma_engines, cost.descriptors)
-    # a descriptor shorter than the minimum efficient transfer takes as long as one of that size
-    moved = max(cost.nbytes, cost.descriptors * p.dma_min_efficient_bytes)
-    chunk = (moved / k / (p.dma_engine_bytes_per_ns * cost.efficiency)
-             + cost.descriptors / k * p.dma_descriptor_ns + cost.partial_writes / k * p.dma_hbm_partial_write_ns)
+    chunk = engine_ns(cost, p, k)
     order = sorted(range(len(dma_free)), key=dma_free.__getitem__)[:k]
     earliest = max(issue_end, hazard_ready) + p.dma_start_latency_ns
     start = max(earliest, max(dma_free[e] for e in order))

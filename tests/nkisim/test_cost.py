@@ -416,6 +416,42 @@ def test_element_granular_writes_into_hbm_pay_per_element_but_gathers_into_sbuf_
 
 
 @nki.jit
+def weights_landing_apart(W, taps: int):
+    """One DMA of a 128 x 128 x taps weight tile read contiguously from HBM, written tap-major in
+    SBUF ([co, tap, ci], conv-a/b's layout): with taps = 9 each element lands apart from the last."""
+    out = nl.ndarray((128, taps, 128), dtype=W.dtype, buffer=nl.hbm)
+    rows = nl.ndarray((128, taps, 128), dtype=W.dtype, buffer=nl.sbuf)
+    i_p, i_ci, i_t = nl.arange(128)[:, None, None], nl.arange(128)[None, :, None], nl.arange(taps)[None, None, :]
+    nisa.dma_copy(dst=rows[i_p, i_t, i_ci], src=W[i_p, i_ci, i_t])
+    nisa.dma_copy(dst=out, src=rows)
+    return out
+
+
+def test_a_dma_scattering_elements_on_chip_pays_per_element_whatever_the_dtype():
+    """conv-a/b's weight descriptors take the same ring time in fp16 and fp32 (576 elements
+    each): the model charges such a DMA per element written apart, not per byte, and a run of
+    a few elements at most what a row run costs."""
+    static = {"additional_compile_opt": "--disable-dge"}
+    for dtype in (np.float16, np.float32):
+        W = (np.arange(128 * 128 * 9) % 2048).reshape(128, 128, 9).astype(dtype)
+        run = nkisim.run_kernel(weights_landing_apart, (W, 9), {}, compile_options=static)
+        assert np.array_equal(run.outputs, W.transpose(0, 2, 1))
+        load = COST_RULES["dma_copy"](run.trace[0], P)
+        assert (load.descriptors, load.run_elements) == (128 * 128 * 9, 1)
+        slot = cost.estimate(run, measurement="profile").slots[0]
+        per_engine = 128 * 128 * 9 / 16
+        assert slot.end - slot.start - P.dma_end_latency_ns == pytest.approx(
+            per_engine * (P.dma_run_element_ns + W.itemsize / P.dma_engine_bytes_per_ns))
+    # runs of 2 elements cost 2 element writes; from 5 on, as much as a row run's descriptor
+    from nkisim.cost.rules import DmaCost
+    from nkisim.cost.scheduler import engine_ns
+    two, five, row = (DmaCost(1600, 16, run_elements=n) for n in (2, 5, float("inf")))
+    assert engine_ns(two, P, 1) - engine_ns(DmaCost(1600, 16, run_elements=0), P, 1) == pytest.approx(
+        16 * 2 * P.dma_run_element_ns)
+    assert engine_ns(five, P, 1) == engine_ns(row, P, 1)
+
+
+@nki.jit
 def rows_loaded(a):
     """One DMA of 128 partition rows of a's width (a contiguous run each), then a store."""
     t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
