@@ -1,38 +1,29 @@
 """Turn an uploaded submission (one .py file or an archive) into checked source text.
 
-Nothing here imports, executes or extracts student code: archives are read into memory with
-tarfile/zipfile under size caps, and sources are checked with compile() and ast only. Every
+Nothing here imports, executes or extracts student code: archives are read into memory under
+size caps (grader.archive_reader, with this module's caps and words), and sources are checked with compile() and ast only. Every
 problem becomes a SubmissionError that says what is wrong and how to fix it, so the student
 sees it at upload time instead of as a crash in a grading job.
 """
 from __future__ import annotations
 
 import ast
-import bz2
-import gzip
 import hashlib
-import io
-import lzma
 import os
 import re
 import stat
-import tarfile
 import warnings
-import zipfile
-import zlib
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import archive_reader
 from .errors import GraderInputError
 
 MAX_UPLOAD_BYTES = 16 * 1024 * 1024        # the uploaded file as received
 MAX_SOURCE_BYTES = 1 * 1024 * 1024         # one .py file, in the upload or in an archive
 MAX_ARCHIVE_MEMBERS = 64                   # every entry counts, directories included
 MAX_UNCOMPRESSED_BYTES = 32 * 1024 * 1024  # all archive members together, uncompressed
-# A decompressed tar stream holds headers and padding besides member data: 64 members with
-# long-name and pax headers stay far below this slack.
-_TAR_STREAM_SLACK = 1024 * 1024
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
 _MIB = 1024 * 1024
@@ -118,23 +109,55 @@ def _single_source(origin: str, data: bytes, spec):
 
 # ----------------------------------------------------------------------------- archives
 
-@dataclass
-class _Member:
-    name: str            # as stored in the archive, escaped by _show
-    parts: tuple         # normalised path components
-    size: int            # declared uncompressed size
-    read: object         # callable(cap) -> bytes
+class _Refusals:
+    """archive_reader's refusals in a submission's words: the upload's name and how to pack it."""
+
+    def __init__(self, origin: str, spec) -> None:
+        self.origin, self.spec = origin, spec
+
+    def corrupt(self, detail: str) -> SubmissionError:
+        return _corrupt(self.origin, self.spec, detail)
+
+    def too_many_members(self) -> SubmissionError:
+        return SubmissionError(
+            f"The archive {self.origin} has more than {MAX_ARCHIVE_MEMBERS} members",
+            "Pack only the files to grade, not a whole folder tree, and upload again.")
+
+    def too_large_unpacked(self, detail: str) -> SubmissionError:
+        return SubmissionError(
+            f"The archive {self.origin} is over the {MAX_UNCOMPRESSED_BYTES // _MIB} MiB limit when unpacked "
+            f"({detail})", "Pack only the source files and upload again.")
+
+    def bad_member_type(self, name: str, kind: str) -> SubmissionError:
+        return SubmissionError(
+            f"The archive {self.origin} has a member {name!r} that is {kind}; only regular files and folders "
+            f"are allowed", "Pack the real files (tar -h follows links) and upload again.")
+
+    def absolute_path(self, name: str) -> SubmissionError:
+        return SubmissionError(
+            f"The archive {self.origin} has a member with an absolute path ({name!r})",
+            f"Pack the files with relative paths ({_pack_hint(self.spec)}) and upload again.")
+
+    def parent_path(self, name: str) -> SubmissionError:
+        return SubmissionError(
+            f"The archive {self.origin} has a member whose path contains '..' ({name!r})",
+            f"Pack the files with plain relative paths ({_pack_hint(self.spec)}) and upload again.")
+
+    def encrypted(self, name: str) -> SubmissionError:
+        return SubmissionError(f"{name} in {self.origin} is encrypted",
+                               "Create the archive without a password and upload it again.")
 
 
 def _archive_sources(origin: str, data: bytes, spec):
-    members = _read_members(origin, data, spec)
+    members = archive_reader.read_members(data, archive_reader.Limits(MAX_ARCHIVE_MEMBERS, MAX_UNCOMPRESSED_BYTES),
+                                          _Refusals(origin, spec))
     located = {}
     for fs in spec.files.values():
         member = _locate(origin, members, fs, spec)
         if member is not None:
             located[fs.key] = member
     if not located:
-        found = sorted(_show("/".join(m.parts)) for m in members if m.parts and m.parts[-1].endswith(".py"))
+        found = sorted(archive_reader.show("/".join(m.parts)) for m in members if m.parts and m.parts[-1].endswith(".py"))
         seen = f"; it holds {', '.join(found[:8])}{' ...' if len(found) > 8 else ''}" if found \
             else "; it holds no .py files"
         raise SubmissionError(
@@ -157,7 +180,7 @@ def _archive_sources(origin: str, data: bytes, spec):
         except SubmissionError:
             raise
         except Exception as err:    # corrupt member data: CRC error, truncated stream
-            raise _corrupt(origin, spec, f"{member.name} cannot be read ({_describe(err)})") from None
+            raise _corrupt(origin, spec, f"{member.name} cannot be read ({archive_reader.describe(err)})") from None
         if len(content) > MAX_SOURCE_BYTES:
             raise _too_large_source(member.name, len(content))
         files[key] = _check_source(member.name, content, spec.files[key])
@@ -165,7 +188,7 @@ def _archive_sources(origin: str, data: bytes, spec):
     return files, filenames, near
 
 
-def _near_misses(members: list[_Member], located: dict, spec) -> dict[str, str]:
+def _near_misses(members: list[archive_reader.Member], located: dict, spec) -> dict[str, str]:
     """For each expected file the archive lacks, a .py member that looks like it (part2/my_conv2d.py
     for part2/conv2d.py), so the report can say "did you mean"."""
     taken = {id(m) for m in located.values()}
@@ -178,7 +201,7 @@ def _near_misses(members: list[_Member], located: dict, spec) -> dict[str, str]:
         stem = fs.filename.removesuffix(".py").lower()
         folder = fs.archive_path.rsplit("/", 1)[0] if "/" in fs.archive_path else ""
 
-        def likeness(m: _Member) -> float:
+        def likeness(m: archive_reader.Member) -> float:
             name = m.parts[-1].lower()
             score = difflib.SequenceMatcher(None, stem, name.removesuffix(".py")).ratio()
             if stem in name:
@@ -192,97 +215,7 @@ def _near_misses(members: list[_Member], located: dict, spec) -> dict[str, str]:
     return near
 
 
-def _read_members(origin: str, data: bytes, spec) -> list[_Member]:
-    head = data[:6]
-    if head.startswith(b"PK"):
-        return _zip_members(origin, data, spec)
-    if head.startswith(b"\x1f\x8b"):
-        raw = _decompress(origin, gzip.GzipFile(fileobj=io.BytesIO(data)), spec)
-    elif head.startswith(b"BZh"):
-        raw = _decompress(origin, bz2.BZ2File(io.BytesIO(data)), spec)
-    elif head.startswith(b"\xfd7zXZ\x00"):
-        raw = _decompress(origin, lzma.LZMAFile(io.BytesIO(data)), spec)
-    else:
-        raw = data
-    return _tar_members(origin, raw, spec)
-
-
-def _decompress(origin: str, stream, spec) -> bytes:
-    cap = MAX_UNCOMPRESSED_BYTES + _TAR_STREAM_SLACK
-    try:
-        raw = stream.read(cap + 1)         # never more than the cap: compression bombs stop here
-    except (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError) as err:
-        raise _corrupt(origin, spec, _describe(err)) from None
-    if len(raw) > cap:
-        raise _too_large_unpacked(origin, f"more than {cap // _MIB} MiB")
-    return raw
-
-
-def _tar_members(origin: str, raw: bytes, spec) -> list[_Member]:
-    try:
-        tf = tarfile.open(fileobj=io.BytesIO(raw), mode="r:")
-    except (tarfile.TarError, EOFError, OSError, ValueError) as err:
-        raise _corrupt(origin, spec, _describe(err)) from None
-    members, total = [], 0
-    try:
-        while True:
-            info = tf.next()
-            if info is None:
-                break
-            if len(members) >= MAX_ARCHIVE_MEMBERS:
-                raise _too_many_members(origin)
-            parts = _safe_parts(origin, info.name, spec)
-            if not (info.isreg() or info.isdir()):
-                raise _bad_member_type(origin, info.name, _tar_kind(info))
-            size = info.size if info.isreg() else 0
-            total += size
-            if total > MAX_UNCOMPRESSED_BYTES:
-                raise _too_large_unpacked(origin, "its members declare more than that")
-            members.append(_Member(_show(info.name), parts, size,
-                                   (lambda cap, i=info: tf.extractfile(i).read(cap)) if info.isreg() else None))
-    except SubmissionError:
-        raise
-    except (tarfile.TarError, EOFError, OSError, ValueError) as err:
-        raise _corrupt(origin, spec, _describe(err)) from None
-    return members
-
-
-def _zip_members(origin: str, data: bytes, spec) -> list[_Member]:
-    try:
-        zf = zipfile.ZipFile(io.BytesIO(data))
-        infos = zf.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError,
-            NotImplementedError) as err:
-        raise _corrupt(origin, spec, _describe(err)) from None
-    if len(infos) > MAX_ARCHIVE_MEMBERS:
-        raise _too_many_members(origin)
-    members, total = [], 0
-    for info in infos:
-        parts = _safe_parts(origin, info.filename, spec)
-        mode = info.external_attr >> 16
-        kind = _mode_kind(mode) if mode else None
-        if kind is not None:
-            raise _bad_member_type(origin, info.filename, kind)
-        total += info.file_size
-        if total > MAX_UNCOMPRESSED_BYTES:
-            raise _too_large_unpacked(origin, "its members declare more than that")
-        is_dir = info.is_dir()
-        members.append(_Member(_show(info.filename), parts, 0 if is_dir else info.file_size,
-                               None if is_dir else _zip_reader(origin, zf, info)))
-    return members
-
-
-def _zip_reader(origin, zf, info):
-    def read(cap):
-        if info.flag_bits & 0x1:
-            raise SubmissionError(f"{info.filename} in {origin} is encrypted",
-                                  "Create the archive without a password and upload it again.")
-        with zf.open(info) as f:   # zipfile checks the CRC once the member is read to its end
-            return f.read(cap)
-    return read
-
-
-def _locate(origin: str, members: list[_Member], fs, spec) -> _Member | None:
+def _locate(origin: str, members: list[archive_reader.Member], fs, spec) -> archive_reader.Member | None:
     """Find fs in the archive: at its archive_path, at the root, or under one top-level folder."""
     want = tuple(p for p in fs.archive_path.split("/") if p not in ("", "."))
     tiers = ([], [], [], [])
@@ -305,44 +238,6 @@ def _locate(origin: str, members: list[_Member], fs, spec) -> _Member | None:
             raise SubmissionError(
                 f"The archive {origin} holds more than one candidate {fs.filename} ({names})",
                 f"Keep exactly one, at {fs.archive_path}, and upload the archive again.")
-    return None
-
-
-def _safe_parts(origin: str, name: str, spec) -> tuple:
-    path = name.replace("\\", "/")
-    if path.startswith("/") or re.match(r"[A-Za-z]:", path):
-        raise SubmissionError(
-            f"The archive {origin} has a member with an absolute path ({name!r})",
-            f"Pack the files with relative paths ({_pack_hint(spec)}) and upload again.")
-    parts = tuple(p for p in path.split("/") if p not in ("", "."))
-    if ".." in parts:
-        raise SubmissionError(
-            f"The archive {origin} has a member whose path contains '..' ({name!r})",
-            f"Pack the files with plain relative paths ({_pack_hint(spec)}) and upload again.")
-    return parts
-
-
-def _tar_kind(info) -> str:
-    if info.issym():
-        return f"a symbolic link (to {info.linkname!r})"
-    if info.islnk():
-        return f"a hard link (to {info.linkname!r})"
-    if info.ischr() or info.isblk():
-        return "a device file"
-    if info.isfifo():
-        return "a FIFO"
-    return f"an entry of unsupported type {info.type!r}"
-
-
-def _mode_kind(mode: int) -> str | None:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device file"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
     return None
 
 
@@ -454,18 +349,7 @@ def _binds(stmt: ast.stmt, name: str) -> bool:
 # ----------------------------------------------------------------------------- messages
 
 def _basename(name: str) -> str:
-    return _show(re.split(r"[\\/]", name)[-1] or name)
-
-
-def _show(name: str) -> str:
-    """A name safe to print and to store as JSON: control characters and undecodable bytes
-    (tarfile keeps them as lone surrogates) become backslash escapes."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in name)
-
-
-def _describe(err: BaseException) -> str:
-    text = str(err).strip()
-    return text or type(err).__name__
+    return archive_reader.show(re.split(r"[\\/]", name)[-1] or name)
 
 
 def _join_or(items, word="or") -> str:
@@ -502,24 +386,6 @@ def _too_large_source(name: str, size: int) -> SubmissionError:
     return SubmissionError(
         f"{name} is {size / _MIB:.1f} MiB, over the {MAX_SOURCE_BYTES // _MIB} MiB limit for a source file",
         "Remove generated or embedded data from it; kernel source is a few hundred lines.")
-
-
-def _too_large_unpacked(origin: str, detail: str) -> SubmissionError:
-    return SubmissionError(
-        f"The archive {origin} is over the {MAX_UNCOMPRESSED_BYTES // _MIB} MiB limit when unpacked ({detail})",
-        "Pack only the source files and upload again.")
-
-
-def _too_many_members(origin: str) -> SubmissionError:
-    return SubmissionError(
-        f"The archive {origin} has more than {MAX_ARCHIVE_MEMBERS} members",
-        "Pack only the files to grade, not a whole folder tree, and upload again.")
-
-
-def _bad_member_type(origin: str, name: str, kind: str) -> SubmissionError:
-    return SubmissionError(
-        f"The archive {origin} has a member {name!r} that is {kind}; only regular files and folders are allowed",
-        "Pack the real files (tar -h follows links) and upload again.")
 
 
 def _corrupt(origin: str, spec, detail: str) -> SubmissionError:

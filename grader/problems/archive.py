@@ -9,18 +9,19 @@ import io
 import os
 import shutil
 import stat
-import tarfile
 import tempfile
 import threading
 import zipfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Iterator
 
+from .. import archive_reader
 from . import folder as folders
 
 MAX_ARCHIVE_BYTES = 8 * 1024 * 1024        # an upload, packed or not
-MAX_FILES = 200
+MAX_FILES = 200                             # files and folders together
 MAX_FILE_BYTES = 2 * 1024 * 1024
+MAX_UNPACKED_BYTES = 64 * 1024 * 1024      # all files together, unpacked
 _lock = threading.Lock()
 
 
@@ -33,6 +34,35 @@ def _refuse(what: str, remedy: str = "Upload a .zip or .tar.gz of the problem fo
     return ProblemArchiveError(what, remedy)
 
 
+class _Refusals:
+    """grader.archive_reader's refusals in an upload's words."""
+
+    def __init__(self, filename: str) -> None:
+        self.filename = filename
+
+    def corrupt(self, detail: str) -> ProblemArchiveError:
+        return _refuse(f"{self.filename} cannot be read as an archive: {detail}")
+
+    def too_many_members(self) -> ProblemArchiveError:
+        return _refuse(f"{self.filename} holds more than {MAX_FILES} files and folders")
+
+    def too_large_unpacked(self, detail: str) -> ProblemArchiveError:
+        return _refuse(f"{self.filename} is over {MAX_UNPACKED_BYTES // 2 ** 20} MiB unpacked ({detail})",
+                       "Leave large files out: a problem folder is problem.toml, reference.py, template/ and "
+                       "solutions/.")
+
+    def bad_member_type(self, name: str, kind: str) -> ProblemArchiveError:
+        return _refuse(f"{name} in {self.filename} is not a regular file ({kind})")
+
+    def absolute_path(self, name: str) -> ProblemArchiveError:
+        return _refuse(f"{name!r} in {self.filename} would be written outside the folder")
+
+    parent_path = absolute_path
+
+    def encrypted(self, name: str) -> ProblemArchiveError:
+        return _refuse(f"{name} in {self.filename} is encrypted", "Pack the folder without a password.")
+
+
 def unpack_upload(data: bytes, filename: str, into: Path) -> Path:
     """An admin's upload unpacked into `into` (regular files only, no path outside it, bounded);
     the folder holding problem.toml (the top, or the one folder at the top)."""
@@ -40,12 +70,12 @@ def unpack_upload(data: bytes, filename: str, into: Path) -> Path:
         raise _refuse(f"{filename} is over {MAX_ARCHIVE_BYTES // 2 ** 20} MiB",
                       "Leave large files out: a problem folder is problem.toml, reference.py, template/ and "
                       "solutions/.")
+    if not filename.lower().endswith((".zip", ".tar.gz", ".tgz", ".tar")):
+        raise _refuse(f"{filename} is not a .zip, .tar.gz, .tgz or .tar archive")
     members = _members(data, filename)
     into.mkdir(parents=True, exist_ok=True)
-    if len(members) > MAX_FILES:
-        raise _refuse(f"{filename} holds {len(members)} files, more than {MAX_FILES}")
-    for name, content in members:
-        target = into.joinpath(*name.parts)
+    for parts, content in members:
+        target = into.joinpath(*parts)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)
     tops = {p.parent for p in into.rglob(folders.PROBLEM_FILE)}
@@ -55,48 +85,24 @@ def unpack_upload(data: bytes, filename: str, into: Path) -> Path:
     raise _refuse(f"{filename} has no {folders.PROBLEM_FILE} at its top or in one folder at its top")
 
 
-def _members(data: bytes, filename: str) -> list[tuple[PurePosixPath, bytes]]:
-    """(safe relative path, bytes) of each regular file; a link, a device or a path leaving the
-    archive refuses the whole upload."""
+def _members(data: bytes, filename: str) -> list[tuple[tuple, bytes]]:
+    """(safe path parts, bytes) of each regular file, every one read before anything is written;
+    grader.archive_reader refuses links, devices, paths leaving the archive and bombs."""
+    refusals = _Refusals(filename)
     out = []
-    lower = filename.lower()
-    try:
-        if lower.endswith(".zip"):
-            with zipfile.ZipFile(io.BytesIO(data)) as zf:
-                for info in zf.infolist():
-                    if info.is_dir():
-                        continue
-                    mode = info.external_attr >> 16
-                    if stat.S_IFMT(mode) and not stat.S_ISREG(mode):       # no type bits: a plain file
-                        raise _refuse(f"{info.filename} in {filename} is not a regular file (a link, say)")
-                    _bounded_size(info.file_size, info.filename)      # before inflating it (a zip bomb)
-                    out.append((_safe(info.filename, filename), _bounded(zf.read(info), info.filename)))
-        elif lower.endswith((".tar.gz", ".tgz", ".tar")):
-            with tarfile.open(fileobj=io.BytesIO(data)) as tf:
-                for info in tf.getmembers():
-                    if info.isdir():
-                        continue
-                    if not info.isreg():
-                        raise _refuse(f"{info.name} in {filename} is not a regular file (a link, say)")
-                    _bounded_size(info.size, info.name)
-                    out.append((_safe(info.name, filename), _bounded(tf.extractfile(info).read(), info.name)))
-        else:
-            raise _refuse(f"{filename} is not a .zip, .tar.gz, .tgz or .tar archive")
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as err:
-        raise _refuse(f"{filename} cannot be read as an archive: {err}") from None
+    for member in archive_reader.read_members(data, archive_reader.Limits(MAX_FILES, MAX_UNPACKED_BYTES), refusals):
+        if member.read is None or not member.parts:
+            continue
+        _bounded_size(member.size, member.name)           # before inflating it (a zip bomb)
+        try:
+            content = member.read(MAX_FILE_BYTES + 1)
+        except ProblemArchiveError:
+            raise
+        except Exception as err:    # corrupt member data: a CRC error, a truncated stream
+            raise refusals.corrupt(f"{member.name}: {archive_reader.describe(err)}") from None
+        _bounded_size(len(content), member.name)
+        out.append((member.parts, content))
     return out
-
-
-def _safe(name: str, archive: str) -> PurePosixPath:
-    path = PurePosixPath(name)
-    if path.is_absolute() or ".." in path.parts or not path.parts or "\\" in name:
-        raise _refuse(f"{name!r} in {archive} would be written outside the folder")
-    return path
-
-
-def _bounded(content: bytes, name: str) -> bytes:
-    _bounded_size(len(content), name)
-    return content
 
 
 def _bounded_size(size: int, name: str) -> None:

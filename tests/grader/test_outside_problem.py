@@ -111,6 +111,35 @@ def test_the_docs_example_problem_toml_is_a_problem_folder(tmp_path):
     assert [t["name"] for t in loaded.tests] == ["softmax_float32"]
 
 
+def test_a_gzip_stream_inflating_past_the_folder_limit_or_too_many_entries_are_refused_as_read(tmp_path):
+    """The attacks on a .tar.gz: a stream of a few KiB inflating to 70 MiB is refused at the cap
+    while it is being inflated, never read whole; an archive of 300 empty files is refused at its
+    201st entry. Nothing is written."""
+    import gzip
+    import io
+    import tarfile
+
+    import pytest
+
+    from grader.problems import archive
+    big = io.BytesIO()
+    with tarfile.open(fileobj=big, mode="w") as tf:
+        info = tarfile.TarInfo("softmax/problem.toml")
+        info.size = 70 << 20
+        tf.addfile(info, io.BytesIO(bytes(info.size)))
+    bomb = gzip.compress(big.getvalue(), compresslevel=9)
+    assert len(bomb) < 256 << 10
+    with pytest.raises(archive.ProblemArchiveError, match=r"is over 64 MiB unpacked \(more than 65 MiB\)"):
+        archive.unpack_upload(bomb, "softmax.tar.gz", tmp_path / "into")
+    many = io.BytesIO()
+    with tarfile.open(fileobj=many, mode="w:gz") as tf:
+        for i in range(300):
+            tf.addfile(tarfile.TarInfo(f"softmax/empty{i}.py"), io.BytesIO(b""))
+    with pytest.raises(archive.ProblemArchiveError, match="holds more than 200 files and folders"):
+        archive.unpack_upload(many.getvalue(), "softmax.tar.gz", tmp_path / "into")
+    assert not (tmp_path / "into").exists()
+
+
 def test_an_upload_inflating_past_the_file_limit_is_refused_before_it_is_unpacked(tmp_path):
     """A zip of a few KiB whose member inflates to 3 MiB (a zip bomb in small): refused by its
     declared size, nothing written."""
