@@ -108,6 +108,9 @@ class Queue(StrEnum):
 
 QUEUE_FOR_BACKEND = {Backend.SIM: Queue.SIM, Backend.NEURON: Queue.TRN2}
 GRADING_QUEUES = tuple(QUEUE_FOR_BACKEND.values())     # where students' runs wait
+# the generation each hardware queue's workers run on: the one hardware queue is Trn2's
+# (`grader worker --queue trn2`); a spec of another platform has no hardware to run on yet
+PLATFORM_OF_QUEUE = {Queue.TRN2: "trn2"}
 
 
 class Tier(StrEnum):

@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 
-from grader.vocabulary import Queue, RunStatus, TestStatus, Tier, values
+from grader.vocabulary import PLATFORM_OF_QUEUE, Queue, RunStatus, TestStatus, Tier, values
 
 
 def _fail(message: str) -> int:
@@ -124,7 +124,6 @@ def _worker(args) -> int:
             setup = detect()        # device, SDK line, its tools and interpreter: at start, not per grade
         except NeuronUnavailable as err:
             return _fail(f"this machine cannot run a trn2 worker: {err}")
-        from .nightly import PLATFORM_OF_QUEUE
         if setup.platform != PLATFORM_OF_QUEUE[Queue.TRN2]:
             # the queue's grades are timed against thresholds set on Trainium2: another chip's
             # latencies would be scored against them

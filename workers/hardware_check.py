@@ -10,13 +10,13 @@ import logging
 
 from sqlalchemy import select
 
-from grader.vocabulary import Backend
+from grader.vocabulary import PLATFORM_OF_QUEUE, Backend
 from store import specs
 from store.db import session_scope
 from store.models import GradingRun
 
 from . import enqueue
-from .nightly import PLATFORM_OF_QUEUE, available_backends
+from .nightly import available_backends
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,8 @@ from sqlalchemy import select
 import grader
 from grader.references import FILES, REFERENCE_OF_TIER, TIER_OF_REFERENCE, stands_for
 from grader.references import archive as reference_archive
-from grader.vocabulary import RELAXED_MIN_GAP, THRESHOLD_FACTOR, Backend, Queue, RunStatus, TestStatus, Tier
+from grader.vocabulary import (PLATFORM_OF_QUEUE, RELAXED_MIN_GAP, THRESHOLD_FACTOR, Backend, Queue, RunStatus,
+                               TestStatus, Tier)
 from store import specs
 from store.db import session_scope
 from store.lifecycle import now
@@ -27,9 +28,6 @@ from . import settings
 log = logging.getLogger(__name__)
 
 IMPLIED_FACTOR = THRESHOLD_FACTOR     # the course's rule: thresholds are 120% of the reference's p99
-# the generation each hardware queue's workers run on: the one hardware queue is Trn2's
-# (`grader worker --queue trn2`); a spec of another platform has no hardware to run on yet
-PLATFORM_OF_QUEUE = {Queue.TRN2: "trn2"}
 
 
 def active_specs() -> list[str]:
