@@ -694,12 +694,9 @@ def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[in
                         pending.before_write(rec.stores)
                 values = list(map(view, rec.reads))     # no comprehension frame per instruction
             if kind == "print":
-                text = _print_text(rec, values)
                 if echo and pending:
                     pending.retire_all()    # text shows only once what ran before it has run
-                printed.append(text)
-                if echo:
-                    print(text, file=sys.stdout)
+                _print(rec, values, printed, echo)
                 continue
             time_it(rec)
             if pending is not None and kind == "matmul":
@@ -708,27 +705,10 @@ def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[in
                 written = rec.writes + [r for r in rec.stores if r.alloc_id not in unread] if rec.stores else rec.writes
                 pending.submit((rec, unread), written, rec.reads, kinds[rec.kind], rec, values)
                 continue
-            try:
-                results = kinds[kind](rec, values)
-                if len(rec.writes) == 1 and not rec.stores:      # most instructions: _write_results' short path
-                    _store(mem, rec.writes[0], results[0], rec.accumulate, rec.mask, adopt=True)
-                else:
-                    _write_results(mem, rec, results, uses(index, nothing))
-            except (ProgramError, _MissingAllocation):
-                raise
-            except Exception as err:   # a forged program's nonsense; a traced one never gets here
-                raise _cannot_execute(rec, err) from None
+            _apply(mem, rec, kinds[kind], values, uses(index, nothing))
     except Exception as err:
         # which instruction raised it (None: a product retired late, its own error says which)
-        at = rec.index if pending is None and rec is not None else None
-        if not isinstance(err, _PASS_THROUGH):      # nkisim's own fault, or a tile of another call
-            raise _unexpected(rec, err, at) from (None if isinstance(err, _MissingAllocation) else err)
-        if at is not None and getattr(err, "at", None) is None:
-            try:
-                err.at = at
-            except AttributeError:
-                pass
-        raise
+        _locate_and_raise(err, rec, rec.index if pending is None and rec is not None else None)
     if pending:
         pending.retire_all()
     outputs = _outputs(mem, program.outputs)
@@ -751,19 +731,11 @@ def _run_sequenced(program: Program, inputs: list[np.ndarray], fill_nan: bool, p
         kind = rec.kind
         values = [mem.matmul_operand(r) for r in rec.reads] if kind == "matmul" else list(map(mem.view, rec.reads))
         if kind == "print":
-            text = _print_text(rec, values)
-            printed.append(text)
-            if echo:
-                print(text, file=sys.stdout)
+            _print(rec, values, printed, echo)
             return False
         if kind == "register_load":          # its value went to the sequencer's register file (load)
             return True
-        try:
-            _write_results(mem, rec, _KINDS[kind](rec, values), ())
-        except (ProgramError, _MissingAllocation):
-            raise
-        except Exception as err:   # a forged program's nonsense
-            raise _cannot_execute(rec, err) from None
+        _apply(mem, rec, _KINDS[kind], values, ())
         return True
 
     def load(rec: TraceRecord) -> int:
@@ -778,15 +750,40 @@ def _run_sequenced(program: Program, inputs: list[np.ndarray], fill_nan: bool, p
     try:
         trace = sequencer.run(step, load)
     except Exception as err:
-        if not isinstance(err, _PASS_THROUGH):
-            raise _unexpected(current, err, None) from (None if isinstance(err, _MissingAllocation) else err)
-        if getattr(err, "at", None) is None and current is not None:
-            try:
-                err.at = current.index
-            except AttributeError:
-                pass
-        raise
+        _locate_and_raise(err, current, None, current.index if current is not None else None)
     return Execution(_outputs(mem, program.outputs), trace, printed)
+
+
+def _print(rec: TraceRecord, values: list, printed: list[str], echo: bool) -> None:
+    text = _print_text(rec, values)
+    printed.append(text)
+    if echo:
+        print(text, file=sys.stdout)
+
+
+def _apply(mem: _Memory, rec: TraceRecord, compute, values: list, unread) -> None:
+    """Run one instruction on its operands and store its results."""
+    try:
+        _write_results(mem, rec, compute(rec, values), unread)
+    except (ProgramError, _MissingAllocation):
+        raise
+    except Exception as err:   # a forged program's nonsense; a traced one never gets here
+        raise _cannot_execute(rec, err) from None
+
+
+def _locate_and_raise(err: Exception, rec: TraceRecord | None, at: int | None, mark: int | None = ...):
+    """Raise what stopped a run: nkisim's own fault as an internal error naming the instruction
+    (`at`, None when a product retired late), a kernel's or program's error marked with where it
+    happened (`mark`, by default `at`) unless it says already."""
+    if not isinstance(err, _PASS_THROUGH):      # nkisim's own fault, or a tile of another call
+        raise _unexpected(rec, err, at) from (None if isinstance(err, _MissingAllocation) else err)
+    mark = at if mark is ... else mark
+    if mark is not None and getattr(err, "at", None) is None:
+        try:
+            err.at = mark
+        except AttributeError:
+            pass
+    raise err
 
 
 def _write_results(mem: _Memory, rec: TraceRecord, results: list, unread) -> None:
@@ -810,12 +807,7 @@ def _write_results(mem: _Memory, rec: TraceRecord, results: list, unread) -> Non
 def _retire(mem: _Memory, item: tuple, future) -> None:
     """Store a matmul's product computed by a worker (nkisim.products), on this thread."""
     rec, unread = item
-    try:
-        _write_results(mem, rec, future.result(), unread)
-    except (ProgramError, _MissingAllocation):
-        raise
-    except Exception as err:
-        raise _cannot_execute(rec, err) from None
+    _apply(mem, rec, lambda _rec, _values: future.result(), None, unread)
 
 
 class _MissingAllocation(Exception):
