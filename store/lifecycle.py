@@ -102,8 +102,9 @@ def replace_results(session: Session, run_id: int, report: dict) -> None:
     session.add_all(result_rows(report, run_id))
 
 
-def finish(session: Session, c: Claim, report: dict, seed: int | None) -> bool:
-    """Store a finished grade in one transaction. False: the run was no longer ours."""
+def finish(session: Session, c: Claim, report: dict, seed: int | None) -> RunStatus | None:
+    """Store a finished grade in one transaction: the status stored (done, or cancelled when the
+    report says so); None when the run was no longer ours."""
     view = _view(report)
     flags = [f.flag for f in view.flags]
     status = RunStatus.CANCELLED if view.provenance.status == ReportStatus.CANCELLED else RunStatus.DONE
@@ -117,11 +118,11 @@ def finish(session: Session, c: Claim, report: dict, seed: int | None) -> bool:
         ).returning(GradingRun.id)).first()
     if updated is None:
         session.rollback()
-        return False
+        return None
     replace_results(session, c.run_id, report)
     mark_standings_changed(session, run_ids=[c.run_id])
     session.commit()
-    return True
+    return status
 
 
 def mark_standings_changed(session: Session, *, assignment_ids=None, run_ids=None, user_id=None) -> None:

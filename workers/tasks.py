@@ -254,12 +254,11 @@ def _grade(task, run_id: int) -> str:
             return _hand_back(claim, started)
         return _infrastructure_fault(task, claim, conf, RuntimeError("grade interrupted by a signal"))
     with session_scope() as s:
-        stored = lifecycle.finish(s, claim, report.to_json(include_seed=False), report.seed)
-    if not stored:
+        status = lifecycle.finish(s, claim, report.to_json(include_seed=False), report.seed)
+    if status is None:
         log.warning("run %s: graded in %.1f s, but no longer this worker's; not stored", run_id,
                     time.monotonic() - started)
         return LOST
-    status = RunStatus.CANCELLED if report.status == ReportStatus.CANCELLED else RunStatus.DONE   # as finish() stored it
     view = grader.view_of(report)
     points = view.points
     log.info("run %s: grading ended after %.1f s: %s, score %g of %g", run_id, time.monotonic() - started,
