@@ -929,7 +929,7 @@ TRN1_CONSTANTS = (
     ("semaphore hop: DVE 0x41 end -> POOL 0xa5 start", "semaphore_ns", "ns"),
     ("semaphore hop: last store semaphore write -> POOL 0xa4 end", "semaphore_ns", "ns"),
     ("DMA start latency, loads (rings idle at the trigger)", "dma_start_latency_ns", "ns"),
-    ("DMA start latency, stores (rings idle at the trigger)", "dma_start_latency_ns", "ns"),
+    ("DMA start latency, stores (rings idle at the trigger)", "dma_store_start_latency_ns", "ns"),
     ("DMA end latency (last ring's semaphore write - the median ring's)", "dma_end_latency_ns", "ns"),
     ("total_time - kernel span", "profile_overhead_ns", "ns"),
 )

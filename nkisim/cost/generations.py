@@ -111,12 +111,15 @@ GENERATIONS: dict[str, Generation] = {
                       "DMA holds each ring 1826 ns for 32000 B (fd1k, 17.52 B/ns) and 3661 ns for "
                       "64000 B (fd2k, 17.48 B/ns), its semaphore write included; with NC-v3's 5 ns a "
                       "descriptor (partition row) that is 17.86 B/ns (least squares); [DMA] says 17"),
-            Parameter("dma_start_latency_ns", 1030.0, FIT,
-                      "bench/fidelity.py --platform trn1 V1, V2: the kernel spans' least squares with "
-                      "the constants above; the profiles' own (bench/profiles.py --platform trn1) are "
-                      "1384 ns for loads and 669 for stores (medians, n = 12 each, rings idle at the "
-                      "trigger), one latency in the model, whose mean it is; [DMA]'s ~1.3 us "
-                      "semaphore-to-start is this and the end latency"),
+            Parameter("dma_start_latency_ns", 1384.0, MEASURED,
+                      "trn1 profiles (bench/profiles.py --platform trn1): a load starts 1384 ns after "
+                      "its trigger (median, n = 12; a DMA whose rings were idle at its trigger: the "
+                      "median ring's semaphore write - its ring time - the trigger's end); [DMA]'s "
+                      "~1.3 us semaphore-to-start is this and the end latency. (Was 1030, one latency "
+                      "for loads and stores fitted on the spans V1, V2, now held out)"),
+            Parameter("dma_store_start_latency_ns", 669.0, MEASURED,
+                      "trn1 profiles: a store starts 669 ns after its trigger (median, n = 12, as the "
+                      "loads' above)"),
             Parameter("dma_end_latency_ns", 344.0, MEASURED,
                       "trn1 profiles: a DMA's last ring writes its semaphore 344 ns (median, n = 57; "
                       "p10-p90 217-535) after the median ring, which is where the model's per-engine "

@@ -96,6 +96,8 @@ class CostParams:
     # --- DMA transfer (sections 2 and 4) ---
     dma_start_latency_ns: float = 1000.0  # documented ~1.3 us semaphore-to-start, split 1.0 + 0.3
     dma_end_latency_ns: float = 300.0
+    dma_store_start_latency_ns: float | None = None  # a store's (on chip -> HBM) when it differs from
+    # dma_start_latency_ns: NC-v2's profiles measure both (generations.py); None: the same
     dma_engines: int = 16                # per NeuronCore
     dma_engine_bytes_per_ns: float = 23.0  # 23 B/ns each -> 368 GB/s (DMA bandwidth guide)
     dma_descriptor_ns: float = 5.0       # fit: P3, 128 DMAs of 512-byte rows kept the DMA engines ~28 us busy

@@ -27,6 +27,7 @@ class DmaCost:
     rows: int = 1           # partition rows of the on-chip side: what the DGE's issue pays for
     partial_writes: int = 0  # descriptors writing less than an HBM write granule into HBM
     run_elements: float = float("inf")  # elements in each run when an on-chip side sets the runs
+    store: bool = False     # from on chip into HBM (its start latency may differ from a load's)
 
 
 Cost = ComputeCost | DmaCost
@@ -467,7 +468,8 @@ def _dma_cost(rec: TraceRecord, p: CostParams, efficiency: float = 1.0) -> DmaCo
     # conv-a/b's weights: runs of a few elements on chip cost their element writes (dma_run_ns)
     on_chip = [r for r in (src, dst) if r.buffer in ("sbuf", "psum") and _runs(r) == descriptors]
     run_elements = min((r.nbytes / descriptors / max(r.itemsize, 1) for r in on_chip), default=float("inf"))
-    return DmaCost(dst.nbytes, descriptors, efficiency, rows, partial, run_elements)
+    store = src.buffer in ("sbuf", "psum") and dst.buffer in ("hbm", "shared_hbm")
+    return DmaCost(dst.nbytes, descriptors, efficiency, rows, partial, run_elements, store)
 
 
 @cost_rule("dma_copy")

@@ -384,7 +384,9 @@ def _transfer(cost: DmaCost, issue_start: float, issue_end: float, p: CostParams
     k = min(p.dma_engines, cost.descriptors)
     chunk = engine_ns(cost, p, k)
     order = sorted(range(len(dma_free)), key=dma_free.__getitem__)[:k]
-    earliest = max(issue_end, hazard_ready) + p.dma_start_latency_ns
+    latency = p.dma_store_start_latency_ns if cost.store and p.dma_store_start_latency_ns is not None \
+        else p.dma_start_latency_ns
+    earliest = max(issue_end, hazard_ready) + latency
     start = max(earliest, max(dma_free[e] for e in order))
     for e in order:
         dma_free[e] = start + chunk
