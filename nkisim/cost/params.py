@@ -77,8 +77,10 @@ class CostParams:
     pool_n_gather_elements: int = 512    # doc: nki.isa.nc_n_gather (SDK 2.27+, NKI 0.6): one underlying
     # instruction per 512 elements a partition gathers, "n = ceil(elems_per_partition / 512)"
 
-    # --- cross-engine semaphore hop (section 5 item 2: ~0.1 us, assumed) ---
-    semaphore_ns: float = 100.0
+    # --- cross-engine semaphore hop (section 5 item 2 assumed ~0.1 us) ---
+    semaphore_ns: float = 36.6           # measured: the Trn2 profiles' consumer starts 35-38 ns after what it
+    # waits for (DVE end -> the store's POOL trigger 35.0-35.9 ns, n = 6 over four vector-add runs; PE
+    # transpose end -> its DVE copy 37.9 ns, n = 64, P3 run e; docs/cost-model.md "Compute engines")
 
     # --- DMA issue (section 2 row DGE; nki-dge.rst; trainium2_arch.rst section DGE) ---
     # Two hardware DGE instances per NeuronCore, triggered from the Sync (SP) or Scalar (ACT)
@@ -117,7 +119,7 @@ class CostParams:
     dma_hazard_granule_bytes: int = 0    # 0: writes conflict element by element. 64 (an HBM burst
     # written read-modify-write) would order stores into one granule; it puts B4 at +36% and C2
     # fp16 at +23% (bench/fidelity.py), so the facts say such writes are not serialised
-    dma_hazard_hop_ns: float = 100.0     # assumed: the semaphore hop (section 5 item 2)
+    dma_hazard_hop_ns: float = 36.6      # assumed: the semaphore hop (no hazard occurs in the profiles)
     onchip_rename_copies: int = 2        # a rewritten on-chip tile is renamed if this many copies fit
     # (trn2-cost-model.md section 1: rewriting a tile does not stall while capacity allows)
 
