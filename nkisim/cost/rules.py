@@ -460,13 +460,14 @@ def _runs(r: Region) -> int:
 
 def _dma_cost(rec: TraceRecord, p: CostParams, efficiency: float = 1.0) -> DmaCost:
     src, dst = rec.reads[0], rec.writes[0]
-    descriptors = max(_runs(src), _runs(dst))
+    runs = {id(src): _runs(src), id(dst): _runs(dst)}
+    descriptors = max(runs.values())
     rows = max([r.partitions for r in (src, dst) if r.buffer in ("sbuf", "psum")] or [1])
     # C3: a descriptor that writes less than a granule into HBM is a read-modify-write there
     partial = descriptors if dst.buffer in ("hbm", "shared_hbm") and \
         dst.nbytes < descriptors * p.dma_hbm_write_granule_bytes else 0
-    # conv-a/b's weights: runs of a few elements on chip cost their element writes (dma_run_ns)
-    on_chip = [r for r in (src, dst) if r.buffer in ("sbuf", "psum") and _runs(r) == descriptors]
+    # conv-a/b's weights: runs of a few elements on chip cost their element writes (dma_run_element_ns)
+    on_chip = [r for r in (src, dst) if r.buffer in ("sbuf", "psum") and runs[id(r)] == descriptors]
     run_elements = min((r.nbytes / descriptors / max(r.itemsize, 1) for r in on_chip), default=float("inf"))
     store = src.buffer in ("sbuf", "psum") and dst.buffer in ("hbm", "shared_hbm")
     return DmaCost(dst.nbytes, descriptors, efficiency, rows, partial, run_elements, store)
