@@ -342,16 +342,12 @@ class _Run:
         banded = bands.band_of(slowest) if self.backend == Backend.SIM else None
         if banded is not None:
             details["band"], details["bound"] = banded
+        band = banded[0] if banded else None
         points, status, message, credited = scoring.timed_verdict(
-            test, p99, self.spec.partial_credit, banded[0] if banded else None, self.spec.borderline)
-        if credited:
-            self.flags.append(f"borderline_credit:{test.name}")
-        if scoring.provisional(test, p99, banded[0] if banded else None, self.spec.borderline):
-            self.flags.append(f"borderline_hardware:{test.name}")
+            test, p99, self.spec.partial_credit, band, self.spec.borderline)
         roof = max(problems.roofline_us(test.problem, c, self.spec.platform) for c in test.configs)
         details["roofline_us"] = roof
-        if scoring.implausibly_fast(test, p99, roof, self.spec.implausible_speedup):
-            self.flags.append(f"implausibly_fast:{test.name}")
+        self.flags += scoring.timed_flags(test, p99, band, credited, roof, self.spec)
         return self._result(test, status, points, message, p99_us=round(p99, 3), details=details, output=output)
 
     # ----- one configuration: traced in a sandboxed child, executed by a trusted process -----------

@@ -85,6 +85,19 @@ def provisional(test: TestSpec, p99_us: float, band: float | None, borderline: s
     return borderline == Borderline.HARDWARE and near_threshold(test, p99_us, band) is not None
 
 
+def timed_flags(test: TestSpec, p99_us: float, band: float | None, credited: bool, roofline_us: float,
+                spec) -> list[str]:
+    """What a timed test's verdict flags for staff, in the report's order: a p99 credited under
+    borderline = "credit", one provisional under "hardware", one implausibly fast. Grading and
+    rescoring both flag through here."""
+    flags = [f"borderline_credit:{test.name}"] if credited else []
+    if provisional(test, p99_us, band, spec.borderline):
+        flags.append(f"borderline_hardware:{test.name}")
+    if implausibly_fast(test, p99_us, roofline_us, spec.implausible_speedup):
+        flags.append(f"implausibly_fast:{test.name}")
+    return flags
+
+
 def implausibly_fast(test: TestSpec, p99_us: float, roofline_us: float, speedup: float) -> bool:
     """Faster than physics allows for the work, or `speedup` times faster than the optimized
     reference (whose latency is the optimized threshold / 1.2)."""
@@ -144,15 +157,10 @@ def rescore(report: Report, spec: AssignmentSpec) -> Report:
             band = result.details.get("band")
             new.points, new.status, new.message, credited = timed_verdict(test, result.p99_us, spec.partial_credit,
                                                                           band, spec.borderline)
-            if credited:
-                flags.append(f"borderline_credit:{test.name}")
-            if provisional(test, result.p99_us, band, spec.borderline):
-                flags.append(f"borderline_hardware:{test.name}")
             roof = result.details.get("roofline_us")
             if roof is None:
                 roof = max(problems.roofline_us(test.problem, c, spec.platform) for c in test.configs)
-            if new.status != TestStatus.SKIPPED and implausibly_fast(test, result.p99_us, roof, spec.implausible_speedup):
-                flags.append(f"implausibly_fast:{test.name}")
+            flags += timed_flags(test, result.p99_us, band, credited, roof, spec)
         elif new.status == TestStatus.PASSED:
             new.points = test.points
         tests.append(new)
