@@ -52,7 +52,8 @@ class Member:
     name: str               # as stored in the archive, escaped by show()
     parts: tuple            # normalised path components
     size: int               # declared uncompressed size (0 for a folder)
-    read: Callable[[int], bytes] | None     # read(cap): at most cap bytes; None for a folder
+    read: Callable[[int], bytes] | None     # read(cap): at most cap bytes; None for a folder. Corrupt
+    # member data (a CRC error, a truncated stream) is the caller's corrupt() refusal
 
 
 def read_members(data: bytes, limits: Limits, refuse: Refusals) -> list[Member]:
@@ -115,7 +116,8 @@ def _tar_members(raw: bytes, limits: Limits, refuse: Refusals) -> list[Member]:
         if total > limits.unpacked_bytes:
             raise refuse.too_large_unpacked("its members declare more than that")
         members.append(Member(show(info.name), parts, size,
-                              (lambda cap, i=info: tf.extractfile(i).read(cap)) if info.isreg() else None))
+                              _guarded(lambda cap, i=info: tf.extractfile(i).read(cap), show(info.name), refuse)
+                              if info.isreg() else None))
     return members
 
 
@@ -145,12 +147,26 @@ def _zip_members(data: bytes, limits: Limits, refuse: Refusals) -> list[Member]:
 
 
 def _zip_reader(zf: zipfile.ZipFile, info: zipfile.ZipInfo, refuse: Refusals):
+    def inflate(cap: int) -> bytes:
+        with zf.open(info) as f:   # zipfile checks the CRC once the member is read to its end
+            return f.read(cap)
+    guarded = _guarded(inflate, show(info.filename), refuse)
+
     def read(cap: int) -> bytes:
         if info.flag_bits & 0x1:
             raise refuse.encrypted(info.filename)
-        with zf.open(info) as f:   # zipfile checks the CRC once the member is read to its end
-            return f.read(cap)
+        return guarded(cap)
     return read
+
+
+def _guarded(read: Callable[[int], bytes], name: str, refuse: Refusals) -> Callable[[int], bytes]:
+    """`read`, with whatever corrupt member data raises turned into the caller's refusal."""
+    def guarded(cap: int) -> bytes:
+        try:
+            return read(cap)
+        except Exception as err:
+            raise refuse.corrupt(f"{name} cannot be read ({describe(err)})") from None
+    return guarded
 
 
 def _safe_parts(name: str, refuse: Refusals) -> tuple:

@@ -175,12 +175,7 @@ def _archive_sources(origin: str, data: bytes, spec):
     for key, member in located.items():
         if member.size > MAX_SOURCE_BYTES:
             raise _too_large_source(member.name, member.size)
-        try:
-            content = member.read(MAX_SOURCE_BYTES + 1)
-        except SubmissionError:
-            raise
-        except Exception as err:    # corrupt member data: CRC error, truncated stream
-            raise _corrupt(origin, spec, f"{member.name} cannot be read ({archive_reader.describe(err)})") from None
+        content = member.read(MAX_SOURCE_BYTES + 1)
         if len(content) > MAX_SOURCE_BYTES:
             raise _too_large_source(member.name, len(content))
         files[key] = _check_source(member.name, content, spec.files[key])

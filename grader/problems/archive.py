@@ -87,19 +87,14 @@ def unpack_upload(data: bytes, filename: str, into: Path) -> Path:
 
 def _members(data: bytes, filename: str) -> list[tuple[tuple, bytes]]:
     """(safe path parts, bytes) of each regular file, every one read before anything is written;
-    grader.archive_reader refuses links, devices, paths leaving the archive and bombs."""
-    refusals = _Refusals(filename)
+    grader.archive_reader refuses links, devices, paths leaving the archive, bombs and corrupt data."""
     out = []
-    for member in archive_reader.read_members(data, archive_reader.Limits(MAX_FILES, MAX_UNPACKED_BYTES), refusals):
+    limits = archive_reader.Limits(MAX_FILES, MAX_UNPACKED_BYTES)
+    for member in archive_reader.read_members(data, limits, _Refusals(filename)):
         if member.read is None or not member.parts:
             continue
         _bounded_size(member.size, member.name)           # before inflating it (a zip bomb)
-        try:
-            content = member.read(MAX_FILE_BYTES + 1)
-        except ProblemArchiveError:
-            raise
-        except Exception as err:    # corrupt member data: a CRC error, a truncated stream
-            raise refusals.corrupt(f"{member.name}: {archive_reader.describe(err)}") from None
+        content = member.read(MAX_FILE_BYTES + 1)
         _bounded_size(len(content), member.name)
         out.append((member.parts, content))
     return out
