@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import functools
 import gzip
 import itertools
 import json
@@ -446,8 +447,10 @@ PROFILES = Path("/work/shared/data/trn2-profiles")        # as bench/profiles.py
 WEIGHT_ELEMENTS = 576                                      # a weight descriptor's elements (128 x 9 / 2)
 
 
+@functools.lru_cache(maxsize=None)
 def _profile_rows(dtype: str):
-    """The rows of conv-a and conv-b's 32x16 pool-1 profiles of `dtype`; None without the data files."""
+    """The rows of conv-a and conv-b's 32x16 pool-1 profiles of `dtype` (read once: M1 and M2 both
+    use them); None without the data files."""
     out = []
     for pid in (f"conv-a-{dtype}-32x16-pool1", f"conv-b-{dtype}-32x16-pool1"):
         path = PROFILES / f"{pid}.jsonl.gz"

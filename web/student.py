@@ -79,14 +79,15 @@ def _render_assignment(assignment, form, error=None, status=200, static=None):
     counted = store_runs.best_run(session, assignment.id, assignment.backend, current_user.id)
     lateness = {r.id: late.note(assignment, late.days_late(r.submission.submitted_at, deadline), counted, r.id)
                 for r in history}
+    spec = courses.spec_of(assignment)
     return render_template(
         "student/assignment.html", assignment=assignment, form=form, error=error, static=static, history=history,
         chart=chart, allowance=courses.allowance(session, current_user.id, assignment),
         deadline=deadline, counted=counted, lateness=lateness, late_rule=late.describe(assignment),
         past_deadline=deadline is not None and courses.now() > deadline,
         late_days=late.late_days_status(session, assignment, current_user.id),
-        starters=starter.starters(courses.spec_of(assignment)), starter_archive=starter.archive_name(assignment.name),
-        upload_hint=upload_hint(courses.spec_of(assignment)),
+        starters=starter.starters(spec), starter_archive=starter.archive_name(assignment.name),
+        upload_hint=upload_hint(spec),
         regrades=_regrades(history),
         rule=store_runs.RULE), status
 
