@@ -39,7 +39,7 @@ import neuronxcc.nki.language as nl  # noqa: E402
 
 from nkisim import cost  # noqa: E402
 from nkisim.cost.profile import BOUNDS, bound_by, build_profile  # noqa: E402
-from nkisim.cost.rules import COST_RULES  # noqa: E402
+from nkisim.cost.rules import COST_RULES, dve_ns  # noqa: E402
 from nkisim.cost.scheduler import engine_ns  # noqa: E402
 from reference_kernels import calibration, conv2d_optimized, conv2d_relaxed, vector_add  # noqa: E402
 
@@ -98,6 +98,7 @@ TIE = 0.10
 # points that fixed a constant in nkisim/cost/params.py; the others are held out of the fit
 FITTED = {"B1": "dge_issue_ns", "B2": "dge_issue_per_row_ns", "P1": "dve_cycles_per_element", "P3": "dma_descriptor_ns",
           "C1 row-by-row N=222 fp32 224": "pe_fp32_cycles_per_column",
+          "M4 DVE per 16-bit PSUM copy of 128 (conv-a/b)": "psum_16bit_ns_per_element",
           "C1 row-by-row N=222 fp16 224": "pe_overhead_cycles",
           "C2 tiny N=14 matmuls fp32 32x16": "pe_fp32_matmul_min_cycles",
           "M1 PE per N=14 matmul fp16 (conv-a/b)": "pe_matmul_min_cycles",
@@ -448,11 +449,11 @@ WEIGHT_ELEMENTS = 576                                      # a weight descriptor
 
 
 @functools.lru_cache(maxsize=None)
-def _profile_rows(dtype: str):
-    """The rows of conv-a and conv-b's 32x16 pool-1 profiles of `dtype` (read once: M1 and M2 both
-    use them); None without the data files."""
+def _profile_rows(pids: tuple[str, ...]):
+    """The rows of the named profiles (read once: several facts use each); None without the
+    data files."""
     out = []
-    for pid in (f"conv-a-{dtype}-32x16-pool1", f"conv-b-{dtype}-32x16-pool1"):
+    for pid in pids:
         path = PROFILES / f"{pid}.jsonl.gz"
         if not path.exists():
             return None
@@ -461,24 +462,47 @@ def _profile_rows(dtype: str):
     return out
 
 
-def profile_matmul_us(dtype: str, passes: int) -> float | None:
-    """The median PE 0x02 start-to-start interval under 300 ns (back to back), times the passes
-    of one matmul, in us."""
-    profiles = _profile_rows(dtype)
+def _conv_ab(dtype: str) -> tuple[str, ...]:
+    return (f"conv-a-{dtype}-32x16-pool1", f"conv-b-{dtype}-32x16-pool1")
+
+
+def _conv_cd(dtype: str) -> tuple[str, ...]:
+    return (f"conv-c-{dtype}-32x16-pool1", f"conv-d-{dtype}-32x16-pool1")
+
+
+def profile_matmul_us(pids: tuple[str, ...], free: int, passes: int, gap_ns: float) -> float | None:
+    """The median start-to-start interval of PE 0x02 passes of `free` moving columns issued
+    under `gap_ns` apart (back to back), times the passes of one matmul, in us."""
+    profiles = _profile_rows(pids)
     if profiles is None:
         return None
     intervals = []
     for rows in profiles:
         starts = sorted(r["start_ns"] for r in rows if r.get("kind") == "instr" and r.get("engine") == "PE"
-                        and r.get("opcode") == "0x02" and r["start_ns"] >= 0)
-        intervals += [b - a for a, b in zip(starts, starts[1:]) if b - a < 300]
+                        and r.get("opcode") == "0x02" and r.get("moving_free") == free and r["start_ns"] >= 0)
+        intervals += [b - a for a, b in zip(starts, starts[1:]) if b - a < gap_ns]
     return float(np.median(intervals)) * passes / 1000 if intervals else None
+
+
+def profile_psum_copy_us(pids: tuple[str, ...]) -> float | None:
+    """The median completion spacing of DVE 0x46 copies of 128 elements (the weight transposes'
+    PSUM->SBUF copies) issued while the previous one was still running, in us."""
+    profiles = _profile_rows(pids)
+    if profiles is None:
+        return None
+    spacings = []
+    for rows in profiles:
+        copies = sorted((r["start_ns"], r["end_ns"]) for r in rows if r.get("kind") == "instr"
+                        and r.get("engine") == "DVE" and r.get("opcode") == "0x46" and r.get("free_heuristic") == 128
+                        and r.get("in_kernel"))
+        spacings += [b[1] - a[1] for a, b in zip(copies, copies[1:]) if b[0] < a[1]]
+    return float(np.median(spacings)) / 1000 if spacings else None
 
 
 def profile_weight_element_us(dtype: str) -> float | None:
     """The median completion spacing, on one DMA engine and ring, of weight descriptors (qSPIO0,
     576 elements) queued before the previous one there completed, per element, in us."""
-    profiles = _profile_rows(dtype)
+    profiles = _profile_rows(_conv_ab(dtype))
     if profiles is None:
         return None
     nbytes = WEIGHT_ELEMENTS * (2 if dtype == "fp16" else 4)
@@ -494,11 +518,32 @@ def profile_weight_element_us(dtype: str) -> float | None:
     return float(np.median(spacings)) / WEIGHT_ELEMENTS / 1000 if spacings else None
 
 
-def model_matmul_us(run, params) -> float:
-    """The cost rule's PE time of the run's N = 14 matmuls (their median), in us."""
-    times = [COST_RULES["nc_matmul"](rec, params).ns for rec in run.trace
-             if rec.opcode == "nc_matmul" and rec.attrs.get("n") == 14]
+def model_matmul_us(n: int):
+    """The cost rule's PE time of the run's matmuls of `n` moving columns (their median), in us."""
+    def model(run, params) -> float:
+        times = [COST_RULES["nc_matmul"](rec, params).ns for rec in run.trace
+                 if rec.opcode == "nc_matmul" and rec.attrs.get("n") == n]
+        return float(np.median(times)) / 1000
+    return model
+
+
+def _psum_copies_us(run, params, dtypes) -> float:
+    """The Vector engine's time for the run's 128-element copies out of PSUM of `dtypes` (the
+    weight transposes'; the conv's own PSUM tiles are N = 14 fp32), their median, in us."""
+    times = [dve_ns(rec, params) for rec in run.trace if rec.opcode == "tensor_copy" and rec.reads
+             and rec.reads[0].buffer == "psum" and rec.reads[0].dtype in dtypes
+             and rec.reads[0].elements_per_partition == 128]
     return float(np.median(times)) / 1000
+
+
+def model_psum_copy_us32(run, params) -> float:
+    """As model_psum_copy_us, fp32: the same copies where the transposes leave fp32."""
+    return _psum_copies_us(run, params, ("float32",))
+
+
+def model_psum_copy_us(run, params) -> float:
+    """_psum_copies_us of the 16-bit ones (16-bit weight transposes)."""
+    return _psum_copies_us(run, params, ("float16", "bfloat16"))
 
 
 def model_weight_element_us(run, params) -> float:
@@ -515,13 +560,21 @@ def model_weight_element_us(run, params) -> float:
 
 INSTRUCTION_FACTS = (
     ("M1 PE per N=14 matmul fp32 (conv-a/b)", "C2 tiny N=14 matmuls fp32 32x16",
-     lambda: profile_matmul_us("fp32", 2), model_matmul_us),
+     lambda: profile_matmul_us(_conv_ab("fp32"), 14, 2, 300), model_matmul_us(14)),
     ("M1 PE per N=14 matmul fp16 (conv-a/b)", "C2 tiny N=14 matmuls fp16 32x16",
-     lambda: profile_matmul_us("fp16", 1), model_matmul_us),
+     lambda: profile_matmul_us(_conv_ab("fp16"), 14, 1, 300), model_matmul_us(14)),
     ("M2 DMA per weight element fp32 (conv-a/b)", "C2 tiny N=14 matmuls fp32 32x16",
      lambda: profile_weight_element_us("fp32"), model_weight_element_us),
     ("M2 DMA per weight element fp16 (conv-a/b)", "C2 tiny N=14 matmuls fp16 32x16",
      lambda: profile_weight_element_us("fp16"), model_weight_element_us),
+    ("M3 PE per N=420 matmul fp32 (conv-c/d)", "C3 HBM gather+DMA transp fp32 32x16",
+     lambda: profile_matmul_us(_conv_cd("fp32"), 420, 2, 1000), model_matmul_us(420)),
+    ("M3 PE per N=420 matmul fp16 (conv-c/d)", "C3 HBM gather+DMA transp fp16 32x16",
+     lambda: profile_matmul_us(_conv_cd("fp16"), 420, 1, 1000), model_matmul_us(420)),
+    ("M4 DVE per 16-bit PSUM copy of 128 (conv-a/b)", "C2 tiny N=14 matmuls fp16 32x16",
+     lambda: profile_psum_copy_us(_conv_ab("fp16")), model_psum_copy_us),
+    ("M4 DVE per fp32 PSUM copy of 128 (conv-a/b)", "C2 tiny N=14 matmuls fp32 32x16",
+     lambda: profile_psum_copy_us(_conv_ab("fp32")), model_psum_copy_us32),
 )
 
 

@@ -26,7 +26,9 @@ class CostParams:
     pe_matmul_min_cycles: int = 128      # fit: the profiles' N = 14 fp16 matmuls issue every 62.5 ns (150 cycles, less
     # the overhead: 128, a cycle per stationary row; bench/fidelity.py M1), not N cycles
     pe_fp32_cycles_per_column: float = 5.07  # fit: C1 fp32, ~1147 cycles at N = 222 (5.2x fp16, not the
-    # documented 4x); held out: the course's fp32 optimized reference (T1), which it also fits
+    # documented 4x); held out: the course's fp32 optimized reference (T1), which it also fits. The
+    # profiles' N = 420 fp32 matmuls (conv-c/d, bench/fidelity.py M3) take 705 ns, 4.0 cycles a
+    # column: at 4.0, T1 is -20.8% (docs/cost-model.md, "Short moving rows withdrawn")
     pe_fp32_matmul_min_cycles: int = 1125  # fit: C2 fp32, N = 14 matmuls cost ~0.5 us each, as N = 222 do
     pe_fp32_factor: int = 4              # documented peak ratio (20 vs 79 TFLOPS): roofline and MFU only
     pe_transpose_fp32_factor: int = 2    # NC-v3 transpose mode: fp32 2x faster than fp32 matmul
@@ -35,12 +37,6 @@ class CostParams:
     # 16-bit PE transpose takes fewer (bench/profiles.py; a matmul of N = 128 has no profile)
     # (held out: P3's 64 fp32 transposes kept the PE ~16.2 us busy, 0.25 us each)
     pe_stationary_min: int = 64          # max(min(64, N_stationary), N_moving)
-    pe_moving_row_min_cycles: int = 60   # doc: "each SBUF/PSUM access request has ~60 cycles
-    # overhead" (Trn/Inf2 arch guide, perf guide). The moving operand streams one access-pattern
-    # row per request, so a row shorter than this still costs it: a 30x14 fp16 window is 30 x 60
-    # cycles, not 420. fp32 rows cost 5.07 cycles a column and hide it from 12 columns on
-    # (held out: S1, the small fp16 kernels; the fp32 ones were already within 6%)
-
     # --- Vector Engine (section 5 item 6; section 3 note on NC-v3 fp32 throughput) ---
     # The element-wise instructions (rules._dve_ns): the engine is held (N * dve_cycles_per_element
     # / perf factor + dve_overhead_cycles) cycles, N the largest operand; the result lands
@@ -49,6 +45,11 @@ class CostParams:
     dve_cycles_per_element: float = 1.0  # measured: 605 tensor_tensor, 14-2000 el.; P1 (fd2k) is one
     dve_overhead_cycles: int = 64        # measured (spacing - N); the docs' "static instruction overhead"
     dve_pipeline_ns: float = 91.7        # measured: start->end minus spacing, median over n = 605 (p10-p90 90.6-97.8)
+    psum_16bit_ns_per_element: float = 3.75  # measured: a Vector or Scalar instruction reading a 16-bit
+    # operand out of PSUM (a 16-bit transpose's result: matmuls accumulate fp32) streams it at no
+    # more than one element every this many ns a partition, perf mode or not. conv-a/b fp16's 36
+    # PSUM->SBUF copies of 128 x 128 PE transposes complete 546 ns apart back to back (fp32's 240);
+    # bench/fidelity.py M4. The Scalar engine is assumed to read PSUM no faster (no profile has one)
     # (16-bit performance mode: rules.dve_perf_factor, the Trainium2 architecture guide's 4x / 2x)
     # the documented cost formulas of the later instructions (issue 39: scans, reductions with an
     # accumulator, shuffles, predicated copies, bn_aggr, reciprocal) keep their own form, MIN_II

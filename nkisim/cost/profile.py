@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..trace import Engine
 from .params import CostParams
-from .rules import short_row_ns
+from .rules import psum_16bit_extra_ns
 from .scheduler import Timeline, core_queue
 from .timeline_svg import timeline_svg
 
@@ -96,8 +96,8 @@ class Profile:
     hazard_waits: int = 0     # instructions held back by a write-after-read/-write hazard
     hazard_wait_us: float = 0.0   # their waits, summed
     hazard_lines: list[dict] = field(default_factory=list)   # source lines whose writes waited most
-    short_row_matmuls: int = 0    # matmuls whose moving rows are shorter than one SBUF access request
-    short_row_us: float = 0.0     # the Tensor Engine time that costs them beyond their columns
+    psum_16bit_reads: int = 0     # Vector/Scalar instructions reading 16-bit data (a transpose's) out of PSUM
+    psum_16bit_us: float = 0.0    # the engine time that costs them beyond streaming their elements
     cores: int = 1                # physical cores the kernel ran on (NKI 0.6's kernel[2]: 2)
     activity: dict[str, EngineActivity] = field(default_factory=dict)   # the hardware profile's terms
 
@@ -123,9 +123,9 @@ class Profile:
                          f"waited to overwrite memory still being read or written")
             for h in self.hazard_lines[:3]:
                 lines.append(f"  {h['line']:40} {h['wait_us']:10.1f} us  {h['instructions']} instr")
-        if self.short_row_matmuls:
-            lines.append(f"short moving rows      {self.short_row_us:10.1f} us  {self.short_row_matmuls} matmuls "
-                         f"stream rows too short to fill an SBUF access request")
+        if self.psum_16bit_reads:
+            lines.append(f"16-bit PSUM reads      {self.psum_16bit_us:10.1f} us  {self.psum_16bit_reads} instructions "
+                         f"read a 16-bit transpose's result out of PSUM, slower than they stream")
         if self.activity:
             lines.append("as a hardware profile counts them (union of instruction intervals; medians):")
             for lane in sorted(self.activity, key=_lane_rank):
@@ -176,12 +176,12 @@ def build_profile(trace, timeline: Timeline, params: CostParams | None = None) -
         entry = lines.setdefault(key, [0.0, 0])
         entry[0] += busy
         entry[1] += 1
-    short_n, short_ns = 0, 0.0
+    psum_n, psum_ns = 0, 0.0
     hazards: dict[str, list] = {}
     for rec, slot in zip(trace, timeline.slots):
-        lost = short_row_ns(rec, params)
+        lost = psum_16bit_extra_ns(rec, slot.queue.partition(":")[0], params)
         if lost > 0:
-            short_n, short_ns = short_n + 1, short_ns + lost
+            psum_n, psum_ns = psum_n + 1, psum_ns + lost
         if slot.queue == "DMA" and slot.issue_queue:
             counts[slot.issue_queue] = counts.get(slot.issue_queue, 0) + 1
         if slot.hazard_wait > 0:
@@ -215,7 +215,7 @@ def build_profile(trace, timeline: Timeline, params: CostParams | None = None) -
         hazard_wait_us=sum(v[0] for v in hazards.values()) / 1e3,
         hazard_lines=sorted(({"line": k, "wait_us": v[0] / 1e3, "instructions": v[1]} for k, v in hazards.items()),
                             key=lambda h: -h["wait_us"])[:10],
-        short_row_matmuls=short_n, short_row_us=short_ns / 1e3, cores=cores,
+        psum_16bit_reads=psum_n, psum_16bit_us=psum_ns / 1e3, cores=cores,
         activity=engine_activity(trace, timeline))
 
 
@@ -231,18 +231,6 @@ def write_json(profile: Profile, path: str) -> None:
 
 _BUSY = 0.6        # an engine busy this share of the kernel is what bounds it
 _HAZARD_SHARE = 0.2   # hazard waits summing to this share of the kernel explain a latency-bound one
-_SHORT_ROW_SHARE = 0.2   # short moving rows costing this share of the PE's time are worth naming
-
-
-def _short_rows(profile: Profile) -> str:
-    """A clause naming the Tensor Engine time lost to short moving rows, when it matters."""
-    if profile.short_row_us <= _SHORT_ROW_SHARE * profile.total_us:
-        return ""
-    return (f"; {profile.short_row_us:.0f} us of Tensor Engine time streams short moving rows "
-            f"({profile.short_row_matmuls} matmuls; each row costs at least one SBUF access request): fewer, "
-            f"longer rows per matmul, e.g. whole input rows in one contiguous moving view, cost less")
-
-
 def _busiest(profile: Profile):
     return max(profile.engines.items(), key=lambda kv: kv[1].utilisation, default=None)
 
@@ -275,11 +263,11 @@ def verdict(profile: Profile) -> str:
                     f"in all to overwrite memory still being read or written (most at {line['line']}); HBM is "
                     f"never renamed, so a fresh scratch or output region per iteration lets them overlap; {off_roof}")
         return (f"Latency-bound: no engine is busy more than {share:.0%} of the time, so instructions wait "
-                f"on each other (DMA latency, dependencies across engines){_short_rows(profile)}; {off_roof}")
+                f"on each other (DMA latency, dependencies across engines); {off_roof}")
     name, stats = busiest
     if name == "PE":
         return (f"Tensor Engine bound: busy {stats.utilisation:.0%} of the kernel, MFU {profile.mfu:.0%}"
-                f"{_short_rows(profile)}; {off_roof}")
+                f"; {off_roof}")
     if name in ISSUE_LANES:
         issued = profile.engines[name].instructions
         per = stats.busy_us / max(issued, 1)

@@ -85,10 +85,38 @@ def _dve_ns(rec: TraceRecord, p: CostParams) -> float:
     """How long the instruction holds the Vector engine (its occupancy; the result lands
     `dve_pipeline_ns` later): (N + 64) cycles, N the largest operand's elements per partition
     (a broadcast operand streams at full length), in fp32 and 16-bit, SBUF and PSUM alike
-    (bench/profiles.py: back-to-back completion spacing), N / 4 or N / 2 in performance mode."""
+    (bench/profiles.py: back-to-back completion spacing), N / 4 or N / 2 in performance mode;
+    never faster than its 16-bit PSUM operands are read (_psum_16bit_ns)."""
     n = rec.elements_per_partition
     factor = dve_perf_factor(rec) if p.dve_perf_mode else 1
-    return (n * p.dve_cycles_per_element / factor + p.dve_overhead_cycles) / p.dve_ghz
+    stream = n * p.dve_cycles_per_element / factor / p.dve_ghz
+    return max(stream, _psum_16bit_ns(rec, p)) + p.dve_overhead_cycles / p.dve_ghz
+
+
+dve_ns = _dve_ns   # the Vector occupancy by itself (bench/fidelity.py's M4 holds it against a profile)
+
+
+def _psum_16bit_ns(rec: TraceRecord, p: CostParams) -> float:
+    """The least time a Vector or Scalar instruction takes to read its 16-bit PSUM operands (a
+    16-bit transpose's result; matmuls leave fp32): `psum_16bit_ns_per_element` an element a
+    partition, measured on conv-a/b's fp16 PSUM->SBUF copies, 2.3x fp32's time where the
+    performance mode would have halved it. 0 without such an operand."""
+    n = max((r.elements_per_partition for r in rec.reads if r.buffer == "psum" and _is_16bit(r.dtype)), default=0)
+    return n * p.psum_16bit_ns_per_element
+
+
+def psum_16bit_extra_ns(rec: TraceRecord, engine: str, p: CostParams) -> float:
+    """How much longer `rec` holds `engine` ("DVE" or "ACT") because it reads 16-bit PSUM
+    operands (_psum_16bit_ns) than its elements would take it to stream: what a profile shows."""
+    floor = _psum_16bit_ns(rec, p)
+    if floor == 0.0 or engine not in ("DVE", "ACT"):
+        return 0.0
+    if engine == "DVE":
+        factor = dve_perf_factor(rec) if p.dve_perf_mode else 1
+        stream = rec.elements_per_partition * p.dve_cycles_per_element / factor / p.dve_ghz
+    else:
+        stream = rec.elements_per_partition / act_perf_factor(rec, p) / p.act_ghz
+    return max(0.0, floor - stream)
 
 
 def act_perf_factor(rec: TraceRecord, p: CostParams) -> int:
@@ -102,8 +130,10 @@ def act_perf_factor(rec: TraceRecord, p: CostParams) -> int:
 
 def _act_ns(rec: TraceRecord, p: CostParams) -> float:
     """How long the instruction holds the Scalar engine: (N + 60) cycles at 1.2 GHz (the
-    profiles' back-to-back PSUM copies); the result lands `act_pipeline_ns` later."""
-    return (rec.elements_per_partition / act_perf_factor(rec, p) + p.act_overhead_cycles) / p.act_ghz
+    profiles' back-to-back PSUM copies), never faster than its 16-bit PSUM operands are read
+    (_psum_16bit_ns); the result lands `act_pipeline_ns` later."""
+    stream = rec.elements_per_partition / act_perf_factor(rec, p) / p.act_ghz
+    return max(stream, _psum_16bit_ns(rec, p)) + p.act_overhead_cycles / p.act_ghz
 
 
 def pipeline_ns(queue: str, p: CostParams) -> float:
@@ -334,35 +364,15 @@ def device_print(rec: TraceRecord, p: CostParams) -> Cost:
 
 # ----- Tensor Engine --------------------------------------------------------------------------
 
-def _pe_cycles(columns: int, fp32: bool, p: CostParams, rows: int = 1) -> float:
-    """Tensor Engine cycles of a matmul streaming `columns` moving columns in `rows` access-
-    pattern rows. 16-bit: one column a cycle; fp32: `pe_fp32_cycles_per_column` a column (C1,
-    not the peak ratio's 4). No row streams faster than one SBUF access request, and no matmul
-    takes less than a fixed minimum (C2: tiny matmuls are not cheap)."""
-    floor = rows * p.pe_moving_row_min_cycles
+def _pe_cycles(columns: int, fp32: bool, p: CostParams) -> float:
+    """Tensor Engine cycles of a matmul streaming `columns` moving columns. 16-bit: one column a
+    cycle; fp32: `pe_fp32_cycles_per_column` a column. No matmul takes less than a fixed minimum
+    (the profiles' N = 14 matmuls; C2: tiny matmuls are not cheap). How the moving columns lie
+    in SBUF does not matter: the conv-c/d profiles' windows of 30 rows of 14 columns issue at the
+    column rate (bench/profiles.py)."""
     if fp32:
-        return max(p.pe_fp32_matmul_min_cycles, p.pe_fp32_cycles_per_column * columns, floor)
-    return max(p.pe_matmul_min_cycles, columns, floor)
-
-
-def access_rows(r: Region) -> int:
-    """Rows of an on-chip access pattern: its elements per partition over its innermost row,
-    where a row runs on through outer dimensions that continue it at the same stride."""
-    if not r.strides or len(r.strides) != len(r.shape):
-        return 1
-    dims = [(n, st) for n, st in zip(r.shape[1:], r.strides[1:]) if n != 1]   # unit dims change nothing
-    if not dims:
-        return 1
-    shape, strides = tuple(n for n, _ in dims), tuple(st for _, st in dims)
-    row, step = shape[-1], strides[-1]
-    for n, stride in zip(reversed(shape[:-1]), reversed(strides[:-1])):
-        if stride != step * row:
-            break
-        row *= n
-    total = 1
-    for n in shape:
-        total *= n
-    return max(1, total // max(row, 1))
+        return max(p.pe_fp32_matmul_min_cycles, p.pe_fp32_cycles_per_column * columns)
+    return max(p.pe_matmul_min_cycles, columns)
 
 
 @cost_rule("nc_matmul")
@@ -370,20 +380,7 @@ def matmul(rec: TraceRecord, p: CostParams) -> Cost:
     a = rec.attrs
     columns = max(min(p.pe_stationary_min, a["m"]), a["n"])
     fp32 = _is_fp32(a["dtype"]) or _is_fp32(a["moving_dtype"])
-    rows = access_rows(rec.reads[1]) if len(rec.reads) > 1 else 1
-    return ComputeCost("PE", (_pe_cycles(columns, fp32, p, rows) + p.pe_overhead_cycles) / p.pe_ghz)
-
-
-def short_row_ns(rec: TraceRecord, p: CostParams) -> float:
-    """Tensor Engine time a matmul spends because its moving rows are shorter than one access
-    request (0 when the column rate or the minimum already covers them): what a profile shows."""
-    if rec.opcode != "nc_matmul" or len(rec.reads) < 2:
-        return 0.0
-    a = rec.attrs
-    columns = max(min(p.pe_stationary_min, a["m"]), a["n"])
-    fp32 = _is_fp32(a["dtype"]) or _is_fp32(a["moving_dtype"])
-    rows = access_rows(rec.reads[1])
-    return (_pe_cycles(columns, fp32, p, rows) - _pe_cycles(columns, fp32, p)) / p.pe_ghz
+    return ComputeCost("PE", (_pe_cycles(columns, fp32, p) + p.pe_overhead_cycles) / p.pe_ghz)
 
 
 @cost_rule("nc_transpose")
@@ -405,11 +402,11 @@ def matmul_mx(rec: TraceRecord, p: CostParams) -> Cost:
     (each PE multiplies and adds the four values of an x4 element a cycle). So a moving x4
     column streams at the BF16 column rate (one a cycle) carrying four times the MACs, and an
     nc_matmul_mx of N moving x4 columns holds the PE as a 16-bit nc_matmul of N columns does
-    (_pe_cycles: its minimum, access-request floor and overhead), from the operand regions
+    (_pe_cycles: its minimum and overhead), from the operand regions
     (data first: stationary, moving)."""
     stationary, moving = rec.reads[0], rec.reads[1]
     columns = max(min(p.pe_stationary_min, stationary.elements_per_partition), moving.elements_per_partition)
-    cycles = _pe_cycles(columns, False, p, access_rows(moving))
+    cycles = _pe_cycles(columns, False, p)
     return ComputeCost("PE", (cycles + p.pe_overhead_cycles) / p.pe_ghz)
 
 
