@@ -40,7 +40,7 @@ import neuronxcc.nki.language as nl  # noqa: E402
 from nkisim import cost  # noqa: E402
 from nkisim.cost.profile import BOUNDS, bound_by, build_profile  # noqa: E402
 from nkisim.cost.rules import COST_RULES, dve_ns  # noqa: E402
-from nkisim.cost.scheduler import engine_ns  # noqa: E402
+from nkisim.cost.scheduler import engine_ns, engines_used  # noqa: E402
 from reference_kernels import calibration, conv2d_optimized, conv2d_relaxed, vector_add  # noqa: E402
 
 STATIC = {"additional_compile_opt": "--disable-dge"}
@@ -553,7 +553,7 @@ def model_weight_element_us(run, params) -> float:
         if rec.opcode == "dma_copy":
             c = COST_RULES["dma_copy"](rec, params)
             if c.run_elements <= 1:
-                k = min(params.dma_engines, c.descriptors)
+                k = engines_used(c, params)
                 times.append(engine_ns(c, params, k) / (c.descriptors / k))
     return float(np.median(times)) / 1000
 

@@ -66,7 +66,7 @@ from nkisim.settings import SimSettings  # noqa: E402
 from nkisim import cost  # noqa: E402
 from nkisim.cost.rules import COST_RULES, DmaCost, copy_ns  # noqa: E402
 from nkisim.cost.profile import interval_union  # noqa: E402
-from nkisim.cost.scheduler import engine_ns  # noqa: E402
+from nkisim.cost.scheduler import engine_ns, engines_used  # noqa: E402
 from bench import profile_kernels  # noqa: E402
 from reference_kernels import calibration, vector_add  # noqa: E402
 
@@ -283,7 +283,7 @@ def model_side(kernel, inputs, platform: str = "trn2") -> tuple[Side, object, ob
             if slot.issue_queue:
                 side.dma_issue.append(Instr("POOL" if q == "qPoolIO0" else "SP", "dma_issue", slot.issue_start,
                                             slot.issue_end))
-            k = max(1, min(p.dma_engines, c.descriptors))
+            k = engines_used(c, p)
             chunk = engine_ns(c, p, k)
             cls = side.dma_classes.setdefault((q, rec.opcode, str(rec.site), c.nbytes, c.descriptors), DmaClass(q))
             cls.add(c.nbytes, c.descriptors, chunk / (c.nbytes / k), p.dma_end_latency_ns, slot.start - slot.issue_end)

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from nkisim.dialects import dialect_named
 
 from .report import KINDS, Report, TestResult
-from .vocabulary import KIND_TITLES, TIMED_KINDS, Backend, ReportStatus, TestKind, TestStatus, Tier
+from .vocabulary import KIND_TITLES, TIMED_KINDS, Backend, ReportStatus, TestKind, TestStatus, Tier, TimedFlag
 
 # Why a flag was raised: (for staff, for the student). {subject} is the flagged test's title, or
 # the file or platform after the flag's colon. Student texts use *emphasis* (Gradescope's markdown).
 FLAG_EXPLANATIONS = {
-    "implausibly_fast": (
+    TimedFlag.IMPLAUSIBLY_FAST: (
         "{subject}: p99 is below the roofline or far below the optimized reference; review before it counts",
         "*{subject}* ran faster than the course's optimized reference kernel by a wide margin. That is "
         "unusual, so course staff will review this run before the score is final."),
@@ -38,12 +38,12 @@ FLAG_EXPLANATIONS = {
         "{subject}: the kernel's traced program broke the hardware rules the grader checks; the test errored",
         "*{subject}* produced a program the grader could not run (the test's message says why); course "
         "staff will look into it."),
-    "borderline_credit": (
+    TimedFlag.BORDERLINE_CREDIT: (
         "{subject}: the simulated p99 was slower than a threshold but within the simulator's error of it; "
         "credited under the spec's borderline = \"credit\" rule",
         "*{subject}* was credited with a threshold its simulated time was just over, within the simulator's "
         "error for kernels like it; course staff may check it on hardware."),
-    "borderline_hardware": (
+    TimedFlag.BORDERLINE_HARDWARE: (
         "{subject}: the simulated p99 is within the simulator's error of a threshold; provisional under the "
         "spec's borderline = \"hardware\" rule until a Trainium worker times the run again",
         "*{subject}* ran within the simulator's error of a threshold, so the course times it again on "

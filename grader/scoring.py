@@ -9,7 +9,7 @@ from . import bands, problems
 from .errors import GraderInputError
 from .report import KINDS, STATUSES, Report, Score, TestResult
 from .spec import AssignmentSpec, TestSpec
-from .vocabulary import THRESHOLD_FACTOR, Borderline, TestKind, TestStatus, Tier
+from .vocabulary import THRESHOLD_FACTOR, Borderline, TestKind, TestStatus, Tier, TimedFlag
 
 MEASURED = (TestStatus.PASSED, TestStatus.PARTIAL, TestStatus.FAILED)     # a timed test's statuses with a p99
 
@@ -90,11 +90,11 @@ def timed_flags(test: TestSpec, p99_us: float, band: float | None, credited: boo
     """What a timed test's verdict flags for staff, in the report's order: a p99 credited under
     borderline = "credit", one provisional under "hardware", one implausibly fast. Grading and
     rescoring both flag through here."""
-    flags = [f"borderline_credit:{test.name}"] if credited else []
+    flags = [TimedFlag.BORDERLINE_CREDIT.of(test.name)] if credited else []
     if provisional(test, p99_us, band, spec.borderline):
-        flags.append(f"borderline_hardware:{test.name}")
+        flags.append(TimedFlag.BORDERLINE_HARDWARE.of(test.name))
     if implausibly_fast(test, p99_us, roofline_us, spec.implausible_speedup):
-        flags.append(f"implausibly_fast:{test.name}")
+        flags.append(TimedFlag.IMPLAUSIBLY_FAST.of(test.name))
     return flags
 
 
@@ -145,8 +145,7 @@ def rescore(report: Report, spec: AssignmentSpec) -> Report:
         raise GraderInputError(f"the spec and the report have different tests ({', '.join(differ)})",
                                "Rescore with a spec that keeps the report's tests (only thresholds and "
                                "points may change); a spec with other tests needs a new grade.")
-    flags = [f for f in report.flags if not f.startswith(("implausibly_fast:", "borderline_credit:",
-                                                          "borderline_hardware:"))]
+    flags = [f for f in report.flags if not f.startswith(tuple(kind.prefix for kind in TimedFlag))]
     tests = []
     for result in report.tests:
         test = by_name[result.name]

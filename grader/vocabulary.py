@@ -129,6 +129,21 @@ class Borderline(StrEnum):
     STRICT = "strict"
     CREDIT = "credit"
     HARDWARE = "hardware"
+class TimedFlag(StrEnum):
+    """What a timed test's verdict may flag for staff (scoring.timed_flags), stored as
+    '<flag>:<test name>' in a report's flags."""
+    BORDERLINE_CREDIT = "borderline_credit"
+    BORDERLINE_HARDWARE = "borderline_hardware"
+    IMPLAUSIBLY_FAST = "implausibly_fast"
+
+    def of(self, test_name: str) -> str:
+        return f"{self}:{test_name}"
+
+    @property
+    def prefix(self) -> str:
+        return f"{self}:"
+
+
 # the optimized threshold is this times the optimized reference kernel's p99 (the relaxed one,
 # the relaxed reference's): nightly proposes thresholds with it, scoring infers the reference
 THRESHOLD_FACTOR = 1.2

@@ -650,11 +650,11 @@ def control_blocks(records) -> dict[int, int]:
         if rec.kind == "register_load":
             _register_number(rec.params.get("register"), rec)
             if set(rec.params) != {"register"}:
-                raise ProgramError(f"{_where(rec)}: a register load takes its register's number only")
+                raise ProgramError(f"{record_place(rec)}: a register load takes its register's number only")
             continue
         if "register" in rec.params:
             if rec.opcode != "register_store" or set(rec.params) != {"value", "register"}:
-                raise ProgramError(f"{_where(rec)}: only a register_store takes a register's run-time value")
+                raise ProgramError(f"{record_place(rec)}: only a register_store takes a register's run-time value")
             _register_number(rec.params["register"], rec)
             continue
         if rec.kind != "control":
@@ -662,13 +662,13 @@ def control_blocks(records) -> dict[int, int]:
         p, op = rec.params, rec.opcode
         expected = _CONTROL_FORMS.get(op)
         if expected is None or set(p) != expected:
-            raise ProgramError(f"{_where(rec)}: a control record of unknown form")
+            raise ProgramError(f"{record_place(rec)}: a control record of unknown form")
         if op == "loop_begin":
             _register_number(p["counter"], rec)
             _control_operand(p["lower"], rec)
             _control_operand(p["upper"], rec)
             if type(p["step"]) is not int or not 1 <= p["step"] < _INT32[1]:
-                raise ProgramError(f"{_where(rec)}: a loop's step is a positive 32-bit int")
+                raise ProgramError(f"{record_place(rec)}: a loop's step is a positive 32-bit int")
         elif op == "while_begin":
             _register_number(p["cond"], rec)
         elif op == "while_end":
@@ -681,19 +681,19 @@ def control_blocks(records) -> dict[int, int]:
             open_blocks.append(i)
         elif op in ("loop_end", "while_end"):
             if not open_blocks or _BLOCKS[records[open_blocks[-1]].opcode] != op:
-                raise ProgramError(f"{_where(rec)}: ends no open {op.removesuffix('_end')} block")
+                raise ProgramError(f"{record_place(rec)}: ends no open {op.removesuffix('_end')} block")
             begin = open_blocks.pop()
             if op == "while_end" and records[begin].params["cond"] != p["cond"]:
-                raise ProgramError(f"{_where(rec)}: ends a while block testing another register")
+                raise ProgramError(f"{record_place(rec)}: ends a while block testing another register")
             matched[begin], matched[i] = i, begin
     if open_blocks:
-        raise ProgramError(f"{_where(records[open_blocks[-1]])}: a block the program never ends")
+        raise ProgramError(f"{record_place(records[open_blocks[-1]])}: a block the program never ends")
     return matched
 
 
 def _register_number(value, rec) -> int:
     if type(value) is not int or not 0 <= value < MAX_REGISTERS:
-        raise ProgramError(f"{_where(rec)}: a register number is an int in [0, {MAX_REGISTERS})")
+        raise ProgramError(f"{record_place(rec)}: a register number is an int in [0, {MAX_REGISTERS})")
     return value
 
 
@@ -705,7 +705,7 @@ def _control_operand(value, rec) -> None:
     elif type(value) is list and len(value) == 2 and value[0] == "reg":
         _register_number(value[1], rec)
         return
-    raise ProgramError(f"{_where(rec)}: a control operand is [\"imm\", a 32-bit int] or [\"reg\", a register]")
+    raise ProgramError(f"{record_place(rec)}: a control operand is [\"imm\", a 32-bit int] or [\"reg\", a register]")
 
 
 def validate(program: Program, limits: HardwareLimits, inputs: list[np.ndarray] | None = None,
@@ -759,13 +759,13 @@ def validate(program: Program, limits: HardwareLimits, inputs: list[np.ndarray] 
         after = rec.attrs.get("after")
         if after is not None and not (type(after) in (list, tuple) and len(after) <= 4096 and
                                       all(type(j) is int and 0 <= j < rec.index for j in after)):
-            raise ProgramError(f"{_where(rec)}: scheduling edges must name earlier instructions")
+            raise ProgramError(f"{record_place(rec)}: scheduling edges must name earlier instructions")
         # a store is the result tile a placed result still fills (machine._place_result): one,
         # on chip, the shape of the write, never used before; anything else is a free copy
         if rec.stores and (len(rec.stores) > 1 or rec.stores[0].alloc_id in first
                            or rec.stores[0].buffer not in _ON_CHIP or not rec.writes
                            or rec.stores[0].shape != rec.writes[0].shape):
-            raise ProgramError(f"{_where(rec)}: an extra store no traced instruction makes")
+            raise ProgramError(f"{record_place(rec)}: an extra store no traced instruction makes")
         for group in (rec.reads, rec.writes, rec.stores):
             for r in group:
                 if r.alloc_id not in first:
@@ -788,7 +788,8 @@ def _reaches_psum(rec: TraceRecord) -> bool:
     return False
 
 
-def _where(rec: TraceRecord) -> str:
+def record_place(rec: TraceRecord) -> str:
+    """How an error names an instruction: its index, opcode and source line."""
     return f"instruction {rec.index} ({rec.opcode}{' at ' + str(rec.site) if rec.site else ''})"
 
 
@@ -802,17 +803,17 @@ def _check_record(rec: TraceRecord, allocs: dict, limits: HardwareLimits, heads:
     if heads is None or head not in heads:
         spec = INSTRUCTIONS.get(rec.opcode)
         if (rec.opcode == "device_print") != (rec.kind == "print"):
-            raise ProgramError(f"{_where(rec)}: device_print and only it prints")
+            raise ProgramError(f"{record_place(rec)}: device_print and only it prints")
         if spec is None or engine not in spec.engines:
-            raise ProgramError(f"{_where(rec)}: engine {engine.label} cannot run it")
+            raise ProgramError(f"{record_place(rec)}: engine {engine.label} cannot run it")
         # what an instruction computes (and so what it costs) follows from its opcode alone: a
         # record whose semantics were rewritten after tracing is not an instruction
         if rec.kind not in spec.kinds:
-            raise ProgramError(f"{_where(rec)}: {rec.opcode} computes {' or '.join(spec.kinds)}, "
+            raise ProgramError(f"{record_place(rec)}: {rec.opcode} computes {' or '.join(spec.kinds)}, "
                                f"this record claims {rec.kind}")
         n_reads, n_writes = _ARITY[rec.kind]
         if (n_reads is not None and len(rec.reads) != n_reads) or (n_writes is not None and len(rec.writes) != n_writes):
-            raise ProgramError(f"{_where(rec)}: wrong number of operands for {rec.kind}")
+            raise ProgramError(f"{record_place(rec)}: wrong number of operands for {rec.kind}")
         if heads is not None:
             heads.add(head)
     if inputs is None:
@@ -820,58 +821,58 @@ def _check_record(rec: TraceRecord, allocs: dict, limits: HardwareLimits, heads:
     for group in (rec.writes, rec.stores):
         for r in group:
             if r.alloc_id in inputs:
-                raise ProgramError(f"{_where(rec)}: writes a kernel input")
+                raise ProgramError(f"{record_place(rec)}: writes a kernel input")
     if engine is Engine.DMA:
         if _reaches_psum(rec):
-            raise ProgramError(f"{_where(rec)}: DMA cannot reach PSUM")
+            raise ProgramError(f"{record_place(rec)}: DMA cannot reach PSUM")
         if rec.reads and rec.writes and math.prod(rec.reads[0].shape) != math.prod(rec.writes[0].shape):
-            raise ProgramError(f"{_where(rec)}: a DMA moves as many elements as it writes")
+            raise ProgramError(f"{record_place(rec)}: a DMA moves as many elements as it writes")
         if rec.opcode == "shared_constant" and not (
                 len(rec.writes) == 1 and rec.writes[0].buffer == "shared_hbm"
                 and math.prod(rec.writes[0].shape) == math.prod(allocs[rec.writes[0].alloc_id].shape)):
             # loaded with the binary at no cost: only ever the whole of a shared-HBM tensor
-            raise ProgramError(f"{_where(rec)}: an embedded constant fills a whole shared-HBM tensor")
+            raise ProgramError(f"{record_place(rec)}: an embedded constant fills a whole shared-HBM tensor")
         if len(rec.reads) > 1:           # dma_compute: at most 16 sources, each of dst's element count
             n = math.prod(rec.writes[0].shape) if rec.writes else 0
             if len(rec.reads) > 16 or any(math.prod(r.shape) != n for r in rec.reads):
-                raise ProgramError(f"{_where(rec)}: a DMA adds at most 16 sources, each of its destination's size")
+                raise ProgramError(f"{record_place(rec)}: a DMA adds at most 16 sources, each of its destination's size")
     elif engine is not Engine.SYNC:
         for r in rec.reads:
             if r.buffer not in _ON_CHIP:
-                raise ProgramError(f"{_where(rec)}: compute engines read only SBUF and PSUM")
+                raise ProgramError(f"{record_place(rec)}: compute engines read only SBUF and PSUM")
         for r in rec.writes:
             if r.buffer not in _ENGINE_WRITES[engine] and rec.kind != "fill":
-                raise ProgramError(f"{_where(rec)}: the {engine.label} engine cannot write there")
+                raise ProgramError(f"{record_place(rec)}: the {engine.label} engine cannot write there")
         pmax = limits.pmax
         for group in (rec.reads, rec.writes):
             for r in group:
                 if r.shape and r.buffer in _ON_CHIP and r.shape[0] > pmax:
-                    raise ProgramError(f"{_where(rec)}: more than {limits.pmax} partitions")
+                    raise ProgramError(f"{record_place(rec)}: more than {limits.pmax} partitions")
         if engine is Engine.GPSIMD and _reaches_psum(rec):
-            raise ProgramError(f"{_where(rec)}: GpSimd cannot reach PSUM")
+            raise ProgramError(f"{record_place(rec)}: GpSimd cannot reach PSUM")
     if rec.mask is not None and rec.writes:
         try:
             np.broadcast_shapes(rec.mask.shape, rec.writes[0].shape)
         except ValueError:
-            raise ProgramError(f"{_where(rec)}: mask does not fit the result") from None
+            raise ProgramError(f"{record_place(rec)}: mask does not fit the result") from None
     if rec.kind == "matmul":
         s, mv = rec.reads
         if s.buffer != "sbuf" or mv.buffer != "sbuf" or rec.writes[0].buffer != "psum":
-            raise ProgramError(f"{_where(rec)}: matmul reads SBUF and writes PSUM")
+            raise ProgramError(f"{record_place(rec)}: matmul reads SBUF and writes PSUM")
         k, k2 = (s.shape[0] if s.shape else 1), (mv.shape[0] if mv.shape else 1)
         m, n = math.prod(s.shape[1:]), math.prod(mv.shape[1:])
         if k != k2 or k > limits.pmax or m > limits.gemm_stationary_fmax or n > limits.gemm_moving_fmax:
-            raise ProgramError(f"{_where(rec)}: matmul sizes break the Tensor Engine's limits")
+            raise ProgramError(f"{record_place(rec)}: matmul sizes break the Tensor Engine's limits")
         for r in (s, mv):
             if not _multipliable(r.dtype):
-                raise ProgramError(f"{_where(rec)}: the Tensor Engine cannot multiply {r.dtype}")
+                raise ProgramError(f"{record_place(rec)}: the Tensor Engine cannot multiply {r.dtype}")
         rec.attrs.update(dtype=s.dtype, moving_dtype=mv.dtype, k=k, m=m, n=n)
     elif rec.kind == "transpose":
         src = rec.reads[0]
         p, f = (src.shape[0] if src.shape else 1), math.prod(src.shape[1:])
         bound = limits.pmax if rec.engine is Engine.TENSOR else limits.vector_transpose_max
         if p > bound or f > bound:
-            raise ProgramError(f"{_where(rec)}: transpose larger than {bound}x{bound}")
+            raise ProgramError(f"{record_place(rec)}: transpose larger than {bound}x{bound}")
         rec.attrs.update(dtype=src.dtype, p=p, f=f)
 
 
@@ -892,7 +893,7 @@ def _check_core(rec: TraceRecord, lnc: int, core_of: dict) -> None:
     a tile two cores touch is no program any kernel traced."""
     core = rec.attrs.get("core", 0)
     if type(core) is not int or not 0 <= core < lnc:
-        raise ProgramError(f"{_where(rec)}: runs on core {core!r} of a logical NeuronCore of {lnc}")
+        raise ProgramError(f"{record_place(rec)}: runs on core {core!r} of a logical NeuronCore of {lnc}")
     crossing = rec.opcode == "sendrecv"        # the one instruction that writes the other core's SBUF
     for group in (rec.reads, rec.writes, rec.stores):
         for r in group:
@@ -900,9 +901,9 @@ def _check_core(rec: TraceRecord, lnc: int, core_of: dict) -> None:
                 continue
             if crossing and group is rec.writes:
                 if lnc < 2 or core_of.setdefault(r.alloc_id, 1 - core) == core:
-                    raise ProgramError(f"{_where(rec)}: a sendrecv writes the other physical core's SBUF")
+                    raise ProgramError(f"{record_place(rec)}: a sendrecv writes the other physical core's SBUF")
             elif core_of.setdefault(r.alloc_id, core) != core:
-                raise ProgramError(f"{_where(rec)}: touches on-chip memory of another physical core")
+                raise ProgramError(f"{record_place(rec)}: touches on-chip memory of another physical core")
 
 
 def _check_capacity(program: Program, allocs: dict, first: dict, last: dict, limits: HardwareLimits,

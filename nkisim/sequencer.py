@@ -26,7 +26,7 @@ import math
 
 from . import dtypes
 from .instructions.registers import stored_value
-from .program import ProgramError, _where, control_blocks
+from .program import ProgramError, control_blocks, record_place
 from .trace import Region, TraceRecord
 
 _MASK32 = 0xFFFFFFFF
@@ -58,7 +58,7 @@ class Sequencer:
 
     def read(self, rec: TraceRecord, register: int) -> int:
         if register not in self.registers:
-            raise ProgramError(f"{_where(rec)} reads register {register} before anything set it")
+            raise ProgramError(f"{record_place(rec)} reads register {register} before anything set it")
         return self.registers[register]
 
     def operand(self, rec: TraceRecord, spec: list) -> int:
@@ -149,7 +149,7 @@ class Sequencer:
                 first_row, last_row = lo // row, (hi - 1) // row
                 inside = lo - first_row * row + shift >= 0 and hi - last_row * row + shift <= row
         if not inside:
-            raise ProgramError(f"{_where(rec)}: register {number} holds {value} at run time, which moves its access of "
+            raise ProgramError(f"{record_place(rec)}: register {number} holds {value} at run time, which moves its access of "
                                f"{alloc.dtype}{list(alloc.shape)} in {alloc.buffer} outside the tensor"
                                + (" (or across its partitions)" if alloc.buffer in ("sbuf", "psum") else ""))
         return Region(r.alloc_id, r.buffer, r.start + shift, r.shape, r.strides, r.itemsize, r.dtype, r.partitions,

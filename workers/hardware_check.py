@@ -10,7 +10,7 @@ import logging
 
 from sqlalchemy import select
 
-from grader.vocabulary import PLATFORM_OF_QUEUE, Backend
+from grader.vocabulary import PLATFORM_OF_QUEUE, Backend, TimedFlag
 from store import specs
 from store.db import session_scope
 from store.models import GradingRun
@@ -20,7 +20,7 @@ from .nightly import available_backends
 
 log = logging.getLogger(__name__)
 
-FLAG = "borderline_hardware:"
+FLAG = TimedFlag.BORDERLINE_HARDWARE.prefix
 
 
 def provisional_tests(flags) -> list[str]:

@@ -365,6 +365,11 @@ class _Scheduler:
         return slot
 
 
+def engines_used(cost: DmaCost, p: CostParams) -> int:
+    """The DMA engines a DMA's descriptors spread over: one a descriptor, up to all of them."""
+    return max(1, min(p.dma_engines, cost.descriptors))
+
+
 def engine_ns(cost: DmaCost, p: CostParams, k: int) -> float:
     """How long each of the `k` DMA engines a DMA is spread over works on it: its bytes at the
     engine rate, and per contiguous run the descriptor cost, or for a run of a few elements on
@@ -381,7 +386,7 @@ def _transfer(cost: DmaCost, issue_start: float, issue_end: float, p: CostParams
               dma_free: list[float], hazard_ready: float = 0.0) -> Slot:
     """Spread a DMA's descriptors over the least busy of the 16 DMA engines. The data moves the
     semaphore-to-start latency after its issue, or after the last hazard it waited for."""
-    k = min(p.dma_engines, cost.descriptors)
+    k = engines_used(cost, p)
     chunk = engine_ns(cost, p, k)
     order = sorted(range(len(dma_free)), key=dma_free.__getitem__)[:k]
     latency = p.dma_store_start_latency_ns if cost.store and p.dma_store_start_latency_ns is not None \
