@@ -231,6 +231,19 @@ def write_json(profile: Profile, path: str) -> None:
 
 _BUSY = 0.6        # an engine busy this share of the kernel is what bounds it
 _HAZARD_SHARE = 0.2   # hazard waits summing to this share of the kernel explain a latency-bound one
+_PSUM_16BIT_SHARE = 0.2   # 16-bit PSUM reads costing this share of the kernel are worth naming
+
+
+def _psum_16bit(profile: Profile) -> str:
+    """A clause naming the Vector/Scalar time spent reading 16-bit transposes out of PSUM, when
+    it matters."""
+    if profile.psum_16bit_us <= _PSUM_16BIT_SHARE * profile.total_us:
+        return ""
+    return (f"; {profile.psum_16bit_us:.0f} us of Vector/Scalar time goes to reading 16-bit transposes out of "
+            f"PSUM ({profile.psum_16bit_reads} instructions, slower per element than any other copy): "
+            f"spreading those copies over both engines overlaps them")
+
+
 def _busiest(profile: Profile):
     return max(profile.engines.items(), key=lambda kv: kv[1].utilisation, default=None)
 
@@ -263,11 +276,10 @@ def verdict(profile: Profile) -> str:
                     f"in all to overwrite memory still being read or written (most at {line['line']}); HBM is "
                     f"never renamed, so a fresh scratch or output region per iteration lets them overlap; {off_roof}")
         return (f"Latency-bound: no engine is busy more than {share:.0%} of the time, so instructions wait "
-                f"on each other (DMA latency, dependencies across engines); {off_roof}")
+                f"on each other (DMA latency, dependencies across engines){_psum_16bit(profile)}; {off_roof}")
     name, stats = busiest
     if name == "PE":
-        return (f"Tensor Engine bound: busy {stats.utilisation:.0%} of the kernel, MFU {profile.mfu:.0%}"
-                f"; {off_roof}")
+        return f"Tensor Engine bound: busy {stats.utilisation:.0%} of the kernel, MFU {profile.mfu:.0%}; {off_roof}"
     if name in ISSUE_LANES:
         issued = profile.engines[name].instructions
         per = stats.busy_us / max(issued, 1)
@@ -282,7 +294,7 @@ def verdict(profile: Profile) -> str:
         return (f"DMA bound: the 16 DMA engines are busy {stats.utilisation:.0%} of the kernel moving "
                 f"{profile.dma_bytes / 1e6:.1f} MB; larger contiguous runs or less traffic help; {off_roof}")
     return (f"{LANE_LABELS.get(name, name)} bound: busy {stats.utilisation:.0%} of the kernel; "
-            f"move work to idle engines or shrink it; {off_roof}")
+            f"move work to idle engines or shrink it{_psum_16bit(profile)}; {off_roof}")
 
 
 def profile_summary(trace, timeline: Timeline, thresholds_us: dict | None = None,
