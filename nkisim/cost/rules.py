@@ -87,10 +87,18 @@ def _dve_ns(rec: TraceRecord, p: CostParams) -> float:
     (a broadcast operand streams at full length), in fp32 and 16-bit, SBUF and PSUM alike
     (bench/profiles.py: back-to-back completion spacing), N / 4 or N / 2 in performance mode;
     never faster than its 16-bit PSUM operands are read (_psum_16bit_ns)."""
-    n = rec.elements_per_partition
+    return max(_dve_stream_ns(rec, p), _psum_16bit_ns(rec, p)) + p.dve_overhead_cycles / p.dve_ghz
+
+
+def _dve_stream_ns(rec: TraceRecord, p: CostParams) -> float:
+    """The Vector engine's time to stream the instruction's elements, in its mode."""
     factor = dve_perf_factor(rec) if p.dve_perf_mode else 1
-    stream = n * p.dve_cycles_per_element / factor / p.dve_ghz
-    return max(stream, _psum_16bit_ns(rec, p)) + p.dve_overhead_cycles / p.dve_ghz
+    return rec.elements_per_partition * p.dve_cycles_per_element / factor / p.dve_ghz
+
+
+def _act_stream_ns(rec: TraceRecord, p: CostParams) -> float:
+    """The Scalar engine's time to stream the instruction's elements, in its mode."""
+    return rec.elements_per_partition / act_perf_factor(rec, p) / p.act_ghz
 
 
 dve_ns = _dve_ns   # the Vector occupancy by itself (bench/fidelity.py's M4 holds it against a profile)
@@ -111,11 +119,7 @@ def psum_16bit_extra_ns(rec: TraceRecord, engine: str, p: CostParams) -> float:
     floor = _psum_16bit_ns(rec, p)
     if floor == 0.0 or engine not in ("DVE", "ACT"):
         return 0.0
-    if engine == "DVE":
-        factor = dve_perf_factor(rec) if p.dve_perf_mode else 1
-        stream = rec.elements_per_partition * p.dve_cycles_per_element / factor / p.dve_ghz
-    else:
-        stream = rec.elements_per_partition / act_perf_factor(rec, p) / p.act_ghz
+    stream = _dve_stream_ns(rec, p) if engine == "DVE" else _act_stream_ns(rec, p)
     return max(0.0, floor - stream)
 
 
@@ -132,8 +136,7 @@ def _act_ns(rec: TraceRecord, p: CostParams) -> float:
     """How long the instruction holds the Scalar engine: (N + 60) cycles at 1.2 GHz (the
     profiles' back-to-back PSUM copies), never faster than its 16-bit PSUM operands are read
     (_psum_16bit_ns); the result lands `act_pipeline_ns` later."""
-    stream = rec.elements_per_partition / act_perf_factor(rec, p) / p.act_ghz
-    return max(stream, _psum_16bit_ns(rec, p)) + p.act_overhead_cycles / p.act_ghz
+    return max(_act_stream_ns(rec, p), _psum_16bit_ns(rec, p)) + p.act_overhead_cycles / p.act_ghz
 
 
 def pipeline_ns(queue: str, p: CostParams) -> float:
