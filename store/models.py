@@ -163,7 +163,8 @@ class ProblemFolder(Base):
     of what grades (problem.toml, its top-level .py files) and its template/, named by the folder's
     sha256 (grader.problems.folder.folder_hash), which a spec pins: every worker, on any machine,
     gets it from here (store/problem_folders.py) and checks the hash again before using it. Rows
-    are never changed; a new version of a folder is a new row (revision 0011_problem_folders)."""
+    are never changed; a new version of a folder is a new row (revision 0011_problem_folders), and a row
+    no stored spec pins may be removed (store.problem_folders.delete)."""
     __tablename__ = "problem_folders"
 
     sha256: Mapped[str] = mapped_column(String(64), primary_key=True)

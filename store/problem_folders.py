@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grader import problems
@@ -21,7 +22,7 @@ from grader.problems import archive
 from grader.problems import folder as folders
 
 from .db import session_scope
-from .models import ProblemFolder
+from .models import Assignment, ProblemFolder, StoredSpec
 
 _engines: list = []          # where find() looks: the site's engine, or None (the environment's)
 _lock = threading.Lock()
@@ -39,6 +40,40 @@ def save(session: Session, path: Path, check_table: str, uploaded_by: int | None
                         check_table=check_table, uploaded_by_id=uploaded_by)
     session.add(row)
     return row, True
+
+
+def pinned_by(session: Session, sha: str) -> list[str]:
+    """The assignments (course/name) whose specs, current or earlier, pin the folder `sha`, and
+    "a stored spec" for each pinning spec no assignment uses now (a run may still be graded
+    under it). A spec pins a folder by naming its sha256 (problem_sha256), so its text holds it."""
+    hashes = set(session.scalars(select(StoredSpec.hash).where(StoredSpec.toml.contains(sha))))
+    if not hashes:
+        return []
+    assignments = session.scalars(select(Assignment).where(Assignment.spec_hash.in_(hashes))
+                                  .order_by(Assignment.name)).all()
+    used = {a.spec_hash for a in assignments}
+    return [f"{a.course.name}/{a.name}" for a in assignments] + ["a stored spec"] * len(hashes - used)
+
+
+class FolderPinned(Exception):
+    """A stored folder a spec pins cannot be removed: its runs are regraded and rescored with it."""
+
+    def __init__(self, pins: list[str]):
+        super().__init__(", ".join(pins))
+        self.pins = pins
+
+
+def delete(session: Session, sha: str) -> ProblemFolder | None:
+    """Remove the stored folder `sha` unless a stored spec pins it (FolderPinned, naming what
+    does); the removed row, or None when there is none. The caller commits."""
+    row = session.get(ProblemFolder, sha)
+    if row is None:
+        return None
+    pins = pinned_by(session, sha)
+    if pins:
+        raise FolderPinned(pins)
+    session.delete(row)
+    return row
 
 
 def find(name: str, sha: str) -> Path | None:

@@ -67,6 +67,16 @@ def pinned_spec(sha: str) -> bytes:
                         ).encode()
 
 
+def create_pinned_assignment(admin, sha: str) -> None:
+    """CS149's softmax assignment, from the course spec pinning the stored folder `sha`."""
+    token = csrf_of(admin.get("/staff/").get_data(as_text=True))
+    made = admin.post("/staff/assignments", content_type="multipart/form-data", data={
+        "csrf_token": token, "course": "CS149", "name": "softmax", "spec": "asst4-trainium2", "backend": "sim",
+        "runs_per_hour": "4", "visibility": "signed_in", "deadline": "",
+        "spec_file": (io.BytesIO(pinned_spec(sha)), "softmax-fall.toml")})
+    assert made.status_code == 303, html.unescape(made.get_data(as_text=True))[-2000:]
+
+
 def test_an_admins_upload_is_checked_stored_and_graded_from_the_database(client_for, db, course_setup, cache):
     admin = client_for("ada")
     stored = upload(admin, zipped(OUTSIDE / "softmax"))
@@ -80,12 +90,7 @@ def test_an_admins_upload_is_checked_stored_and_graded_from_the_database(client_
     assert upload(admin, zipped(OUTSIDE / "softmax", prefix="")).status_code == 303      # the same content: one row
     assert len(db.scalars(select(ProblemFolder)).all()) == 1
     # a spec pinning it, without any folder installed on this machine: its starter and its grade
-    token = csrf_of(admin.get("/staff/").get_data(as_text=True))
-    made = admin.post("/staff/assignments", content_type="multipart/form-data", data={
-        "csrf_token": token, "course": "CS149", "name": "softmax", "spec": "asst4-trainium2", "backend": "sim",
-        "runs_per_hour": "4", "visibility": "signed_in", "deadline": "",
-        "spec_file": (io.BytesIO(pinned_spec(sha)), "softmax-fall.toml")})
-    assert made.status_code == 303, html.unescape(made.get_data(as_text=True))[-2000:]
+    create_pinned_assignment(admin, sha)
     got = client_for("alice").get("/a/softmax/starter/softmax.py")
     assert got.status_code == 200, html.unescape(got.get_data(as_text=True))[-1500:]
     assert got.data == (OUTSIDE / "softmax" / "template" / "softmax.py").read_bytes()
@@ -164,3 +169,40 @@ def test_a_stored_folder_changed_in_the_database_is_refused_by_its_pin(client_fo
     assert "was changed after its upload" in info.value.reason and "uploads the folder again" in info.value.remedy
     assert not list(cache.rglob("reference.py"))            # nothing of it left where a later lookup would find it
     assert db.scalar(select(Assignment).where(Assignment.name == "softmax")) is None
+
+
+def remove(client, sha: str):
+    token = csrf_of(client.get("/a/tiny").get_data(as_text=True))       # any page with a form token
+    return client.post(f"/staff/problems/{sha}/delete", data={"csrf_token": token})
+
+
+def test_a_folder_no_spec_pins_can_be_removed_by_an_admin_only(client_for, db, course_setup, cache):
+    admin = client_for("ada")
+    assert upload(admin, zipped(OUTSIDE / "softmax")).status_code == 303
+    sha = folders.folder_hash(OUTSIDE / "softmax")
+    assert f'data-folder="{sha}"' in admin.get("/staff/problems").get_data(as_text=True)
+    assert remove(client_for("tara"), sha).status_code == 403              # a TA: course code is not theirs
+    db.expire_all()
+    assert db.get(ProblemFolder, sha) is not None
+    removed = remove(admin, sha)
+    assert removed.status_code == 303
+    page = admin.get(removed.headers["Location"]).get_data(as_text=True)
+    assert "removed: no spec pinned it" in page and f'data-folder="{sha}"' not in page
+    db.expire_all()
+    assert db.get(ProblemFolder, sha) is None
+    again = remove(admin, sha)
+    assert again.status_code == 404 and "no stored folder" in again.get_data(as_text=True)
+
+
+def test_a_folder_a_spec_pins_stays_and_the_page_names_the_assignment(client_for, db, course_setup, cache):
+    admin = client_for("ada")
+    assert upload(admin, zipped(OUTSIDE / "softmax")).status_code == 303
+    sha = folders.folder_hash(OUTSIDE / "softmax")
+    create_pinned_assignment(admin, sha)
+    refused = remove(admin, sha)
+    text = html.unescape(refused.get_data(as_text=True))
+    assert refused.status_code == 409
+    assert "was not removed: the spec of CS149/softmax pins it" in text and "regraded and rescored" in text
+    db.expire_all()
+    assert db.get(ProblemFolder, sha) is not None
+    assert problem_folders.pinned_by(db, sha) == ["CS149/softmax"]

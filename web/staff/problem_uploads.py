@@ -91,3 +91,26 @@ def upload_problem():
           f"and pins it with problem_sha256 = {{ {row.name} = \"{row.sha256}\" }}." if new else
           f"Problem folder {row.name} with this content is stored already (sha256 {row.sha256}).", "success")
     return redirect(url_for("staff.problems_page", stored=row.sha256), 303)      # its check table shown open
+
+
+@bp.route("/problems/<sha>/delete", methods=["POST"])
+def delete_problem(sha: str):
+    """Remove a stored folder no spec pins (an upload nobody uses, a version replaced before any
+    assignment named it); a pinned one stays, and the page says which assignments pin it."""
+    _admin_only()
+    if not SimpleActionForm().validate_on_submit():
+        raise UserError("The removal was not accepted (its form token is missing or stale).",
+                        "Reload the page and press Remove again.")
+    session = db.session()
+    try:
+        row = problem_folders.delete(session, sha)
+    except problem_folders.FolderPinned as pinned:
+        return _page(409, error=UserError(
+            f"The folder {sha[:12]} was not removed: the spec of {', '.join(pinned.pins)} pins it, and its runs are "
+            f"regraded and rescored with it.", "A folder stays while any stored spec pins it; a new version of the "
+            "folder is a new upload, which a new spec pins."))
+    if row is None:
+        raise UserError(f"There is no stored folder {sha[:12]}.", "Pick one from the list of stored folders.", 404)
+    session.commit()
+    flash(f"Problem folder {row.name} ({sha[:12]}) removed: no spec pinned it.", "success")
+    return redirect(url_for("staff.problems_page"), 303)
