@@ -98,6 +98,7 @@ class Profile:
     hazard_lines: list[dict] = field(default_factory=list)   # source lines whose writes waited most
     psum_16bit_reads: int = 0     # Vector/Scalar instructions reading 16-bit data (a transpose's) out of PSUM
     psum_16bit_us: float = 0.0    # the engine time that costs them beyond streaming their elements
+    psum_16bit_engines: list[str] = field(default_factory=list)   # the engines they ran on
     cores: int = 1                # physical cores the kernel ran on (NKI 0.6's kernel[2]: 2)
     activity: dict[str, EngineActivity] = field(default_factory=dict)   # the hardware profile's terms
 
@@ -176,12 +177,13 @@ def build_profile(trace, timeline: Timeline, params: CostParams | None = None) -
         entry = lines.setdefault(key, [0.0, 0])
         entry[0] += busy
         entry[1] += 1
-    psum_n, psum_ns = 0, 0.0
+    psum_n, psum_ns, psum_engines = 0, 0.0, set()
     hazards: dict[str, list] = {}
     for rec, slot in zip(trace, timeline.slots):
         lost = psum_16bit_extra_ns(rec, slot.queue.partition(":")[0], params)
         if lost > 0:
             psum_n, psum_ns = psum_n + 1, psum_ns + lost
+            psum_engines.add(slot.queue.partition(":")[0])
         if slot.queue == "DMA" and slot.issue_queue:
             counts[slot.issue_queue] = counts.get(slot.issue_queue, 0) + 1
         if slot.hazard_wait > 0:
@@ -215,7 +217,7 @@ def build_profile(trace, timeline: Timeline, params: CostParams | None = None) -
         hazard_wait_us=sum(v[0] for v in hazards.values()) / 1e3,
         hazard_lines=sorted(({"line": k, "wait_us": v[0] / 1e3, "instructions": v[1]} for k, v in hazards.items()),
                             key=lambda h: -h["wait_us"])[:10],
-        psum_16bit_reads=psum_n, psum_16bit_us=psum_ns / 1e3, cores=cores,
+        psum_16bit_reads=psum_n, psum_16bit_us=psum_ns / 1e3, psum_16bit_engines=sorted(psum_engines), cores=cores,
         activity=engine_activity(trace, timeline))
 
 
@@ -239,9 +241,11 @@ def _psum_16bit(profile: Profile) -> str:
     it matters."""
     if profile.psum_16bit_us <= _PSUM_16BIT_SHARE * profile.total_us:
         return ""
+    spread = ": spreading those copies over both engines overlaps them" \
+        if len(profile.psum_16bit_engines) == 1 else ""
     return (f"; {profile.psum_16bit_us:.0f} us of Vector/Scalar time goes to reading 16-bit transposes out of "
-            f"PSUM ({profile.psum_16bit_reads} instructions, slower per element than any other copy): "
-            f"spreading those copies over both engines overlaps them")
+            f"PSUM ({profile.psum_16bit_reads} instructions on {' and '.join(profile.psum_16bit_engines)}, slower "
+            f"per element than any other copy){spread}")
 
 
 def _busiest(profile: Profile):

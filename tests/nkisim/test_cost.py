@@ -408,7 +408,8 @@ def test_profile_names_the_time_spent_reading_16bit_transposes_out_of_psum(tmp_p
     assert data["psum_16bit_reads"] == 36 and data["psum_16bit_us"] > 0
     assert f"16-bit PSUM reads      {data['psum_16bit_us']:10.1f} us  36 instructions" in out
     # over a fifth of the kernel: the verdict names it, and what it says helps
-    assert "goes to reading 16-bit transposes out of PSUM (36 instructions" in out
+    assert "goes to reading 16-bit transposes out of PSUM (36 instructions on ACT" in out
+    assert "spreading those copies over both engines" in out
     from pathlib import Path
     source = Path("reference_kernels/conv2d_optimized.py").read_text()
     copy = "= nisa.tensor_copy(block_t)"
@@ -418,8 +419,11 @@ def test_profile_names_the_time_spent_reading_16bit_transposes_out_of_psum(tmp_p
                                           "else nisa.scalar_engine)"))
     js_split = tmp_path / "split.json"
     assert main(["profile", str(split), "--preset", "conv2d-32x16-float16-pool1", "--json", str(js_split)]) == 0
-    capsys.readouterr()
-    assert json.loads(js_split.read_text())["total_us"] < 0.9 * data["total_us"]
+    split_out = capsys.readouterr().out
+    split_data = json.loads(js_split.read_text())
+    assert split_data["total_us"] < 0.9 * data["total_us"]
+    assert split_data["psum_16bit_engines"] == ["ACT", "DVE"]     # spread already: not advised again
+    assert "16-bit PSUM reads" in split_out and "spreading those copies" not in split_out
     assert main(["profile", "reference_kernels/conv2d_optimized.py", "--preset", "conv2d-32x16-float32-pool1",
                  "--json", str(js)]) == 0
     assert "16-bit PSUM reads" not in capsys.readouterr().out
