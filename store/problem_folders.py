@@ -43,16 +43,18 @@ def save(session: Session, path: Path, check_table: str, uploaded_by: int | None
 
 
 def pinned_by(session: Session, sha: str) -> list[str]:
-    """The assignments (course/name) whose specs, current or earlier, pin the folder `sha`, and
-    "a stored spec" for each pinning spec no assignment uses now (a run may still be graded
-    under it). A spec pins a folder by naming its sha256 (problem_sha256), so its text holds it."""
+    """What pins the folder `sha`: "the spec of <course>/<assignment>" for each assignment whose
+    spec in force pins it, and "a stored spec no assignment uses now" for each other spec that
+    does (an earlier version: a run may still be graded under it). A spec pins a folder by
+    naming its sha256 (problem_sha256), so its text holds it."""
     hashes = set(session.scalars(select(StoredSpec.hash).where(StoredSpec.toml.contains(sha))))
     if not hashes:
         return []
     assignments = session.scalars(select(Assignment).where(Assignment.spec_hash.in_(hashes))
                                   .order_by(Assignment.name)).all()
     used = {a.spec_hash for a in assignments}
-    return [f"{a.course.name}/{a.name}" for a in assignments] + ["a stored spec"] * len(hashes - used)
+    return ([f"the spec of {a.course.name}/{a.name}" for a in assignments]
+            + ["a stored spec no assignment uses now"] * len(hashes - used))
 
 
 class FolderPinned(Exception):

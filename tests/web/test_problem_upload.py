@@ -205,4 +205,4 @@ def test_a_folder_a_spec_pins_stays_and_the_page_names_the_assignment(client_for
     assert "was not removed: the spec of CS149/softmax pins it" in text and "regraded and rescored" in text
     db.expire_all()
     assert db.get(ProblemFolder, sha) is not None
-    assert problem_folders.pinned_by(db, sha) == ["CS149/softmax"]
+    assert problem_folders.pinned_by(db, sha) == ["the spec of CS149/softmax"]

@@ -106,8 +106,8 @@ def delete_problem(sha: str):
         row = problem_folders.delete(session, sha)
     except problem_folders.FolderPinned as pinned:
         return _page(409, error=UserError(
-            f"The folder {sha[:12]} was not removed: the spec of {', '.join(pinned.pins)} pins it, and its runs are "
-            f"regraded and rescored with it.", "A folder stays while any stored spec pins it; a new version of the "
+            f"The folder {sha[:12]} was not removed: {', '.join(pinned.pins)} pin{'s' if len(pinned.pins) == 1 else ''} "
+            f"it, and runs graded under a spec are regraded and rescored with its folder.", "A folder stays while any stored spec pins it; a new version of the "
             "folder is a new upload, which a new spec pins."))
     if row is None:
         raise UserError(f"There is no stored folder {sha[:12]}.", "Pick one from the list of stored folders.", 404)
