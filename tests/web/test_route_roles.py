@@ -79,6 +79,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     # a problem folder's reference.py runs on the grader's trusted side: site admins only
     ("staff.problems_page", "GET"): ADMIN,
     ("staff.upload_problem", "POST"): ADMIN,
+    ("staff.delete_problem", "POST"): ADMIN,
     ("staff.create_assignment", "POST"): ADMIN,     # or an instructor naming their own course
     ("staff.assignment", "GET"): COURSE_STAFF,
     ("staff.adopt_thresholds", "POST"): COURSE_STAFF,
@@ -130,7 +131,8 @@ def test_every_route_answers_each_role_as_written(table_app, db, two_courses, ti
     run = store_graded_run(db, alice, two_courses["assignment"], tiny_reports["optimized"])
     timed = next(t.name for t in tiny_reports["optimized"].tests if t.p99_us is not None)
     api_tokens = {role: accounts.new_api_token(db, two_courses[who], role) for role, who in WHO.items()}
-    from store.models import StaffTask
+    from store.models import ProblemFolder, StaffTask
+    db.add(ProblemFolder(sha256="0" * 64, name="softmax", title="Softmax", archive=b"", check_table=""))  # no spec pins it
     task = StaffTask(kind="grades_csv", assignment_id=two_courses["assignment"].id, status="done",
                      result=b"email\n", result_name="tiny-grades.csv", result_type="text/csv")
     db.add(task)
@@ -138,7 +140,7 @@ def test_every_route_answers_each_role_as_written(table_app, db, two_courses, ti
     alice_token_id = max(t.id for t in alice_tokens(db, alice.id))
     values = {"name": "tiny", "run_id": run.id, "user_id": alice.id, "token": "not-a-link", "token_id": alice_token_id,
               "test_name": timed, "filename": "style.css", "file": "conv2d.py",
-              "task_id": task.id, "kind": "grades_csv"}
+              "task_id": task.id, "kind": "grades_csv", "sha": "0" * 64}
     rules = {r.endpoint: r.rule for r in table_app.url_map.iter_rules()}
     routes = sorted({(r.endpoint, m) for r in table_app.url_map.iter_rules() for m in r.methods - {"HEAD", "OPTIONS"}},
                     key=lambda em: (em[1] == "POST", em))        # every GET first: they change nothing
