@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 
 from sqlalchemy import select
-from service_waits import wait_for_run
+from service_waits import wait_for, wait_for_run
 from worker_helpers import OPTIMIZED, TINY_SPEC
 
 import grader
@@ -45,9 +45,12 @@ def test_a_provisional_run_is_timed_again_on_trainium_when_a_worker_is_alive(db,
     assert provisional_tests(run.report["flags"]) == ["perf_tiny"] and run.flagged
     perf = next(t for t in run.report["tests"] if t["name"] == "perf_tiny")
     assert perf["status"] == "partial" and "provisional" in perf["message"]
-    db.expire_all()
-    again = db.scalars(select(GradingRun).where(GradingRun.submission_id == run.submission_id,
-                                                GradingRun.id != run.id)).all()
+
+    def hardware_runs():           # the worker queues it just after storing the simulated run's grade
+        db.expire_all()
+        return db.scalars(select(GradingRun).where(GradingRun.submission_id == run.submission_id,
+                                                   GradingRun.id != run.id)).all()
+    again = wait_for(hardware_runs, 60, "the hardware run to be queued")
     assert [(r.backend, r.queue, r.status) for r in again] == [(Backend.NEURON, Queue.TRN2.value, RunStatus.QUEUED)]
     # once is enough: the same run's flags again queue nothing more
     assert confirm_on_hardware(run.id, run.report["flags"]) is None
