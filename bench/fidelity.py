@@ -527,23 +527,15 @@ def model_matmul_us(n: int):
     return model
 
 
-def _psum_copies_us(run, params, dtypes) -> float:
+def model_psum_copy_us(dtypes: tuple[str, ...]):
     """The Vector engine's time for the run's 128-element copies out of PSUM of `dtypes` (the
     weight transposes'; the conv's own PSUM tiles are N = 14 fp32), their median, in us."""
-    times = [dve_ns(rec, params) for rec in run.trace if rec.opcode == "tensor_copy" and rec.reads
-             and rec.reads[0].buffer == "psum" and rec.reads[0].dtype in dtypes
-             and rec.reads[0].elements_per_partition == 128]
-    return float(np.median(times)) / 1000
-
-
-def model_psum_copy_us32(run, params) -> float:
-    """As model_psum_copy_us, fp32: the same copies where the transposes leave fp32."""
-    return _psum_copies_us(run, params, ("float32",))
-
-
-def model_psum_copy_us(run, params) -> float:
-    """_psum_copies_us of the 16-bit ones (16-bit weight transposes)."""
-    return _psum_copies_us(run, params, ("float16", "bfloat16"))
+    def model(run, params) -> float:
+        times = [dve_ns(rec, params) for rec in run.trace if rec.opcode == "tensor_copy" and rec.reads
+                 and rec.reads[0].buffer == "psum" and rec.reads[0].dtype in dtypes
+                 and rec.reads[0].elements_per_partition == 128]
+        return float(np.median(times)) / 1000
+    return model
 
 
 def model_weight_element_us(run, params) -> float:
@@ -572,9 +564,9 @@ INSTRUCTION_FACTS = (
     ("M3 PE per N=420 matmul fp16 (conv-c/d)", "C3 HBM gather+DMA transp fp16 32x16",
      lambda: profile_matmul_us(_conv_cd("fp16"), 420, 1, 1000), model_matmul_us(420)),
     ("M4 DVE per 16-bit PSUM copy of 128 (conv-a/b)", "C2 tiny N=14 matmuls fp16 32x16",
-     lambda: profile_psum_copy_us(_conv_ab("fp16")), model_psum_copy_us),
+     lambda: profile_psum_copy_us(_conv_ab("fp16")), model_psum_copy_us(("float16", "bfloat16"))),
     ("M4 DVE per fp32 PSUM copy of 128 (conv-a/b)", "C2 tiny N=14 matmuls fp32 32x16",
-     lambda: profile_psum_copy_us(_conv_ab("fp32")), model_psum_copy_us32),
+     lambda: profile_psum_copy_us(_conv_ab("fp32")), model_psum_copy_us(("float32",))),
 )
 
 

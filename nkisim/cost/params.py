@@ -38,7 +38,7 @@ class CostParams:
     # (held out: P3's 64 fp32 transposes kept the PE ~16.2 us busy, 0.25 us each)
     pe_stationary_min: int = 64          # max(min(64, N_stationary), N_moving)
     # --- Vector Engine (section 5 item 6; section 3 note on NC-v3 fp32 throughput) ---
-    # The element-wise instructions (rules._dve_ns): the engine is held (N * dve_cycles_per_element
+    # The element-wise instructions (rules.dve_ns): the engine is held (N * dve_cycles_per_element
     # / perf factor + dve_overhead_cycles) cycles, N the largest operand; the result lands
     # dve_pipeline_ns later. Measured on the Trn2 profiles (bench/profiles.py, docs/cost-model.md
     # "Vector and Scalar"): back-to-back completion spacing (N + 64) cycles, start->end 91.7 ns more

@@ -81,7 +81,7 @@ def dve_perf_factor(rec: TraceRecord) -> int:
     return 2 if contiguous and sum(r.buffer == "psum" for r in ends) == 1 else 1
 
 
-def _dve_ns(rec: TraceRecord, p: CostParams) -> float:
+def dve_ns(rec: TraceRecord, p: CostParams) -> float:
     """How long the instruction holds the Vector engine (its occupancy; the result lands
     `dve_pipeline_ns` later): (N + 64) cycles, N the largest operand's elements per partition
     (a broadcast operand streams at full length), in fp32 and 16-bit, SBUF and PSUM alike
@@ -99,9 +99,6 @@ def _dve_stream_ns(rec: TraceRecord, p: CostParams) -> float:
 def _act_stream_ns(rec: TraceRecord, p: CostParams) -> float:
     """The Scalar engine's time to stream the instruction's elements, in its mode."""
     return rec.elements_per_partition / act_perf_factor(rec, p) / p.act_ghz
-
-
-dve_ns = _dve_ns   # the Vector occupancy by itself (bench/fidelity.py's M4 holds it against a profile)
 
 
 def _psum_16bit_ns(rec: TraceRecord, p: CostParams) -> float:
@@ -151,7 +148,7 @@ def _pool_ns(rec: TraceRecord, p: CostParams) -> float:
     return (n + p.pool_overhead_cycles) / p.pool_ghz
 
 
-_BY_ENGINE = {Engine.VECTOR: _dve_ns, Engine.SCALAR: _act_ns, Engine.GPSIMD: _pool_ns}
+_BY_ENGINE = {Engine.VECTOR: dve_ns, Engine.SCALAR: _act_ns, Engine.GPSIMD: _pool_ns}
 
 
 @cost_rule("tensor_copy", "tensor_tensor", "tensor_scalar", "tensor_reduce", "memset", "activation",
@@ -180,7 +177,7 @@ def elementwise(rec: TraceRecord, p: CostParams) -> Cost:
 # its form, its N counted that way (`dve_cycles_per_element` a cycle), plus the fixed occupancy
 # every DVE instruction holds (`dve_overhead_cycles`); the result lands `dve_pipeline_ns` later
 # (pipeline_ns). No profile has any of these instructions, so the MIN_II floors the formulas
-# write stay (the profiled element-wise ones show none under 64 elements: _dve_ns has none).
+# write stay (the profiled element-wise ones show none under 64 elements: dve_ns has none).
 
 def _dve_cycles_ns(work_cycles: float, p: CostParams, extra_cycles: float = 0.0) -> float:
     """DVE occupancy of a documented max(MIN_II, work) cycles (+ extra) instruction."""
@@ -240,10 +237,10 @@ def tensor_tensor_scan(rec: TraceRecord, p: CostParams) -> Cost:
 @cost_rule("tensor_scalar_reduce")
 def tensor_scalar_reduce(rec: TraceRecord, p: CostParams) -> Cost:
     """SDK 2.26 tensor_scalar_reduce reference: max(MIN_II, N) + MIN_II Vector cycles, i.e.
-    tensor_scalar's cost (max(MIN_II, N), which the profiles show as _dve_ns's occupancy) and one
+    tensor_scalar's cost (max(MIN_II, N), which the profiles show as dve_ns's occupancy) and one
     MIN_II more for the reduction. The accumulator registers are engine state, not traffic: the
     16-bit mode follows data and the result only (dve_perf_factor)."""
-    return ComputeCost("DVE", _dve_ns(rec, p) + p.dve_min_ii / p.dve_ghz)
+    return ComputeCost("DVE", dve_ns(rec, p) + p.dve_min_ii / p.dve_ghz)
 
 
 @cost_rule("tensor_scalar_cumulative")
@@ -389,7 +386,7 @@ def matmul(rec: TraceRecord, p: CostParams) -> Cost:
 @cost_rule("nc_transpose")
 def transpose(rec: TraceRecord, p: CostParams) -> Cost:
     if rec.engine is Engine.VECTOR:
-        return ComputeCost("DVE", _dve_ns(rec, p))
+        return ComputeCost("DVE", dve_ns(rec, p))
     a = rec.attrs
     columns = max(a["p"], min(p.pe_stationary_min, a["f"]))
     if _is_fp32(a["dtype"]):     # NC-v3 transpose mode: fp32 at twice the fp32 matmul rate
@@ -416,7 +413,7 @@ def matmul_mx(rec: TraceRecord, p: CostParams) -> Cost:
 @cost_rule("quantize_mx")
 def quantize_mx(rec: TraceRecord, p: CostParams) -> Cost:
     """[A4]: QuantizeMX streams `dve_quantize_mx_elements_per_cycle` source elements a partition a
-    cycle (its 4x performance mode), plus the fixed occupancy of every DVE instruction (_dve_ns's
+    cycle (its 4x performance mode), plus the fixed occupancy of every DVE instruction (dve_ns's
     form, N the source's elements per partition)."""
     n = rec.reads[0].elements_per_partition
     return ComputeCost("DVE", (n * p.dve_cycles_per_element / p.dve_quantize_mx_elements_per_cycle
@@ -428,7 +425,7 @@ def exponential(rec: TraceRecord, p: CostParams) -> Cost:
     """[A4]: 4x the throughput of the Scalar engine's activation(op=nl.exp). That one streams an
     element a cycle at act_ghz (_act_ns: activation has no 16-bit mode), so the Vector engine
     holds N / (act_ghz * dve_exp_act_speedup) ns for N elements a partition, plus the fixed DVE
-    occupancy (_dve_ns's); the max subtraction and the row sum are fused into the same pass."""
+    occupancy (dve_ns's); the max subtraction and the row sum are fused into the same pass."""
     n = rec.elements_per_partition
     return ComputeCost("DVE", n / (p.act_ghz * p.dve_exp_act_speedup) + p.dve_overhead_cycles / p.dve_ghz)
 
