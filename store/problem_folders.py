@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from grader import problems
 from grader.problems import archive
 from grader.problems import folder as folders
+from grader.spec import SpecError
 
 from .db import session_scope
 from .models import Assignment, ProblemFolder, StoredSpec
@@ -67,8 +68,11 @@ class FolderPinned(Exception):
 
 def delete(session: Session, sha: str) -> ProblemFolder | None:
     """Remove the stored folder `sha` unless a stored spec pins it (FolderPinned, naming what
-    does); the removed row, or None when there is none. The caller commits."""
-    row = session.get(ProblemFolder, sha)
+    does); the removed row, or None when there is none. The caller commits.
+
+    The row is locked first: a spec pinning it that is being stored holds it (`hold_pinned`)
+    until that spec commits, and the pins are read only after, so they include that spec."""
+    row = session.scalar(select(ProblemFolder).where(ProblemFolder.sha256 == sha).with_for_update())
     if row is None:
         return None
     pins = pinned_by(session, sha)
@@ -76,6 +80,22 @@ def delete(session: Session, sha: str) -> ProblemFolder | None:
         raise FolderPinned(pins)
     session.delete(row)
     return row
+
+
+def hold_pinned(session: Session, spec) -> None:
+    """Keep every stored folder `spec` pins (a grader.AssignmentSpec) until `session` commits:
+    `delete` waits for it, then sees the spec. A pinned folder neither stored nor held with the
+    grader was removed after the spec was read: SpecError, as the spec could not grade."""
+    wanted = {sha: name for name, sha in spec.problem_hashes.items() if not problems.held_with_the_grader(name, sha)}
+    if not wanted:
+        return
+    held = set(session.scalars(select(ProblemFolder.sha256).where(ProblemFolder.sha256.in_(wanted))
+                               .with_for_update(key_share=True)))
+    gone = [f"{name} ({sha[:12]})" for sha, name in wanted.items() if sha not in held]
+    if gone:
+        raise SpecError(f"{spec.assignment} pins the problem folder {', '.join(gone)}, which a site admin removed "
+                        "while the spec was being stored", "Upload the folder again on the Problem folders page "
+                        "(the same content has the same sha256), then try again.")
 
 
 def find(name: str, sha: str) -> Path | None:

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from grader.spec import AssignmentSpec, SpecError, from_toml, load, with_thresholds
 
+from . import problem_folders
 from .models import Assignment, StoredSpec, ThresholdsVersion
 
 _cache: dict[str, AssignmentSpec] = {}
@@ -29,6 +30,7 @@ def stored(session: Session, spec: AssignmentSpec, derived_from: str | None = No
                         "Load the spec with grader.load_spec or grader.spec_from_toml.")
     if spec.base:             # read back as the row's text alone: a problem folder by path, or unpinned, is refused now
         from_toml(spec.toml, spec.assignment)
+    problem_folders.hold_pinned(session, spec)    # a folder it pins is not removed before this commits
     row = session.get(StoredSpec, spec.spec_hash)
     if row is None:           # two writers storing one spec at once: the second finds the first's row
         session.execute(insert(StoredSpec).values(

@@ -63,6 +63,15 @@ def known(ref: str, pin: str | None = None) -> bool:
     return ref in BUNDLED or any((d / ref).is_dir() for d in installed_dirs()) or _found(ref, pin) is not None
 
 
+def held_with_the_grader(name: str, pin: str) -> bool:
+    """Whether the folder `name` of sha256 `pin` ships with the grader or sits in an installed
+    directory: one no finder's store (a database) has to keep."""
+    if name in BUNDLED:
+        return REGISTRY[name].sha256 == pin
+    return any((d / name / folder.PROBLEM_FILE).is_file() and folder.folder_hash(d / name) == pin
+               for d in installed_dirs())
+
+
 def installed_dirs() -> list[Path]:
     return [Path(d) for d in os.environ.get(INSTALLED_ENV, "").split(os.pathsep) if d]
 
