@@ -12,6 +12,7 @@ upload puts it here, never a TA's or a student's."""
 from __future__ import annotations
 
 import threading
+from enum import Enum
 from pathlib import Path
 
 from sqlalchemy import select
@@ -29,18 +30,29 @@ _engines: list = []          # where find() looks: the site's engine, or None (t
 _lock = threading.Lock()
 
 
-def save(session: Session, path: Path, check_table: str, uploaded_by: int | None) -> tuple[ProblemFolder, bool]:
-    """The row of the (checked) folder at `path`, added unless the same content is stored already;
-    (row, whether it is new). The caller commits."""
+class Saved(str, Enum):
+    NEW = "new"                    # a row of its own
+    SAME = "same"                  # this content was stored already
+    STARTERS = "starters"          # its graded files were stored already, its starters replace theirs
+
+
+def save(session: Session, path: Path, check_table: str, uploaded_by: int | None) -> tuple[ProblemFolder, Saved]:
+    """The row of the (checked) folder at `path`, and what became of it. The sha256 covers what
+    grades, not the starters (template/), so an upload whose graded files are stored already
+    replaces that row's starters when its own differ: a pin still holds (its grades cannot
+    change), and students download the new starters. The caller commits."""
     loaded = folders.load(path)
     sha = loaded.problem.sha256
-    row = session.get(ProblemFolder, sha)
-    if row is not None:
-        return row, False
-    row = ProblemFolder(sha256=sha, name=loaded.data["name"], title=loaded.data["title"], archive=archive.pack(path),
-                        check_table=check_table, uploaded_by_id=uploaded_by)
-    session.add(row)
-    return row, True
+    row = session.scalar(select(ProblemFolder).where(ProblemFolder.sha256 == sha).with_for_update())
+    if row is None:
+        row = ProblemFolder(sha256=sha, name=loaded.data["name"], title=loaded.data["title"],
+                            archive=archive.pack(path), check_table=check_table, uploaded_by_id=uploaded_by)
+        session.add(row)
+        return row, Saved.NEW
+    if archive.packed_starters(row.name, row.archive) == archive.starters(path):
+        return row, Saved.SAME
+    row.archive, row.check_table, row.uploaded_by_id = archive.pack(path), check_table, uploaded_by
+    return row, Saved.STARTERS
 
 
 def pinned_by(session: Session, sha: str) -> list[str]:

@@ -48,7 +48,8 @@ def add_finder(find) -> None:
         _finders.append(find)
 
 
-def _found(ref: str, pin: str | None) -> Path | None:
+def found_by_finders(ref: str, pin: str | None) -> Path | None:
+    """The folder `ref` of sha256 `pin` as a finder (add_finder) has it now, or None."""
     if not pin:
         return None
     for find in _finders:
@@ -60,7 +61,7 @@ def _found(ref: str, pin: str | None) -> Path | None:
 
 def known(ref: str, pin: str | None = None) -> bool:
     """Whether a problem name stands for a bundled, an installed or (pinned) a found folder."""
-    return ref in BUNDLED or any((d / ref).is_dir() for d in installed_dirs()) or _found(ref, pin) is not None
+    return ref in BUNDLED or any((d / ref).is_dir() for d in installed_dirs()) or found_by_finders(ref, pin) is not None
 
 
 def held_with_the_grader(name: str, pin: str) -> bool:
@@ -96,7 +97,7 @@ def resolve(ref: str, base: Path | None, pin: str | None = None) -> Problem:
     for directory in installed_dirs():       # an installed copy of the pinned content is used as it is
         if (directory / ref / folder.PROBLEM_FILE).is_file() and pin and folder.folder_hash(directory / ref) == pin:
             return _register(folder.load(directory / ref))
-    found = _found(ref, pin)
+    found = found_by_finders(ref, pin)
     if found is not None:
         return _register(folder.load(found))
     for directory in installed_dirs():

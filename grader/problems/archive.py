@@ -5,6 +5,7 @@ sha256 it is stored under before use (store/problem_folders.py keeps the archive
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import shutil
@@ -112,9 +113,21 @@ def pack(path: Path) -> bytes:
     files = [path / folders.PROBLEM_FILE, *sorted(p for p in path.glob("*.py") if p.is_file()),
              *folders.starter_files(path)]
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for file in files:
-            zf.writestr(file.relative_to(path).as_posix(), file.read_bytes())
+        for file in files:     # no time stamps: the same files always pack to the same bytes
+            entry = zipfile.ZipInfo(file.relative_to(path).as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
+            zf.writestr(entry, file.read_bytes(), compress_type=zipfile.ZIP_DEFLATED)
     return buf.getvalue()
+
+
+def starters(path: Path) -> dict[str, bytes]:
+    """{path in the folder: content} of a folder's starters (template/)."""
+    return {f.relative_to(path).as_posix(): f.read_bytes() for f in folders.starter_files(path)}
+
+
+def packed_starters(name: str, archive: bytes) -> dict[str, bytes]:
+    """The starters a stored archive holds, read through the same checked unpacking as an upload."""
+    with scratch("nki-problem-stored-") as work:
+        return starters(unpack_upload(archive, f"{name}.zip", work / name))
 
 
 def cache_root() -> Path:
@@ -133,9 +146,11 @@ def cache_root() -> Path:
 
 def unpacked_in_cache(name: str, sha: str, archive: bytes) -> Path:
     """The stored archive of folder `name` unpacked into this user's cache, checked against its
-    sha256 (a folder whose files no longer hash to it is refused, and nothing of it is kept)."""
+    sha256 (a folder whose files no longer hash to it is refused, and nothing of it is kept).
+    Cached by the archive's own digest too: the sha256 leaves the starters out, and a new upload
+    of the same graded files replaces them (store.problem_folders.save)."""
     root = cache_root()
-    target = root / sha / name
+    target = root / f"{sha}-{hashlib.sha256(archive).hexdigest()[:16]}" / name
     with _lock:
         if (target / folders.PROBLEM_FILE).is_file():
             if folders.folder_hash(target) == sha:

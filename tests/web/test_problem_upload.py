@@ -206,3 +206,33 @@ def test_a_folder_a_spec_pins_stays_and_the_page_names_the_assignment(client_for
     db.expire_all()
     assert db.get(ProblemFolder, sha) is not None
     assert problem_folders.pinned_by(db, sha) == ["the spec of CS149/softmax"]
+
+
+def test_a_new_upload_of_the_same_graded_files_replaces_the_starters_and_students_get_them(client_for, db,
+                                                                                            course_setup, cache,
+                                                                                            tmp_path):
+    """The sha256 leaves template/ out: before, a fixed starter uploaded again was 'stored already'
+    and dropped, so students kept downloading the old one. Now it replaces the stored starters,
+    the pin (and so every grade under it) stays, and the next download is the new starter."""
+    admin = client_for("ada")
+    assert upload(admin, zipped(OUTSIDE / "softmax")).status_code == 303
+    sha = folders.folder_hash(OUTSIDE / "softmax")
+    create_pinned_assignment(admin, sha)
+    alice = client_for("alice")
+    old = (OUTSIDE / "softmax" / "template" / "softmax.py").read_bytes()
+    assert alice.get("/a/softmax/starter/softmax.py").data == old
+    fixed = tmp_path / "fixed" / "softmax"
+    shutil.copytree(OUTSIDE / "softmax", fixed, ignore=shutil.ignore_patterns("__pycache__"))
+    new = b"# starter fixed: a typo in its comments\n" + old
+    (fixed / "template" / "softmax.py").write_bytes(new)
+    assert folders.folder_hash(fixed) == sha                      # graded files unchanged: the same pin
+    again = upload(admin, zipped(fixed))
+    assert again.status_code == 303
+    said = html.unescape(admin.get(again.headers["Location"]).get_data(as_text=True))
+    assert "its starters are now this upload's" in said and "Specs pinning it are unchanged" in said
+    db.expire_all()
+    assert len(db.scalars(select(ProblemFolder)).all()) == 1
+    assert alice.get("/a/softmax/starter/softmax.py").data == new
+    same = upload(admin, zipped(fixed))                            # the same again: nothing to replace
+    assert "with this content is stored already" in html.unescape(
+        admin.get(same.headers["Location"]).get_data(as_text=True))

@@ -59,7 +59,8 @@ def test_a_worker_with_nothing_of_the_folder_grades_it_from_the_database(db, sto
     run = wait_for_run(db, run.id, (RunStatus.DONE, RunStatus.FAILED, RunStatus.INFRA_ERROR), timeout=300)
     assert run.status == RunStatus.DONE, run.error
     assert run.score_total == 10 and run.report["problem_hashes"] == {"softmax": sha}
-    assert (tmp_path / "bare-home" / "problem-cache" / sha / "softmax" / "reference.py").is_file()
+    unpacked = list((tmp_path / "bare-home" / "problem-cache").glob(f"{sha}-*/softmax/reference.py"))
+    assert len(unpacked) == 1, unpacked               # the worker's own copy, named by the pin (and its archive)
 
 
 def test_a_stored_folder_changed_in_the_database_is_a_grader_error_not_the_students(db, stored_softmax, student,

@@ -85,11 +85,17 @@ def upload_problem():
                 f"surprise{'s' if len(surprises) != 1 else ''} (listed here; SURPRISE in the full table below).",
                 "Fix the folder until `grader problem check` passes on it, then upload it again."))
         session = db.session()
-        row, new = problem_folders.save(session, path, table, current_user.id)
+        row, saved = problem_folders.save(session, path, table, current_user.id)
         session.commit()
-    flash(f"Problem folder {row.name} stored, sha256 {row.sha256}: a spec names it as problem = \"{row.name}\" "
-          f"and pins it with problem_sha256 = {{ {row.name} = \"{row.sha256}\" }}." if new else
-          f"Problem folder {row.name} with this content is stored already (sha256 {row.sha256}).", "success")
+    flash({problem_folders.Saved.NEW: f"Problem folder {row.name} stored, sha256 {row.sha256}: a spec names it as "
+                                      f"problem = \"{row.name}\" and pins it with problem_sha256 = "
+                                      f"{{ {row.name} = \"{row.sha256}\" }}.",
+           problem_folders.Saved.SAME: f"Problem folder {row.name} with this content is stored already "
+                                       f"(sha256 {row.sha256}).",
+           problem_folders.Saved.STARTERS: f"Problem folder {row.name}'s graded files are stored already (sha256 "
+                                           f"{row.sha256}, which leaves the starters out): its starters are now "
+                                           "this upload's, and students download them from now on. Specs pinning "
+                                           "it are unchanged, and so are their grades."}[saved], "success")
     return redirect(url_for("staff.problems_page", stored=row.sha256), 303)      # its check table shown open
 
 
