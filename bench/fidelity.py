@@ -103,7 +103,8 @@ FITTED = {"B1": "dge_issue_ns", "B2": "dge_issue_per_row_ns", "P1": "dve_cycles_
           "C2 tiny N=14 matmuls fp32 32x16": "pe_fp32_matmul_min_cycles",
           "M1 PE per N=14 matmul fp16 (conv-a/b)": "pe_matmul_min_cycles",
           "M2 DMA per weight element fp16 (conv-a/b)": "dma_run_element_ns",
-          "C3 HBM gather+DMA transp fp16 32x16": "dma_hbm_partial_write_ns"}
+          "C3 HBM gather+DMA transp fp16 32x16": "dma_hbm_partial_write_ns",
+          "M5 DMA per 96 B input row fp16 (conv-a/b)": "dma_row_min_ns"}
 
 # the mechanisms of the model each fact exercises (a fact may test several); bench/fidelity.py
 # prints one table per mechanism so a change to one shows where it lands
@@ -518,6 +519,40 @@ def profile_weight_element_us(dtype: str) -> float | None:
     return float(np.median(spacings)) / WEIGHT_ELEMENTS / 1000 if spacings else None
 
 
+def profile_row_us(dtype: str, nbytes: int, rows: int = 8) -> float | None:
+    """The median completion spacing, on one DMA engine and ring, of qSPIO0 descriptors of
+    `nbytes` (`rows` partition rows each, the 4 B of a semaphore write included) queued before
+    the previous one there completed, per row, in us."""
+    profiles = _profile_rows(_conv_ab(dtype))
+    if profiles is None:
+        return None
+    spacings = []
+    for rows_ in profiles:
+        rings: dict = {}
+        for r in rows_:
+            if r.get("kind") == "dma" and r.get("queue") == "qSPIO0" and r.get("bytes") == nbytes:
+                rings.setdefault((r["dma_engine"], r["ring"]), []).append((r["done_ns"], r["queued_ns"]))
+        for descs in rings.values():
+            descs.sort()
+            spacings += [b[0] - a[0] for a, b in zip(descs, descs[1:]) if b[1] < a[0]]
+    return float(np.median(spacings)) / rows / 1000 if spacings else None
+
+
+def model_row_us(row_bytes: int):
+    """A DMA engine's time per partition row of the run's HBM->SBUF DMAs moving `row_bytes` a
+    row (their median), in us."""
+    def model(run, params) -> float:
+        times = []
+        for rec in run.trace:
+            if rec.opcode == "dma_copy" and rec.reads[0].buffer == "hbm" and rec.writes[0].buffer == "sbuf":
+                c = COST_RULES["dma_copy"](rec, params)
+                if c.on_chip_rows and c.nbytes == row_bytes * c.on_chip_rows:
+                    k = engines_used(c, params)
+                    times.append(engine_ns(c, params, k) / (c.on_chip_rows / k))
+        return float(np.median(times)) / 1000
+    return model
+
+
 def model_matmul_us(n: int):
     """The cost rule's PE time of the run's matmuls of `n` moving columns (their median), in us."""
     def model(run, params) -> float:
@@ -567,6 +602,14 @@ INSTRUCTION_FACTS = (
      lambda: profile_psum_copy_us(_conv_ab("fp16")), model_psum_copy_us(("float16", "bfloat16"))),
     ("M4 DVE per fp32 PSUM copy of 128 (conv-a/b)", "C2 tiny N=14 matmuls fp32 32x16",
      lambda: profile_psum_copy_us(_conv_ab("fp32")), model_psum_copy_us(("float32",))),
+    ("M5 DMA per 96 B input row fp16 (conv-a/b)", "C2 tiny N=14 matmuls fp16 32x16",
+     lambda: profile_row_us("fp16", 8 * 96 + 4), model_row_us(96)),
+    ("M5 DMA per 192 B input row fp32 (conv-a/b)", "C2 tiny N=14 matmuls fp32 32x16",
+     lambda: profile_row_us("fp32", 8 * 192 + 4), model_row_us(192)),
+    ("M5 DMA per 2 B bias row fp16 (conv-a/b)", "C2 tiny N=14 matmuls fp16 32x16",
+     lambda: profile_row_us("fp16", 8 * 2 + 4), model_row_us(2)),
+    ("M5 DMA per 4 B bias row fp32 (conv-a/b)", "C2 tiny N=14 matmuls fp32 32x16",
+     lambda: profile_row_us("fp32", 8 * 4 + 4), model_row_us(4)),
 )
 
 

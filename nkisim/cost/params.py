@@ -110,6 +110,10 @@ class CostParams:
     dma_min_efficient_bytes: int = 0     # a descriptor moving fewer bytes takes as long as one of
     # this size (the issue's candidate for small fp16 kernels). 0: off. No document gives a size;
     # the given facts do not fix one (docs/cost-model.md, bench/fidelity.py --alternatives)
+    dma_row_min_ns: float = 22.8         # fit: conv-a/b fp16's input loads (bench/fidelity.py M5): a
+    # partition row of a DMA's on-chip side holds a DMA engine at least this long, whatever its bytes
+    # (8-row descriptors of 96 B, 192 B, 2 B and 4 B rows all complete ~183 ns apart); about a
+    # 512-byte row's time at 23 B/ns. 0: off (cost.scheduler.engine_ns)
     dma_transpose_efficiency: float = 0.5  # assumed: DMA transpose, SBUF->SBUF up to 50%
     dma_hbm_write_granule_bytes: int = 64  # assumed: an HBM burst; smaller writes are read-modify-write
     dma_hbm_partial_write_ns: float = 99.0  # fit: C3 fp16 32x16, element-granular HBM->HBM weight

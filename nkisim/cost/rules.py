@@ -28,6 +28,7 @@ class DmaCost:
     partial_writes: int = 0  # descriptors writing less than an HBM write granule into HBM
     run_elements: float = float("inf")  # elements in each run when an on-chip side sets the runs
     store: bool = False     # from on chip into HBM (its start latency may differ from a load's)
+    on_chip_rows: int = 0   # partition rows of the on-chip side (0: HBM to HBM)
 
 
 Cost = ComputeCost | DmaCost
@@ -467,7 +468,8 @@ def _dma_cost(rec: TraceRecord, p: CostParams, efficiency: float = 1.0) -> DmaCo
     on_chip = [r for r in (src, dst) if r.buffer in ("sbuf", "psum") and runs[id(r)] == descriptors]
     run_elements = min((r.nbytes / descriptors / max(r.itemsize, 1) for r in on_chip), default=float("inf"))
     store = src.buffer in ("sbuf", "psum") and dst.buffer in ("hbm", "shared_hbm")
-    return DmaCost(dst.nbytes, descriptors, efficiency, rows, partial, run_elements, store)
+    on_chip_rows = max([r.partitions for r in (src, dst) if r.buffer in ("sbuf", "psum")] or [0])
+    return DmaCost(dst.nbytes, descriptors, efficiency, rows, partial, run_elements, store, on_chip_rows)
 
 
 @cost_rule("dma_copy")

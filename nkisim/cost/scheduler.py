@@ -374,12 +374,14 @@ def engine_ns(cost: DmaCost, p: CostParams, k: int) -> float:
     """How long each of the `k` DMA engines a DMA is spread over works on it: its bytes at the
     engine rate, and per contiguous run the descriptor cost, or for a run of a few elements on
     chip (an element-scattered SBUF side) their element writes if that is less, plus C3's HBM
-    read-modify-writes."""
+    read-modify-writes; never less than `dma_row_min_ns` a partition row of its on-chip side (the
+    conv-a/b profiles' small-row loads)."""
     # a descriptor shorter than the minimum efficient transfer takes as long as one of that size
     moved = max(cost.nbytes, cost.descriptors * p.dma_min_efficient_bytes)
     per_run = min(p.dma_descriptor_ns, cost.run_elements * p.dma_run_element_ns)
-    return (moved / k / (p.dma_engine_bytes_per_ns * cost.efficiency) + cost.descriptors / k * per_run
-            + cost.partial_writes / k * p.dma_hbm_partial_write_ns)
+    streamed = (moved / k / (p.dma_engine_bytes_per_ns * cost.efficiency) + cost.descriptors / k * per_run
+                + cost.partial_writes / k * p.dma_hbm_partial_write_ns)
+    return max(streamed, cost.on_chip_rows / k * p.dma_row_min_ns)
 
 
 def _transfer(cost: DmaCost, issue_start: float, issue_end: float, p: CostParams,

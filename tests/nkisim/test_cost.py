@@ -521,16 +521,55 @@ def rows_loaded(a):
 def test_a_minimum_efficient_transfer_makes_short_rows_cost_as_much_as_rows_of_that_size():
     """The issue's candidate for small fp16 kernels, off in the model (the facts rule it out:
     bench/fidelity.py --alternatives): with it, 32-byte rows take as long as 64-byte ones."""
-    import dataclasses
-    with_min = dataclasses.replace(P, dma_min_efficient_bytes=64)
+    no_floor = dataclasses.replace(P, dma_row_min_ns=0.0)      # the rows' floor (below) would hide it
+    with_min = dataclasses.replace(no_floor, dma_min_efficient_bytes=64)
+    P_ = no_floor
+
     def load_ns(width, params):
         run = nkisim.run_kernel(rows_loaded, (np.ones((128, width), np.float16),), {})
         load = cost.estimate(run, params).slots[0]
         return load.end - load.start
-    assert load_ns(16, P) < load_ns(32, P)
-    assert load_ns(16, with_min) == pytest.approx(load_ns(32, with_min)) == pytest.approx(load_ns(32, P))
+    assert load_ns(16, P_) < load_ns(32, P_)
+    assert load_ns(16, with_min) == pytest.approx(load_ns(32, with_min)) == pytest.approx(load_ns(32, P_))
     # descriptors of 64 bytes and more are untouched
-    assert load_ns(256, with_min) == pytest.approx(load_ns(256, P))
+    assert load_ns(256, with_min) == pytest.approx(load_ns(256, P_))
+
+
+@nki.jit
+def rows_copied_in_hbm(a):
+    """a copied HBM to HBM: no on-chip side, so no partition rows."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.hbm)
+    nisa.dma_copy(dst=out, src=a)
+    return out
+
+
+def test_a_partition_row_holds_a_dma_engine_at_least_its_floor_whatever_its_bytes():
+    """The conv-a/b profiles: 8-row descriptors of 2, 4, 96 and 192-byte rows all complete ~183 ns
+    apart (bench/fidelity.py M5), so a row costs dma_row_min_ns however short; a row long enough
+    to take longer at the engine rate is not floored, nor is an HBM->HBM copy (no partition rows)."""
+    from nkisim.cost.rules import COST_RULES
+    from nkisim.cost.scheduler import engine_ns, engines_used
+
+    def engine_time(kernel, width, params=P, which=0):
+        run = nkisim.run_kernel(kernel, (np.ones((128, width), np.float16),), {})
+        rec = [r for r in run.trace if r.opcode == "dma_copy"][which]
+        c = COST_RULES["dma_copy"](rec, params)
+        return c, engine_ns(c, params, engines_used(c, params))
+
+    one, t1 = engine_time(rows_loaded, 1)                    # 2-byte rows
+    wide, t96 = engine_time(rows_loaded, 96)                 # 192-byte rows
+    assert one.on_chip_rows == wide.on_chip_rows == 128
+    k = engines_used(one, P)
+    assert t1 == pytest.approx(t96) == pytest.approx(128 / k * P.dma_row_min_ns)
+    _, t2048 = engine_time(rows_loaded, 2048)                # 4 KiB rows: the bytes take longer
+    assert t2048 > 128 / k * P.dma_row_min_ns * 1.5
+    no_floor = dataclasses.replace(P, dma_row_min_ns=0.0)
+    assert engine_time(rows_loaded, 2048, no_floor)[1] == pytest.approx(t2048)
+    assert engine_time(rows_loaded, 1, no_floor)[1] < t1 / 3
+    _, store = engine_time(rows_loaded, 1, which=1)          # the store back: its SBUF side has the rows
+    assert store >= 128 / k * P.dma_row_min_ns
+    hbm, t_hbm = engine_time(rows_copied_in_hbm, 1)
+    assert hbm.on_chip_rows == 0 and t_hbm == pytest.approx(engine_time(rows_copied_in_hbm, 1, no_floor)[1])
 
 
 def test_unplaced_sbuf_copies_are_balanced_over_vector_and_scalar():
