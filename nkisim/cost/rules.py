@@ -106,8 +106,9 @@ def _psum_16bit_ns(rec: TraceRecord, p: CostParams) -> float:
     """The least time a Vector or Scalar instruction takes to read its 16-bit PSUM operands (a
     16-bit transpose's result; matmuls leave fp32): `psum_16bit_ns_per_element` an element a
     partition, measured on conv-a/b's fp16 PSUM->SBUF copies, 2.3x fp32's time where the
-    performance mode would have halved it. 0 without such an operand."""
-    n = max((r.elements_per_partition for r in rec.reads if r.buffer == "psum" and _is_16bit(r.dtype)), default=0)
+    performance mode would have halved it. 0 without such an operand. 16-bit means 2-byte
+    elements, whatever dtype names them: the same bits read through an int16 view pay too."""
+    n = max((r.elements_per_partition for r in rec.reads if r.buffer == "psum" and r.itemsize == 2), default=0)
     return n * p.psum_16bit_ns_per_element
 
 

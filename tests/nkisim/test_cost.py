@@ -383,6 +383,36 @@ def test_reading_a_16bit_transpose_out_of_psum_costs_its_measured_rate(engine_na
     assert rec16.reads[0].buffer == "psum" and rec16.reads[0].dtype == "float16"
 
 
+@nki.jit
+def transpose_evicted_as_int16(x):
+    """transpose_evicted on the Vector engine, its 16-bit PSUM result read through an int16 view
+    (bit for bit the same values, which the copy keeps) and written back as fp16."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.hbm)
+    x_sb = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x_sb, src=x)
+    bits = nisa.tensor_copy(nisa.nc_transpose(x_sb).view(nl.int16), engine=nisa.vector_engine)
+    nisa.dma_copy(dst=out, src=bits.view(x.dtype))
+    return out
+
+
+def test_a_16bit_transpose_read_out_of_psum_through_an_int16_view_costs_the_same():
+    """The attack: the same bits read out of PSUM as int16 instead of fp16 escaped the 16-bit PSUM
+    rule and cost the 16-bit mode's rate. The rule is about 2-byte elements in PSUM, whatever
+    dtype names them, so the view buys nothing; the values are the plain copy's."""
+    x = np.arange(128 * 128, dtype=np.float16).reshape(128, 128) / 64
+
+    def copied(kernel, **kwargs):
+        run = nkisim.run_kernel(kernel, (x,), kwargs)
+        i = [r.opcode for r in run.trace].index("tensor_copy")
+        slot = cost.estimate(run).slots[i]
+        return run, slot.end - slot.start
+    plain, plain_ns = copied(transpose_evicted, engine_name="vector")
+    viewed, viewed_ns = copied(transpose_evicted_as_int16)
+    np.testing.assert_array_equal(viewed.outputs[0], plain.outputs[0])
+    assert [r.reads[0].dtype for r in viewed.trace if r.opcode == "tensor_copy"] == ["int16"]
+    assert viewed_ns == pytest.approx(plain_ns)
+
+
 def test_a_matmul_result_copied_out_to_16_bits_streams_at_the_engine_rate():
     """Matmuls leave fp32 in PSUM: converting it to fp16 on the way out is not a 16-bit PSUM read
     (conv-d 224x224's PSUM fp32 + fp16 -> fp16 tensor_tensor follows the linear fit)."""
