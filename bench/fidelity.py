@@ -500,13 +500,12 @@ def profile_psum_copy_us(pids: tuple[str, ...]) -> float | None:
     return float(np.median(spacings)) / 1000 if spacings else None
 
 
-def profile_weight_element_us(dtype: str) -> float | None:
-    """The median completion spacing, on one DMA engine and ring, of weight descriptors (qSPIO0,
-    576 elements) queued before the previous one there completed, per element, in us."""
+def _backlogged_spacings(dtype: str, nbytes: int) -> list[float] | None:
+    """The completion spacings, on one DMA engine and ring, of conv-a/b's qSPIO0 descriptors of
+    `nbytes` queued before the previous one there completed (ns); None without the data files."""
     profiles = _profile_rows(_conv_ab(dtype))
     if profiles is None:
         return None
-    nbytes = WEIGHT_ELEMENTS * (2 if dtype == "fp16" else 4)
     spacings = []
     for rows in profiles:
         rings: dict = {}
@@ -516,25 +515,20 @@ def profile_weight_element_us(dtype: str) -> float | None:
         for descs in rings.values():
             descs.sort()
             spacings += [b[0] - a[0] for a, b in zip(descs, descs[1:]) if b[1] < a[0]]
+    return spacings
+
+
+def profile_weight_element_us(dtype: str) -> float | None:
+    """The median backlogged completion spacing of weight descriptors (qSPIO0, 576 elements),
+    per element, in us."""
+    spacings = _backlogged_spacings(dtype, WEIGHT_ELEMENTS * (2 if dtype == "fp16" else 4))
     return float(np.median(spacings)) / WEIGHT_ELEMENTS / 1000 if spacings else None
 
 
 def profile_row_us(dtype: str, nbytes: int, rows: int = 8) -> float | None:
-    """The median completion spacing, on one DMA engine and ring, of qSPIO0 descriptors of
-    `nbytes` (`rows` partition rows each, the 4 B of a semaphore write included) queued before
-    the previous one there completed, per row, in us."""
-    profiles = _profile_rows(_conv_ab(dtype))
-    if profiles is None:
-        return None
-    spacings = []
-    for rows_ in profiles:
-        rings: dict = {}
-        for r in rows_:
-            if r.get("kind") == "dma" and r.get("queue") == "qSPIO0" and r.get("bytes") == nbytes:
-                rings.setdefault((r["dma_engine"], r["ring"]), []).append((r["done_ns"], r["queued_ns"]))
-        for descs in rings.values():
-            descs.sort()
-            spacings += [b[0] - a[0] for a, b in zip(descs, descs[1:]) if b[1] < a[0]]
+    """The median backlogged completion spacing of qSPIO0 descriptors of `nbytes` (`rows`
+    partition rows each, the 4 B of a semaphore write included), per row, in us."""
+    spacings = _backlogged_spacings(dtype, nbytes)
     return float(np.median(spacings)) / rows / 1000 if spacings else None
 
 

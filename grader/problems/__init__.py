@@ -69,8 +69,15 @@ def held_with_the_grader(name: str, pin: str) -> bool:
     directory: one no finder's store (a database) has to keep."""
     if name in BUNDLED:
         return REGISTRY[name].sha256 == pin
-    return any((d / name / folder.PROBLEM_FILE).is_file() and folder.folder_hash(d / name) == pin
-               for d in installed_dirs())
+    return _installed_copy(name, pin) is not None
+
+
+def _installed_copy(ref: str, pin: str | None) -> Path | None:
+    """An installed directory's folder `ref` whose content is the pinned one, or None."""
+    for directory in installed_dirs():
+        if (directory / ref / folder.PROBLEM_FILE).is_file() and pin and folder.folder_hash(directory / ref) == pin:
+            return directory / ref
+    return None
 
 
 def installed_dirs() -> list[Path]:
@@ -94,9 +101,9 @@ def resolve(ref: str, base: Path | None, pin: str | None = None) -> Problem:
         return _register(folder.load(Path(base) / ref))
     if ref in BUNDLED:
         return REGISTRY[ref]
-    for directory in installed_dirs():       # an installed copy of the pinned content is used as it is
-        if (directory / ref / folder.PROBLEM_FILE).is_file() and pin and folder.folder_hash(directory / ref) == pin:
-            return _register(folder.load(directory / ref))
+    installed = _installed_copy(ref, pin)     # an installed copy of the pinned content is used as it is
+    if installed is not None:
+        return _register(folder.load(installed))
     found = found_by_finders(ref, pin)
     if found is not None:
         return _register(folder.load(found))

@@ -461,7 +461,8 @@ def _dma_cost(rec: TraceRecord, p: CostParams, efficiency: float = 1.0) -> DmaCo
     src, dst = rec.reads[0], rec.writes[0]
     runs = {id(src): _runs(src), id(dst): _runs(dst)}
     descriptors = max(runs.values())
-    rows = max([r.partitions for r in (src, dst) if r.buffer in ("sbuf", "psum")] or [1])
+    on_chip_rows = max([r.partitions for r in (src, dst) if r.buffer in ("sbuf", "psum")] or [0])
+    rows = on_chip_rows or 1
     # C3: a descriptor that writes less than a granule into HBM is a read-modify-write there
     partial = descriptors if dst.buffer in ("hbm", "shared_hbm") and \
         dst.nbytes < descriptors * p.dma_hbm_write_granule_bytes else 0
@@ -469,7 +470,6 @@ def _dma_cost(rec: TraceRecord, p: CostParams, efficiency: float = 1.0) -> DmaCo
     on_chip = [r for r in (src, dst) if r.buffer in ("sbuf", "psum") and runs[id(r)] == descriptors]
     run_elements = min((r.nbytes / descriptors / max(r.itemsize, 1) for r in on_chip), default=float("inf"))
     store = src.buffer in ("sbuf", "psum") and dst.buffer in ("hbm", "shared_hbm")
-    on_chip_rows = max([r.partitions for r in (src, dst) if r.buffer in ("sbuf", "psum")] or [0])
     return DmaCost(dst.nbytes, descriptors, efficiency, rows, partial, run_elements, store, on_chip_rows)
 
 
