@@ -1,5 +1,6 @@
 """`nki.language` of NKI 0.6 (nl), simulated: dtypes, buffers, tile sizes, op codes, tensor
 allocation and the loop aliases."""
+import dataclasses as _dataclasses
 from types import SimpleNamespace as _NS
 
 import numpy as _np
@@ -174,11 +175,24 @@ def store(dst, value):
     _isa.dma_copy(dst=dst, src=value)
 
 
-def copy(x, dtype=None):
+def _copy_wrapper(x, dtype=None):
     """A copy of an SBUF or PSUM tile on SBUF (the Vector engine's tensor_copy, stable since 0.6)."""
     t = ndarray(x.shape, dtype or x.dtype, buffer=sbuf)
     _isa.tensor_copy(dst=t, src=x, engine=_isa.engine.vector)
     return t
+
+
+class _CopyCode(_NkiOp):
+    """nl.copy is two things in NKI 0.6, as in 0.1: the activation table's identity (op=nl.copy,
+    "Supported Activation Functions for NKI ISA") and the experimental wrapper nl.copy(x, dtype=None).
+    So it is the op code, and calling it is the wrapper (reported at the kernel's line)."""
+
+    def __call__(self, x, dtype=None):
+        return _copy_call(x, dtype)
+
+
+_copy_call = _kernel_facing(_copy_wrapper, "nl.copy")
+copy = _CopyCode(**{_f.name: getattr(_OPS["copy"], _f.name) for _f in _dataclasses.fields(_OPS["copy"])})
 
 
 def matmul(x, y, transpose_x=False):

@@ -372,6 +372,30 @@ def test_memory_rules_of_the_06_instructions():
 # ----- nki.language: creation and the experimental wrappers ---------------------------------------
 
 @nki.jit
+def identity_activation_with_bias(a, bias):
+    """PSUM eviction on the Scalar engine with the bias fused: op=nl.copy is the activation
+    table's identity in NKI 0.6 as in 0.1, while nl.copy(x) stays the wrapper."""
+    x = nl.load(a)
+    b = nl.load(bias)
+    acc = nl.matmul(x, x, transpose_x=True)
+    out = nl.ndarray(acc.shape, nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=out, op=nl.copy, data=acc, bias=b, scale=2.0)
+    again = nl.copy(out, dtype=nl.float16)
+    return store(out), store(again)
+
+
+def test_nl_copy_is_both_the_identity_activation_and_the_copy_wrapper():
+    a = rng(16).standard_normal((64, 64)).astype(F32)
+    bias = rng(17).standard_normal((64, 1)).astype(F32)
+    out, again = identity_activation_with_bias(a, bias)
+    np.testing.assert_allclose(out, 2.0 * (a.T @ a) + bias, rtol=1e-4, atol=1e-4)
+    assert again.dtype == np.float16
+    np.testing.assert_allclose(again, out.astype(np.float16), rtol=1e-3)
+    run = nkisim.run_kernel(identity_activation_with_bias, (a, bias), {})
+    assert [r.opcode for r in run.trace if r.opcode in ("activation", "tensor_copy")] == ["activation", "tensor_copy"]
+
+
+@nki.jit
 def wrappers(a, b):
     x, y = nl.load(a), nl.load(b)
     product = nl.copy(nl.matmul(x, y, transpose_x=True))
