@@ -6,6 +6,7 @@ import math
 from .. import dtypes
 from ..errors import DtypeError, ShapeError, UnsupportedOperationError
 from ..memory import Buffer
+from ..platforms import current_rules
 from ..registry import instruction
 from ..trace import Engine
 from .common import ON_CHIP, SBUF_ONLY, check_limit, free_size, operand, out_dtype, partitions, resolve_engine
@@ -22,6 +23,44 @@ def _matmul_dtype(t, param: str) -> None:
 # the Tensor Engine's input types as their canonical dtype objects (a tile's dtype is one of these
 # unless it carries metadata, as tf32 does); anything else is checked by _matmul_dtype
 _MATMUL_TYPES = frozenset(id(d) for d in dtypes.MATMUL_INPUT_TYPES)
+
+
+def _check_pe_tiling(tile_position, tile_size, k: int, m_size: int) -> None:
+    """The tiling mode's rules (nc_matmul's reference, "Tiling mode"): tile_size (row_size,
+    column_size) of 128 or 64 PE rows and columns, or 32 from NeuronCore-v3 on; the stationary
+    tile (k contraction rows, m_size columns) within it; tile_position (start_row, start_column)
+    multiples of the tile size inside the 128 x 128 array. The values are those of an untiled
+    matmul; the cost model times it as one (docs/cost-model.md, "Tensor Engine tiling mode")."""
+    if not tile_position or not tile_size:
+        raise UnsupportedOperationError("tile_position and tile_size of 'nc_matmul' must be given together",
+                                        remedy="pass both, e.g. tile_position=(64, 0), tile_size=(64, 128) for "
+                                               "the lower half of the PE array, or neither",
+                                        code="err_unsupported_args")
+    try:
+        (row_size, column_size), (start_row, start_column) = tile_size, tile_position
+        row_size, column_size, start_row, start_column = (int(v) for v in (row_size, column_size, start_row,
+                                                                              start_column))
+    except (TypeError, ValueError):
+        raise UnsupportedOperationError(f"tile_size and tile_position of 'nc_matmul' are (rows, columns) pairs of "
+                                        f"integers, got {tile_size!r} and {tile_position!r}",
+                                        code="err_unsupported_args") from None
+    sizes = (32, 64, 128) if current_rules().nc_version >= 3 else (64, 128)
+    if row_size not in sizes or column_size not in sizes:
+        raise UnsupportedOperationError(
+            f"tile_size of 'nc_matmul' is {tile_size!r}: each of row_size and column_size must be one of "
+            f"{', '.join(map(str, sizes))} on this NeuronCore", remedy="slice the PE array into halves (64) "
+            "or, from NeuronCore-v3 on, quarters (32)", code="err_unsupported_args")
+    if k > row_size or m_size > column_size:
+        raise UnsupportedOperationError(
+            f"the stationary tile of 'nc_matmul' ({k} contraction rows x {m_size} columns) does not fit the PE tile "
+            f"of tile_size {tile_size!r}", remedy="use a tile_size at least as large as the stationary tile",
+            code="err_unsupported_args")
+    for start, size, what in ((start_row, row_size, "start_row"), (start_column, column_size, "start_column")):
+        if start % size or not 0 <= start <= 128 - size:
+            raise UnsupportedOperationError(
+                f"tile_position of 'nc_matmul' is {tile_position!r}: {what} {start} must be a multiple of its tile "
+                f"size {size} within the 128 PE {'rows' if what == 'start_row' else 'columns'}",
+                remedy=f"use one of {', '.join(str(v) for v in range(0, 128, size))}", code="err_unsupported_args")
 
 
 @instruction("nc_matmul", Engine.TENSOR, kinds=("matmul",))
@@ -54,8 +93,8 @@ def nc_matmul(m, stationary, moving, *, is_stationary_onezero=False, is_moving_o
         check_limit(n_size, limits.gemm_moving_fmax, "free size of moving", "nc_matmul",
                     "moving may be at most 128x512 (one 2 KiB PSUM bank of fp32): tile its free "
                     "dimensions by nl.tile_size.gemm_moving_fmax")
-    if bool(tile_position) != bool(tile_size):
-        raise UnsupportedOperationError("tile_position and tile_size of 'nc_matmul' must be given together")
+    if tile_position or tile_size:
+        _check_pe_tiling(tile_position, tile_size, k, m_size)
     out_shape = (m_size,) + m_shape[1:]
     result = m.result_tile(out_shape, dtypes.float32, Buffer.PSUM)
     # what the cost model needs, from the operand regions alone (the executor derives them again

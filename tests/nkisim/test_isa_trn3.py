@@ -251,10 +251,20 @@ def bf16_psum_matmul(a, b):
     return evict(out)
 
 
+@nki.jit
+def fp32_psum_matmul(a, b):
+    out = nl.ndarray((a.shape[1], b.shape[1]), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=out, stationary=load(a), moving=load(b))
+    return evict(out)
+
+
 def test_nc_matmul_writes_and_accumulates_a_bf16_psum_on_trn3():
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((128, 64)).astype(BF16), rng.standard_normal((128, 256)).astype(BF16)
-    once = (a.astype(np.float32).T @ b.astype(np.float32)).astype(np.float32)
+    # the fp32 product as the Tensor Engine sums it (its order of additions, not BLAS's on this
+    # machine: one fp32 ulp apart, a product near a bf16 rounding boundary rounds the other way)
+    once = run(fp32_psum_matmul, a, b).outputs
+    np.testing.assert_allclose(once, a.astype(np.float64).T @ b.astype(np.float64), rtol=1e-5, atol=1e-5)
     expected = (once.astype(BF16).astype(np.float32) + once).astype(BF16).astype(np.float32)
     np.testing.assert_allclose(run(bf16_psum_matmul, a, b).outputs, expected, rtol=1e-6, atol=1e-6)
 

@@ -396,6 +396,51 @@ def test_nl_copy_is_both_the_identity_activation_and_the_copy_wrapper():
 
 
 @nki.jit
+def quarter_matmuls(x, y, tile_position, tile_size):
+    """Two 32-row matmuls on their own PE row tiles (NeuronCore-v3's 4 x 32 row tiling)."""
+    xs, ys = load(x), load(y)
+    outs = []
+    for q in range(2):
+        acc = nl.ndarray((x.shape[1], y.shape[1]), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=xs[q * 32:(q + 1) * 32, :], moving=ys[q * 32:(q + 1) * 32, :],
+                       tile_position=tuple(v * q for v in tile_position), tile_size=tile_size)
+        outs.append(evict(acc))
+    return tuple(outs)
+
+
+@lnki.jit
+def legacy_tiled_matmul(x, y, tile_position, tile_size):
+    xs = lnl.load(x)
+    ys = lnl.load(y)
+    acc = lnl.zeros((x.shape[1], y.shape[1]), lnl.float32, buffer=lnl.psum)
+    acc += lisa.nc_matmul(xs, ys, tile_position=tile_position, tile_size=tile_size)
+    out = lnl.ndarray(acc.shape, lnl.float32, buffer=lnl.shared_hbm)
+    lnl.store(out, lnl.copy(acc))
+    return out
+
+
+def test_pe_tiling_mode_computes_the_untiled_product_and_its_rules_are_the_references():
+    x = rng(18).standard_normal((64, 32)).astype(F32)
+    y = rng(19).standard_normal((64, 48)).astype(F32)
+    first, second = quarter_matmuls(x, y, (32, 0), (32, 128))
+    np.testing.assert_allclose(first, x[:32].T @ y[:32], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(second, x[32:].T @ y[32:], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(legacy_tiled_matmul(x, y, (64, 0), (64, 128)), x.T @ y, rtol=1e-5, atol=1e-5)
+    # each rule of the reference's "Tiling mode", refused with what to do instead
+    refused = {
+        ((32, 0), ()): "must be given together",
+        ((0, 0), (48, 128)): "must be one of 32, 64, 128",
+        ((16, 0), (32, 128)): "start_row 16 must be a multiple",
+        ((0, 96), (32, 64)): "start_column 96 must be a multiple",
+    }
+    for (position, size), message in refused.items():
+        with pytest.raises(errors.UnsupportedOperationError, match=message):
+            quarter_matmuls(x, y, position, size)
+    with pytest.raises(errors.UnsupportedOperationError, match="does not fit the PE tile"):
+        legacy_tiled_matmul(x, y, (0, 0), (32, 128))         # 64 contraction rows in a 32-row tile
+
+
+@nki.jit
 def wrappers(a, b):
     x, y = nl.load(a), nl.load(b)
     product = nl.copy(nl.matmul(x, y, transpose_x=True))
