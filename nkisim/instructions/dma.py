@@ -5,7 +5,7 @@ import numbers
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedOperationError
+from ..errors import ArgumentError, ShapeError, UnsupportedOperationError
 from ..memory import Buffer
 from ..registry import INSTRUCTIONS, instruction, machine_call
 from ..tensor import DeviceTensor
@@ -13,6 +13,12 @@ from ..trace import Engine
 from .common import ANY_HBM, DMA_ENDPOINTS, SBUF_ONLY, operand, out_dtype
 
 _TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
+def transposed_shape(shape: tuple) -> tuple | None:
+    """The shape dma_transpose makes of a tensor of `shape` (None for a rank it does not take)."""
+    perm = _TRANSPOSE_AXES.get(len(shape))
+    return None if perm is None else tuple(shape[i] for i in perm)
 
 
 # engines whose sequencer may trigger a DMA: the hardware DGE is commanded from the Sync or
@@ -36,6 +42,19 @@ def _issue_engine(engine, dge_mode: int) -> int:
     return int(engine)
 
 
+def _oob_error_only(oob_mode) -> None:
+    """oob_mode: error (0, what every access in bounds needs) or skip (1), which only an
+    indirect (dynamic-offset) access has and nkisim does not simulate."""
+    if isinstance(oob_mode, bool) or not isinstance(oob_mode, numbers.Integral) or int(oob_mode) not in (0, 1):
+        raise ArgumentError(f"'oob_mode' of 'dma_copy' must be nisa.oob_mode.error or nisa.oob_mode.skip, got "
+                            f"{oob_mode!r}")
+    if int(oob_mode) == 1:
+        raise UnsupportedOperationError("dma_copy with oob_mode=nisa.oob_mode.skip needs indirect (dynamic) "
+                                        "offsets, which nkisim does not simulate",
+                                        remedy="keep every access in bounds and leave oob_mode unset",
+                                        code="err_not_simulated")
+
+
 @instruction("dma_copy", Engine.DMA, kinds=("copy",))
 def dma_copy(m, *, dst, src, mask=None, dst_rmw_op=None, oob_mode=0, dge_mode=3, engine=None, name=None):
     operand(src, "dma_copy", "src", DMA_ENDPOINTS, tile=False, mask=mask)
@@ -46,6 +65,7 @@ def dma_copy(m, *, dst, src, mask=None, dst_rmw_op=None, oob_mode=0, dge_mode=3,
             f"dma_copy needs src and dst with the same number of elements: src {src._label()} has "
             f"{src.size}, dst {dst._label()} has {dst.size}",
             remedy="slice src and dst to matching sizes", code="err_dma_shape_mismatch")
+    _oob_error_only(oob_mode)
     accumulate = dst_rmw_op is not None
     if accumulate and dst_rmw_op is not np.add and getattr(dst_rmw_op, "name", None) != "add":
         raise UnsupportedOperationError(f"dst_rmw_op={dst_rmw_op!r} is not supported by 'dma_copy'",
@@ -67,7 +87,8 @@ def dma_transpose(m, src, *, axes=None, mask=None, dtype=None):
     if src.dtype.itemsize not in (2, 4):
         raise UnsupportedOperationError(f"dma_transpose moves 2- or 4-byte elements, got {src.dtype.name}",
                                         code="err_instruction_unsupported_dtypes")
-    result = m.new_tile(tuple(src.shape[i] for i in perm), out_dtype(dtype, src.dtype), Buffer.SBUF)
+    # the 0.6 binding's dst when it names one (a DMA writes SBUF itself), else a new tile
+    result = m.result_tile(tuple(src.shape[i] for i in perm), out_dtype(dtype, src.dtype), Buffer.SBUF)
     m.emit("dma_transpose", Engine.DMA, "permute", [src], [result], mask=mask, params={"perm": list(perm)})
     return result
 

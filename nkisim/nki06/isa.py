@@ -14,6 +14,7 @@ from ..errors import MemorySpaceError as _MemorySpaceError
 from ..errors import ShapeError as _ShapeError
 from ..errors import UnsupportedOperationError as _Unsupported
 from ..indexing import Predicate as _Predicate
+from ..instructions.dma import transposed_shape as _transposed_shape
 from ..memory import Buffer as _Buffer
 from ..platforms import current_rules as _current_rules
 from ..tensor import DeviceTensor as _DeviceTensor
@@ -134,6 +135,8 @@ def dma_transpose(m, dst, src, axes=None, priority=None, dge_mode=dge_mode.unkno
         raise _Unsupported("dge_mode=nisa.dge_mode.swdge makes dma_transpose a gather transpose of an indirect "
                            "source, which nkisim does not simulate", remedy="leave dge_mode unset",
                            code="err_not_simulated")
+    if priority is not None and not isinstance(priority, _numbers.Integral):
+        raise _ArgumentError(f"'priority' of 'nisa.dma_transpose' must be an integer, got {priority!r}")
     _destination(dst, "dma_transpose")
     if dst._alloc.buffer is not _Buffer.SBUF:
         raise _MemorySpaceError(f"'dst' of 'nisa.dma_transpose' must be in SBUF, got {dst._label()}")
@@ -141,12 +144,17 @@ def dma_transpose(m, dst, src, axes=None, priority=None, dge_mode=dge_mode.unkno
         raise _Unsupported(f"nisa.dma_transpose moves elements unchanged: src is {_dt.name_of(src.dtype)}, dst "
                            f"{_dt.name_of(dst.dtype)}", remedy="give dst the dtype of src",
                            code="err_instruction_unsupported_dtypes")
-    result = _dma_transpose(m, src, axes=axes, dtype=dst.dtype)
-    if tuple(dst.shape) != tuple(result.shape):      # since 0.4: the transposed shape, rank and all
+    expected = _transposed_shape(tuple(getattr(src, "shape", ())))
+    if expected is not None and tuple(dst.shape) != expected:    # since 0.4: the transposed shape, rank and all
         raise _ShapeError(f"'dst' of 'nisa.dma_transpose' is {list(dst.shape)}; the transposed src is "
-                          f"{list(result.shape)} (since NKI 0.4 they must be equal, rank included)",
+                          f"{list(expected)} (since NKI 0.4 they must be equal, rank included)",
                           remedy="allocate dst with the transposed shape of src")
-    _deliver(m, dst, result, "dma_transpose")
+    # the DMA writes dst itself (no compute engine's retargeting: nkisim.nki06.bind.into's check)
+    m.destination = dst
+    try:
+        _dma_transpose(m, src, axes=axes, dtype=dst.dtype)
+    finally:
+        m.destination = None
 
 
 # ----- Tensor Engine -------------------------------------------------------------------------------

@@ -440,6 +440,67 @@ def test_pe_tiling_mode_computes_the_untiled_product_and_its_rules_are_the_refer
         legacy_tiled_matmul(x, y, (0, 0), (32, 128))         # 64 contraction rows in a 32-row tile
 
 
+@lnki.jit
+def legacy_copy_with_oob_mode(a, oob_mode):
+    tile = lnl.ndarray(a.shape, a.dtype, buffer=lnl.sbuf)
+    lisa.dma_copy(dst=tile, src=a, oob_mode=oob_mode)
+    out = lnl.ndarray(a.shape, a.dtype, buffer=lnl.shared_hbm)
+    lisa.dma_copy(dst=out, src=tile)
+    return out
+
+
+@nki.jit
+def transpose_with_priority(a, priority):
+    t = nl.ndarray((a.shape[1], a.shape[0]), a.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=t, src=a, priority=priority)
+    return store(t)
+
+
+def test_dma_arguments_nkisim_cannot_honour_are_refused_not_ignored():
+    a = rng(20).standard_normal((64, 32)).astype(F32)
+    np.testing.assert_array_equal(legacy_copy_with_oob_mode(a, lisa.oob_mode.error), a)
+    with pytest.raises(errors.UnsupportedOperationError, match="oob_mode=nisa.oob_mode.skip"):
+        legacy_copy_with_oob_mode(a, lisa.oob_mode.skip)
+    with pytest.raises(errors.ArgumentError, match="must be nisa.oob_mode.error or nisa.oob_mode.skip"):
+        legacy_copy_with_oob_mode(a, "skip")
+    np.testing.assert_array_equal(transpose_with_priority(a, 1), a.T)
+    with pytest.raises(errors.ArgumentError, match="'priority' of 'nisa.dma_transpose' must be an integer"):
+        transpose_with_priority(a, "high")
+
+
+@nki.jit
+def weights_by_dma_transpose(w):
+    """A conv's weight blocks transposed by DMA straight into their slot of a resident layout:
+    from HBM for the first block, from SBUF for the second."""
+    w_t = nl.ndarray((w.shape[1], 2, w.shape[0]), w.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=w_t[:, 0, :], src=w)
+    staged = load(w)
+    nisa.dma_transpose(dst=w_t[:, 1, :], src=staged)
+    return store(w_t)
+
+
+@nki.jit
+def dma_transpose_into(a, shape):
+    t = nl.ndarray(shape, a.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=t, src=a)
+    return store(t)
+
+
+def test_dma_transpose_writes_its_destination_as_the_reference_says():
+    w = rng(21).standard_normal((96, 128)).astype(F16)
+    out = weights_by_dma_transpose(w)
+    np.testing.assert_array_equal(out[:, 0, :], w.T)
+    np.testing.assert_array_equal(out[:, 1, :], w.T)
+    run = nkisim.run_kernel(weights_by_dma_transpose, (w,), {})
+    # the DMA writes the slot itself: no copy behind it
+    assert [r.opcode for r in run.trace].count("dma_transpose") == 2
+    assert "tensor_copy" not in [r.opcode for r in run.trace]
+    cube = rng(22).standard_normal((4, 8, 16)).astype(F32)
+    np.testing.assert_array_equal(dma_transpose_into(cube, (16, 8, 4)), cube.transpose(2, 1, 0))
+    with pytest.raises(errors.ShapeError, match="since NKI 0.4 they must be equal"):
+        dma_transpose_into(cube, (16, 32))
+
+
 @nki.jit
 def wrappers(a, b):
     x, y = nl.load(a), nl.load(b)
