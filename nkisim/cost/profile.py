@@ -99,6 +99,7 @@ class Profile:
     psum_16bit_reads: int = 0     # Vector/Scalar instructions reading 16-bit data (a transpose's) out of PSUM
     psum_16bit_us: float = 0.0    # the engine time that costs them beyond streaming their elements
     psum_16bit_engines: list[str] = field(default_factory=list)   # the engines they ran on
+    pe_tiled_matmuls: int = 0     # matmuls in the PE tiling mode (tile_position=): timed as untiled
     cores: int = 1                # physical cores the kernel ran on (NKI 0.6's kernel[2]: 2)
     activity: dict[str, EngineActivity] = field(default_factory=dict)   # the hardware profile's terms
 
@@ -127,6 +128,10 @@ class Profile:
         if self.psum_16bit_reads:
             lines.append(f"16-bit PSUM reads      {self.psum_16bit_us:10.1f} us  {self.psum_16bit_reads} instructions "
                          f"read a 16-bit transpose's result out of PSUM, slower than they stream")
+        if self.pe_tiled_matmuls:
+            lines.append(f"PE tiling mode         {self.pe_tiled_matmuls:10d} matmuls asked for a PE tile (tile_position=): "
+                         f"timed as untiled, one after another (no hardware measurement of tiled matmuls), so "
+                         f"their Tensor Engine time is an upper bound")
         if self.activity:
             lines.append("as a hardware profile counts them (union of instruction intervals; medians):")
             for lane in sorted(self.activity, key=_lane_rank):
@@ -217,7 +222,8 @@ def build_profile(trace, timeline: Timeline, params: CostParams | None = None) -
         hazard_wait_us=sum(v[0] for v in hazards.values()) / 1e3,
         hazard_lines=sorted(({"line": k, "wait_us": v[0] / 1e3, "instructions": v[1]} for k, v in hazards.items()),
                             key=lambda h: -h["wait_us"])[:10],
-        psum_16bit_reads=psum_n, psum_16bit_us=psum_ns / 1e3, psum_16bit_engines=sorted(psum_engines), cores=cores,
+        psum_16bit_reads=psum_n, psum_16bit_us=psum_ns / 1e3, psum_16bit_engines=sorted(psum_engines),
+        pe_tiled_matmuls=sum(1 for rec in trace if "pe_tile" in rec.attrs), cores=cores,
         activity=engine_activity(trace, timeline))
 
 

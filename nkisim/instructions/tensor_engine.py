@@ -25,12 +25,13 @@ def _matmul_dtype(t, param: str) -> None:
 _MATMUL_TYPES = frozenset(id(d) for d in dtypes.MATMUL_INPUT_TYPES)
 
 
-def _check_pe_tiling(tile_position, tile_size, k: int, m_size: int) -> None:
+def _check_pe_tiling(tile_position, tile_size, k: int, m_size: int) -> tuple[int, int]:
     """The tiling mode's rules (nc_matmul's reference, "Tiling mode"): tile_size (row_size,
     column_size) of 128 or 64 PE rows and columns, or 32 from NeuronCore-v3 on; the stationary
     tile (k contraction rows, m_size columns) within it; tile_position (start_row, start_column)
-    multiples of the tile size inside the 128 x 128 array. The values are those of an untiled
-    matmul; the cost model times it as one (docs/cost-model.md, "Tensor Engine tiling mode")."""
+    multiples of the tile size inside the 128 x 128 array. Returns the tile size. The values are
+    those of an untiled matmul; the cost model times it as one (docs/cost-model.md, "Tensor Engine
+    tiling mode"), and the profile counts such matmuls."""
     if not tile_position or not tile_size:
         raise UnsupportedOperationError("tile_position and tile_size of 'nc_matmul' must be given together",
                                         remedy="pass both, e.g. tile_position=(64, 0), tile_size=(64, 128) for "
@@ -61,6 +62,7 @@ def _check_pe_tiling(tile_position, tile_size, k: int, m_size: int) -> None:
                 f"tile_position of 'nc_matmul' is {tile_position!r}: {what} {start} must be a multiple of its tile "
                 f"size {size} within the 128 PE {'rows' if what == 'start_row' else 'columns'}",
                 remedy=f"use one of {', '.join(str(v) for v in range(0, 128, size))}", code="err_unsupported_args")
+    return row_size, column_size
 
 
 @instruction("nc_matmul", Engine.TENSOR, kinds=("matmul",))
@@ -93,8 +95,8 @@ def nc_matmul(m, stationary, moving, *, is_stationary_onezero=False, is_moving_o
         check_limit(n_size, limits.gemm_moving_fmax, "free size of moving", "nc_matmul",
                     "moving may be at most 128x512 (one 2 KiB PSUM bank of fp32): tile its free "
                     "dimensions by nl.tile_size.gemm_moving_fmax")
-    if tile_position or tile_size:
-        _check_pe_tiling(tile_position, tile_size, k, m_size)
+    # only a tiled matmul carries its tile (the profile names them); others' records are as before
+    tiling = {"pe_tile": _check_pe_tiling(tile_position, tile_size, k, m_size)} if tile_position or tile_size else {}
     out_shape = (m_size,) + m_shape[1:]
     result = m.result_tile(out_shape, dtypes.float32, Buffer.PSUM)
     # what the cost model needs, from the operand regions alone (the executor derives them again
@@ -103,7 +105,7 @@ def nc_matmul(m, stationary, moving, *, is_stationary_onezero=False, is_moving_o
     m_region = moving._region or moving.region()
     m.emit("nc_matmul", Engine.TENSOR, "matmul", [stationary, moving], [result], mask=mask,
            dtype=s_region.dtype, moving_dtype=m_region.dtype, k=k, m=m_size, n=n_size,
-           is_transpose=bool(is_transpose))
+           is_transpose=bool(is_transpose), **tiling)
     return result
 
 

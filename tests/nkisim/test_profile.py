@@ -117,6 +117,33 @@ def test_profile_cli_marks_the_presets_thresholds(tmp_path, capsys):
     assert "threshold 84 us" in text
 
 
+@nki.jit
+def halves(x, w, tiled):
+    """Two 64-row matmuls, on the PE array's two row halves when `tiled`."""
+    out = nl.ndarray((2, 64, 512), dtype=nl.float32, buffer=nl.hbm)
+    x_sb = nl.load(x)
+    w_sb = nl.load(w)
+    for h in nl.static_range(2):
+        extra = {"tile_position": (64 * h, 0), "tile_size": (64, 128)} if tiled else {}
+        part = nisa.nc_matmul(w_sb[64 * h:64 * (h + 1), :], x_sb[64 * h:64 * (h + 1), :], **extra)
+        nl.store(out[h], nl.copy(part))
+    return out
+
+
+def test_a_tiled_kernel_is_told_its_matmuls_are_timed_as_untiled():
+    x, w = np.ones((128, 512), np.float16), np.ones((128, 64), np.float16)
+    from nkisim.cost.profile import build_profile
+    profiles = {}
+    for tiled in (True, False):
+        run = nkisim.run_kernel(halves, (x, w, tiled), {})
+        timeline = cost.estimate(run)
+        profiles[tiled] = (build_profile(run.trace, timeline), timeline.total_ns)
+    tiled, untiled = profiles[True][0], profiles[False][0]
+    assert tiled.pe_tiled_matmuls == 2 and "PE tiling mode" in tiled.summary() and "upper bound" in tiled.summary()
+    assert untiled.pe_tiled_matmuls == 0 and "PE tiling mode" not in untiled.summary()
+    assert profiles[True][1] == profiles[False][1]        # timed alike, as documented
+
+
 def test_the_hardware_profile_view_unions_intervals_and_takes_medians():
     from nkisim.cost.profile import build_profile, interval_union
     assert interval_union([(0, 10), (5, 15), (20, 30), (21, 22)]) == 25
