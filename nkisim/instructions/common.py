@@ -142,3 +142,15 @@ def broadcast_shape(instr: str, a: tuple, b: tuple) -> tuple:
                          "together", remedy="free dimensions must match or be 1",
                          code="err_param_shape_incompatible_with_numpy") from None
     return a[:1] + tuple(free)
+
+
+def pe_tile_pairs(tile_position, tile_size, instr: str) -> tuple[int, int, int, int]:
+    """(row_size, column_size, start_row, start_column) of a matmul's PE tiling mode, from its
+    tile_size and tile_position pairs; each instruction checks its own sizes and positions."""
+    try:
+        (row_size, column_size), (start_row, start_column) = tile_size, tile_position
+        return tuple(int(v) for v in (row_size, column_size, start_row, start_column))
+    except (TypeError, ValueError):
+        raise UnsupportedOperationError(f"tile_size and tile_position of 'nisa.{instr}' are (rows, columns) pairs of "
+                                        f"integers, got {tile_size!r} and {tile_position!r}",
+                                        code="err_unsupported_args") from None

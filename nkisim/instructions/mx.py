@@ -26,7 +26,7 @@ from ..memory import Buffer
 from ..platforms import current_rules
 from ..registry import instruction
 from ..trace import Engine
-from .common import SBUF_ONLY, free_size, operand, partitions
+from .common import SBUF_ONLY, free_size, operand, partitions, pe_tile_pairs
 
 QUADRANT = 32                # partitions of an SBUF quadrant
 GROUP_PARTITIONS = 8         # a scaling group: 8 partitions x the 4 values of one x4 element
@@ -174,14 +174,7 @@ def _tiling(tile_position, tile_size, instr: str) -> int:
     if tile_position is None or tile_size is None:
         raise UnsupportedOperationError(f"tile_position and tile_size of 'nisa.{instr}' must be given together",
                                         code="err_unsupported_args")
-    try:
-        (row_size, column_size), (start_row, start_column) = tile_size, tile_position
-        row_size, column_size, start_row, start_column = (int(v) for v in (row_size, column_size, start_row,
-                                                                              start_column))
-    except (TypeError, ValueError):
-        raise UnsupportedOperationError(f"tile_size and tile_position of 'nisa.{instr}' are (rows, columns) pairs of "
-                                        f"integers, got {tile_size!r} and {tile_position!r}",
-                                        code="err_unsupported_args") from None
+    row_size, column_size, start_row, start_column = pe_tile_pairs(tile_position, tile_size, instr)
     if row_size not in (32, 64, 128) or column_size != 128:
         raise UnsupportedOperationError(f"tile_size of 'nisa.{instr}' is {tile_size!r}: row_size must be 128, 64 or 32 "
                                         "and column_size 128 (only row tiling)", code="err_unsupported_args")

@@ -9,7 +9,8 @@ from ..memory import Buffer
 from ..platforms import current_rules
 from ..registry import instruction
 from ..trace import Engine
-from .common import ON_CHIP, SBUF_ONLY, check_limit, free_size, operand, out_dtype, partitions, resolve_engine
+from .common import (ON_CHIP, SBUF_ONLY, check_limit, free_size, operand, out_dtype, partitions, pe_tile_pairs,
+                     resolve_engine)
 
 
 def _matmul_dtype(t, param: str) -> None:
@@ -37,14 +38,7 @@ def _check_pe_tiling(tile_position, tile_size, k: int, m_size: int) -> tuple[int
                                         remedy="pass both, e.g. tile_position=(64, 0), tile_size=(64, 128) for "
                                                "the lower half of the PE array, or neither",
                                         code="err_unsupported_args")
-    try:
-        (row_size, column_size), (start_row, start_column) = tile_size, tile_position
-        row_size, column_size, start_row, start_column = (int(v) for v in (row_size, column_size, start_row,
-                                                                              start_column))
-    except (TypeError, ValueError):
-        raise UnsupportedOperationError(f"tile_size and tile_position of 'nc_matmul' are (rows, columns) pairs of "
-                                        f"integers, got {tile_size!r} and {tile_position!r}",
-                                        code="err_unsupported_args") from None
+    row_size, column_size, start_row, start_column = pe_tile_pairs(tile_position, tile_size, "nc_matmul")
     sizes = (32, 64, 128) if current_rules().nc_version >= 3 else (64, 128)
     if row_size not in sizes or column_size not in sizes:
         raise UnsupportedOperationError(
