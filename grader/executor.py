@@ -9,7 +9,8 @@ any amount of work within its caps.
 
 Writes to the result pipe (GRADER_RESULT_FD) a JSON header (a length-prefixed frame, see
 grader.wire), then each output array in .npy format. Header fields: status ("ok" | "invalid" |
-"mismatch" | "simulator_error": nkisim failed on a valid program), error, printed (nl.device_print text), opcodes, matmul_flops, instructions,
+"mismatch" | "kernel_error": the kernel's values broke a promise it made, such as nc_matmul's
+0/1 hints | "simulator_error": nkisim failed on a valid program), error, printed (nl.device_print text), opcodes, matmul_flops, instructions,
 dma_count, latency_us, profile, processes; for "mismatch", declared. When the grader shares memory with it
 (grader.sharedmem: GRADER_SHARED_FD, its layout in job.json's "shared"), the inputs are read there,
 in place, and the expected output is computed into its room: the header says shared_output: true and no
@@ -57,6 +58,7 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
     from grader.jobs import single_threaded_blas
     from nkisim import collector, forked, split
     from nkisim import program as programs
+    from nkisim.errors import KernelValueError
     from nkisim.execute import execute
     with open("program.bin", "rb") as fh:
         data = fh.read()
@@ -108,6 +110,10 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
             if timing is not None:
                 timing.kill()
             return {"status": "invalid", "error": str(err)[:4000]}, []
+        except KernelValueError as err:   # the kernel's values broke its own promise (nc_matmul's 0/1 hints)
+            if timing is not None:
+                timing.kill()
+            return {"status": "kernel_error", "error": str(err)[:4000]}, []
         except Exception as err:
             if timing is not None:
                 timing.kill()

@@ -388,6 +388,8 @@ def _parse_execution(done: ChildResult, limits: Limits, shared_output=None) -> C
     if header.get("status") == "mismatch":
         return ConfigRun("mismatch", "its declared outputs cannot be the expected ones",
                          wall_s=done.wall_seconds, declared=_declared(header))
+    if header.get("status") == "kernel_error":     # the kernel's fault, found by executing its values
+        return ConfigRun("error", wire.bounded_text(str(header.get("error", ""))), wall_s=done.wall_seconds)
     if header.get("status") in ("simulator_error", "grader_error"):   # the trusted process's word: its own failure
         return ConfigRun(header["status"], wire.bounded_text(str(header.get("error", ""))), wall_s=done.wall_seconds)
     if header.get("status") != "ok":

@@ -73,6 +73,20 @@ class KernelContractError(NKISimError, ValueError):
     code = "err_kernel_contract"
 
 
+class KernelValueError(KernelContractError):
+    """A kernel's promise about its own values that they break, found only when its program
+    executes (nc_matmul's 0/1 hints): the kernel's fault, though the grader sees it in its
+    trusted executor, not in the kernel's process."""
+
+    @classmethod
+    def rebuilt(cls, rendered: str) -> "KernelValueError":
+        """The error a forked process reported as text (nkisim.split), as it was raised there."""
+        err = cls.__new__(cls)
+        Exception.__init__(err, rendered)
+        err.code, err.detail, err.remedy, err.site = cls.code, rendered, None, None
+        return err
+
+
 class UnsupportedOperationError(NKISimError, ValueError):
     code = "err_instruction_unsupported_op"
 

@@ -22,7 +22,7 @@ import numpy as np
 from . import alu, dtypes
 from .dialects import DIALECTS
 from .kinds import VALUE_KINDS
-from .errors import KernelContractError, NKISimError, SimulatorFailure
+from .errors import KernelContractError, KernelValueError, NKISimError, SimulatorFailure
 from .program import Program, ProgramError, ProgramLimits, is_dynamic, output_regions
 from .sequencer import Sequencer
 from .tensor import align_to
@@ -574,6 +574,21 @@ def _matmul(rec, v):
     return [s.reshape(k, -1).T @ mv.reshape(k, -1)]
 
 
+def _hold_to_onezero(rec, values) -> None:
+    """nc_matmul's is_stationary_onezero / is_moving_onezero tell the Tensor Engine that an operand
+    holds only 0.0 and 1.0, which it may rely on; an operand that breaks the promise stops the run
+    at the kernel's line (Trainium's result would be undefined, so no value here could stand
+    for it)."""
+    for name in rec.attrs["onezero"]:
+        x = values[0 if name == "stationary" else 1]
+        if not np.all((x == 0) | (x == 1)):
+            raise KernelValueError(
+                f"nc_matmul(is_{name}_onezero=True): its {name} operand holds values other than 0.0 and 1.0 "
+                f"(e.g. {float(x[~((x == 0) | (x == 1))].flat[0]):.6g}), which the hint promised it would not",
+                remedy=f"drop is_{name}_onezero=True, or pass a {name} tile of only 0.0 and 1.0",
+                site=rec.site)
+
+
 def _iota(rec, v):
     return [rec.params["values"].astype(np.int32)]
 
@@ -686,6 +701,8 @@ def _run(program: Program, mem: _Memory, echo: bool, pending, last_uses: dict[in
                 if pending:
                     pending.before_read(rec.reads)
                 values = [mem.matmul_operand(r) for r in rec.reads]
+                if "onezero" in rec.attrs:
+                    _hold_to_onezero(rec, values)
             else:
                 if pending:
                     pending.before_read(rec.reads)
@@ -730,6 +747,8 @@ def _run_sequenced(program: Program, inputs: list[np.ndarray], fill_nan: bool, p
         current = rec
         kind = rec.kind
         values = [mem.matmul_operand(r) for r in rec.reads] if kind == "matmul" else list(map(mem.view, rec.reads))
+        if kind == "matmul" and "onezero" in rec.attrs:
+            _hold_to_onezero(rec, values)
         if kind == "print":
             _print(rec, values, printed, echo)
             return False

@@ -32,6 +32,7 @@ import os
 import numpy as np
 
 from . import dtypes, forked
+from .errors import KernelValueError
 from .execute import Execution, _contiguous, _covers, _plan, execute, written_regions
 from .program import Program, ProgramError, is_dynamic
 from .trace import Region
@@ -339,6 +340,8 @@ def _rebuilt(kind: str, message: str) -> Exception:
     """A forked part's error, as the one process would have raised it."""
     if kind == "ProgramError":
         return ProgramError(message)
+    if kind == "KernelValueError":
+        return KernelValueError.rebuilt(message)
     cls = getattr(builtins, kind, None)
     if isinstance(cls, type) and issubclass(cls, Exception):
         try:

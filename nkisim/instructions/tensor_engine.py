@@ -91,6 +91,12 @@ def nc_matmul(m, stationary, moving, *, is_stationary_onezero=False, is_moving_o
                     "dimensions by nl.tile_size.gemm_moving_fmax")
     # only a tiled matmul carries its tile (the profile names them); others' records are as before
     tiling = {"pe_tile": _check_pe_tiling(tile_position, tile_size, k, m_size)} if tile_position or tile_size else {}
+    # the 0/1 hints: the executor holds the operands to them (nkisim.execute), so only a hinted
+    # matmul carries them
+    promised = tuple(name for name, hint in (("stationary", is_stationary_onezero), ("moving", is_moving_onezero))
+                     if hint)
+    if promised:
+        tiling["onezero"] = promised
     out_shape = (m_size,) + m_shape[1:]
     result = m.result_tile(out_shape, dtypes.float32, Buffer.PSUM)
     # what the cost model needs, from the operand regions alone (the executor derives them again

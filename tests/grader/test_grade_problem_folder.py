@@ -54,6 +54,23 @@ def test_a_bundled_folder_grades_the_reference_under_its_own_tests(dialect, tmp_
     assert report["spec_hash"] == checks.spec_for(loaded, dialect).spec_hash
 
 
+def test_a_broken_zero_one_hint_is_the_kernels_error_not_the_graders(tmp_path, capsys):
+    """nc_matmul(is_moving_onezero=True) on a moving operand of other values is caught only when
+    the trusted executor runs the program on its values: it is the kernel's error in its tests
+    (with its line and the fix), and the grade completes."""
+    source = KERNELS[CURRENT.name].read_text()
+    hinted = source.replace("moving=b_sb[", "is_moving_onezero=True, moving=b_sb[", 1)
+    assert hinted != source
+    submission = tmp_path / "matmul.py"
+    submission.write_text(hinted)
+    status, report, said = graded(capsys, tmp_path, submission, str(MATMUL))
+    assert report["status"] == "completed", said
+    correctness = [t for t in report["tests"] if t["kind"] == "correctness"]
+    assert correctness and all(t["status"] == "error" for t in correctness)
+    assert all("is_moving_onezero=True" in t["message"] and "matmul.py:" in t["message"]
+               and "fix: drop is_moving_onezero=True" in t["message"] for t in correctness)
+
+
 def test_every_way_of_naming_the_folder_is_the_same_spec(tmp_path):
     kernel = str(KERNELS[LEGACY.name])
     spec = cli.assignment_spec(str(MATMUL), kernel)

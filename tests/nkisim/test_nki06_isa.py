@@ -3,6 +3,8 @@ kernel written in both dialects traces the same instructions and computes the sa
 
 Kernels are written as the 0.6 API reference has them: every nki.isa call takes its destination
 first and returns nothing; outputs live in nl.shared_hbm."""
+import pathlib
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -499,6 +501,39 @@ def test_dma_transpose_writes_its_destination_as_the_reference_says():
     np.testing.assert_array_equal(dma_transpose_into(cube, (16, 8, 4)), cube.transpose(2, 1, 0))
     with pytest.raises(errors.ShapeError, match="since NKI 0.4 they must be equal"):
         dma_transpose_into(cube, (16, 32))
+
+
+@nki.jit
+def hinted_matmul(x, y):
+    """A matmul promising the Tensor Engine a moving operand of only 0.0 and 1.0."""
+    acc = nl.ndarray((x.shape[1], y.shape[1]), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=acc, stationary=load(x), moving=load(y), is_moving_onezero=True)
+    return evict(acc)
+
+
+@lnki.jit
+def legacy_hinted_matmul(x, y):
+    acc = lisa.nc_matmul(lnl.load(x), lnl.load(y), is_stationary_onezero=True)
+    out = lnl.ndarray(acc.shape, lnl.float32, buffer=lnl.shared_hbm)
+    lnl.store(out, lnl.copy(acc))
+    return out
+
+
+def test_a_zero_one_hint_the_operand_breaks_stops_the_run_at_its_line():
+    x = rng(23).standard_normal((128, 32)).astype(F32)
+    mask = (rng(24).random((128, 48)) > 0.5).astype(F32)
+    np.testing.assert_allclose(hinted_matmul(x, mask), x.T @ mask, rtol=1e-5, atol=1e-5)
+    with pytest.raises(errors.KernelContractError, match="is_moving_onezero=True.*values other than 0.0 and 1.0") as err:
+        hinted_matmul(x, x)
+    line = pathlib.Path(__file__).read_text().splitlines()[err.value.site.lineno - 1]
+    assert err.value.site.filename == __file__ and "is_moving_onezero=True)" in line     # the kernel's own line
+    np.testing.assert_allclose(legacy_hinted_matmul(mask[:, :32], x), mask[:, :32].T @ x, rtol=1e-5, atol=1e-5)
+    with pytest.raises(errors.KernelContractError, match="is_stationary_onezero=True"):
+        legacy_hinted_matmul(x, x)
+    # a part executed in a forked process reports it as text; it comes back as the same error
+    from nkisim import split
+    again = split._rebuilt("KernelValueError", str(err.value))
+    assert isinstance(again, errors.KernelValueError) and str(again) == str(err.value)
 
 
 @nki.jit
