@@ -95,7 +95,7 @@ def nc_matmul(m, stationary, moving, *, is_stationary_onezero=False, is_moving_o
     # matmul carries them
     promised = tuple(name for name, hint in (("stationary", is_stationary_onezero), ("moving", is_moving_onezero))
                      if hint)
-    if promised:
+    if promised and mask is None:      # under a mask, which elements it reads is the mask's: not held
         tiling["onezero"] = promised
     out_shape = (m_size,) + m_shape[1:]
     result = m.result_tile(out_shape, dtypes.float32, Buffer.PSUM)
