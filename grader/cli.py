@@ -14,6 +14,7 @@ folder's solutions.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import signal
 import sys
@@ -151,6 +152,8 @@ def _grade(args) -> int:
     # signal handlers can only be set from the main thread (a caller may run main() elsewhere)
     signals = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
     previous = {sig: signal.signal(sig, stop) for sig in signals}
+    if signals:     # SIGUSR2 prints every thread's stack on stderr: where a grade that will not stop is (as a worker's)
+        faulthandler.register(signal.SIGUSR2, file=sys.__stderr__, all_threads=True)
     try:
         try:
             spec, submission, options = _prepare(args)
@@ -168,6 +171,8 @@ def _grade(args) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if signals:
+            faulthandler.unregister(signal.SIGUSR2)
     if caught:
         print("grader: grading interrupted", file=sys.stderr)
         return 128 + caught[0]

@@ -382,7 +382,16 @@ def test_signal_stops_the_grade_at_once_and_leaves_nothing_behind(tmp_path, spec
         wait_for(lambda: depth_two(proc.pid), "the kernel's process")
         spawned = descendants(proc.pid)
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=120)     # the budget is 600 s: only the signal ends it this soon
+        try:
+            out, err = proc.communicate(timeout=120)     # the budget is 600 s: only the signal ends it this soon
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR2)             # its threads' stacks, on its stderr: where it waits
+            time.sleep(2)
+            proc.kill()
+            out, err = proc.communicate()
+            left = {pid: _stat(pid)[:2] for pid, started in spawned.items() if alive(pid, started)}
+            pytest.fail(f"the grade did not end within 120 s of signal {sig}; its processes still alive (state, "
+                        f"ppid): {left}; the end of its stderr (with its threads' stacks):\n{err[-12000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
