@@ -167,14 +167,17 @@ def build_profile(trace, timeline: Timeline, params: CostParams | None = None) -
     lines: dict[tuple[str, str], list] = {}
     hw = tr = 0
     fp32_flops = 0
+    tiled = 0               # matmuls in the PE tiling mode
     hbm_bytes = 0
     for rec, slot in zip(trace, timeline.slots):
         counts[slot.queue] = counts.get(slot.queue, 0) + 1
         f, t = _flops(rec)
         hw += f
         tr += t
-        if rec.opcode == "nc_matmul" and "float32" in (rec.attrs["dtype"], rec.attrs["moving_dtype"]):
-            fp32_flops += f - t
+        if rec.opcode == "nc_matmul":
+            if "float32" in (rec.attrs["dtype"], rec.attrs["moving_dtype"]):
+                fp32_flops += f - t
+            tiled += "pe_tile" in rec.attrs
         if slot.queue == "DMA":   # HBM traffic: bytes read from and written to HBM
             hbm_bytes += sum(r.nbytes for r in rec.reads + rec.writes if r.buffer in ("hbm", "shared_hbm"))
         busy = (slot.issue_end - slot.issue_start) if slot.queue == "DMA" else (slot.end - slot.start)
@@ -223,7 +226,7 @@ def build_profile(trace, timeline: Timeline, params: CostParams | None = None) -
         hazard_lines=sorted(({"line": k, "wait_us": v[0] / 1e3, "instructions": v[1]} for k, v in hazards.items()),
                             key=lambda h: -h["wait_us"])[:10],
         psum_16bit_reads=psum_n, psum_16bit_us=psum_ns / 1e3, psum_16bit_engines=sorted(psum_engines),
-        pe_tiled_matmuls=sum(1 for rec in trace if "pe_tile" in rec.attrs), cores=cores,
+        pe_tiled_matmuls=tiled, cores=cores,
         activity=engine_activity(trace, timeline))
 
 

@@ -89,14 +89,13 @@ def nc_matmul(m, stationary, moving, *, is_stationary_onezero=False, is_moving_o
         check_limit(n_size, limits.gemm_moving_fmax, "free size of moving", "nc_matmul",
                     "moving may be at most 128x512 (one 2 KiB PSUM bank of fp32): tile its free "
                     "dimensions by nl.tile_size.gemm_moving_fmax")
-    # only a tiled matmul carries its tile (the profile names them); others' records are as before
-    tiling = {"pe_tile": _check_pe_tiling(tile_position, tile_size, k, m_size)} if tile_position or tile_size else {}
-    # the 0/1 hints: the executor holds the operands to them (nkisim.execute), so only a hinted
-    # matmul carries them
+    # attributes only some matmuls carry (the others' records are as before): a tiled one its tile
+    # (the profile names them), a hinted one its 0/1 hints (the executor holds the operands to them)
+    optional = {"pe_tile": _check_pe_tiling(tile_position, tile_size, k, m_size)} if tile_position or tile_size else {}
     promised = tuple(name for name, hint in (("stationary", is_stationary_onezero), ("moving", is_moving_onezero))
                      if hint)
     if promised and mask is None:      # under a mask, which elements it reads is the mask's: not held
-        tiling["onezero"] = promised
+        optional["onezero"] = promised
     out_shape = (m_size,) + m_shape[1:]
     result = m.result_tile(out_shape, dtypes.float32, Buffer.PSUM)
     # what the cost model needs, from the operand regions alone (the executor derives them again
@@ -105,7 +104,7 @@ def nc_matmul(m, stationary, moving, *, is_stationary_onezero=False, is_moving_o
     m_region = moving._region or moving.region()
     m.emit("nc_matmul", Engine.TENSOR, "matmul", [stationary, moving], [result], mask=mask,
            dtype=s_region.dtype, moving_dtype=m_region.dtype, k=k, m=m_size, n=n_size,
-           is_transpose=bool(is_transpose), **tiling)
+           is_transpose=bool(is_transpose), **optional)
     return result
 
 

@@ -13,10 +13,17 @@ import enum
 
 from ..errors import ArgumentError, KernelContractError, MemorySpaceError, ShapeError
 from ..machine import ENGINE_OUTPUTS, fits_destination
+from ..memory import Buffer
 from ..registry import INSTRUCTIONS, machine_call
 from ..running import RUNNING
 from ..tensor import DeviceTensor
+from ..trace import Engine
 from .names import DESTINATION_FIRST, REMOVED_KEYWORDS
+
+# what an instruction given its destination may write: the compute engines' outputs, and a DMA's
+# SBUF (nisa.dma_transpose writes its dst itself; the legacy dialect's retargeting, which
+# ENGINE_OUTPUTS is for, never moves a DMA's result)
+DESTINATION_OUTPUTS = {**ENGINE_OUTPUTS, Engine.DMA: (Buffer.SBUF,)}
 
 
 def binding(fn):
@@ -132,7 +139,7 @@ def into(m, dst: DeviceTensor, instr: str, fn, *args, **kwargs) -> None:
         deliver(m, dst, result, instr)
         return
     engine = m.trace[-1].engine
-    if dst._alloc.buffer not in ENGINE_OUTPUTS.get(engine, ()):
+    if dst._alloc.buffer not in DESTINATION_OUTPUTS.get(engine, ()):
         _engine_cannot_write(m, dst, instr)
 
 

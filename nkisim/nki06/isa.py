@@ -22,7 +22,6 @@ from ..trace import Engine as _Engine
 from . import bind as _bind
 from . import names as _names
 from .bind import binding as _binding
-from .bind import deliver as _deliver
 from .bind import into as _into
 from .bind import destination as _destination
 from .bind import named as _named
@@ -149,12 +148,7 @@ def dma_transpose(m, dst, src, axes=None, priority=None, dge_mode=dge_mode.unkno
         raise _ShapeError(f"'dst' of 'nisa.dma_transpose' is {list(dst.shape)}; the transposed src is "
                           f"{list(expected)} (since NKI 0.4 they must be equal, rank included)",
                           remedy="allocate dst with the transposed shape of src")
-    # the DMA writes dst itself (no compute engine's retargeting: nkisim.nki06.bind.into's check)
-    m.destination = dst
-    try:
-        _dma_transpose(m, src, axes=axes, dtype=dst.dtype)
-    finally:
-        m.destination = None
+    _into(m, dst, "dma_transpose", _dma_transpose, src, axes=axes, dtype=dst.dtype)    # the DMA writes dst itself
 
 
 # ----- Tensor Engine -------------------------------------------------------------------------------
