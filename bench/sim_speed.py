@@ -11,7 +11,11 @@
    tile (`y[...] = nisa.tensor_tensor(...)`), target <= 1.0x.
 3. Cost-model scaling on a hostile trace: one-element writes into one tile, each followed by a
    read of the whole tile, at n and 4n records (target: time ratio near 4, i.e. linear).
-4. Peak RSS of this process (target <= 3 GiB).
+4. Advanced-index row loads (`nl.load(x[0, i_p, row, i_f])`, how students load conv rows with
+   nl.mgrid/nl.arange): CPU per load from a 1x256x224x224 input against the same loads from a
+   1x256x4x224 one (target ratio near 1: a gather costs what it reads, not the input's size), and
+   against NumPy's own fancy index of the same elements.
+5. Peak RSS of this process (target <= 3 GiB).
 
     python bench/sim_speed.py [--quick] [--instructions-only]
 """
@@ -168,6 +172,38 @@ def scattered_writes(a, count):
     return out
 
 
+@nki.jit
+def row_gathers(x, loads):
+    """`loads` advanced-index loads of one 128 x W input row each, summed into one tile."""
+    _, c, h, w = x.shape
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(w)[None, :]
+    out = nl.ndarray((128, w), dtype=x.dtype, buffer=nl.hbm)
+    acc = nl.zeros((128, w), dtype=x.dtype, buffer=nl.sbuf)
+    for j in nl.sequential_range(loads):
+        acc[...] = nisa.tensor_tensor(acc, nl.load(x[0, i_p, j % h, i_f]), op=nl.add)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+def gather_seconds(height: int, loads: int) -> float:
+    """CPU seconds per row load of row_gathers on a 1x256xheightx224 input (trace and execute)."""
+    x = np.ones((1, 256, height, 224), np.float32)
+    start = time.process_time()
+    nkisim.run_kernel(row_gathers, (x, loads), {})
+    return (time.process_time() - start) / loads
+
+
+def numpy_gather_seconds(calls: int = 2000) -> float:
+    """CPU seconds of NumPy's fancy index of the elements one row load reads: the baseline."""
+    x = np.ones((1, 256, 224, 224), np.float32)
+    i_p, i_f = np.arange(128)[:, None], np.arange(224)[None, :]
+    start = time.process_time()
+    for j in range(calls):
+        x[0, i_p, j % 224, i_f]
+    return (time.process_time() - start) / calls
+
+
 def scheduler_seconds(count: int) -> tuple[int, float, int]:
     run = nkisim.run_kernel(scattered_writes, (np.ones((1, count), np.float32), count), {})
     start = time.perf_counter()
@@ -224,6 +260,11 @@ def main() -> None:
     (n1, t1, c1), (n4, t4, c4) = scheduler_seconds(args.writes), scheduler_seconds(4 * args.writes)
     print(f"== cost model on one-element writes to one tile: {n1} records {t1:.2f} s ({c1} range checks), "
           f"{n4} records {t4:.2f} s ({c4} checks); ratio {t4 / t1:.2f} for 4x the records (linear: ~4)")
+    loads = 500
+    large, small, base = gather_seconds(224, loads), gather_seconds(4, loads), numpy_gather_seconds()
+    print(f"== advanced-index row loads ({loads}): {large * 1e6:.0f} us CPU each from 1x256x224x224, "
+          f"{small * 1e6:.0f} us from 1x256x4x224: ratio {large / small:.2f} (target near 1); "
+          f"{large / base:.0f}x NumPy's own fancy index of the row ({base * 1e6:.1f} us)")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20   # KiB -> GiB
     print(f"== peak RSS: {peak:.2f} GiB (target <= 3 GiB)")
 

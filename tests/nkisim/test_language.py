@@ -544,6 +544,32 @@ def test_arange_advanced_indexing():
     np.testing.assert_array_equal(rows, a[0::2])
 
 
+def test_advanced_indexing_through_views_of_a_4d_input_reads_what_numpy_reads():
+    """Row loads of a conv input the way a student writes them (`nl.load(X[b, ci * 128 + i_p, row,
+    i_f])`), through a reshaped view, a stepped slice and integer indices: the gathered elements
+    are found from the view's strides, and must be the ones NumPy's own indexing picks."""
+    @nki.jit
+    def kernel(x):
+        b, c, h, w = x.shape
+        i_p = nl.arange(c // 2)[:, None]
+        i_f = nl.arange(w)[None, :]
+        row = nl.load(x[1, c // 2 + i_p, 3, i_f])                     # the base tensor
+        stepped = x[:, :, 1::2, :]                                     # every other row
+        odd_row = nl.load(stepped[0, i_p, 2, i_f])
+        flat = x.reshape((b, c, h * w))
+        i_g = nl.arange(w // 2)[None, :]
+        strided = nl.load(flat[1, 2 * i_p + 1, 2 * w + 2 * i_g])     # odd channels, even columns
+        bcast = nl.load(x[0, i_p, 0, 0 * i_f + 1])                    # a broadcast column index
+        return to_hbm(row), to_hbm(odd_row), to_hbm(strided), to_hbm(bcast)
+
+    x = rand(2, 8, 6, 10, seed=21)
+    row, odd_row, strided, bcast = nki.baremetal(kernel)(x)
+    np.testing.assert_array_equal(row, x[1, 4:, 3, :])
+    np.testing.assert_array_equal(odd_row, x[0, :4, 5, :])
+    np.testing.assert_array_equal(strided, x[1, 1::2, 2, 0::2])
+    np.testing.assert_array_equal(bcast, np.repeat(x[0, :4, 0, 1:2], 10, axis=1))
+
+
 @pytest.mark.parametrize("bad", ["mixed", "arange_1d"])
 def test_invalid_advanced_indexing_is_an_error(bad):
     @nki.jit
