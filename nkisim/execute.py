@@ -628,9 +628,11 @@ def _print_text(rec: TraceRecord, values: list[np.ndarray]) -> str:
     x = values[0]
     if x.dtype.kind == "V" or x.dtype.itemsize < 4 and x.dtype.kind == "f":
         x = x.astype(np.float64)
+    if rec.mask is not None:            # nl.device_print(mask=...): the elements it leaves out show as --
+        x = np.ma.masked_array(x, mask=~np.broadcast_to(rec.mask, x.shape))
     with np.printoptions(threshold=64, edgeitems=3, linewidth=100, precision=6, floatmode="maxprec",
                          suppress=False, formatter=None, sign="-", nanstr="nan", infstr="inf"):
-        return f"{prefix} {np.array2string(x)}"
+        return f"{prefix} {str(x) if np.ma.isMaskedArray(x) else np.array2string(x)}"
 
 
 # ----- the whole program ---------------------------------------------------------------------------

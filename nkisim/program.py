@@ -850,7 +850,15 @@ def _check_record(rec: TraceRecord, allocs: dict, limits: HardwareLimits, heads:
                     raise ProgramError(f"{record_place(rec)}: more than {limits.pmax} partitions")
         if engine is Engine.GPSIMD and _reaches_psum(rec):
             raise ProgramError(f"{record_place(rec)}: GpSimd cannot reach PSUM")
-    if rec.mask is not None and rec.writes:
+    if rec.mask is not None and rec.kind == "print":     # a print masks what it reads
+        try:
+            fits = bool(rec.reads) and \
+                np.broadcast_shapes(rec.mask.shape, tuple(rec.reads[0].shape)) == tuple(rec.reads[0].shape)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ProgramError(f"{record_place(rec)}: mask does not fit the printed tile")
+    elif rec.mask is not None and rec.writes:
         try:
             np.broadcast_shapes(rec.mask.shape, rec.writes[0].shape)
         except ValueError:

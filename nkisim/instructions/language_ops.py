@@ -224,9 +224,27 @@ def device_print(m, prefix, x, *, mask=None):
     to the run's output, never back to the kernel."""
     label = str(prefix)[:200]
     if isinstance(x, DeviceTensor):
-        m.emit("device_print", Engine.SYNC, "print", [x], [], params={"prefix": label})
+        if mask is not None:        # the elements it keeps are printed, the others shown as --
+            mask = _print_mask(mask, x)
+        m.emit("device_print", Engine.SYNC, "print", [x], [], params={"prefix": label}, mask=mask)
+    elif mask is not None:
+        raise UnsupportedOperationError(f"nl.device_print(mask=...) masks the elements of a tile, and "
+                                        f"{type(x).__name__} {str(x)[:40]!r} is not one",
+                                        remedy="pass the tile to print, or drop the mask")
     else:
         m.emit("device_print", Engine.SYNC, "print", [], [], params={"prefix": label, "text": repr(x)[:200]})
+
+
+def _print_mask(mask, x: DeviceTensor):
+    """The mask broadcast to the printed tile, as a predicate of its shape: a print writes
+    nothing, so the machine's check against the result's shape has nothing to hold it to."""
+    if isinstance(mask, Predicate):
+        try:
+            np.broadcast_shapes(mask.values.shape, x.shape)
+        except ValueError:
+            raise ShapeError(f"device_print's mask of shape {list(mask.values.shape)} does not fit the "
+                             f"printed tile {list(x.shape)}", code="err_unsupported_expression_in_mask") from None
+    return mask
 
 
 # ----- element-wise functions: nl.add(a, b), nl.exp(t), nl.max(t, axis) ----------------------------

@@ -495,6 +495,39 @@ def test_ranges_give_python_ints():
     np.testing.assert_array_equal(out, a * np.where(np.arange(6) % 2 == 0, 1, -1).astype(np.float32))
 
 
+def test_device_print_with_a_mask_prints_only_the_elements_it_keeps(capsys):
+    """The reference: mask "controls whether/how this instruction is executed". A masked print
+    shows the elements the predicate keeps and marks the others, so nothing is dropped silently."""
+    @nki.jit
+    def kernel(a):
+        t = to_sbuf(a)
+        i_p, i_f = nl.mgrid[0:4, 0:3]
+        nl.device_print("top rows", t, mask=(i_p < 2))
+        return to_hbm(t)
+
+    a = (np.arange(12, dtype=np.float32) + 100).reshape(4, 3)
+    run = nkisim.run_kernel(kernel, (a,), {})
+    text = run.printed[0]
+    assert text.startswith("top rows")
+    for kept in ("100.0", "105.0"):
+        assert kept in text
+    for left_out in ("106.0", "111.0"):
+        assert left_out not in text
+    assert text.count("--") == 6
+
+
+def test_device_print_mask_of_a_value_that_is_no_tile_is_refused():
+    @nki.jit
+    def kernel(a):
+        t = to_sbuf(a)
+        i_p = nl.arange(4)[:, None]
+        nl.device_print("count", 3, mask=(i_p < 2))
+        return to_hbm(t)
+
+    with pytest.raises(errors.UnsupportedOperationError, match="masks the elements of a tile"):
+        nki.baremetal(kernel)(rand(4, 3))
+
+
 # ----- indexing --------------------------------------------------------------------------------------------
 
 def test_mgrid_even_odd_column_split_reads_and_interleaving_writes():

@@ -184,6 +184,19 @@ def test_a_program_writing_an_input_or_keeping_too_much_sbuf_live_is_refused():
         decoded(rebuild(header, blob), args)
 
 
+def test_a_print_whose_mask_does_not_fit_the_printed_tile_is_refused():
+    """A print writes nothing, so its mask is held to the tile it reads: a forged one that does not
+    fit it would otherwise fail in the executor instead of being refused at the boundary."""
+    args = inputs()
+    program = traced(args)
+    printed = next(r for r in program.records if r.kind == "print")
+    printed.mask = np.ones((64, 1), dtype=bool)                  # fits the (64, 96) tile: kept
+    assert decoded(programs.encode(program), args) is not None
+    printed.mask = np.ones((65, 96), dtype=bool)
+    with pytest.raises(programs.ProgramError, match="mask does not fit the printed tile"):
+        decoded(programs.encode(program), args)
+
+
 def test_garbage_and_oversized_programs_are_refused():
     for data in (b"", b"NKIPROG1", b"x" * 64, programs.MAGIC + struct.pack("<Q", 10**12)):
         with pytest.raises(programs.ProgramError):
