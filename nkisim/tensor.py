@@ -201,6 +201,37 @@ class DeviceTensor:
         shape = np.broadcast_shapes(*(np.shape(idx) for idx in index))
         return np.ascontiguousarray(np.broadcast_to(total, shape))
 
+    def _strided_gather(self, arrays: tuple) -> tuple[tuple, int, tuple] | None:
+        """(shape, start, strides) of an advanced subscript of this strided tensor when each
+        index array is affine in the result's coordinates (what nl.arange/nl.mgrid arithmetic
+        gives), else None. Each index array is checked at its own small shape (a (128, 1) or
+        (1, W) arange), never at the result's; the strides are those affine_form would find in
+        the result's offsets, a size-1 axis's 0 included."""
+        shape = np.broadcast_shapes(*(np.shape(idx) for idx in arrays))
+        if 0 in shape:
+            return None
+        ndim = len(shape)
+        start = self._start
+        strides = [0] * ndim
+        for idx, stride in zip(arrays, self._strides):
+            idx = np.asarray(idx)
+            idx = idx.reshape((1,) * (ndim - idx.ndim) + idx.shape)
+            first = int(idx.flat[0]) if idx.size else 0
+            start += first * stride
+            expected = np.full(idx.shape, first, dtype=np.int64)
+            for axis, n in enumerate(idx.shape):
+                if n > 1:
+                    unit = [0] * ndim
+                    unit[axis] = 1
+                    step = int(idx[tuple(unit)]) - first
+                    strides[axis] += step * stride
+                    where = [1] * ndim
+                    where[axis] = n
+                    expected = expected + (np.arange(n, dtype=np.int64) * step).reshape(where)
+            if not np.array_equal(expected, idx):
+                return None
+        return shape, start, tuple(0 if n == 1 else st for n, st in zip(shape, strides))
+
     def region(self) -> Region:
         if self._region is None:
             self._region = self._make_region()
@@ -419,6 +450,11 @@ class DeviceTensor:
 
     def _gather(self, key, label) -> "DeviceTensor":
         arrays, bad, oob = gather_indices(key, self.shape, label)
+        if bad is None and self._offsets is None and self._invalid is None and len(arrays) == len(self.shape):
+            strided = self._strided_gather(arrays)
+            if strided is not None:
+                shape, start, strides = strided
+                return self._view(shape, start=start, strides=strides, par_axis=0)
         offsets = self._offsets_at(arrays)
         invalid = self._invalid[arrays] if self._invalid is not None else None
         if bad is not None:

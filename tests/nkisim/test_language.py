@@ -603,6 +603,38 @@ def test_advanced_indexing_through_views_of_a_4d_input_reads_what_numpy_reads():
     np.testing.assert_array_equal(bcast, np.repeat(x[0, :4, 0, 1:2], 10, axis=1))
 
 
+def test_an_affine_advanced_subscript_is_the_access_the_slices_spell():
+    """`t[i_p, 2 * i_f + 1]` and `t[:, 1::2]` touch the same elements in the same order: the
+    program (and so the cost model) sees one and the same strided access, on SBUF tiles and on
+    HBM views alike; a reversed or broadcast index, which no slice spells, is strided too."""
+    def run(use_mgrid):
+        @nki.jit
+        def kernel(a):
+            p, f = a.shape
+            t = to_sbuf(a)
+            if use_mgrid:
+                i_p, i_f = nl.mgrid[0:p, 0:f // 2]
+                views = [t[i_p, 2 * i_f + 1], t[i_p, f - 1 - 2 * i_f], t[i_p, 0 * i_f + 3]]
+                rows = a.reshape((p // 2, 2, f))[nl.arange(p // 2)[:, None], 1, nl.arange(f)[None, :]]
+            else:
+                views = [t[:, 1::2]]
+                rows = a.reshape((p // 2, 2, f))[:, 1, :]
+            tiles = [nl.load(rows)] + [nisa.tensor_copy(v) for v in views]
+            return tuple(to_hbm(v) for v in tiles)
+
+        a = rand(8, 10, seed=22)
+        done = nkisim.run_kernel(kernel, (a,), {})
+        reads = [rec.reads[0] for rec in done.trace[1:] if rec.writes and rec.writes[0].buffer != "hbm"]
+        return a, [(r.buffer, r.start, tuple(r.shape), r.strides) for r in reads], \
+            [r.offsets is None for r in reads], [np.asarray(o) for o in done.outputs]
+
+    a, gathered, strided, values = run(True)
+    _, sliced, _, _ = run(False)
+    assert gathered[:2] == sliced and all(strided)
+    for got, want in zip(values, (a[1::2], a[:, 1::2], a[:, ::-1][:, ::2], np.repeat(a[:, 3:4], 5, axis=1))):
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("bad", ["mixed", "arange_1d"])
 def test_invalid_advanced_indexing_is_an_error(bad):
     @nki.jit
