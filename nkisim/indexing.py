@@ -93,6 +93,24 @@ class Predicate:
                             code="err_unsupported_expression_in_mask")
 
 
+def kept_box(mask: "Predicate", shape: tuple) -> tuple[slice, ...] | None:
+    """One slice per dimension of `shape` when the elements `mask` keeps are exactly a box (what
+    comparisons of nl.arange/nl.mgrid along single axes combined with '&' give), else None; None
+    too when it keeps nothing or does not fit `shape` (the instruction then says so)."""
+    try:
+        values = np.broadcast_to(mask.values, shape)
+    except ValueError:
+        return None
+    box = []
+    for axis in range(len(shape)):
+        kept = np.flatnonzero(values.any(axis=tuple(a for a in range(len(shape)) if a != axis)))
+        if kept.size == 0 or kept.size != kept[-1] + 1 - kept[0]:
+            return None
+        box.append(slice(int(kept[0]), int(kept[-1]) + 1))
+    inside = int(np.prod([b.stop - b.start for b in box]))
+    return tuple(box) if int(np.count_nonzero(values)) == inside else None
+
+
 class MGrid:
     """Result of nl.mgrid[...]: unpack it, or use .p, .x, .y, .z."""
 

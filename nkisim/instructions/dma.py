@@ -6,6 +6,7 @@ import numbers
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError, UnsupportedOperationError
+from ..indexing import Predicate, kept_box
 from ..memory import Buffer
 from ..registry import INSTRUCTIONS, instruction, machine_call
 from ..tensor import DeviceTensor
@@ -55,6 +56,23 @@ def _oob_error_only(oob_mode) -> None:
                                         code="err_not_simulated")
 
 
+def _masked_box(src: DeviceTensor, dst: DeviceTensor, mask):
+    """(src, dst, mask) of a copy, its mask taken into the operands when it keeps exactly a box
+    of two operands of one shape: the box's copy, unmasked. The DMA then moves the box's rows,
+    as a masked access pattern does on the device (not the whole tile's, which the cost model
+    would count), and its trace holds strided accesses instead of per-element offsets of a tile
+    that overhangs its tensor (a ragged last tile: 128 KB a load, which a 224x224 conv2d
+    loading its rows that way ran out of memory with)."""
+    if mask is None or src.shape != dst.shape or not isinstance(mask, Predicate):
+        return src, dst, mask
+    box = kept_box(mask, dst.shape)
+    if box is None:
+        return src, dst, mask
+    if all(b.start == 0 and b.stop == n for b, n in zip(box, dst.shape)):
+        return src, dst, None
+    return src[box], dst[box], None
+
+
 @instruction("dma_copy", Engine.DMA, kinds=("copy",))
 def dma_copy(m, *, dst, src, mask=None, dst_rmw_op=None, oob_mode=0, dge_mode=3, engine=None, name=None):
     operand(src, "dma_copy", "src", DMA_ENDPOINTS, tile=False, mask=mask)
@@ -71,6 +89,7 @@ def dma_copy(m, *, dst, src, mask=None, dst_rmw_op=None, oob_mode=0, dge_mode=3,
         raise UnsupportedOperationError(f"dst_rmw_op={dst_rmw_op!r} is not supported by 'dma_copy'",
                                         remedy="only np.add (accumulate into dst) is allowed")
     mode = int(dge_mode if dge_mode is not None else 3)
+    src, dst, mask = _masked_box(src, dst, mask)
     m.emit("dma_copy", Engine.DMA, "copy", [src], [dst], mask=mask, accumulate=accumulate,
            dge_mode=mode, issue_engine=_issue_engine(engine, mode))
 
@@ -95,6 +114,7 @@ def dma_transpose(m, src, *, axes=None, mask=None, dtype=None):
 
 def dma_move(m, dst: DeviceTensor, src: DeviceTensor, mask=None) -> None:
     """A plain DMA between two tensors of equal element count (nl.load / nl.store)."""
+    src, dst, mask = _masked_box(src, dst, mask)
     m.emit("dma_copy", Engine.DMA, "copy", [src], [dst], mask=mask)
 
 

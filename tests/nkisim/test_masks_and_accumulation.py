@@ -11,7 +11,8 @@ import pytest
 
 import nkisim
 from marker_lines import marker_lines
-from nkisim import errors
+from nkisim import cost, errors
+from nkisim.indexing import kept_box
 
 nkisim.install()
 
@@ -77,6 +78,61 @@ def row_tiles_copy(x):
 def test_masked_loads_and_stores_of_a_partial_row_tile():
     x = rand(300, 40, seed=1)
     np.testing.assert_array_equal(nki.baremetal(row_tiles_copy)(x), x)
+
+
+@nki.jit
+def row_tiles_copy_sliced(x):
+    """row_tiles_copy with each last tile's rows sliced out instead of masked."""
+    h, w = x.shape
+    out = nl.ndarray((h, w), dtype=x.dtype, buffer=nl.hbm)
+    for t in nl.affine_range((h + 127) // 128):
+        n = min(128, h - t * 128)
+        tile = nl.ndarray((128, w), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile[0:n, :], src=x[t * 128:t * 128 + n, :])
+        nisa.dma_copy(dst=out[t * 128:t * 128 + n, :], src=tile[0:n, :])
+    return out
+
+
+def test_a_dma_masked_to_a_box_moves_that_box_as_its_slices_would():
+    """A mask that keeps a box of a load or store (a ragged last tile's rows) is the copy of that
+    box: the DMA moves the box's rows, as the slices spelling it do, costs what they cost, and
+    its trace holds strided accesses, not the offsets of every element of the overhanging tile."""
+    x = rand(300, 40, seed=1)
+    masked = nkisim.run_kernel(row_tiles_copy, (x,), {})
+    sliced = nkisim.run_kernel(row_tiles_copy_sliced, (x,), {})
+    np.testing.assert_array_equal(masked.outputs, x)
+    dmas = [rec for rec in masked.trace if rec.opcode == "dma_copy"]
+    assert all(rec.mask is None and all(r.offsets is None for r in rec.reads + rec.writes) for rec in dmas)
+    assert [tuple(r.shape) for rec in dmas for r in rec.reads] == \
+        [tuple(r.shape) for rec in sliced.trace if rec.opcode == "dma_copy" for r in rec.reads]
+    assert cost.estimate(masked).total_us == cost.estimate(sliced).total_us
+
+
+@pytest.mark.parametrize("mask, box", [
+    (lambda p, f: (p < 20) & (f >= 3) & (f < 7), (slice(0, 20), slice(3, 7))),
+    (lambda p, f: p < 128, (slice(0, 128), slice(0, 8))),
+    (lambda p, f: f < p, None),                       # a triangle is no box
+    (lambda p, f: p > 200, None),                     # nothing kept
+])
+def test_the_box_a_mask_keeps(mask, box):
+    i_p, i_f = nl.mgrid[0:128, 0:8]
+    assert kept_box(mask(i_p, i_f), (128, 8)) == box
+
+
+@nki.jit
+def box_mask_past_the_tensor(x):
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    return_tile = nl.load(x[i_p, i_f], mask=(i_p < 100))  # <box-past-the-end>
+    out = nl.ndarray((100, 64), dtype=x.dtype, buffer=nl.hbm)
+    nisa.dma_copy(dst=out, src=return_tile[0:100, :])
+    return out
+
+
+def test_a_box_mask_that_still_reaches_past_the_tensor_is_out_of_bounds_at_its_line():
+    with pytest.raises(errors.OutOfBoundsError) as info:
+        nki.baremetal(box_mask_past_the_tensor)(rand(90, 64))
+    assert info.value.site.lineno == line_of("box-past-the-end")
+    assert "index range [0, 127] exceed dimension size of 90" in info.value.detail
 
 
 # ----- a view that overhangs, of which only elements inside are used ----------------------------------

@@ -128,14 +128,15 @@ def test_a_tile_written_a_part_at_a_time_keeps_the_parts_written_in_other_blocks
 
 @nki.jit
 def masked_load_over_the_block_before(x, rows_kept):
-    """Each block loads its rows under a mask into a tile kept across blocks: rows outside the
-    mask keep the block before's values."""
+    """Each block loads its rows under a mask into a tile kept across blocks: elements outside the
+    mask keep the block before's values. The mask is a band, no box (a box mask becomes the copy
+    of its box, unmasked), so the program carries it."""
     blocks = x.shape[0] // 128
     out = nl.ndarray((blocks * 128, x.shape[1]), dtype=x.dtype, buffer=nl.hbm)
     keep = nisa.memset((128, x.shape[1]), -2.0, x.dtype)
     i_p, i_f = nl.mgrid[0:128, 0:x.shape[1]]
     for r in nl.sequential_range(blocks):
-        keep[i_p, i_f] = nl.load(x[r * 128 + i_p, i_f], mask=(i_p < rows_kept[r]))
+        keep[i_p, i_f] = nl.load(x[r * 128 + i_p, i_f], mask=(i_p < rows_kept[r]) & (i_f < i_p + 40))
         nl.store(out[r * 128 + i_p, i_f], value=keep)
     return out
 
