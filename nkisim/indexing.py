@@ -93,12 +93,13 @@ class Predicate:
                             code="err_unsupported_expression_in_mask")
 
 
-def kept_box(mask: "Predicate", shape: tuple) -> tuple[slice, ...] | None:
-    """One slice per dimension of `shape` when the elements `mask` keeps are exactly a box (what
-    comparisons of nl.arange/nl.mgrid along single axes combined with '&' give), else None; None
-    too when it keeps nothing or does not fit `shape` (the instruction then says so)."""
+def kept_box(mask, shape: tuple) -> tuple[slice, ...] | None:
+    """One slice per dimension of `shape` when the elements `mask` (a Predicate, or a program's
+    bool array) keeps are exactly a box (what comparisons of nl.arange/nl.mgrid along single axes
+    combined with '&' give), else None; None too when it keeps nothing or does not fit `shape`
+    (the instruction then says so)."""
     try:
-        values = np.broadcast_to(mask.values, shape)
+        values = np.broadcast_to(mask.values if isinstance(mask, Predicate) else mask, shape)
     except ValueError:
         return None
     box = []

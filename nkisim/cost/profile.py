@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..trace import Engine
 from .params import CostParams
+from .masks import restricted
 from .rules import psum_16bit_extra_ns
 from .scheduler import Timeline, core_queue
 from .timeline_svg import timeline_svg
@@ -188,7 +189,7 @@ def build_profile(trace, timeline: Timeline, params: CostParams | None = None) -
     psum_n, psum_ns, psum_engines = 0, 0.0, set()
     hazards: dict[str, list] = {}
     for rec, slot in zip(trace, timeline.slots):
-        lost = psum_16bit_extra_ns(rec, slot.queue.partition(":")[0], params)
+        lost = psum_16bit_extra_ns(restricted(rec), slot.queue.partition(":")[0], params)
         if lost > 0:
             psum_n, psum_ns = psum_n + 1, psum_ns + lost
             psum_engines.add(slot.queue.partition(":")[0])

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from .. import collector
 from ..trace import TraceRecord
 from .dependencies import DependencyGraph, dependencies
+from .masks import restricted
 from .params import CostParams
 from .rules import (BALANCED_QUEUES, COST_RULES, DmaCost, balanced_copy, copy_ns, dma_issue_ns, dma_issue_queues,
                     pipeline_ns)
@@ -109,6 +110,7 @@ def _jobs(trace: list[TraceRecord], p: CostParams, dge: bool) -> list[_Job]:
     jobs = []
     load: dict[str, float] = {}           # engine time given to each compute queue so far
     for rec in trace:
+        rec = restricted(rec)                 # what its mask leaves it to do
         cost = COST_RULES[rec.opcode](rec, p)
         core = rec.attrs.get("core", 0)       # another physical core: its own engines and DMA queues
         if isinstance(cost, DmaCost):
