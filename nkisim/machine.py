@@ -43,9 +43,26 @@ ENGINE_OUTPUTS = {
 
 def fits_destination(dst_shape: tuple, shape: tuple) -> bool:
     """Can an instruction computing `shape` write a destination of `dst_shape`: the same shape,
-    or the same elements with only size-1 dimensions added or removed ((P, 1) for (P,))."""
-    return dst_shape == shape or (math.prod(dst_shape) == math.prod(shape)
-                                  and _squeezed(dst_shape) == _squeezed(shape))
+    the same elements with only size-1 dimensions added or removed ((P, 1) for (P,)), or the same
+    partitions and elements per partition (the 0.6 reference's tensor_copy: "the same partition
+    axis size and also the same number of elements per partition"), written in row-major order
+    (`as_destination`)."""
+    if dst_shape == shape:
+        return True
+    if math.prod(dst_shape) != math.prod(shape):
+        return False
+    return _squeezed(dst_shape) == _squeezed(shape) or (len(dst_shape) > 1 and len(shape) > 1
+                                                        and dst_shape[0] == shape[0])
+
+
+DESTINATION_REMEDY = ("slice dst to the result's partitions and elements per partition (its shape, or "
+                      "the same partitions with the free dimensions flattened or split)")
+
+
+def as_destination(dst: "DeviceTensor", shape: tuple) -> "DeviceTensor":
+    """`dst` seen in the shape of the result it receives (fits_destination said it fits): its
+    elements in row-major order, which is the order an access pattern walks them."""
+    return dst if dst.shape == tuple(shape) else dst.reshape(tuple(shape))
 
 
 def _squeezed(shape: tuple) -> tuple:
@@ -302,8 +319,8 @@ class Machine:
         self.destination = None
         if not fits_destination(dst.shape, tuple(shape)):
             raise ShapeError(f"the destination {dst._label()} has shape {list(dst.shape)}, but the instruction "
-                             f"computes {list(shape)}", remedy="slice dst to the shape of the result",
-                             code="err_param_shape_mismatch")
+                             f"computes {list(shape)}", remedy=DESTINATION_REMEDY, code="err_param_shape_mismatch")
+        dst = as_destination(dst, shape)
         if dst._invalid is not None:
             check_access(dst, None, user_site(2))
         dst._alloc.written = True

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 
 from ..errors import ArgumentError, KernelContractError, MemorySpaceError, ShapeError
-from ..machine import ENGINE_OUTPUTS, fits_destination
+from ..machine import DESTINATION_REMEDY, ENGINE_OUTPUTS, as_destination, fits_destination
 from ..memory import Buffer
 from ..registry import INSTRUCTIONS, machine_call
 from ..running import RUNNING
@@ -135,7 +135,7 @@ def into(m, dst: DeviceTensor, instr: str, fn, *args, **kwargs) -> None:
         result = fn(m, *args, **kwargs)
     finally:
         m.destination = None
-    if result is not dst:
+    if result is not dst and result._alloc is not dst._alloc:    # (dst in the result's shape: dst)
         deliver(m, dst, result, instr)
         return
     engine = m.trace[-1].engine
@@ -155,8 +155,9 @@ def deliver(m, dst: DeviceTensor, result: DeviceTensor, instr: str, accumulate: 
     """Make the instruction that just produced `result` write `dst` instead."""
     if not fits_destination(dst.shape, result.shape):
         raise ShapeError(f"'dst' of 'nisa.{instr}' has shape {list(dst.shape)}, but the instruction "
-                         f"computes {list(result.shape)}",
-                         remedy="slice dst to the shape of the result", code="err_param_shape_mismatch")
+                         f"computes {list(result.shape)}", remedy=DESTINATION_REMEDY,
+                         code="err_param_shape_mismatch")
+    dst = as_destination(dst, result.shape)
     if not m._place_result(result, dst, accumulate=accumulate):
         _engine_cannot_write(m, dst, instr)
 

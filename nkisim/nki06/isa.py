@@ -293,6 +293,8 @@ def tensor_tensor(m, dst, data1, data2, op, engine=engine.unknown, name=None):
                           f"{list(data1.shape)} and {list(data2.shape)} (NKI 0.6 does not broadcast)",
                           remedy="for a per-partition (P, 1) operand use nisa.tensor_scalar(dst, data, op0, "
                                  "operand0=column)", code="err_param_shape_incompatible_with_numpy")
+    if type(data1) is _DeviceTensor and type(data2) is _DeviceTensor and data1.shape != data2.shape:
+        data2 = data2.reshape(data1.shape)  # same elements a partition: paired in row-major order
     # (no dtype=: the table writes dst itself, in dst's dtype, through Machine.result_tile)
     _into(m, dst, "tensor_tensor", _tensor_tensor, data1, data2, op, engine=_engine(engine, "tensor_tensor"))
 

@@ -339,6 +339,47 @@ def test_calls_that_do_not_fit_the_06_signatures_are_refused(body, error, words)
     assert "test_nki06_isa.py" in str(caught.value)      # at the kernel's own line
 
 
+
+@nki.jit
+def flattened_and_split_operands(a, w):
+    """A (128, 6, 4) tile met by (128, 24) ones: a copy into a flat dst, a tensor_tensor of a 3-D and
+    a 2-D tile, a matmul of a 3-D moving tile into a flat PSUM tile, and a reduction of a split view
+    into a flat dst, as the 0.6 reference's shape rule (same partitions, same elements per
+    partition) allows."""
+    cube = load(a)
+    flat = nl.ndarray((128, 24), a.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=flat, src=cube)
+    total = nl.ndarray((128, 24), a.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=total, data1=cube, data2=flat, op=nl.add)
+    acc = nl.ndarray((128, 24), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=acc, stationary=load(w), moving=cube)
+    pairs = nl.ndarray((128, 12), a.dtype, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=pairs, op=nl.maximum, data=flat.reshape((128, 6, 2, 2)), axis=(3,))
+    return store(flat), store(total), evict(acc), store(pairs)
+
+
+def test_operands_of_one_partition_count_and_size_meet_in_row_major_order():
+    a, w = rng(4).random((128, 6, 4), dtype=np.float32), rng(5).random((128, 128), dtype=np.float32)
+    flat, total, product, pairs = nki.simulate(flattened_and_split_operands)(a, w)
+    rows = a.reshape(128, 24)
+    np.testing.assert_array_equal(flat, rows)
+    np.testing.assert_array_equal(total, rows + rows)
+    np.testing.assert_allclose(product, w.T @ rows, rtol=1e-5)
+    np.testing.assert_array_equal(pairs, rows.reshape(128, 6, 2, 2).max(axis=3).reshape(128, 12))
+
+
+@pytest.mark.parametrize("body", [
+    lambda t: nisa.tensor_copy(dst=nl.ndarray((64, 128), t.dtype, buffer=nl.sbuf), src=t),  # other partitions
+    lambda t: nisa.tensor_copy(dst=t[:, 0:32].reshape((128, 4, 8)), src=t),         # fewer elements
+    lambda t: nisa.tensor_tensor(dst=t, data1=t, data2=t[:, 0:32], op=nl.add),      # fewer elements
+], ids=["partitions", "dst-elements", "operand-elements"])
+def test_operands_of_another_partition_count_or_size_are_still_refused(body):
+    with pytest.raises(errors.ShapeError) as caught:
+        _kernel_calling(body)(A)
+    assert "test_nki06_isa.py" in str(caught.value)
+    assert "partition" in str(caught.value) or "element count" in str(caught.value)
+
+
 @nki.jit
 def dma_from_psum(a):
     acc = nl.ndarray((64, 64), nl.float32, buffer=nl.psum)
