@@ -186,6 +186,13 @@ def celery_worker(db_engine, broker):
 BROWSER = Path(os.environ.get("NKI_TEST_CHROMIUM", "/usr/bin/chromium"))     # tests/test_fresh_machine.py moves it
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker more than this machine's cores. Much of the suite waits (on
+    services starting, workers stopping, browsers, sandboxed kernels) rather than computes; on
+    two cores two workers kept the processors busy a little over half the time."""
+    return len(os.sched_getaffinity(0)) + 1
+
+
 def pytest_configure(config):
     capability_marker.pytest_configure(config)
     config.addinivalue_line("markers", "slow: tens of seconds or more; `-m \"not slow\"` is the fast subset "

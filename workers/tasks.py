@@ -96,18 +96,69 @@ def _pool_process_init(**_):
 
 
 _announcer: WorkerAnnouncer | None = None
-_pool = None                            # the worker's pool (main process), to pass a clean stop on to
+
+
+class _PassOnStop:
+    """The main process's warm (or cold) shutdown, passed on to its pool processes, so each hands
+    its run back to the queue at once (_Stop) instead of grading on until the grace period ends
+    in a SIGKILL (Docker's init signals only the main process). Celery begins its shutdown in
+    its signal handler, where the pool's bookkeeping may be half-updated by the code it
+    interrupted: the handler only wakes a thread of ours, which reads the pool's processes and
+    signals them, and again every PASS_ON_EVERY_S while one still runs, so a pool process that
+    was between two bytecodes of its own setup when the first signal came still hears it."""
+
+    PASS_ON_EVERY_S = 2.0
+    PASS_ON_TIMES = 15
+
+    def __init__(self) -> None:
+        self.pool = None
+        self._wake = -1
+
+    def start(self, pool) -> None:
+        self.pool = pool
+        if self._wake < 0:
+            read, self._wake = os.pipe2(os.O_CLOEXEC)
+            threading.Thread(target=self._watch, args=(read,), daemon=True, name="pass-on-stop").start()
+
+    def request(self) -> None:
+        """From the signal handler: a write to a pipe takes no lock."""
+        if self._wake >= 0:
+            os.write(self._wake, b"x")
+
+    def pool_processes(self) -> list[int]:
+        try:
+            return list((self.pool.info or {}).get("processes", ())) if self.pool is not None else []
+        except Exception:              # a pool already torn down: nothing to pass on
+            return []
+
+    def _watch(self, read: int) -> None:
+        os.read(read, 64)
+        for _ in range(self.PASS_ON_TIMES):
+            pids = self.pool_processes()
+            if not pids:
+                return
+            log.info("worker stopping: passing the stop on to pool process(es) %s", ", ".join(map(str, pids)))
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+            time.sleep(self.PASS_ON_EVERY_S)
+
+
+_pass_on = _PassOnStop()
 
 
 @signals.worker_ready.connect
 def _worker_ready(sender=None, **_):
-    global _announcer, _pool
+    global _announcer
     name = os.environ.get("NKI_WORKER_NAME") or getattr(sender, "hostname", "worker")
     queues = os.environ.get("NKI_WORKER_QUEUES", "")
-    _pool = getattr(sender, "pool", None)
+    pool = getattr(sender, "pool", None)
+    _pass_on.start(pool)
     _announcer = WorkerAnnouncer(name, queues, settings.load().heartbeat_s)
     _announcer.start()
-    log.info("worker %s started: queue %s, %s at once", name, queues, getattr(_pool, "limit", "?"))
+    log.info("worker %s started: queue %s, %s at once", name, queues, getattr(pool, "limit", "?"))
     if any(q.strip() in GRADING_QUEUES for q in queues.split(",")):
         grader.use_one_blas_thread()        # before the pool is filled on a thread of its own
         # answers made ahead for the active assignments, while the first grades come in
@@ -116,19 +167,8 @@ def _worker_ready(sender=None, **_):
 
 @signals.worker_shutting_down.connect
 def _worker_shutting_down(**_):
-    """The main process's warm (or cold) shutdown begins: pass it on to the pool processes, so
-    each hands its run back to the queue at once (_Stop) instead of grading on until the
-    grace period ends in a SIGKILL (Docker's init signals only the main process). Celery sends
-    this from its signal handler: no logging here (its locks may be held by the code interrupted)."""
-    try:
-        pids = list((_pool.info or {}).get("processes", ())) if _pool is not None else []
-    except Exception:              # a pool already torn down: nothing to pass on
-        pids = []
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+    """Celery sends this from its signal handler: no logging, no locks here (_PassOnStop)."""
+    _pass_on.request()
 
 
 @signals.worker_shutdown.connect
