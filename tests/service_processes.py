@@ -2,9 +2,15 @@
 from __future__ import annotations
 
 import ctypes
+import os
+import shutil
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
+SERVER_GRACE_S = 20.0
 
 
 def die_with_parent(sig: int = signal.SIGTERM):
@@ -12,3 +18,55 @@ def die_with_parent(sig: int = signal.SIGTERM):
     def arm() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig))
     return arm
+
+
+def ended_with_this_process(folder: Path) -> subprocess.Popen:
+    """A watcher in a session of its own that, once this process has ended however it ended,
+    stops every process working in `folder`. For the session's PostgreSQL and Redis: their
+    servers daemonize or start sessions of their own, so a parent-death signal cannot reach
+    them. The fixture closes the watcher's stdin after stopping the server itself; then the
+    watcher finds nothing and ends."""
+    return subprocess.Popen([sys.executable, __file__, str(Path(folder).resolve())], stdin=subprocess.PIPE,
+                            start_new_session=True)
+
+
+def _working_in(folder: str) -> list:
+    import psutil
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            cwd = proc.cwd()
+        except psutil.Error:
+            continue
+        if proc.pid != os.getpid() and (cwd == folder or cwd.startswith(folder + os.sep)):
+            found.append(proc)
+    return found
+
+
+def _stop(folder: str) -> None:
+    import psutil
+    procs = _working_in(folder)
+    # a postmaster's SIGINT is its fast shutdown (it ends its backends); Redis ends on SIGTERM
+    pids = {p.pid for p in procs}
+    for proc in procs:
+        try:
+            if proc.ppid() in pids:
+                continue                          # a postmaster's backend: the postmaster ends it
+            proc.send_signal(signal.SIGINT if proc.name().startswith("postgres") else signal.SIGTERM)
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=SERVER_GRACE_S)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+
+
+if __name__ == "__main__":
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)           # the stop that ends pytest must not end the watcher first
+    while os.read(0, 4096):                          # end of file: the test process has ended
+        pass
+    _stop(sys.argv[1])
+    shutil.rmtree(sys.argv[1], ignore_errors=True)     # a private temporary folder of the ended session
