@@ -1,7 +1,7 @@
 """A fork server for sandboxed children: `python -I -m grader.zygote FD PARENT [MODULE ...]`, and the
 grader's end of it (`ZYGOTE.spawn`, used by grader.sandbox).
 
-Starting a fresh Python and importing NumPy and nkisim costs about 0.15 s, paid by every
+Starting a fresh Python and importing NumPy and nkisim costs about 0.45 s of CPU (bench/startup.py), paid by every
 configuration the grader runs: most of the sandbox's overhead. The zygote pays it once. It
 imports the named modules (never student code), then waits on the control socket FD for job
 requests, each a JSON message {module, cwd, env} with four descriptors: a reply socket and
