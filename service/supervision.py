@@ -92,7 +92,7 @@ def _end(procs: list[psutil.Process], first: int, grace_s: float, only_roots: bo
     _wait_ended(alive, 5.0)
 
 
-def _ended(proc: psutil.Process) -> bool:
+def has_ended(proc: psutil.Process) -> bool:
     """Gone, or a zombie: its parent is dead, and whoever adopted it may reap it late."""
     try:
         return proc.status() == psutil.STATUS_ZOMBIE
@@ -103,10 +103,10 @@ def _ended(proc: psutil.Process) -> bool:
 def _wait_ended(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
     """Those of `procs` still running after up to `timeout` seconds (looked at every 50 ms)."""
     deadline = time.monotonic() + timeout
-    alive = [p for p in procs if not _ended(p)]
+    alive = [p for p in procs if not has_ended(p)]
     while alive and time.monotonic() < deadline:
         time.sleep(0.05)
-        alive = [p for p in alive if not _ended(p)]
+        alive = [p for p in alive if not has_ended(p)]
     return alive
 
 
@@ -142,8 +142,40 @@ def stop_instance_processes(folder: Path, exclude: set[int] = frozenset(), parts
         master = _postmaster(folder, found.postgres)
         if master:
             _end(master, signal.SIGINT, SERVER_GRACE_S)          # fast shutdown: ends its backends too
-        _end([p for p in found.postgres if not _ended(p)], signal.SIGQUIT, SERVER_GRACE_S)
+        _end([p for p in found.postgres if not has_ended(p)], signal.SIGQUIT, SERVER_GRACE_S)
     return first or Found([], [], [])
+
+
+def working_in(folder: Path) -> list[psutil.Process]:
+    """Every process but this one whose working directory is `folder` or below it."""
+    folder = str(Path(folder).resolve())
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            cwd = proc.cwd()
+        except psutil.Error:
+            continue
+        if proc.pid != os.getpid() and (cwd == folder or cwd.startswith(folder + os.sep)):
+            found.append(proc)
+    return found
+
+
+def stop_servers_working_in(folder: Path, grace_s: float = SERVER_GRACE_S) -> list[psutil.Process]:
+    """Stop the PostgreSQL and Redis servers (and whatever else) working in `folder`, not of a
+    serve instance's layout: each postmaster with its fast shutdown (it ends its backends), the
+    rest with SIGTERM, each SIGKILLed after `grace_s`. Returns what it found."""
+    found = working_in(folder)
+    postgres = [p for p in found if _name(p).startswith("postgres")]
+    _end([p for p in found if p not in postgres], signal.SIGTERM, grace_s)
+    _end(postgres, signal.SIGINT, grace_s, only_roots=True)
+    return found
+
+
+def _name(proc: psutil.Process) -> str:
+    try:
+        return proc.name()
+    except psutil.Error:
+        return ""
 
 
 def describe(found: Found) -> str:

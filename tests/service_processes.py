@@ -30,43 +30,11 @@ def ended_with_this_process(folder: Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def _working_in(folder: str) -> list:
-    import psutil
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            cwd = proc.cwd()
-        except psutil.Error:
-            continue
-        if proc.pid != os.getpid() and (cwd == folder or cwd.startswith(folder + os.sep)):
-            found.append(proc)
-    return found
-
-
-def _stop(folder: str) -> None:
-    import psutil
-    procs = _working_in(folder)
-    # a postmaster's SIGINT is its fast shutdown (it ends its backends); Redis ends on SIGTERM
-    pids = {p.pid for p in procs}
-    for proc in procs:
-        try:
-            if proc.ppid() in pids:
-                continue                          # a postmaster's backend: the postmaster ends it
-            proc.send_signal(signal.SIGINT if proc.name().startswith("postgres") else signal.SIGTERM)
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=SERVER_GRACE_S)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-
-
 if __name__ == "__main__":
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)           # the stop that ends pytest must not end the watcher first
     while os.read(0, 4096):                          # end of file: the test process has ended
         pass
-    _stop(sys.argv[1])
+    from service.supervision import stop_servers_working_in
+    stop_servers_working_in(Path(sys.argv[1]), grace_s=SERVER_GRACE_S)
     shutil.rmtree(sys.argv[1], ignore_errors=True)     # a private temporary folder of the ended session

@@ -11,6 +11,7 @@ import threading
 import time
 import traceback
 
+import psutil
 from celery import signals
 
 import grader
@@ -134,8 +135,8 @@ class _PassOnStop:
     def _watch(self, read: int) -> None:
         os.read(read, 64)
         for _ in range(self.PASS_ON_TIMES):
-            pids = self.pool_processes()
-            if not pids:
+            pids = [pid for pid in self.pool_processes() if _running(pid)]
+            if not pids:                   # every pool process ended (a zombie until the pool reaps it)
                 return
             log.info("worker stopping: passing the stop on to pool process(es) %s", ", ".join(map(str, pids)))
             for pid in pids:
@@ -144,6 +145,13 @@ class _PassOnStop:
                 except ProcessLookupError:
                     pass
             time.sleep(self.PASS_ON_EVERY_S)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 _pass_on = _PassOnStop()
