@@ -12,13 +12,21 @@ allocation ids restart at 1 for every trace, so a digest does not depend on what
 bench/sim_digests.txt holds the digests (made with --full) of the code as of issue 41's seventh
 session (a DMA writing elements apart on chip pays per element, the 16-bit matmul minimum is the
 profiles' 128 cycles and PE transposes have their own: docs/cost-model.md, "conv-a/b's weights";
-then the semaphore hop measured at 36.6 ns, not the assumed 100): speed work must leave every
-one of them unchanged.
+then the semaphore hop measured at 36.6 ns, not the assumed 100; recorded again, model and values
+apart, on an OpenBLAS Haswell kernel): speed work must leave every one of them unchanged.
 
 --threads: the executor's matmul threads (nkisim.execute's `threads`), by default 2, so the
 check covers the worker threads; the digests must not depend on it.
 --processes: execute as a grade with that share of the cores does (grader.executor): split into
 that many processes (nkisim.split) when the program allows it, else on one thread. Default 1.
+
+Each line holds two digests: the model's (program, latency, DMA count, profile), which must be
+the same on any machine, and the values' (the outputs), which are only comparable on the
+BLAS build and CPU kernel they were recorded with (the file's first line names them): the
+simulator's matmuls are NumPy's BLAS in fp32, whose summation order is the CPU kernel's
+(a Haswell and a SkylakeX OpenBLAS kernel round differently in the last bit). On another BLAS,
+--check reports the values but fails only on the model's digests; record the base commit's
+digests on that machine to check values there.
 
 --full adds the batch-4 224x224 correctness configurations (minutes); the default set has the
 small ones, the batch-1 224x224 performance ones and every transpose and vector-add case.
@@ -36,7 +44,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import threadpool_info, threadpool_limits
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -81,12 +89,21 @@ def cases(full: bool):
         yield f"vector_add/{name}", kernel, [a, b], {}
 
 
-def digest(kernel, args, kwargs, platform: str = "trn2", threads: int = 1, processes: int = 1) -> str:
+def blas_build() -> str:
+    """What the values' digests depend on besides our code: NumPy and its BLAS's CPU kernel."""
+    blas = [f"{i['internal_api']}-{i.get('version')}-{i.get('architecture')}"
+            for i in threadpool_info() if i["user_api"] == "blas"]
+    return f"numpy-{np.__version__}/" + "+".join(blas or ["no-blas"])
+
+
+def digest(kernel, args, kwargs, platform: str = "trn2", threads: int = 1, processes: int = 1) -> tuple[str, str]:
     """The graded path of grader.executor.run, hashed as it goes (`threads`: its matmul threads;
-    `processes` > 1: split as grader.executor splits it, when the program allows)."""
+    `processes` > 1: split as grader.executor splits it, when the program allows): the model's
+    digest and the values' digest."""
     memory._ids = itertools.count(1)
     limits = PLATFORMS[platform].hardware_limits()
     h = hashlib.sha256()
+    values = hashlib.sha256()
     program, _ = trace_kernel(kernel, [ArgSpec(a.shape, a.dtype) for a in args], kwargs,
                               nkisim.SimSettings(platform=platform), {})
     data = programs.encode(program)
@@ -109,7 +126,7 @@ def digest(kernel, args, kwargs, platform: str = "trn2", threads: int = 1, proce
     for out in outputs:
         out = np.ascontiguousarray(out)
         h.update(repr((out.shape, out.dtype.str)).encode())
-        h.update(out.tobytes())
+        values.update(out.tobytes())
     timeline = cost.time_trace(done.trace, decoded.allocs, dge=cost.uses_dge(decoded.compile_options), limits=limits)
     summary = {"latency_us": repr(timeline.total_us), "dma_count": timeline.dma_count,
                "instructions": len(done.trace), "printed": done.printed,
@@ -117,7 +134,7 @@ def digest(kernel, args, kwargs, platform: str = "trn2", threads: int = 1, proce
                                    for r in done.trace if r.kind == "matmul"),
                "profile": profile_summary(done.trace, timeline, thresholds_us=None)}
     h.update(json.dumps(summary, sort_keys=True, default=repr).encode())
-    return h.hexdigest()
+    return h.hexdigest(), values.hexdigest()
 
 
 def main() -> None:
@@ -132,28 +149,46 @@ def main() -> None:
     args = parser.parse_args()
     print(f"executing with {args.threads} matmul thread(s), split into {args.processes} process(es) where "
           f"programs allow", file=sys.stderr)
-    expected = {}
+    build = blas_build()
+    expected, recorded_on = {}, None
     if args.check:
-        expected = dict(line.split()[::-1] for line in args.check.read_text().splitlines() if line.strip())
-    differ = 0
+        lines = [line for line in args.check.read_text().splitlines() if line.strip()]
+        if not lines or not lines[0].startswith("# values recorded with "):
+            sys.exit(f"{args.check}: its first line does not say which BLAS its values were recorded with; "
+                     f"record it again with this script (python bench/sim_digest.py --full > {args.check})")
+        recorded_on = lines[0].removeprefix("# values recorded with ").strip()
+        expected = {name: (model, values) for model, values, name in (line.split() for line in lines[1:])}
+        if recorded_on != build:
+            print(f"values were recorded with {recorded_on}, this machine has {build}: the check fails only on "
+                  f"the model's digests; record the base commit's digests here to check values", file=sys.stderr)
+    else:
+        print(f"# values recorded with {build}", flush=True)
+    model_differ = values_differ = 0
     for name, kernel, kargs, kwargs in cases(args.full):
         if args.only and args.only not in name:
             continue
         start = time.perf_counter()
-        value = digest(kernel, kargs, kwargs, threads=args.threads, processes=args.processes)
+        model, values = digest(kernel, kargs, kwargs, threads=args.threads, processes=args.processes)
         took = time.perf_counter() - start
         if args.check:
             want = expected.get(name)
-            verdict = "same" if value == want else ("NEW" if want is None else "DIFFERENT")
-            differ += verdict == "DIFFERENT"
-            print(f"{verdict:9} {name:48} {took:7.2f} s", flush=True)
+            if want is None:
+                verdict = "NEW"
+            else:
+                verdict = "same" if model == want[0] else "DIFFERENT"
+                verdict += "" if values == want[1] else " (values differ)"
+                model_differ += model != want[0]
+                values_differ += values != want[1]
+            print(f"{verdict:26} {name:48} {took:7.2f} s", flush=True)
         else:
-            print(f"{value} {name}", flush=True)
+            print(f"{model} {values} {name}", flush=True)
             print(f"{name}: {took:.2f} s", file=sys.stderr, flush=True)
     if args.check:
-        print("all digests equal" if not differ else f"{differ} digests differ")
-        sys.exit(1 if differ else 0)
-
+        values_count = recorded_on == build and values_differ
+        print(f"model digests: {'all equal' if not model_differ else f'{model_differ} differ'}; values: "
+              f"{'all equal' if not values_differ else f'{values_differ} differ'}"
+              + ("" if recorded_on == build or not values_differ else " (another BLAS build: not counted)"))
+        sys.exit(1 if model_differ or values_count else 0)
 
 if __name__ == "__main__":
     main()

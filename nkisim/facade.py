@@ -83,3 +83,23 @@ def no_such_name(prefix: str, name: str, known: list[str], elsewhere=()) -> NoSu
     else:
         remedy = f"check the spelling against the NKI documentation of {prefix.rstrip('.')}"
     return NoSuchNameError(f"{prefix}{name} is not an NKI name", remedy=remedy)
+
+
+def api_view(module: types.ModuleType, names, getattr_=None) -> types.ModuleType:
+    """The module a kernel imports in place of `module`: the names NKI documents there and
+    nothing else, so what nkisim's module holds for itself (its imports, its exception classes,
+    the submodules of a package) is not reachable as an NKI name: `nki.os` is the error it is on
+    the real package. Any other name gets `getattr_`'s answer (by default `module`'s own
+    __getattr__, which sees that the name is not NKI's). Named as `module` is, since the
+    dialect of what a kernel imported is read from module names."""
+    view = types.ModuleType(module.__name__, module.__doc__)
+    view.__dict__.update({name: getattr(module, name) for name in names})
+    for dunder in ("__file__", "__version__", "__all__"):
+        if hasattr(module, dunder):
+            setattr(view, dunder, getattr(module, dunder))
+    if hasattr(module, "__path__"):
+        view.__path__ = []                       # a package: `import nki.isa` finds its submodules
+    answer = getattr_ or vars(module).get("__getattr__")
+    if answer is not None:
+        view.__getattr__ = answer
+    return view

@@ -83,16 +83,19 @@ def install(force: bool = False, platform: str | None = None) -> None:
     root = types.ModuleType("neuronxcc", "nkisim's stand-in for neuronx-cc")
     root.__nkisim__ = True
     root.__path__ = []
-    root.nki = nki
     constants = types.ModuleType("neuronxcc.nki.isa.constants")
     constants.engine = isa.engine
     isa.constants = constants
     from . import nki06
-    mapping = {"neuronxcc": root, "neuronxcc.nki": nki, "neuronxcc.nki.language": language,
+    from .facade import api_view
+    root.nki = legacy = api_view(nki, nki.__all__)
+    legacy.compiler = compiler.API
+    mapping = {"neuronxcc": root, "neuronxcc.nki": legacy, "neuronxcc.nki.language": language,
                "neuronxcc.nki.isa": isa, "neuronxcc.nki.isa.constants": constants,
-               "neuronxcc.nki.compiler": compiler, "neuronxcc.nki.typing": typing,
+               "neuronxcc.nki.compiler": compiler.API, "neuronxcc.nki.typing": typing,
                # the current dialect (NKI 0.6): the standalone `nki` package
-               "nki": nki06, "nki.language": nki06.language, "nki.isa": nki06.isa, "nki.typing": nki06.typing}
+               "nki": api_view(nki06, nki06.__all__), "nki.language": nki06.language, "nki.isa": nki06.isa,
+               "nki.typing": nki06.typing}
     for name, module in mapping.items():
         _saved.setdefault(name, sys.modules.get(name))
         sys.modules[name] = module

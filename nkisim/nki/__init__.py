@@ -93,8 +93,8 @@ class _ProfiledKernel:
 def __getattr__(name):
     if name.startswith("_"):
         raise AttributeError(f"module 'neuronxcc.nki' has no attribute '{name}'")
-    from .names import no_such_name, public_names
-    raise no_such_name("nki.", name, public_names(globals()) + ["language", "isa", "compiler", "typing"],
+    from .names import no_such_name
+    raise no_such_name("nki.", name, list(__all__),
                        (("nl.", vars(language)), ("nisa.", vars(isa))))
 
 

@@ -131,3 +131,23 @@ psum = _Allocators("nki.compiler.psum.",
                    alloc=kernel_facing(_psum_alloc, "nki.compiler.psum.alloc"),
                    mod_alloc=kernel_facing(_psum_mod_alloc, "nki.compiler.psum.mod_alloc"),
                    auto_alloc=kernel_facing(_psum_auto_alloc, "nki.compiler.psum.auto_alloc"))
+
+
+# what kernels see as neuronxcc.nki.compiler (nkisim.facade.api_view): the directives and
+# allocators above, and the documented allocation controls nkisim does not simulate
+DOCUMENTED = ("skip_middle_end_transformations", "enable_stack_allocator", "force_auto_alloc", "sbuf", "psum")
+_NOT_SIMULATED = {name: "leave the allocation to the compiler (nl.sbuf / nl.psum buffers), or place tiles with "
+                        "nki.compiler.sbuf.alloc / mod_alloc"
+                  for name in ("multi_buffer", "no_reorder", "allocation_scope")}
+
+
+def _api():
+    from ..facade import api_view, make_getattr
+    view = api_view(_this, DOCUMENTED)
+    view.__getattr__ = make_getattr("nki.compiler.", vars(view), _NOT_SIMULATED,
+                                    lambda: "nki.compiler." + ", nki.compiler.".join(DOCUMENTED))
+    return view
+
+
+_this = __import__("sys").modules[__name__]
+API = _api()

@@ -318,6 +318,24 @@ def test_an_unsimulated_name_that_is_only_imported_does_not_fail():
     np.testing.assert_array_equal(nki.baremetal(copy_columns_by_ds)(x), x)
 
 
+def test_what_nkisim_keeps_behind_the_packages_is_not_an_nki_name():
+    """The real packages have no nki.os, nki.compiler.Kernel or nki.bind: a kernel using what
+    nkisim's own modules import or hold would run here and fail to compile on Trainium."""
+    import nki as nki06
+    import neuronxcc.nki.compiler as ncc
+    for module, name in ((nki, "os"), (nki, "ArgumentError"), (nki, "names"), (nki.compiler, "Kernel"),
+                         (ncc, "numbers"), (ncc, "direct_alloc"), (ncc, "as_kernel"),
+                         (nki06, "bind"), (nki06, "kernel"), (nki06, "views"), (nki06, "rules")):
+        with pytest.raises(errors.NoSuchNameError, match="is not an NKI name"):
+            getattr(module, name)
+    assert nki.compiler is ncc and nki.isa is nisa and nki.language is nl
+    assert ncc.skip_middle_end_transformations and ncc.sbuf.alloc and nki06.jit and nki06.isa.nc_matmul
+    assert "not simulated" in repr(ncc.multi_buffer)          # documented in 2.26, not simulated
+    with pytest.raises(errors.NoSuchNameError, match="did you mean nki.compiler.skip_middle_end_transformations"):
+        ncc.skip_middle_end_transformation  # noqa: B018
+    assert sorted(n for n in vars(nki06) if not n.startswith("_")) == ["isa", "jit", "language", "simulate", "typing"]
+
+
 def test_names_that_are_not_nki_get_close_matches():
     err = raised_at(errors.NoSuchNameError, "err_no_such_nki_name", "nl-dma-copy", uses_nl_dma_copy, f32(128, 4))
     assert "nisa.dma_copy" in err.remedy
