@@ -22,8 +22,13 @@ PERCENTILES = (0, 50, 90, 99, 100)
 
 
 def run(job: dict) -> tuple[dict, list[np.ndarray]]:
+    # removed when read: the sandbox's /tmp is private, but a worker outside one keeps its /tmp
+    with tempfile.TemporaryDirectory(prefix="nrtpy-") as folder:
+        return _run_into(job, os.path.join(folder, "result.bin"))
+
+
+def _run_into(job: dict, result: str) -> tuple[dict, list[np.ndarray]]:
     python = job["neuron"]["nrtpy_python"]
-    result = os.path.join(tempfile.mkdtemp(prefix="nrtpy-"), "result.bin")   # the private /tmp
     # nrtpy loads the NEFF at the degree it was compiled for: the worker's (grader.neuron.lines)
     env = dict(os.environ, NEURON_LOGICAL_NC_CONFIG=str(job["neuron"].get("lnc", 2)))
     try:

@@ -27,10 +27,12 @@ def run(job: dict) -> tuple[dict, list[np.ndarray]]:
         # One capture is one execution after a fresh load (the tool has no iteration count),
         # so each timed iteration is a capture; there is nothing to warm up between them.
         tool = os.path.join(setup["tools"], "neuron-profile")
-        where = tempfile.mkdtemp(prefix="ntff-")     # the private /tmp: the job directory is read-only
-        samples = [profile.device_time_us(tool, "kernel.neff", list(zip(names, paths)),
-                                          os.path.join(where, f"profile-{i}.ntff"))
-                   for i in range(max(int(job["iters"]), 1))]
+        # /tmp, since the job directory is read-only; removed after, since a worker outside a
+        # sandbox keeps its /tmp (a capture is megabytes)
+        with tempfile.TemporaryDirectory(prefix="ntff-") as where:
+            samples = [profile.device_time_us(tool, "kernel.neff", list(zip(names, paths)),
+                                              os.path.join(where, f"profile-{i}.ntff"))
+                       for i in range(max(int(job["iters"]), 1))]
         header["latency_us"] = float(np.percentile(samples, 99))
         header["percentiles_us"] = {str(p): float(np.percentile(samples, p)) for p in PERCENTILES}
         header["timing"] = "neuron-profile total_time"

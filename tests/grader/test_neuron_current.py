@@ -180,9 +180,12 @@ def _run_trusted(job: Path) -> tuple[dict, list]:
     code = ("import json, sys; from grader.neuron.current import run; "
             "h, outs = run(json.load(open('job.json'))); import numpy as np; "
             "print(json.dumps({'h': h, 'outs': [[o.dtype.str, list(o.shape), o.tobytes().hex()] for o in outs]}))")
+    tmp = job.parent / "worker-tmp"          # the worker's /tmp: the runner leaves nothing there
+    tmp.mkdir(exist_ok=True)
     done = subprocess.run([sys.executable, "-I", "-c", code], cwd=job, capture_output=True, text=True,
-                          env=sdk_envs.run_env({}), timeout=300)
+                          env=sdk_envs.run_env({"TMPDIR": str(tmp)}), timeout=300)
     assert done.returncode == 0, done.stderr
+    assert not list(tmp.iterdir()), f"left in the worker's temporary folder: {list(tmp.iterdir())}"
     data = json.loads(done.stdout.strip().splitlines()[-1])
     outs = [np.frombuffer(bytes.fromhex(h), dtype=np.dtype(d)).reshape(s) for d, s, h in data["outs"]]
     return data["h"], outs
