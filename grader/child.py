@@ -16,6 +16,7 @@ import sys
 import traceback
 import types
 
+import ml_dtypes  # noqa: F401  (NumPy reads bfloat16 and the float8 names only once it is loaded)
 import numpy as np
 
 from grader.vocabulary import Backend

@@ -11,8 +11,6 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
-from nkisim.dialects import dialect_named
-
 from .report import KINDS, Report, TestResult
 from .vocabulary import KIND_TITLES, TIMED_KINDS, Backend, ReportStatus, TestKind, TestStatus, Tier, TimedFlag
 
@@ -486,6 +484,9 @@ def _backend_title(backend: str) -> str:
 
 def _dialect_title(name: str) -> str:
     """The dialect's title and SDK line (nkisim.dialects); a name nkisim does not know, as stored."""
+    # imported when a report names its dialect: `import nkisim` brings NumPy and the simulator,
+    # which the commands and pages that only show reports do not need (bench/startup.py)
+    from nkisim.dialects import dialect_named
     try:
         dialect = dialect_named(name)
     except ValueError:

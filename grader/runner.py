@@ -31,6 +31,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 
+import ml_dtypes  # noqa: F401  (NumPy reads bfloat16 and the float8 names only once it is loaded)
 import numpy as np
 from nkisim.dialects import LEGACY
 

@@ -25,6 +25,7 @@ import os
 import threading
 from typing import Callable
 
+import ml_dtypes  # noqa: F401  (NumPy reads bfloat16 and the float8 names only once it is loaded)
 import numpy as np
 
 PAGE = mmap.ALLOCATIONGRANULARITY

@@ -21,8 +21,6 @@ from pathlib import Path
 
 from grader.vocabulary import Queue
 
-from .supervision import die_with_serve
-
 STOP_GRACE_S = 30.0
 
 
@@ -69,6 +67,9 @@ class Child:
     """One part of the service in its own process group, its output appended to its log file."""
 
     def __init__(self, name: str, argv: list[str], log: Path) -> None:
+        # imported here, not at the top: supervision takes the store and SQLAlchemy with it (0.9 s
+        # of every `grader` command's start; bench/startup.py), and only serve starts children
+        from .supervision import die_with_serve
         self.name, self.log = name, log
         with log.open("ab") as out:
             self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,

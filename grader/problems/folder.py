@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+import ml_dtypes  # noqa: F401  (NumPy reads bfloat16 and the float8 names only once it is loaded)
 import numpy as np
 from nkisim.dialects import CURRENT, DIALECTS, LEGACY, dialect_of_module
 
