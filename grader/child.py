@@ -16,9 +16,7 @@ import sys
 import traceback
 import types
 
-import ml_dtypes  # noqa: F401  (NumPy reads bfloat16 and the float8 names only once it is loaded)
-import numpy as np
-
+from grader.dtypes import dtype_of
 from grader.vocabulary import Backend
 
 
@@ -54,7 +52,7 @@ def _student_traceback(err: BaseException, path: str) -> str:
 def _arg_specs(job: dict) -> list:
     """Shapes and dtypes of the kernel's array arguments: tracing needs nothing more."""
     from nkisim.runtime import ArgSpec
-    return [ArgSpec(tuple(int(n) for n in shape), np.dtype(dtype)) for shape, dtype in job["inputs"]]
+    return [ArgSpec(tuple(int(n) for n in shape), dtype_of(dtype)) for shape, dtype in job["inputs"]]
 
 
 def _settings(job: dict):

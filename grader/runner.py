@@ -31,11 +31,11 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 
-import ml_dtypes  # noqa: F401  (NumPy reads bfloat16 and the float8 names only once it is loaded)
 import numpy as np
 from nkisim.dialects import LEGACY
 
 from . import sharedmem, wire
+from .dtypes import dtype_of
 from .errors import GraderFault
 from .sandbox import ChildResult, Limits, minimal_env, run_child
 from .vocabulary import Backend
@@ -211,7 +211,7 @@ def _input_specs(job: RunnerJob) -> list:
     # by name: ml_dtypes' bfloat16 has the void type string '<V2', which the child reads back as
     # a void dtype; its name ('bfloat16') is what np.dtype reads once ml_dtypes is loaded
     if job.arg_specs is not None:
-        return [[[int(n) for n in shape], np.dtype(dtype).name] for shape, dtype in job.arg_specs]
+        return [[[int(n) for n in shape], dtype_of(dtype).name] for shape, dtype in job.arg_specs]
     return [[list(a.shape), a.dtype.name] for a in job.args]
 
 
@@ -353,7 +353,7 @@ def _shared_output(room, job: RunnerJob):
     def read() -> np.ndarray:
         shape, dtype = job.expected_output
         try:
-            return sharedmem.read_output(fd, size, shape, np.dtype(dtype))
+            return sharedmem.read_output(fd, size, shape, dtype_of(dtype))
         except ValueError as err:
             raise wire.BadResult(str(err)) from None
     return read
@@ -365,7 +365,7 @@ def _expected_output(job: RunnerJob) -> list | None:
     if job.expected_output is None or job.backend != Backend.SIM:
         return None
     shape, dtype = job.expected_output
-    return [[int(n) for n in shape], np.dtype(dtype).name]
+    return [[int(n) for n in shape], dtype_of(dtype).name]
 
 
 def _declared(header: dict) -> list[tuple[tuple[int, ...], str]]:

@@ -25,8 +25,9 @@ import os
 import threading
 from typing import Callable
 
-import ml_dtypes  # noqa: F401  (NumPy reads bfloat16 and the float8 names only once it is loaded)
 import numpy as np
+
+from .dtypes import dtype_of
 
 PAGE = mmap.ALLOCATIONGRANULARITY
 INPUT_SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
@@ -88,7 +89,7 @@ class SharedInputs:
 
 
 def _view(memory, offset: int, shape, dtype) -> np.ndarray:
-    arr = np.frombuffer(memory, dtype=np.dtype(dtype), count=math.prod(shape), offset=offset).reshape(shape)
+    arr = np.frombuffer(memory, dtype=dtype_of(dtype), count=math.prod(shape), offset=offset).reshape(shape)
     arr.flags.writeable = False
     return arr
 
@@ -106,7 +107,7 @@ class _Drawing:
     def empty(self, shape, dtype) -> np.ndarray:
         """Like np.empty (C order), in the memfd."""
         shape = tuple(int(n) for n in (shape if isinstance(shape, tuple) else (shape,)))
-        dtype = np.dtype(dtype)
+        dtype = dtype_of(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
         if not nbytes:
             return np.empty(shape, dtype)       # no bytes to share: placed at any offset
@@ -201,7 +202,7 @@ def share(arrays: list[np.ndarray]) -> SharedInputs:
 
 def output_room(shape, dtype) -> tuple[int, int] | None:
     """(memfd, size) of room for an output of `shape` and `dtype`; None when it has no bytes."""
-    size = math.prod(int(n) for n in shape) * np.dtype(dtype).itemsize
+    size = math.prod(int(n) for n in shape) * dtype_of(dtype).itemsize
     if not size:
         return None
     fd = os.memfd_create("grader-output", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -233,7 +234,7 @@ def read_output(fd: int, size: int, shape: tuple, dtype: np.dtype) -> np.ndarray
     """The grader's side: the output's room as an array of the expected shape and dtype, mapped
     privately (writable, copy on write: as the arrays read back by pipe were)."""
     count = math.prod(int(n) for n in shape)
-    if size != count * np.dtype(dtype).itemsize or os.fstat(fd).st_size != size:
+    if size != count * dtype_of(dtype).itemsize or os.fstat(fd).st_size != size:
         raise ValueError("the shared output memory is not the expected output's size")
     memory = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    return np.frombuffer(memory, dtype=np.dtype(dtype), count=count).reshape(tuple(int(n) for n in shape))
+    return np.frombuffer(memory, dtype=dtype_of(dtype), count=count).reshape(tuple(int(n) for n in shape))

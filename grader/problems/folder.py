@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-import ml_dtypes  # noqa: F401  (NumPy reads bfloat16 and the float8 names only once it is loaded)
 import numpy as np
 from nkisim.dialects import CURRENT, DIALECTS, LEGACY, dialect_of_module
 
+from ..dtypes import dtype_of
 from ..errors import GraderInputError
 from .base import Problem
 
@@ -246,7 +246,7 @@ def _check_tolerances(path: Path, tolerances) -> None:
         raise _fail(path, "[tolerances] is missing or empty", remedy)
     for dtype, tol in tolerances.items():
         try:
-            np.dtype(dtype)
+            dtype_of(dtype)
         except TypeError:
             raise _fail(path, f"tolerances.{dtype}: {dtype!r} is not a NumPy dtype", remedy) from None
         numbers = isinstance(tol, dict) and set(tol) == {"rtol", "atol"} and all(
@@ -363,7 +363,7 @@ def _declared(output):
     """A folder's output(config), as (a tuple shape, an np.dtype) whatever it returns them as."""
     def declared(config: dict) -> tuple[tuple[int, ...], np.dtype]:
         shape, dtype = output(config)
-        return tuple(int(n) for n in shape), np.dtype(dtype)
+        return tuple(int(n) for n in shape), dtype_of(dtype)
     return declared
 
 

@@ -3,10 +3,11 @@ signatures (an undocumented keyword is an ArgumentError). No directive changes w
 computes; each marks the kernel. `ncc.sbuf` / `ncc.psum` place SBUF / PSUM tiles directly
 (nkisim.direct_alloc: the places, their rules, and tiles that share physical bytes)."""
 import numbers
+import sys
 
 from .. import direct_alloc
 from ..errors import ArgumentError, KernelContractError
-from ..facade import no_such_name
+from ..facade import api_view, make_getattr, no_such_name
 from ..memory import Buffer
 from ..registry import kernel_facing
 from ..runtime import Kernel, as_kernel
@@ -142,12 +143,10 @@ _NOT_SIMULATED = {name: "leave the allocation to the compiler (nl.sbuf / nl.psum
 
 
 def _api():
-    from ..facade import api_view, make_getattr
-    view = api_view(_this, DOCUMENTED)
+    view = api_view(sys.modules[__name__], DOCUMENTED)
     view.__getattr__ = make_getattr("nki.compiler.", vars(view), _NOT_SIMULATED,
                                     lambda: "nki.compiler." + ", nki.compiler.".join(DOCUMENTED))
     return view
 
 
-_this = __import__("sys").modules[__name__]
 API = _api()
