@@ -422,22 +422,26 @@ class CourseSubmitToken(Base):
     course: Mapped[Course] = relationship()
 
 
-# ---- staff tasks (revision 0005_staff_tasks) -------------------------------------------------
+# ---- staff tasks (revisions 0005_staff_tasks, 0012_problem_checks) ----------------------------
 
-STAFF_TASK_KINDS = ("rescore", "regrade", "grades_csv", "gradescope_zip")
+ASSIGNMENT_TASK_KINDS = ("rescore", "regrade", "grades_csv", "gradescope_zip")
+SITE_TASK_KINDS = ("problem_check",)          # a site admin's, about no assignment
+STAFF_TASK_KINDS = ASSIGNMENT_TASK_KINDS + SITE_TASK_KINDS
 STAFF_TASK_STATUSES = values(StaffTaskStatus)
 
 
 class StaffTask(Base):
-    """Work a TA starts that may take long (rescore or regrade every run, an export): done by a
-    Celery worker, never inside a web request; its page shows the progress, and an export's
-    file is kept here for download."""
+    """Work staff start that may take long (rescore or regrade every run, an export, the check of
+    an uploaded problem folder): done by a Celery worker, never inside a web request; its page
+    shows the progress, and an export's file (a check's table) is kept here for download."""
     __tablename__ = "staff_tasks"
-    __table_args__ = (_one_of("kind", STAFF_TASK_KINDS), _one_of("status", STAFF_TASK_STATUSES))
+    __table_args__ = (_one_of("kind", STAFF_TASK_KINDS), _one_of("status", STAFF_TASK_STATUSES),
+                      CheckConstraint(f"(kind IN ({', '.join(repr(k) for k in SITE_TASK_KINDS)})) = "
+                                      "(assignment_id IS NULL)", name="assignment_for_kind"))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     kind: Mapped[str] = mapped_column(String(20))
-    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignments.id", ondelete="CASCADE"), index=True)
+    assignment_id: Mapped[int | None] = mapped_column(ForeignKey("assignments.id", ondelete="CASCADE"), index=True)
     requested_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     status: Mapped[str] = mapped_column(String(16), default=StaffTaskStatus.QUEUED.value)
     progress_done: Mapped[int] = mapped_column(Integer, default=0)
@@ -447,9 +451,11 @@ class StaffTask(Base):
     result: Mapped[bytes | None] = mapped_column(LargeBinary)          # an export's file
     result_name: Mapped[str | None] = mapped_column(String(255))
     result_type: Mapped[str | None] = mapped_column(String(100))
+    upload: Mapped[bytes | None] = mapped_column(LargeBinary)          # a problem check's archive, until checked
+    upload_name: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[dt.datetime] = _now()
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     heartbeat_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))   # its worker is alive
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
 
-    assignment: Mapped[Assignment] = relationship()
+    assignment: Mapped[Assignment | None] = relationship()

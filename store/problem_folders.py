@@ -55,6 +55,16 @@ def save(session: Session, path: Path, check_table: str, uploaded_by: int | None
     return row, Saved.STARTERS
 
 
+def saved_text(row: ProblemFolder, saved: Saved) -> str:
+    """What an upload's storing did, in a sentence for the admin who uploaded it."""
+    return {Saved.NEW: f"Problem folder {row.name} stored, sha256 {row.sha256}: a spec names it as "
+                       f"problem = \"{row.name}\" and pins it with problem_sha256 = {{ {row.name} = \"{row.sha256}\" }}.",
+            Saved.SAME: f"Problem folder {row.name} with this content is stored already (sha256 {row.sha256}).",
+            Saved.STARTERS: f"Problem folder {row.name}'s graded files are stored already (sha256 {row.sha256}, "
+                            "which leaves the starters out): its starters are now this upload's, and students "
+                            "download them from now on. Specs pinning it are unchanged, and so are their grades."}[saved]
+
+
 def pinned_by(session: Session, sha: str) -> list[str]:
     """What pins the folder `sha`: "the spec of <course>/<assignment>" for each assignment whose
     spec in force pins it, and "a stored spec no assignment uses now" for each other spec that

@@ -1,9 +1,13 @@
 """Staff tasks: the work a TA starts that grows with the course (rescore or regrade every run of
-an assignment, export its grades). A web request only records the task and queues it; a worker
-on the `staff` queue does it, writing its progress to the row, which the task's page polls.
+an assignment, export its grades), and a site admin's check of an uploaded problem folder. A web
+request only records the task and queues it; a worker on the `staff` queue does it, writing its
+progress to the row, which the task's page polls.
 
 Rescoring replays every stored report's p99s through grader.rescore under the spec in force: no
-kernel runs. Regrading queues each student's latest submission again as a new run."""
+kernel runs. Regrading queues each student's latest submission again as a new run. A problem
+check runs the folder's reference.py (course code, trusted side: never in the site's process)
+and grades its solutions and starters in sandboxed children, as `grader problem check` does,
+and stores the folder only when nothing surprised it."""
 from __future__ import annotations
 
 import datetime as dt
@@ -29,10 +33,11 @@ QUEUE = Queue.STAFF.value
 BATCH = 200           # runs per transaction: a huge course never holds one long transaction
 PROGRESS_EVERY = 10   # runs (or submissions) between two progress writes
 TITLES = {"rescore": "Rescore every graded run", "regrade": "Regrade every student's latest submission",
-          "grades_csv": "Grades as CSV", "gradescope_zip": "Gradescope results.json files (zip)"}
+          "grades_csv": "Grades as CSV", "gradescope_zip": "Gradescope results.json files (zip)",
+          "problem_check": "Check and store a problem folder"}
 # what a task's progress counts, for its page: "12 of 40 runs rescored"
 COUNTED = {"rescore": "runs rescored", "regrade": "submissions queued again", "grades_csv": "students exported",
-           "gradescope_zip": "students exported"}
+           "gradescope_zip": "students exported", "problem_check": "solutions and starters graded"}
 
 
 def progress_text(kind: str, done: int, total: int) -> str:
@@ -52,6 +57,24 @@ def start(session: Session, kind: str, assignment: Assignment, requested_by: int
     session.commit()
     resend([task.id])
     return task
+
+
+def start_problem_check(session: Session, upload: bytes, filename: str, requested_by: int | None) -> StaffTask:
+    """Records the check of an uploaded problem folder, with its archive, and queues it (commits)."""
+    task = StaffTask(kind="problem_check", upload=upload, upload_name=filename, requested_by_id=requested_by)
+    session.add(task)
+    session.commit()
+    resend([task.id])
+    return task
+
+
+class Refused(Exception):
+    """A task that ends failed for a reason its page states (`message`), with what it found
+    (`values`: columns of the row, such as a check's table as its file)."""
+
+    def __init__(self, message: str, **values) -> None:
+        super().__init__(message)
+        self.message, self.values = message, values
 
 
 def run(task_id: int) -> None:
@@ -101,25 +124,31 @@ def _do(task_id: int) -> None:
                       .values(progress_done=done, progress_total=total))
             s.commit()
 
+    # a finished task no longer holds its upload (a problem folder's archive: stored, if it
+    # passed, in problem_folders)
+    def finish(status: StaffTaskStatus, values: dict) -> None:
+        with session_scope() as s:
+            s.execute(update(StaffTask).where(StaffTask.id == task_id, StaffTask.status == StaffTaskStatus.RUNNING)
+                      .values(status=status, finished_at=now(), upload=None, **values))
+            s.commit()
+
     try:
         with session_scope() as s:
             task = s.get(StaffTask, task_id)
-            values = DO[task.kind](s, task.assignment, progress)
+            values = DO[task.kind](s, task, progress)
             s.commit()
-        with session_scope() as s:
-            s.execute(update(StaffTask).where(StaffTask.id == task_id, StaffTask.status == StaffTaskStatus.RUNNING)
-                      .values(status=StaffTaskStatus.DONE, finished_at=now(), **values))
-            s.commit()
+    except Refused as refused:
+        log.info("staff task %s refused: %s", task_id, refused.message)
+        finish(StaffTaskStatus.FAILED, {"error": refused.message, **refused.values})
     except Exception as err:          # the page says what went wrong; the log has the trace
         log.exception("staff task %s failed", task_id)
-        with session_scope() as s:
-            s.execute(update(StaffTask).where(StaffTask.id == task_id)
-                      .values(status=StaffTaskStatus.FAILED, finished_at=now(), error=f"{type(err).__name__}: {err}"[:2000]))
-            s.commit()
+        finish(StaffTaskStatus.FAILED, {"error": f"{type(err).__name__}: {err}"[:2000]})
+    else:
+        finish(StaffTaskStatus.DONE, values)
 
 
 # Doing these again from the start gives the same result; a regrade done twice queues runs twice.
-REPEATABLE = ("rescore", "grades_csv", "gradescope_zip")
+REPEATABLE = ("rescore", "grades_csv", "gradescope_zip", "problem_check")
 
 
 def reap_stalled(session: Session, stale: dt.datetime) -> tuple[list[int], list[int]]:
@@ -204,13 +233,15 @@ def _rescore_run(session: Session, graded: GradingRun, spec) -> None:
     lifecycle.replace_results(session, graded.id, stored)
 
 
-def _rescore(session: Session, assignment: Assignment, progress: Progress) -> dict:
+def _rescore(session: Session, task: StaffTask, progress: Progress) -> dict:
+    assignment = task.assignment
     count = rescore_all(session, assignment, progress)
     return {"summary": f"Rescored {count} graded run{'' if count == 1 else 's'} under thresholds "
                        f"{assignment.thresholds_version} (no kernel was run again)."}
 
 
-def _regrade(session: Session, assignment: Assignment, progress: Progress) -> dict:
+def _regrade(session: Session, task: StaffTask, progress: Progress) -> dict:
+    assignment = task.assignment
     latest = session.scalars(select(Submission).where(Submission.assignment_id == assignment.id)
                              .ext(distinct_on(Submission.user_id))
                              .order_by(Submission.user_id, Submission.uploaded_at.desc(), Submission.id.desc())).all()
@@ -223,7 +254,8 @@ def _regrade(session: Session, assignment: Assignment, progress: Progress) -> di
                        "latest) for grading again; each shows as a new run."}
 
 
-def _grades_csv(session: Session, assignment: Assignment, progress: Progress) -> dict:
+def _grades_csv(session: Session, task: StaffTask, progress: Progress) -> dict:
+    assignment = task.assignment
     lines = exports.grade_lines(session, assignment)
     progress(len(lines), len(lines))
     body = exports.grades_csv(lines, specs.spec_of(assignment).tests)
@@ -231,7 +263,8 @@ def _grades_csv(session: Session, assignment: Assignment, progress: Progress) ->
             "summary": f"Grades of {len(lines)} student{'' if len(lines) == 1 else 's'}."}
 
 
-def _gradescope_zip(session: Session, assignment: Assignment, progress: Progress) -> dict:
+def _gradescope_zip(session: Session, task: StaffTask, progress: Progress) -> dict:
+    assignment = task.assignment
     lines = exports.grade_lines(session, assignment)
     progress(len(lines), len(lines))
     return {"result": exports.gradescope_zip(lines), "result_name": f"{assignment.name}-gradescope.zip",
@@ -239,4 +272,32 @@ def _gradescope_zip(session: Session, assignment: Assignment, progress: Progress
             "summary": f"results.json of {sum(1 for line in lines if line.best)} graded student(s)."}
 
 
-DO = {"rescore": _rescore, "regrade": _regrade, "grades_csv": _grades_csv, "gradescope_zip": _gradescope_zip}
+def _problem_check(session: Session, task: StaffTask, progress: Progress) -> dict:
+    """Checks the uploaded folder as `grader problem check` does; stores it only when nothing
+    surprised the check (Refused otherwise, with the check's table as the task's file)."""
+    from grader.errors import GraderInputError
+    from grader.problems import archive
+    from grader.problems import check as checks
+    from store import problem_folders
+    filename = task.upload_name or "the upload"
+    with archive.scratch() as scratch:
+        try:
+            path = archive.unpack_upload(task.upload or b"", filename, scratch)
+            loaded, rows = checks.check(path, progress)
+        except GraderInputError as err:
+            raise Refused(f"The folder was not stored: {err.reason} {err.remedy}") from None
+        # the table names the upload, not the scratch folder it was checked in (gone once stored)
+        table = checks.table(loaded, rows).replace(str(path), f"from {filename}", 1)
+        as_file = {"result": table.encode(), "result_name": f"{loaded.data['name']}-check.txt",
+                   "result_type": "text/plain; charset=utf-8"}
+        surprises = sum(not r.ok for r in rows)
+        if surprises:
+            raise Refused(f"The folder was not stored: `grader problem check` found {surprises} "
+                          f"surprise{'s' if surprises != 1 else ''} (SURPRISE in the table). Fix the folder "
+                          "until `grader problem check` passes on it, then upload it again.", **as_file)
+        row, saved = problem_folders.save(session, path, table, task.requested_by_id)
+    return {"summary": problem_folders.saved_text(row, saved), **as_file}
+
+
+DO = {"rescore": _rescore, "regrade": _regrade, "grades_csv": _grades_csv, "gradescope_zip": _gradescope_zip,
+      "problem_check": _problem_check}

@@ -15,6 +15,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from nkisim.dialects import CURRENT, DIALECTS
@@ -40,15 +41,19 @@ class Row:
     ok: bool
 
 
-def check(path: str | Path) -> tuple[folders.Folder, list[Row]]:
-    """The folder (a ProblemFolderError when its schema is wrong) and one row per finding."""
+def check(path: str | Path, progress: Callable[[int, int], None] | None = None) -> tuple[folders.Folder, list[Row]]:
+    """The folder (a ProblemFolderError when its schema is wrong) and one row per finding;
+    `progress(graded, to_grade)` hears of each solution and starter graded (what takes long)."""
     loaded = folders.load(path, bundled=Path(path).resolve().parent == Path(__file__).parent)
     rows = [*_imports(loaded), *_reference(loaded), *_tolerances(loaded), *_templates(loaded)]
-    for kind in ("correct", "wrong"):
-        for solution in loaded.solutions(kind):
-            rows.append(_graded(loaded, solution, kind))
-    for starter in folders.starter_files(loaded.path):
-        rows.append(_graded(loaded, starter, "template"))
+    graded = [(solution, kind) for kind in ("correct", "wrong") for solution in loaded.solutions(kind)]
+    graded += [(starter, "template") for starter in folders.starter_files(loaded.path)]
+    for done, (solution, kind) in enumerate(graded):
+        if progress:
+            progress(done, len(graded))
+        rows.append(_graded(loaded, solution, kind))
+    if progress:
+        progress(len(graded), len(graded))
     return loaded, rows
 
 

@@ -1,8 +1,9 @@
 """A course's own problem folder on the site, in a real browser (Debian's Chromium driven by
 Playwright, the app served in this process: test_browser_report.py's fixtures), at 1280 px, as
 the staff walk it (docs/staff.md, "A course folder on the site"): a site admin uploads a zip of
-the outside softmax folder on the Problem folders page and reads its check and its sha256 (a
-folder with a surprise is refused, the surprise said, and nothing stored); an instructor who is
+the outside softmax folder on the Problem folders page, follows its check (a staff worker's task)
+and reads its table and its sha256 (a folder with a surprise is refused, the surprise said, and
+nothing stored); an instructor who is
 not a site admin creates an assignment from the course's spec, naming that folder and pinning it
 (a spec naming it by path, or unpinned, is refused with the pin to write); a student downloads
 the NKI 0.6 starter and gets a correct kernel graded by a real Celery worker, which reads the
@@ -22,6 +23,7 @@ from webtest_helpers import PASSWORD
 
 OUTSIDE = Path(__file__).resolve().parents[1] / "outside_problems"
 GRADE_TIMEOUT_MS = 240 * 1000          # the softmax spec's three tests, on a busy 2-core machine
+CHECK_TIMEOUT_MS = 300 * 1000          # a folder's check: its reference, then its five kernels graded
 
 
 @pytest.fixture
@@ -62,10 +64,15 @@ def course_spec(problem: str, pin: str | None) -> bytes:
 
 
 def upload_folder(page, base: str, archive: Path) -> None:
+    """Upload on the Problem folders page, then follow the check's page until the staff worker is
+    done (the page draws itself again with the check's table)."""
     page.goto(f"{base}/staff/problems")
     page.set_input_files("#folder", str(archive))
     with page.expect_navigation():
         page.click("button:has-text('Check and store')")
+    assert re.search(r"/staff/tasks/\d+$", page.url), page.inner_text("main")
+    assert page.inner_text("h1") == "Check and store a problem folder"
+    page.wait_for_selector("[data-check]", timeout=CHECK_TIMEOUT_MS)
 
 
 def create_from_spec(page, base: str, name: str, spec: bytes) -> None:
@@ -90,16 +97,18 @@ def test_a_course_folder_from_upload_to_a_graded_run(site, chromium, db, course_
     surprising = tmp_path / "surprising" / "softmax"
     shutil.copytree(OUTSIDE / "softmax", surprising, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(surprising / "solutions" / "wrong" / "wrong_axis.py", surprising / "solutions" / "correct")
+    celery_worker("staff")                  # the check of an upload is a staff task
     admin = signed_in(chromium, site, "ada")
     admin.goto(f"{site}/staff/")
     with admin.expect_navigation():
         admin.click("a:has-text('Problem folders')")            # the console links to it
     assert admin.inner_text("h1") == "Problem folders"
     upload_folder(admin, site, zipped(surprising, tmp_path / "surprising"))
-    error = admin.inner_text("[data-problem-error]")
+    assert admin.inner_text("[data-field=status]") == "failed"
+    error = admin.inner_text("[data-field=error]")
     assert "The folder was not stored" in error and "found 1 surprise" in error
-    assert "correct/wrong_axis.py: expected full correctness" in error        # which one, and why, in words
     assert "Fix the folder until `grader problem check` passes" in error
+    assert "correct/wrong_axis.py: expected full correctness" in admin.inner_text("[data-surprises]")  # in words
     surprise = admin.locator("[data-check] [data-check-rows] tr[data-surprise]")
     assert surprise.count() == 1 and surprise.locator("td").all_inner_texts()[:3] == [
         "SURPRISE", "correct/wrong_axis.py", "full correctness, every timed test passed, no flag"]
@@ -108,15 +117,23 @@ def test_a_course_folder_from_upload_to_a_graded_run(site, chromium, db, course_
     box = got_cell.bounding_box()
     assert box["x"] + box["width"] <= 1280
     assert "from softmax.zip" in admin.inner_text("[data-check]")         # the upload, not a scratch path
-    assert admin.is_visible("[data-no-folders]")
     shot(admin, "problems-refused-surprise")          # the wide table scrolls in its box, not the page
+    with admin.expect_navigation():
+        admin.click("main a:has-text('Problem folders')")
+    assert admin.is_visible("[data-no-folders]")
+    assert "failed" in admin.inner_text("[data-problem-checks]")     # the latest checks, this one among them
     assert db.scalars(select(ProblemFolder)).all() == []
 
     # the folder as it is: stored, its check open, its sha256 the one to pin
     archive = zipped(OUTSIDE / "softmax", tmp_path)
     upload_folder(admin, site, archive)
-    assert f"sha256 {sha}" in admin.inner_text(".flash.success")
-    assert f'problem_sha256 = {{ softmax = "{sha}" }}' in admin.inner_text(".flash.success")
+    assert admin.inner_text("[data-field=status]") == "done"
+    assert f"sha256 {sha}" in admin.inner_text("[data-field=summary]")
+    assert f'problem_sha256 = {{ softmax = "{sha}" }}' in admin.inner_text("[data-field=summary]")
+    assert "0 surprises in" in admin.inner_text("[data-check]")
+    shot(admin, "problem-check-done")
+    with admin.expect_navigation():
+        admin.click("[data-stored-link]")
     row = admin.locator(f"[data-problem-folders] tr[data-folder='{sha}']")
     assert row.locator("[data-sha256]").inner_text() == sha and "Row softmax" in row.inner_text()
     check = admin.locator(f"[data-stored-check='{sha}']")          # open: the one just stored

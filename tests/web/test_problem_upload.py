@@ -1,9 +1,11 @@
 """A site admin's upload of a problem folder (issue 45 item 3; web/staff/problem_uploads.py): the
-folder is checked as `grader problem check` checks it and stored in the database under its
-sha256, so a spec pinning it grades on any worker without a shared folder. Attacks: a TA, an
-instructor or a student uploading course code is refused before anything of it runs; a folder
-with a surprise, or an archive reaching outside its folder, is not stored; a stored folder
-changed in the database is refused by its pin."""
+folder is checked as `grader problem check` checks it, by a staff task (done here by the
+worker's own code, workers/staff_tasks.run; test_browser_problem_folders.py has a Celery worker
+do it), and stored in the database under its sha256, so a spec pinning it grades on any worker
+without a shared folder. Attacks: a TA, an instructor or a student uploading course code is
+refused before anything of it runs; the site's request never runs it either; a folder with a
+surprise, or an archive reaching outside its folder, is not stored; a stored folder changed in
+the database is refused by its pin."""
 from __future__ import annotations
 
 import html
@@ -19,7 +21,7 @@ from sqlalchemy import select
 import grader
 from grader.problems import folder as folders
 from store import problem_folders
-from store.models import Assignment, Enrollment, ProblemFolder, User
+from store.models import Assignment, Enrollment, ProblemFolder, StaffTask, User
 from web import accounts
 from webtest_helpers import PASSWORD, csrf_of
 
@@ -36,9 +38,22 @@ def zipped(folder: Path, prefix: str = "softmax/") -> bytes:
 
 
 def upload(client, data: bytes, filename: str = "softmax.zip"):
+    """The upload's response: a redirect to its check's task page, or the refusal of the archive."""
     token = csrf_of(client.get("/staff/").get_data(as_text=True))
     return client.post("/staff/problems", data={"csrf_token": token, "folder": (io.BytesIO(data), filename)},
                        content_type="multipart/form-data")
+
+
+def checked(client, data: bytes, filename: str = "softmax.zip") -> tuple[str, dict]:
+    """Upload, then the check done by the staff worker's code: (the task page's text, its status)."""
+    from workers import staff_tasks
+    queued = upload(client, data, filename)
+    assert queued.status_code == 303 and "/staff/tasks/" in queued.headers["Location"], \
+        html.unescape(queued.get_data(as_text=True))[-3000:]
+    staff_tasks.run(int(queued.headers["Location"].rsplit("/", 1)[1]))
+    page = client.get(queued.headers["Location"])
+    assert page.status_code == 200
+    return html.unescape(page.get_data(as_text=True)), client.get(queued.headers["Location"] + "/status").get_json()
 
 
 @pytest.fixture
@@ -79,15 +94,21 @@ def create_pinned_assignment(admin, sha: str) -> None:
 
 def test_an_admins_upload_is_checked_stored_and_graded_from_the_database(client_for, db, course_setup, cache):
     admin = client_for("ada")
-    stored = upload(admin, zipped(OUTSIDE / "softmax"))
-    assert stored.status_code == 303, html.unescape(stored.get_data(as_text=True))[-3000:]
+    page, status = checked(admin, zipped(OUTSIDE / "softmax"))
     sha = folders.folder_hash(OUTSIDE / "softmax")
+    assert status["status"] == "done" and f"stored, sha256 {sha}" in status["summary"], status
+    assert "0 surprises in" in page and "from softmax.zip" in page and "data-surprises" not in page
+    assert f"/staff/problems?stored={sha}" in page and status["download"]         # the table as a file too
     db.expire_all()
     row = db.get(ProblemFolder, sha)
     assert row.name == "softmax" and "0 surprises" in row.check_table and row.uploaded_by_id == course_setup["ada"].id
+    task = db.scalar(select(StaffTask).where(StaffTask.kind == "problem_check"))
+    assert task.upload is None and task.upload_name == "softmax.zip"     # the archive is kept once: stored
     page = admin.get("/staff/problems").get_data(as_text=True)
     assert sha in page and "Problem folders" in admin.get("/staff/").get_data(as_text=True)
-    assert upload(admin, zipped(OUTSIDE / "softmax", prefix="")).status_code == 303      # the same content: one row
+    assert f'data-check-task="{task.id}"' in page                          # the latest checks, listed
+    again, status = checked(admin, zipped(OUTSIDE / "softmax", prefix=""))   # the same content: one row
+    assert status["status"] == "done" and "with this content is stored already" in status["summary"]
     assert len(db.scalars(select(ProblemFolder)).all()) == 1
     # a spec pinning it, without any folder installed on this machine: its starter and its grade
     create_pinned_assignment(admin, sha)
@@ -116,18 +137,37 @@ def test_a_ta_an_instructor_or_a_student_cannot_upload_course_code(client_for, d
     assert refused.status_code == 403
     assert client.get("/staff/problems").status_code == 403
     assert not mark.exists()                       # its reference.py never ran
-    assert db.scalars(select(ProblemFolder)).all() == []
+    assert db.scalars(select(ProblemFolder)).all() == [] and db.scalars(select(StaffTask)).all() == []
+
+
+def test_the_sites_request_never_runs_the_folders_code_the_staff_worker_does(client_for, db, course_setup, cache,
+                                                                              marked):
+    """reference.py is course code: the upload's request only unpacks it and queues the check;
+    the worker runs it. A site admin's check is a site admin's page: a TA of a course is refused it."""
+    folder, mark = marked
+    admin = client_for("ada")
+    queued = upload(admin, zipped(folder))
+    assert queued.status_code == 303 and not mark.exists()
+    task_url = queued.headers["Location"]
+    waiting = html.unescape(admin.get(task_url).get_data(as_text=True))
+    assert "Check and store a problem folder" in waiting and "softmax.zip" in waiting and "queued" in waiting
+    assert client_for("tara").get(task_url).status_code == 404
+    from workers import staff_tasks
+    staff_tasks.run(int(task_url.rsplit("/", 1)[1]))
+    assert mark.exists()
 
 
 def test_a_folder_with_a_surprise_is_not_stored_and_the_table_says_why(client_for, db, course_setup, cache, tmp_path):
     folder = tmp_path / "softmax"
     shutil.copytree(OUTSIDE / "softmax", folder)
     shutil.copy(folder / "solutions" / "correct" / "softmax_legacy.py", folder / "solutions" / "wrong" / "looks_wrong.py")
-    refused = upload(client_for("ada"), zipped(folder))
-    page = html.unescape(refused.get_data(as_text=True))
-    assert refused.status_code == 400 and "found 1 surprise" in page
-    assert "SURPRISE  wrong/looks_wrong.py" in page
+    page, status = checked(client_for("ada"), zipped(folder))
+    assert status["status"] == "failed" and "The folder was not stored" in status["error"]
+    assert "found 1 surprise" in status["error"] and "Fix the folder until" in status["error"]
+    assert "SURPRISE  wrong/looks_wrong.py" in page                  # the whole table
+    assert "<code>wrong/looks_wrong.py</code>: expected" in page     # and the surprise, in words
     assert db.scalars(select(ProblemFolder)).all() == []
+    assert db.scalar(select(StaffTask)).upload is None
 
 
 def test_an_archive_reaching_outside_its_folder_or_holding_a_link_is_refused(client_for, db, course_setup, cache,
@@ -148,10 +188,11 @@ def test_an_archive_reaching_outside_its_folder_or_holding_a_link_is_refused(cli
     refused = upload(admin, buf.getvalue(), "softmax.tar.gz")
     assert refused.status_code == 400 and "is not a regular file" in html.unescape(refused.get_data(as_text=True))
     assert db.scalars(select(ProblemFolder)).all() == []
+    assert db.scalars(select(StaffTask)).all() == []                 # said at once: no check queued
 
 
 def test_a_stored_folder_changed_in_the_database_is_refused_by_its_pin(client_for, db, course_setup, cache):
-    assert upload(client_for("ada"), zipped(OUTSIDE / "softmax")).status_code == 303
+    assert checked(client_for("ada"), zipped(OUTSIDE / "softmax"))[1]["status"] == "done"
     sha = folders.folder_hash(OUTSIDE / "softmax")
     db.expire_all()
     row = db.get(ProblemFolder, sha)
@@ -178,7 +219,7 @@ def remove(client, sha: str):
 
 def test_a_folder_no_spec_pins_can_be_removed_by_an_admin_only(client_for, db, course_setup, cache):
     admin = client_for("ada")
-    assert upload(admin, zipped(OUTSIDE / "softmax")).status_code == 303
+    assert checked(admin, zipped(OUTSIDE / "softmax"))[1]["status"] == "done"
     sha = folders.folder_hash(OUTSIDE / "softmax")
     assert f'data-folder="{sha}"' in admin.get("/staff/problems").get_data(as_text=True)
     assert remove(client_for("tara"), sha).status_code == 403              # a TA: course code is not theirs
@@ -196,7 +237,7 @@ def test_a_folder_no_spec_pins_can_be_removed_by_an_admin_only(client_for, db, c
 
 def test_a_folder_a_spec_pins_stays_and_the_page_names_the_assignment(client_for, db, course_setup, cache):
     admin = client_for("ada")
-    assert upload(admin, zipped(OUTSIDE / "softmax")).status_code == 303
+    assert checked(admin, zipped(OUTSIDE / "softmax"))[1]["status"] == "done"
     sha = folders.folder_hash(OUTSIDE / "softmax")
     create_pinned_assignment(admin, sha)
     refused = remove(admin, sha)
@@ -215,7 +256,7 @@ def test_a_new_upload_of_the_same_graded_files_replaces_the_starters_and_student
     and dropped, so students kept downloading the old one. Now it replaces the stored starters,
     the pin (and so every grade under it) stays, and the next download is the new starter."""
     admin = client_for("ada")
-    assert upload(admin, zipped(OUTSIDE / "softmax")).status_code == 303
+    assert checked(admin, zipped(OUTSIDE / "softmax"))[1]["status"] == "done"
     sha = folders.folder_hash(OUTSIDE / "softmax")
     create_pinned_assignment(admin, sha)
     alice = client_for("alice")
@@ -226,13 +267,10 @@ def test_a_new_upload_of_the_same_graded_files_replaces_the_starters_and_student
     new = b"# starter fixed: a typo in its comments\n" + old
     (fixed / "template" / "softmax.py").write_bytes(new)
     assert folders.folder_hash(fixed) == sha                      # graded files unchanged: the same pin
-    again = upload(admin, zipped(fixed))
-    assert again.status_code == 303
-    said = html.unescape(admin.get(again.headers["Location"]).get_data(as_text=True))
+    said = checked(admin, zipped(fixed))[1]["summary"]
     assert "its starters are now this upload's" in said and "Specs pinning it are unchanged" in said
     db.expire_all()
     assert len(db.scalars(select(ProblemFolder)).all()) == 1
     assert alice.get("/a/softmax/starter/softmax.py").data == new
-    same = upload(admin, zipped(fixed))                            # the same again: nothing to replace
-    assert "with this content is stored already" in html.unescape(
-        admin.get(same.headers["Location"]).get_data(as_text=True))
+    same = checked(admin, zipped(fixed))[1]["summary"]             # the same again: nothing to replace
+    assert "with this content is stored already" in same

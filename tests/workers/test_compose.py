@@ -61,6 +61,16 @@ def test_every_container_of_ours_stops_whole():
         assert grace.endswith("s") and int(grace[:-1]) >= 30, name
 
 
+def test_the_containers_that_grade_kernels_may_sandbox_them_and_the_site_runs_none():
+    """The sandbox confines each kernel with namespaces and cgroups (SYS_ADMIN in the container):
+    the sim and nightly workers grade, and so does the staff worker (a problem folder's check
+    grades its solutions and starters); the site never runs a kernel or course code."""
+    for name in ("worker-sim", "worker-nightly", "worker-staff"):
+        assert "SYS_ADMIN" in SERVICES[name].get("cap_add", []), name
+        assert "seccomp:unconfined" in SERVICES[name].get("security_opt", []), name
+    assert not SERVICES["web"].get("cap_add")
+
+
 def test_trn2_worker_gets_neuron_devices_tools_and_one_core_each():
     trn2 = SERVICES["worker-trn2"]
     assert trn2["profiles"] == ["trn2"]

@@ -1,7 +1,7 @@
 """A staff task whose worker is killed halfway (what `kill -9` leaves: the row running, its
-heartbeat going stale) is not stuck "running" for ever: the reaper puts a rescore or an export
-back on the staff queue for another worker, and fails a regrade with what to do (doing it again
-from the start would queue some students' runs twice)."""
+heartbeat going stale) is not stuck "running" for ever: the reaper puts a rescore, an export or
+a problem check back on the staff queue for another worker, and fails a regrade with what to do
+(doing it again from the start would queue some students' runs twice)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -13,13 +13,22 @@ from store.models import StaffTask
 LONG_AGO = dt.timedelta(minutes=30)
 
 
-def _left_by_a_killed_worker(db, assignment, kind: str) -> StaffTask:
+def _left_by_a_killed_worker(db, assignment, kind: str, **columns) -> StaffTask:
     then = dt.datetime.now(dt.timezone.utc) - LONG_AGO
-    task = StaffTask(kind=kind, assignment_id=assignment.id, status="running", started_at=then, heartbeat_at=then,
-                     progress_done=3, progress_total=9)
+    task = StaffTask(kind=kind, assignment_id=assignment and assignment.id, status="running", started_at=then,
+                     heartbeat_at=then, progress_done=3, progress_total=9, **columns)
     db.add(task)
     db.commit()
     return task
+
+
+def _finished(db, task_id: int, timeout: float, what: str) -> StaffTask:
+    """The task's row once a worker has done it (or failed it)."""
+    def finished():
+        db.expire_all()
+        row = db.get(StaffTask, task_id)
+        return row if row.status in ("done", "failed") else None
+    return wait_for(finished, timeout, what)
 
 
 def test_a_rescore_whose_worker_died_is_done_by_another(db, assignment, celery_worker):
@@ -29,11 +38,7 @@ def test_a_rescore_whose_worker_died_is_done_by_another(db, assignment, celery_w
     reaped = reap_once()
     assert reaped["staff_tasks_requeued"] == [task.id] and reaped["staff_tasks_failed"] == []
 
-    def finished():
-        db.expire_all()
-        row = db.get(StaffTask, task.id)
-        return row if row.status in ("done", "failed") else None
-    row = wait_for(finished, 300, "another staff worker to do the re-queued rescore")
+    row = _finished(db, task.id, 300, "another staff worker to do the re-queued rescore")
     assert row.status == "done" and row.summary.startswith("Rescored 0 graded runs"), (row.status, row.error)
     assert reap_once()["staff_tasks_requeued"] == []          # done is done
 
@@ -71,9 +76,33 @@ def test_a_task_whose_message_the_broker_lost_is_sent_again(db, assignment, brok
     assert reap_once()["staff_tasks_resent"] == []            # the broker holds it now: not sent twice
     celery_worker("staff")
 
-    def finished():
-        db.expire_all()
-        row = db.get(StaffTask, task.id)
-        return row if row.status in ("done", "failed") else None
-    row = wait_for(finished, 300, "the staff worker to do the re-sent rescore")
+    row = _finished(db, task.id, 300, "the staff worker to do the re-sent rescore")
     assert row.status == "done", row.error
+
+
+def test_a_problem_check_whose_worker_died_is_done_by_another_and_stores_the_folder(db, celery_worker, tmp_path,
+                                                                                    monkeypatch):
+    """A check is done again from the start (storing is by sha256: twice stores once); the upload
+    it holds is what the next worker checks, and it is let go once the folder is stored."""
+    import io
+    import zipfile
+    from pathlib import Path
+    from grader.problems import folder as folders
+    from store.models import ProblemFolder
+    from workers.reaper import reap_once
+    softmax = Path(__file__).resolve().parents[1] / "outside_problems" / "softmax"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for path in sorted(softmax.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                zf.writestr("softmax/" + path.relative_to(softmax).as_posix(), path.read_bytes())
+    task = _left_by_a_killed_worker(db, None, "problem_check", upload=buf.getvalue(), upload_name="softmax.zip")
+    monkeypatch.setenv("NKI_GRADER_PROBLEM_CACHE", str(tmp_path / "problem-cache"))
+    celery_worker("staff")
+    reaped = reap_once()
+    assert reaped["staff_tasks_requeued"] == [task.id] and reaped["staff_tasks_failed"] == []
+
+    row = _finished(db, task.id, 600, "another staff worker to do the re-queued problem check")
+    assert row.status == "done" and "Problem folder softmax stored" in row.summary, (row.status, row.error)
+    assert row.upload is None and b"0 surprises in" in row.result
+    assert db.get(ProblemFolder, folders.folder_hash(softmax)) is not None

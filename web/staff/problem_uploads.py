@@ -3,7 +3,11 @@ code that runs on the grader's trusted side, so only a site admin may upload one
 instructor or a student. The upload is checked as `grader problem check` checks a folder (its
 schema, its reference, its tolerances and every solution and starter graded on the simulator),
 and only a folder without a surprise is stored, in the database under its sha256
-(store/problem_folders.py), where every worker on any machine finds it when a spec pins it."""
+(store/problem_folders.py), where every worker on any machine finds it when a spec pins it.
+
+The site only unpacks the archive (a wrong file is said at once) and queues the check as a
+staff task (workers/staff_tasks.py): the check runs course code and grades kernels, which takes
+as long as the folder's tests do and belongs on a worker, never in a web request."""
 from __future__ import annotations
 
 from flask import flash, redirect, render_template, request, url_for
@@ -12,9 +16,9 @@ from sqlalchemy import select
 
 from grader.errors import GraderInputError
 from grader.problems import archive
-from grader.problems import check as checks
 from store import problem_folders
-from store.models import ProblemFolder
+from store.models import ProblemFolder, StaffTask
+from workers import staff_tasks
 
 from .. import db
 from ..errors import UserError
@@ -29,14 +33,19 @@ def _admin_only() -> None:
                         "(NKI_GRADER_PROBLEM_DIRS).", 403)
 
 
-def _page(status: int = 200, table: str | None = None, error: UserError | None = None, surprises=()):
-    rows = db.session().scalars(select(ProblemFolder).order_by(ProblemFolder.uploaded_at.desc())).all()
-    return render_template("staff/problems.html", folders=rows, form=SimpleActionForm(), table=table,
-                           error=error, surprises=surprises, stored=request.args.get("stored"),
-                           check_rows=_check_rows), status
+RECENT_CHECKS = 10        # the page lists this many of the latest uploads' checks
 
 
-def _check_rows(text: str) -> dict | None:
+def _page(status: int = 200, error: UserError | None = None):
+    session = db.session()
+    rows = session.scalars(select(ProblemFolder).order_by(ProblemFolder.uploaded_at.desc())).all()
+    recent = session.scalars(select(StaffTask).where(StaffTask.kind == "problem_check")
+                             .order_by(StaffTask.id.desc()).limit(RECENT_CHECKS)).all()
+    return render_template("staff/problems.html", folders=rows, checks=recent, form=SimpleActionForm(),
+                           error=error, stored=request.args.get("stored"), check_rows=check_rows), status
+
+
+def check_rows(text: str) -> dict | None:
     """A check table's text (grader.problems.check.table) cut into its rows' cells at the header's
     column starts, for a page table whose cells wrap (the text's "got" column runs past a laptop
     window); None when the text is not such a table (the page shows it as it is)."""
@@ -70,33 +79,14 @@ def upload_problem():
     if upload is None or not upload.filename:
         raise UserError("No file was received.", "Choose a .zip or .tar.gz of the problem folder, then press Upload.")
     data = upload.read(archive.MAX_ARCHIVE_BYTES + 1)
-    with archive.scratch() as scratch:
+    filename = upload.filename.rsplit("/", 1)[-1]
+    with archive.scratch() as scratch:     # a file that is no problem folder's archive is said now, not later
         try:
-            path = archive.unpack_upload(data, upload.filename.rsplit("/", 1)[-1], scratch)
-            loaded, rows = checks.check(path)
+            archive.unpack_upload(data, filename, scratch)
         except GraderInputError as err:
             return _page(400, error=UserError(f"The folder was not stored: {err.reason}", err.remedy))
-        # the table names the upload, not the scratch folder it was checked in (gone once stored)
-        table = checks.table(loaded, rows).replace(str(path), f"from {upload.filename.rsplit('/', 1)[-1]}", 1)
-        surprises = [r for r in rows if not r.ok]
-        if surprises:
-            return _page(400, table=table, surprises=surprises, error=UserError(
-                f"The folder was not stored: `grader problem check` found {len(surprises)} "
-                f"surprise{'s' if len(surprises) != 1 else ''} (listed here; SURPRISE in the full table below).",
-                "Fix the folder until `grader problem check` passes on it, then upload it again."))
-        session = db.session()
-        row, saved = problem_folders.save(session, path, table, current_user.id)
-        session.commit()
-    flash({problem_folders.Saved.NEW: f"Problem folder {row.name} stored, sha256 {row.sha256}: a spec names it as "
-                                      f"problem = \"{row.name}\" and pins it with problem_sha256 = "
-                                      f"{{ {row.name} = \"{row.sha256}\" }}.",
-           problem_folders.Saved.SAME: f"Problem folder {row.name} with this content is stored already "
-                                       f"(sha256 {row.sha256}).",
-           problem_folders.Saved.STARTERS: f"Problem folder {row.name}'s graded files are stored already (sha256 "
-                                           f"{row.sha256}, which leaves the starters out): its starters are now "
-                                           "this upload's, and students download them from now on. Specs pinning "
-                                           "it are unchanged, and so are their grades."}[saved], "success")
-    return redirect(url_for("staff.problems_page", stored=row.sha256), 303)      # its check table shown open
+    task = staff_tasks.start_problem_check(db.session(), data, filename, current_user.id)
+    return redirect(url_for("staff.task_page", task_id=task.id), 303)
 
 
 @bp.route("/problems/<sha>/delete", methods=["POST"])

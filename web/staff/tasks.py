@@ -1,14 +1,17 @@
-"""Staff tasks on the site: a TA starts a rescore, a regrade or an export of an assignment; a
-worker does it (workers/staff_tasks.py) while the task's page shows the progress, then the
-result: what was done, and an export's file to download."""
+"""Staff tasks on the site: a TA starts a rescore, a regrade or an export of an assignment (a
+site admin the check of an uploaded problem folder, web/staff/problem_uploads.py); a worker does
+it (workers/staff_tasks.py) while the task's page shows the progress, then the result: what was
+done, and an export's file (a check's table) to download."""
 from __future__ import annotations
+
+import re
 
 from flask import Response, flash, jsonify, redirect, render_template, request, url_for
 from flask_login import current_user
 from sqlalchemy import func, select
 
 from grader.vocabulary import Backend, StaffTaskStatus
-from store.models import STAFF_TASK_KINDS, StaffTask, Submission
+from store.models import ASSIGNMENT_TASK_KINDS, StaffTask, Submission
 from workers import enqueue, staff_tasks
 
 from .. import courses, db
@@ -16,6 +19,7 @@ from ..errors import UserError
 from ..forms import SimpleActionForm
 from . import bp
 from .console import backends_without_worker
+from .problem_uploads import check_rows
 
 
 def start(assignment, kind: str) -> StaffTask:
@@ -26,8 +30,8 @@ def start(assignment, kind: str) -> StaffTask:
 def start_task(name: str, kind: str):
     session = db.session()
     assignment = courses.staff_assignment(session, current_user, name)
-    if kind not in STAFF_TASK_KINDS:
-        raise UserError(f"There is no staff task {kind!r}.", f"Use one of: {', '.join(STAFF_TASK_KINDS)}.", 404)
+    if kind not in ASSIGNMENT_TASK_KINDS:
+        raise UserError(f"There is no staff task {kind!r}.", f"Use one of: {', '.join(ASSIGNMENT_TASK_KINDS)}.", 404)
     if not SimpleActionForm().validate_on_submit():
         raise UserError("The form was incomplete.", "Use the buttons on the assignment page.")
     if kind == "regrade" and request.form.get("confirmed") != "yes":
@@ -47,9 +51,11 @@ def _students_with_submissions(session, assignment) -> int:
 
 
 def _task(task_id: int) -> StaffTask:
-    """The task, if it is about a course the viewer is staff of; any other is as missing."""
+    """The task, if it is about a course the viewer is staff of (a site's task, such as a problem
+    check: if the viewer is a site admin); any other is as missing."""
     task = db.session().get(StaffTask, task_id)
-    if task is None or not current_user.is_staff_of(task.assignment.course_id):
+    if task is None or not (current_user.is_admin if task.assignment is None
+                            else current_user.is_staff_of(task.assignment.course_id)):
         raise UserError(f"There is no task {task_id} in your courses.", "Start one from an assignment's page.", 404)
     return task
 
@@ -65,8 +71,12 @@ def status_json(task: StaffTask) -> dict:
 @bp.route("/tasks/<int:task_id>")
 def task_page(task_id: int):
     task = _task(task_id)
+    # a problem check's table is shown on its page (the task's file is that table)
+    table = task.result.decode() if task.kind == "problem_check" and task.result is not None else None
+    stored = task.status == StaffTaskStatus.DONE and table and re.search(r"^sha256 ([0-9a-f]{64})$", table, re.M)
     return render_template("staff/task.html", task=task, title=staff_tasks.TITLES[task.kind],
-                           status=status_json(task))
+                           status=status_json(task), table=table, check_rows=check_rows,
+                           stored=stored and stored.group(1))
 
 
 @bp.route("/tasks/<int:task_id>/status")

@@ -1,4 +1,4 @@
-// Follows a staff task (rescore, regrade, export): polls its status until it is done or failed.
+// Follows a staff task (rescore, regrade, export, problem check): polls its status until it is done or failed.
 (function () {
   var box = document.querySelector("[data-task-status]");
   if (!box) return;
@@ -24,7 +24,11 @@
   function poll() {
     fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}})
       .then(function (r) { return r.json(); })
-      .then(function (s) { if (!show(s)) setTimeout(poll, 1000); })
+      .then(function (s) {
+        if (!show(s)) setTimeout(poll, 1000);
+        // a page with more to show once the task is done (a problem check's table) is drawn again
+        else if (box.hasAttribute("data-reload-when-final")) window.location.reload();
+      })
       .catch(function () { setTimeout(poll, 3000); });
   }
   poll();
