@@ -20,8 +20,11 @@ from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.orm import Session
 
 import grader
+from grader.errors import GraderInputError
+from grader.problems import archive
+from grader.problems import check as checks
 from grader.vocabulary import Queue, RunStatus, StaffTaskStatus
-from store import lifecycle, specs
+from store import lifecycle, problem_folders, specs
 from store.db import session_scope
 from store.models import Assignment, GradingRun, StaffTask, Submission
 
@@ -275,10 +278,6 @@ def _gradescope_zip(session: Session, task: StaffTask, progress: Progress) -> di
 def _problem_check(session: Session, task: StaffTask, progress: Progress) -> dict:
     """Checks the uploaded folder as `grader problem check` does; stores it only when nothing
     surprised the check (Refused otherwise, with the check's table as the task's file)."""
-    from grader.errors import GraderInputError
-    from grader.problems import archive
-    from grader.problems import check as checks
-    from store import problem_folders
     filename = task.upload_name or "the upload"
     with archive.scratch() as scratch:
         try:
