@@ -72,6 +72,7 @@ def upload_folder(page, base: str, archive: Path) -> None:
         page.click("button:has-text('Check and store')")
     assert re.search(r"/staff/tasks/\d+$", page.url), page.inner_text("main")
     assert page.inner_text("h1") == "Check and store a problem folder"
+    assert page.locator("[data-no-worker]").count() == 0        # a staff worker is alive
     page.wait_for_selector("[data-check]", timeout=CHECK_TIMEOUT_MS)
 
 

@@ -99,7 +99,11 @@ def test_the_students_pages_and_the_regrade_in_a_browser(site, chromium, db, cou
     ta.click("button:has-text('Regrade every student')")
     ta.click("button:has-text('Regrade 1 student')")
     ta.wait_for_url(re.compile(r"/staff/tasks/\d+$"))
+    # no staff worker is alive: the page says the task waits for one, until a worker has taken it
+    assert "No worker alive serves the staff queue" in ta.inner_text("[data-no-worker]")
     staff_tasks.run(int(ta.url.rsplit("/", 1)[1]))                # the staff worker's own code, here
+    ta.wait_for_selector("[data-field=status]:has-text('done')")
+    ta.wait_for_selector("[data-no-worker]", state="detached")
     student.goto(f"{site}/a/tiny")
     rows = student.locator("[data-history] tbody tr")
     assert rows.count() == 2

@@ -98,6 +98,7 @@ def test_an_admins_upload_is_checked_stored_and_graded_from_the_database(client_
     sha = folders.folder_hash(OUTSIDE / "softmax")
     assert status["status"] == "done" and f"stored, sha256 {sha}" in status["summary"], status
     assert "0 surprises in" in page and "from softmax.zip" in page and "data-surprises" not in page
+    assert "No worker alive" not in page                    # done: nothing waits
     assert f"/staff/problems?stored={sha}" in page and status["download"]         # the table as a file too
     db.expire_all()
     row = db.get(ProblemFolder, sha)
@@ -151,6 +152,7 @@ def test_the_sites_request_never_runs_the_folders_code_the_staff_worker_does(cli
     task_url = queued.headers["Location"]
     waiting = html.unescape(admin.get(task_url).get_data(as_text=True))
     assert "Check and store a problem folder" in waiting and "softmax.zip" in waiting and "queued" in waiting
+    assert "No worker alive serves the staff queue: this task waits until one starts" in waiting
     assert client_for("tara").get(task_url).status_code == 404
     from workers import staff_tasks
     staff_tasks.run(int(task_url.rsplit("/", 1)[1]))

@@ -18,7 +18,7 @@ from .. import courses, db
 from ..errors import UserError
 from ..forms import SimpleActionForm
 from . import bp
-from .console import backends_without_worker
+from .console import backends_without_worker, served_queues
 from .problem_uploads import check_rows
 
 
@@ -76,7 +76,15 @@ def task_page(task_id: int):
     stored = task.status == StaffTaskStatus.DONE and table and re.search(r"^sha256 ([0-9a-f]{64})$", table, re.M)
     return render_template("staff/task.html", task=task, title=staff_tasks.TITLES[task.kind],
                            status=status_json(task), table=table, check_rows=check_rows,
-                           stored=stored and stored.group(1))
+                           stored=stored and stored.group(1), no_worker=_no_staff_worker(task))
+
+
+def _no_staff_worker(task: StaffTask) -> str | None:
+    """What to start when a task waits and no live worker serves the staff queue (else None)."""
+    if task.status != StaffTaskStatus.QUEUED or staff_tasks.QUEUE in served_queues(enqueue.queue_stats(db.session())):
+        return None
+    return (f"No worker alive serves the {staff_tasks.QUEUE} queue: this task waits until one starts "
+            f"(grader worker --queue {staff_tasks.QUEUE}; the staff console's Queue section lists the workers alive).")
 
 
 @bp.route("/tasks/<int:task_id>/status")
