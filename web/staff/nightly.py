@@ -1,7 +1,9 @@
 """The nightly regression of the reference kernels: p99 per night with drifted nights marked,
-and the thresholds the references imply beside those in force."""
+the thresholds the references imply beside those in force, and, where a Trainium worker ran the
+same references, the simulator's p99s (with their bands) against the measured ones."""
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 
 from flask import render_template
@@ -61,6 +63,36 @@ def titles_for(session: Session, spec_name: str, rows: list[NightlyResult]) -> d
     return {t.name: t.title for t in specs.spec_of(assignment).tests} if assignment else {}
 
 
+def against_hardware(session: Session, latest: dict[tuple[str, str, str], NightlyResult]) -> list[dict]:
+    """Each (spec, reference kernel) whose latest night ran on both the simulator and Trainium
+    hardware: per timed test both p99s, the simulated one's band (the cross-validated error of
+    kernels like it, grader.bands) and the simulator's error against the measurement. A test
+    outside its band is a kernel the cost model gets wrong by more than it says."""
+    pairs = []
+    for (spec_name, kernel, backend), sim in sorted(latest.items()):
+        hw = latest.get((spec_name, kernel, Backend.NEURON.value))
+        if backend != Backend.SIM or hw is None:
+            continue
+        view = grader.view_of(grader.Report.from_json(sim.report)) if sim.report else None
+        bands = {t.name: t.band for t in view.tests} if view else {}
+        titles = titles_for(session, spec_name, [sim, hw])
+        rows = []
+        for test, simulated in sorted((sim.p99_us or {}).items()):
+            measured = (hw.p99_us or {}).get(test)
+            if not (isinstance(simulated, (int, float)) and isinstance(measured, (int, float)) and measured > 0):
+                continue
+            error = simulated / measured - 1
+            band = bands.get(test)
+            rows.append({"test": titles.get(test, test), "simulated": simulated, "band": band, "measured": measured,
+                         "error": error, "within": band is not None and abs(error) <= band})
+        if rows:
+            pairs.append({"spec": spec_name, "kernel": kernel, "sim": sim, "hw": hw, "rows": rows,
+                          "within": sum(r["within"] for r in rows),
+                          "median_error": statistics.median(abs(r["error"]) for r in rows),
+                          "versions_differ": sim.spec_version != hw.spec_version})
+    return pairs
+
+
 @bp.route("/nightly")
 def nightly():
     session = db.session()
@@ -92,4 +124,5 @@ def nightly():
         groups.append({"spec": spec_name, "kernel": kernel, "backend": backend, "backend_title": backend_title, "level": level, "latest": latest,
                        "charts": charts, "table": table, "drifts": [r for r in rows if r.drift]})
     running = [d for d in enqueue.running_now(session) if d["what"] == "nightly regression"]
-    return render_template("staff/nightly.html", groups=groups, running=running)
+    compared = against_hardware(session, {key: rows[-1] for key, rows in series.items()})
+    return render_template("staff/nightly.html", groups=groups, running=running, compared=compared)
