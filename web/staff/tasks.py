@@ -62,6 +62,7 @@ def _task(task_id: int) -> StaffTask:
 
 def status_json(task: StaffTask) -> dict:
     return {"id": task.id, "kind": task.kind, "status": task.status, "final": StaffTaskStatus(task.status).final,
+            "waiting": task.status == StaffTaskStatus.QUEUED,          # no worker has taken it yet
             "done": task.progress_done,
             "total": task.progress_total, "summary": task.summary, "error": task.error,
             "progress": staff_tasks.progress_text(task.kind, task.progress_done, task.progress_total),

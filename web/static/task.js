@@ -13,7 +13,7 @@
     field("summary").textContent = s.summary || "";
     field("error").textContent = s.error || "";
     var idle = box.querySelector("[data-no-worker]");     // said while the task waited for a worker
-    if (idle && s.status !== "queued") idle.remove();
+    if (idle && !s.waiting) idle.remove();
     var dl = field("download");
     if (s.download && !dl.querySelector("a")) {
       var a = document.createElement("a");
