@@ -6,6 +6,7 @@ grader.vocabulary: the words every package shares).
     report = grader.grade(sub, spec, grader.GradeOptions(backend="sim", on_progress=print))
     report = grader.rescore(report, grader.load_spec("new-thresholds.toml"))
     view = grader.view_of(report)                       # what every front-end shows, built once
+    rows = grader.agreement(view, grader.measured_p99s(hardware_view))   # simulated against measured
     spec = grader.spec_from_toml(text)                  # the one builder from TOML text (the service's rows)
     newer = grader.spec_with_thresholds(spec, {"perf_224_pool1_float32": {"optimized": 4800, "relaxed": 5000}},
                                         "2025-12-01")  # a new spec, new hash; the old one is unchanged
@@ -41,6 +42,9 @@ _EXPORTS = {
     "Score": ("grader.report", "Score"),
     "view_of": ("grader.report_view", "view_of"),
     "ReportView": ("grader.report_view", "ReportView"),
+    "agreement": ("grader.agreement", "agreement"),                  # the simulator against hardware
+    "agreement_summary": ("grader.agreement", "summary"),
+    "measured_p99s": ("grader.agreement", "measured_p99s"),
     "ProgressEvent": ("grader.events", "ProgressEvent"),
     "CancelToken": ("grader.events", "CancelToken"),
     "AnswerPool": ("grader.answer_pool", "AnswerPool"),

@@ -190,6 +190,7 @@ class TestView:
     output: str                        # captured kernel output
     profile: ProfileView | None
     band: float | None = None          # a simulated p99's error band for its kind of kernel (grader.bands)
+    bound: str | None = None           # that kind: what bounds the kernel (tensor, vector, dma, latency)
 
     @property
     def error(self) -> str:
@@ -355,12 +356,17 @@ def _test_view(report: Report, test: TestResult) -> TestView:
     return TestView(test.name, _title(test), test.kind, KIND_TITLES.get(test.kind, test.kind), timed, test.file,
                     test.status, test.points, test.max_points, message,
                     test.p99_us if finite(test.p99_us) else None, thresholds, test.output,
-                    _profile(test), _band(test))
+                    _profile(test), _band(test), _bound(test))
 
 
 def _band(test: TestResult) -> float | None:
     band = (test.details or {}).get("band")
     return float(band) if finite(band) and 0 <= band < 1 else None
+
+
+def _bound(test: TestResult) -> str | None:
+    bound = (test.details or {}).get("bound")
+    return bound if isinstance(bound, str) and _band(test) is not None else None
 
 
 def _number(value) -> float | None:

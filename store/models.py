@@ -424,7 +424,7 @@ class CourseSubmitToken(Base):
 
 # ---- staff tasks (revisions 0005_staff_tasks, 0012_problem_checks) ----------------------------
 
-ASSIGNMENT_TASK_KINDS = ("rescore", "regrade", "grades_csv", "gradescope_zip")
+ASSIGNMENT_TASK_KINDS = ("rescore", "regrade", "grades_csv", "gradescope_zip", "agreement_csv")
 SITE_TASK_KINDS = ("problem_check",)          # a site admin's, about no assignment
 STAFF_TASK_KINDS = ASSIGNMENT_TASK_KINDS + SITE_TASK_KINDS
 STAFF_TASK_STATUSES = values(StaffTaskStatus)

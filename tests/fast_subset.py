@@ -11,6 +11,7 @@ SLOW = (
     "tests/web/test_browser.py",                # Chromium against a whole `grader serve`
     "tests/web/test_browser_report.py",         # Chromium and a Celery worker, four grades
     "tests/web/test_nightly_against_hardware.py",   # a nightly of both references, then Chromium
+    "tests/web/test_run_against_hardware.py",   # the SDK doubles' environments and a grade on them
     "tests/workers/",                           # real Celery workers, the nightly regression, serve
     "tests/grader/test_gradescope_local.py",    # setup.sh installs the grader in a fresh venv
     "tests/grader/test_gradescope_isolation.py",

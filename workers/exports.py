@@ -5,7 +5,12 @@ scaled one, per-test points are the run's own.
 
 A contest (an assignment in contest mode) adds its own standing to each line, by the board's rule
 (store/contest.py): the rank, the geometric-mean score and the run that earned them, or the
-disqualification and its reason; the points columns stay the counted run's."""
+disqualification and its reason; the points columns stay the counted run's.
+
+The simulator against hardware: one CSV line per timed test of each submission graded on both
+backends (its latest simulated and latest hardware grade, grader.agreement), naming kernels by
+their sha256 and runs by id, never a student: a file staff may hand to whoever keeps the cost
+model (docs/cost-model.md)."""
 from __future__ import annotations
 
 import csv
@@ -19,7 +24,7 @@ from sqlalchemy.orm import Session
 
 import grader
 from grader import render
-from grader.vocabulary import RunStatus, TestKind, values
+from grader.vocabulary import Backend, RunStatus, TestKind, values
 from store import contest as contests
 from store import runs as store_runs
 from store.models import Assignment, DeadlineExtension, Enrollment, GradingRun, Submission, User
@@ -142,6 +147,41 @@ def grades_csv(lines: list[GradeLine], tests=()) -> str:
                line.deadline.isoformat() if line.deadline else "", line.runs, line.flagged,
                view.provenance.thresholds_version if view else "",
                counted.days_late if counted else "", round(counted.factor, 4) if counted else ""] + cells)
+    return out.getvalue()
+
+
+AGREEMENT_COLUMNS = ("submission_sha256", "simulated_run_id", "hardware_run_id", "test", "title", "bound",
+                     "simulated_p99_us", "band", "measured_p99_us", "error", "within_band")
+
+
+def agreement_rows(session: Session, assignment: Assignment, progress=None) -> list[tuple]:
+    """AGREEMENT_COLUMNS lines: each submission's latest graded run on each backend, where it has both."""
+    latest: dict[tuple[int, str], GradingRun] = {}
+    for run in session.scalars(select(GradingRun).join(Submission).where(
+            Submission.assignment_id == assignment.id, GradingRun.status == RunStatus.DONE,
+            GradingRun.report.is_not(None), GradingRun.backend.in_((Backend.SIM, Backend.NEURON)))
+            .order_by(GradingRun.id)):
+        latest[(run.submission_id, run.backend)] = run          # later ids replace earlier ones
+    both = sorted(sid for sid, backend in latest if backend == Backend.SIM and (sid, Backend.NEURON) in latest)
+    lines = []
+    for done, sid in enumerate(both, start=1):
+        sim, hw = latest[(sid, Backend.SIM)], latest[(sid, Backend.NEURON)]
+        measured = grader.measured_p99s(grader.view_of(grader.Report.from_json(hw.report)))
+        for r in grader.agreement(grader.view_of(grader.Report.from_json(sim.report)), measured):
+            lines.append((sim.submission.sha256, sim.id, hw.id, r.test, r.title, r.bound or "",
+                          round(r.simulated_us, 3), "" if r.band is None else round(r.band, 4),
+                          round(r.measured_us, 3), round(r.error, 4), "yes" if r.within else "no"))
+        if progress:
+            progress(done, len(both))
+    return lines
+
+
+def agreement_csv(rows: list[tuple]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(AGREEMENT_COLUMNS)
+    for row in rows:
+        writer.writerow([spreadsheet_safe(cell) for cell in row])     # titles are a course's text
     return out.getvalue()
 
 

@@ -37,10 +37,11 @@ BATCH = 200           # runs per transaction: a huge course never holds one long
 PROGRESS_EVERY = 10   # runs (or submissions) between two progress writes
 TITLES = {"rescore": "Rescore every graded run", "regrade": "Regrade every student's latest submission",
           "grades_csv": "Grades as CSV", "gradescope_zip": "Gradescope results.json files (zip)",
-          "problem_check": "Check and store a problem folder"}
+          "agreement_csv": "The simulator against hardware (CSV)", "problem_check": "Check and store a problem folder"}
 # what a task's progress counts, for its page: "12 of 40 runs rescored"
 COUNTED = {"rescore": "runs rescored", "regrade": "submissions queued again", "grades_csv": "students exported",
-           "gradescope_zip": "students exported", "problem_check": "solutions and starters graded"}
+           "gradescope_zip": "students exported", "agreement_csv": "submissions compared",
+           "problem_check": "solutions and starters graded"}
 
 
 def progress_text(kind: str, done: int, total: int) -> str:
@@ -151,7 +152,7 @@ def _do(task_id: int) -> None:
 
 
 # Doing these again from the start gives the same result; a regrade done twice queues runs twice.
-REPEATABLE = ("rescore", "grades_csv", "gradescope_zip", "problem_check")
+REPEATABLE = ("rescore", "grades_csv", "gradescope_zip", "agreement_csv", "problem_check")
 
 
 def reap_stalled(session: Session, stale: dt.datetime) -> tuple[list[int], list[int]]:
@@ -275,6 +276,17 @@ def _gradescope_zip(session: Session, task: StaffTask, progress: Progress) -> di
             "summary": f"results.json of {sum(1 for line in lines if line.best)} graded student(s)."}
 
 
+def _agreement_csv(session: Session, task: StaffTask, progress: Progress) -> dict:
+    assignment = task.assignment
+    rows = exports.agreement_rows(session, assignment, progress)
+    compared = len({row[0:3] for row in rows})
+    return {"result": exports.agreement_csv(rows).encode(), "result_name": f"{assignment.name}-sim-vs-hardware.csv",
+            "result_type": "text/csv",
+            "summary": f"{len(rows)} timed test{'' if len(rows) == 1 else 's'} of {compared} submission"
+                       f"{'' if compared == 1 else 's'} graded on both the simulator and Trainium hardware "
+                       f"({sum(row[-1] == 'yes' for row in rows)} within the simulator's band)."}
+
+
 def _problem_check(session: Session, task: StaffTask, progress: Progress) -> dict:
     """Checks the uploaded folder as `grader problem check` does; stores it only when nothing
     surprised the check (Refused otherwise, with the check's table as the task's file)."""
@@ -299,4 +311,4 @@ def _problem_check(session: Session, task: StaffTask, progress: Progress) -> dic
 
 
 DO = {"rescore": _rescore, "regrade": _regrade, "grades_csv": _grades_csv, "gradescope_zip": _gradescope_zip,
-      "problem_check": _problem_check}
+      "agreement_csv": _agreement_csv, "problem_check": _problem_check}

@@ -27,15 +27,18 @@ def csrf_of(html: str) -> str:
 
 
 def store_graded_run(db, user, assignment, report, filename="conv2d.py", data=OPTIMIZED, flagged=False,
-                     seed=424242, finished_at=None):
-    """A finished run as the worker stores one (store.lifecycle.finish writes the same columns)."""
+                     seed=424242, finished_at=None, submission=None):
+    """A finished run as the worker stores one (store.lifecycle.finish writes the same columns);
+    of `submission` when given (a second grade of the same upload), else of a new one."""
     import hashlib
+    from grader.vocabulary import Backend
     from store import lifecycle
     from store.models import GradingRun, Submission
-    submission = Submission(user_id=user.id, assignment_id=assignment.id, filename=filename, data=data,
-                            sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    submission = submission or Submission(user_id=user.id, assignment_id=assignment.id, filename=filename, data=data,
+                                          sha256=hashlib.sha256(data).hexdigest(), size=len(data))
     stored = report.to_json(include_seed=False)
-    run = GradingRun(submission=submission, status="done", backend=report.backend, queue="sim", attempts=1,
+    run = GradingRun(submission=submission, status="done", backend=report.backend,
+                     queue=Backend(report.backend).queue.value, attempts=1,
                      seed=seed, **lifecycle.report_columns(stored), flagged=flagged,
                      flag_reason="flagged in test" if flagged else None,
                      finished_at=finished_at or dt.datetime.now(dt.timezone.utc),

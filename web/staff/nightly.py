@@ -3,7 +3,6 @@ the thresholds the references imply beside those in force, and, where a Trainium
 same references, the simulator's p99s (with their bands) against the measured ones."""
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 
 from flask import render_template
@@ -65,30 +64,16 @@ def titles_for(session: Session, spec_name: str, rows: list[NightlyResult]) -> d
 
 def against_hardware(session: Session, latest: dict[tuple[str, str, str], NightlyResult]) -> list[dict]:
     """Each (spec, reference kernel) whose latest night ran on both the simulator and Trainium
-    hardware: per timed test both p99s, the simulated one's band (the cross-validated error of
-    kernels like it, grader.bands) and the simulator's error against the measurement. A test
-    outside its band is a kernel the cost model gets wrong by more than it says."""
+    hardware: its timed tests simulated (with their bands) against measured (grader.agreement)."""
     pairs = []
     for (spec_name, kernel, backend), sim in sorted(latest.items()):
         hw = latest.get((spec_name, kernel, Backend.NEURON.value))
-        if backend != Backend.SIM or hw is None:
+        if backend != Backend.SIM or hw is None or not sim.report:
             continue
-        view = grader.view_of(grader.Report.from_json(sim.report)) if sim.report else None
-        bands = {t.name: t.band for t in view.tests} if view else {}
-        titles = titles_for(session, spec_name, [sim, hw])
-        rows = []
-        for test, simulated in sorted((sim.p99_us or {}).items()):
-            measured = (hw.p99_us or {}).get(test)
-            if not (isinstance(simulated, (int, float)) and isinstance(measured, (int, float)) and measured > 0):
-                continue
-            error = simulated / measured - 1
-            band = bands.get(test)
-            rows.append({"test": titles.get(test, test), "simulated": simulated, "band": band, "measured": measured,
-                         "error": error, "within": band is not None and abs(error) <= band})
+        rows = grader.agreement(grader.view_of(grader.Report.from_json(sim.report)), hw.p99_us or {})
         if rows:
-            pairs.append({"spec": spec_name, "kernel": kernel, "sim": sim, "hw": hw, "rows": rows,
-                          "within": sum(r["within"] for r in rows),
-                          "median_error": statistics.median(abs(r["error"]) for r in rows),
+            pairs.append({"spec": spec_name, "kernel": kernel, "simulated": sim, "measured": hw, "rows": rows,
+                          "summary": grader.agreement_summary(rows),
                           "versions_differ": sim.spec_version != hw.spec_version})
     return pairs
 

@@ -8,8 +8,9 @@ from flask_login import current_user
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import defer, joinedload
 
+import grader
 from grader import render
-from grader.vocabulary import RunStatus
+from grader.vocabulary import Backend, RunStatus
 from store.models import BACKENDS, RUN_STATUSES, Assignment, GradingRun, Submission, User
 from workers import enqueue
 
@@ -79,7 +80,27 @@ def run_detail(run_id: int):
                            counted=runs.counted_run(session, run),
                            report_json=json.dumps(run.report, indent=2) if run.report else "",
                            status=runs.status_json(session, run), flag_form=FlagForm(),
-                           action_form=SimpleActionForm(), replaced_by=_replaced_by(session, run))
+                           action_form=SimpleActionForm(), replaced_by=_replaced_by(session, run),
+                           against=_against_the_other_backend(session, run, view))
+
+
+def _against_the_other_backend(session, run: GradingRun, view) -> dict | None:
+    """The same submission's latest graded run on the other backend (a borderline = "hardware"
+    grade on Trainium, or the simulated run it checks), held against this one: the simulated
+    p99s with their bands against the measured ones (grader.agreement); None without such a run."""
+    if view is None or run.backend not in (Backend.SIM, Backend.NEURON):
+        return None
+    other_backend = Backend.NEURON if run.backend == Backend.SIM else Backend.SIM
+    other = session.scalar(select(GradingRun).where(
+        GradingRun.submission_id == run.submission_id, GradingRun.backend == other_backend,
+        GradingRun.status == RunStatus.DONE, GradingRun.report.is_not(None)).order_by(GradingRun.id.desc()).limit(1))
+    other_view = runs.view_of_run(other) if other else None
+    if other_view is None:
+        return None
+    simulated, measured = (view, other_view) if run.backend == Backend.SIM else (other_view, view)
+    rows = grader.agreement(simulated, grader.measured_p99s(measured))
+    return {"run": other, "rows": rows, "summary": grader.agreement_summary(rows),
+            "other_is": "measurement" if run.backend == Backend.SIM else "simulated grade"} if rows else None
 
 
 def _replaced_on_page(session, rows) -> dict[int, int]:

@@ -1,6 +1,7 @@
 """The check of a problem folder a site admin uploads is a staff task on the staff queue, not work
 inside the upload's web request: a task may be about no assignment (the site's problem
-folders), and it holds the uploaded archive until a worker has checked it.
+folders), and it holds the uploaded archive until a worker has checked it. An assignment's
+export of the simulator against hardware (workers/exports.py agreement_rows) is a task kind too.
 
 Revision ID: 0012_problem_checks
 Revises: 0011_problem_folders
@@ -14,7 +15,7 @@ branch_labels = None
 depends_on = None
 
 OLD_KINDS = "kind IN ('rescore', 'regrade', 'grades_csv', 'gradescope_zip')"
-NEW_KINDS = "kind IN ('rescore', 'regrade', 'grades_csv', 'gradescope_zip', 'problem_check')"
+NEW_KINDS = "kind IN ('rescore', 'regrade', 'grades_csv', 'gradescope_zip', 'agreement_csv', 'problem_check')"
 
 
 def upgrade() -> None:
@@ -30,7 +31,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     # problem checks have no assignment to keep them under the old rules; their folders, if
     # stored, stay in problem_folders
-    op.execute("DELETE FROM staff_tasks WHERE kind = 'problem_check'")
+    op.execute("DELETE FROM staff_tasks WHERE kind IN ('problem_check', 'agreement_csv')")
     op.drop_column('staff_tasks', 'upload_name')
     op.drop_column('staff_tasks', 'upload')
     op.drop_constraint(op.f('ck_staff_tasks_assignment_for_kind'), 'staff_tasks', type_='check')
