@@ -24,6 +24,10 @@ def _configure(sender, **_):
     if conf.visibility_timeout_s <= conf.task_time_limit_s:
         raise ValueError(f"NKI_VISIBILITY_TIMEOUT_S ({conf.visibility_timeout_s:g}) must exceed NKI_TASK_TIME_LIMIT_S "
                          f"({conf.task_time_limit_s:g}), or Redis hands a running grade to a second worker")
+    if conf.problem_check_limit_s >= conf.task_time_limit_s:
+        raise ValueError(f"NKI_PROBLEM_CHECK_LIMIT_S ({conf.problem_check_limit_s:g}) must be under "
+                         f"NKI_TASK_TIME_LIMIT_S ({conf.task_time_limit_s:g}): a check over its limit fails, "
+                         "saying so, where the task limit kills the worker's process")
     sender.conf.update(
         broker_url=broker_url(),                 # resolved on first use, not at import
         broker_transport_options={"visibility_timeout": conf.visibility_timeout_s},

@@ -40,6 +40,7 @@ class Settings:
     grade_budget_s: float | None  # wall budget of one grade (None: the spec's)
     visibility_timeout_s: float   # Redis redelivers an unacked task after this: above the longest grade
     task_time_limit_s: float      # last resort: a pool process still in one task after this is killed
+    problem_check_limit_s: float  # a problem folder's check still running after this fails, saying so
     nightly_hour_utc: int
     drift_percent: float          # a reference p99 moving more than this from last night is drift
     worker_alive_s: float         # a worker heartbeat older than this counts as dead
@@ -61,6 +62,7 @@ def load() -> Settings:
         grade_budget_s=(_float("NKI_GRADE_BUDGET_S", 0) or None) if budget else None,
         visibility_timeout_s=_float("NKI_VISIBILITY_TIMEOUT_S", 6 * 3600.0),
         task_time_limit_s=_float("NKI_TASK_TIME_LIMIT_S", 2 * 3600.0),
+        problem_check_limit_s=_float("NKI_PROBLEM_CHECK_LIMIT_S", 3600.0),
         nightly_hour_utc=int(_float("NKI_NIGHTLY_HOUR_UTC", 3)),
         drift_percent=_float("NKI_NIGHTLY_DRIFT_PCT", 10.0),
         worker_alive_s=_float("NKI_WORKER_ALIVE_S", 60.0),

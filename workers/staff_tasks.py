@@ -10,8 +10,10 @@ and grades its solutions and starters in sandboxed children, as `grader problem 
 and stores the folder only when nothing surprised it."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
+import signal
 import threading
 from typing import Callable
 
@@ -287,16 +289,54 @@ def _agreement_csv(session: Session, task: StaffTask, progress: Progress) -> dic
                        f"({sum(row[-1] == 'yes' for row in rows)} within the simulator's band)."}
 
 
+class CheckOverTime(BaseException):
+    """A problem check past NKI_PROBLEM_CHECK_LIMIT_S. A BaseException: the check reports a
+    folder's own errors as rows (`except Exception`), and this one is not the folder's."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """CheckOverTime in this thread after `seconds` (SIGALRM: a pool process runs its task in its
+    main thread; elsewhere no limit but the worker's task time limit). The sandboxed children of
+    a grade under way end with it (grader.grade cleans up on any exception)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def over(signum, frame):
+        raise CheckOverTime()
+    previous = signal.signal(signal.SIGALRM, over)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _problem_check(session: Session, task: StaffTask, progress: Progress) -> dict:
     """Checks the uploaded folder as `grader problem check` does; stores it only when nothing
     surprised the check (Refused otherwise, with the check's table as the task's file)."""
     filename = task.upload_name or "the upload"
+    graded = [0, 0]                        # how far the check got, for a check over its time limit
+
+    def noted(done: int, total: int) -> None:
+        graded[:] = [done, total]
+        progress(done, total)
+    limit = settings.load().problem_check_limit_s
     with archive.scratch() as scratch:
         try:
             path = archive.unpack_upload(task.upload or b"", filename, scratch)
-            loaded, rows = checks.check(path, progress)
+            with _time_limit(limit):
+                loaded, rows = checks.check(path, noted)
         except GraderInputError as err:
             raise Refused(f"The folder was not stored: {err.reason} {err.remedy}") from None
+        except CheckOverTime:
+            reached = progress_text("problem_check", *graded) or "before any kernel was graded"
+            raise Refused(f"The folder was not stored: its check ran over its {limit:g} s "
+                          f"limit (NKI_PROBLEM_CHECK_LIMIT_S), {reached}. Run `grader problem check` on the folder to "
+                          "see which step takes that long (its reference on a large configuration, or a solution), "
+                          "fix it, then upload it again.") from None
         # the table names the upload, not the scratch folder it was checked in (gone once stored)
         table = checks.table(loaded, rows).replace(str(path), f"from {filename}", 1)
         as_file = {"result": table.encode(), "result_name": f"{loaded.data['name']}-check.txt",

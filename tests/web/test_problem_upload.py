@@ -23,18 +23,10 @@ from grader.problems import folder as folders
 from store import problem_folders
 from store.models import Assignment, Enrollment, ProblemFolder, StaffTask, User
 from web import accounts
+from problem_archives import zipped_folder as zipped
 from webtest_helpers import PASSWORD, csrf_of
 
 OUTSIDE = Path(__file__).resolve().parents[1] / "outside_problems"
-
-
-def zipped(folder: Path, prefix: str = "softmax/") -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                zf.writestr(prefix + path.relative_to(folder).as_posix(), path.read_bytes())
-    return buf.getvalue()
 
 
 def upload(client, data: bytes, filename: str = "softmax.zip"):

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from service_waits import wait_for
+from problem_archives import zipped_folder
+from worker_helpers import finished_task
 
 from store.models import StaffTask
 
@@ -22,15 +23,6 @@ def _left_by_a_killed_worker(db, assignment, kind: str, **columns) -> StaffTask:
     return task
 
 
-def _finished(db, task_id: int, timeout: float, what: str) -> StaffTask:
-    """The task's row once a worker has done it (or failed it)."""
-    def finished():
-        db.expire_all()
-        row = db.get(StaffTask, task_id)
-        return row if row.status in ("done", "failed") else None
-    return wait_for(finished, timeout, what)
-
-
 def test_a_rescore_whose_worker_died_is_done_by_another(db, assignment, celery_worker):
     from workers.reaper import reap_once
     task = _left_by_a_killed_worker(db, assignment, "rescore")
@@ -38,7 +30,7 @@ def test_a_rescore_whose_worker_died_is_done_by_another(db, assignment, celery_w
     reaped = reap_once()
     assert reaped["staff_tasks_requeued"] == [task.id] and reaped["staff_tasks_failed"] == []
 
-    row = _finished(db, task.id, 300, "another staff worker to do the re-queued rescore")
+    row = finished_task(db, task.id, 300, "another staff worker to do the re-queued rescore")
     assert row.status == "done" and row.summary.startswith("Rescored 0 graded runs"), (row.status, row.error)
     assert reap_once()["staff_tasks_requeued"] == []          # done is done
 
@@ -76,7 +68,7 @@ def test_a_task_whose_message_the_broker_lost_is_sent_again(db, assignment, brok
     assert reap_once()["staff_tasks_resent"] == []            # the broker holds it now: not sent twice
     celery_worker("staff")
 
-    row = _finished(db, task.id, 300, "the staff worker to do the re-sent rescore")
+    row = finished_task(db, task.id, 300, "the staff worker to do the re-sent rescore")
     assert row.status == "done", row.error
 
 
@@ -84,25 +76,18 @@ def test_a_problem_check_whose_worker_died_is_done_by_another_and_stores_the_fol
                                                                                     monkeypatch):
     """A check is done again from the start (storing is by sha256: twice stores once); the upload
     it holds is what the next worker checks, and it is let go once the folder is stored."""
-    import io
-    import zipfile
     from pathlib import Path
     from grader.problems import folder as folders
     from store.models import ProblemFolder
     from workers.reaper import reap_once
     softmax = Path(__file__).resolve().parents[1] / "outside_problems" / "softmax"
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        for path in sorted(softmax.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                zf.writestr("softmax/" + path.relative_to(softmax).as_posix(), path.read_bytes())
-    task = _left_by_a_killed_worker(db, None, "problem_check", upload=buf.getvalue(), upload_name="softmax.zip")
+    task = _left_by_a_killed_worker(db, None, "problem_check", upload=zipped_folder(softmax), upload_name="softmax.zip")
     monkeypatch.setenv("NKI_GRADER_PROBLEM_CACHE", str(tmp_path / "problem-cache"))
     celery_worker("staff")
     reaped = reap_once()
     assert reaped["staff_tasks_requeued"] == [task.id] and reaped["staff_tasks_failed"] == []
 
-    row = _finished(db, task.id, 600, "another staff worker to do the re-queued problem check")
+    row = finished_task(db, task.id, 600, "another staff worker to do the re-queued problem check")
     assert row.status == "done" and "Problem folder softmax stored" in row.summary, (row.status, row.error)
     assert row.upload is None and b"0 surprises in" in row.result
     assert db.get(ProblemFolder, folders.folder_hash(softmax)) is not None

@@ -13,3 +13,15 @@ def spinning_kernel() -> bytes:
     """Passes every static check, then never returns."""
     return (b"import neuronxcc.nki as nki\n\n\n@nki.jit\ndef fused_conv2d_maxpool(X, W, bias, pool_size=1):\n"
             b"    n = 0\n    while True:\n        n += 1\n")
+
+
+def finished_task(db, task_id: int, timeout: float, what: str):
+    """The staff task's row once a worker has done it (or failed it)."""
+    from service_waits import wait_for
+    from store.models import StaffTask
+
+    def finished():
+        db.expire_all()
+        row = db.get(StaffTask, task_id)
+        return row if row.status in ("done", "failed") else None
+    return wait_for(finished, timeout, what)
