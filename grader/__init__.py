@@ -42,9 +42,9 @@ _EXPORTS = {
     "Score": ("grader.report", "Score"),
     "view_of": ("grader.report_view", "view_of"),
     "ReportView": ("grader.report_view", "ReportView"),
-    "agreement": ("grader.agreement", "agreement"),                  # the simulator against hardware
-    "agreement_summary": ("grader.agreement", "summary"),
-    "measured_p99s": ("grader.agreement", "measured_p99s"),
+    "agreement": ("grader.agreements", "agreement"),                  # the simulator against hardware
+    "agreement_summary": ("grader.agreements", "summary"),
+    "measured_p99s": ("grader.agreements", "measured_p99s"),
     "ProgressEvent": ("grader.events", "ProgressEvent"),
     "CancelToken": ("grader.events", "CancelToken"),
     "AnswerPool": ("grader.answer_pool", "AnswerPool"),

@@ -170,7 +170,8 @@ def agreement_rows(session: Session, assignment: Assignment, progress=None) -> l
         for r in grader.agreement(grader.view_of(grader.Report.from_json(sim.report)), measured):
             lines.append((sim.submission.sha256, sim.id, hw.id, r.test, r.title, r.bound or "",
                           round(r.simulated_us, 3), "" if r.band is None else round(r.band, 4),
-                          round(r.measured_us, 3), round(r.error, 4), "yes" if r.within else "no"))
+                          round(r.measured_us, 3), round(r.error, 4),
+                          "" if r.band is None else "yes" if r.within else "no"))      # no band: not known
         if progress:
             progress(done, len(both))
     return lines

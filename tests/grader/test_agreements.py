@@ -1,4 +1,4 @@
-"""grader.agreement: a simulated grade held against measured p99s. The error is the simulator's
+"""grader.agreement (grader/agreements.py): a simulated grade held against measured p99s. The error is the simulator's
 as a fraction of the measurement, within means inside the band the simulated report states, and
 only timed tests timed on both sides are compared."""
 from __future__ import annotations
@@ -33,6 +33,12 @@ def test_a_measurement_inside_the_band_is_within_and_one_outside_is_not(simulate
     assert slower.error > 0                      # the simulator says slower than the hardware measured
 
 
+def test_the_module_does_not_shadow_the_function_of_its_name():
+    """`from grader.agreements import ...` first, then grader.agreement is still the function."""
+    import grader.agreements  # noqa: F401
+    assert callable(grader.agreement) and grader.agreement.__module__ == "grader.agreements"
+
+
 def test_only_timed_tests_measured_on_both_sides_are_compared(simulated):
     perf = simulated.test("perf_tiny")
     assert grader.agreement(simulated, {}) == []
@@ -48,3 +54,10 @@ def test_the_summary_counts_within_and_takes_the_median_error(simulated):
     rows = [grader.agreement(simulated, {"perf_tiny": perf.p99_us / f})[0] for f in (1.01, 1 + 3 * perf.band, 0.98)]
     summary = grader.agreement_summary(rows)
     assert (summary.within, summary.of) == (2, 3) and summary.median_error == pytest.approx(0.02)
+
+
+def test_a_simulated_p99_without_a_band_is_never_within():
+    """An older grader's report states no band: its error is shown, never called within."""
+    from grader.agreements import Agreement
+    row = Agreement("perf", "Perf", None, 10.0, None, 10.0)
+    assert row.error == 0 and not row.within
