@@ -155,23 +155,29 @@ AGREEMENT_COLUMNS = ("submission_sha256", "simulated_run_id", "hardware_run_id",
 
 
 def agreement_rows(session: Session, assignment: Assignment, progress=None) -> list[tuple]:
-    """AGREEMENT_COLUMNS lines: each submission's latest graded run on each backend, where it has both."""
-    latest: dict[tuple[int, str], GradingRun] = {}
-    for run in session.scalars(select(GradingRun).join(Submission).where(
-            Submission.assignment_id == assignment.id, GradingRun.status == RunStatus.DONE,
-            GradingRun.report.is_not(None), GradingRun.backend.in_((Backend.SIM, Backend.NEURON)))
-            .order_by(GradingRun.id)):
-        latest[(run.submission_id, run.backend)] = run          # later ids replace earlier ones
-    both = sorted(sid for sid, backend in latest if backend == Backend.SIM and (sid, Backend.NEURON) in latest)
+    """AGREEMENT_COLUMNS lines: each submission's latest graded run on each backend, where it has
+    both. Only those runs' reports are read (one submission at a time), not every run's."""
+    graded = (GradingRun.status == RunStatus.DONE, GradingRun.report.is_not(None))
+    on_hardware = (select(GradingRun.submission_id).join(Submission)
+                   .where(Submission.assignment_id == assignment.id, GradingRun.backend == Backend.NEURON, *graded))
+    latest: dict[int, dict[str, int]] = {}
+    for submission_id, backend, run_id in session.execute(
+            select(GradingRun.submission_id, GradingRun.backend, func.max(GradingRun.id))
+            .where(GradingRun.submission_id.in_(on_hardware), GradingRun.backend.in_((Backend.SIM, Backend.NEURON)),
+                   *graded).group_by(GradingRun.submission_id, GradingRun.backend)):
+        latest.setdefault(submission_id, {})[backend] = run_id
+    both = sorted(sid for sid, runs in latest.items() if len(runs) == 2)
     lines = []
     for done, sid in enumerate(both, start=1):
-        sim, hw = latest[(sid, Backend.SIM)], latest[(sid, Backend.NEURON)]
+        sim, hw = session.get(GradingRun, latest[sid][Backend.SIM]), session.get(GradingRun, latest[sid][Backend.NEURON])
         measured = grader.measured_p99s(grader.view_of(grader.Report.from_json(hw.report)))
         for r in grader.agreement(grader.view_of(grader.Report.from_json(sim.report)), measured):
             lines.append((sim.submission.sha256, sim.id, hw.id, r.test, r.title, r.bound or "",
                           round(r.simulated_us, 3), "" if r.band is None else round(r.band, 4),
                           round(r.measured_us, 3), round(r.error, 4),
                           "" if r.band is None else "yes" if r.within else "no"))      # no band: not known
+        for run in (sim, hw):                     # one submission's reports in memory at a time
+            session.expunge(run)
         if progress:
             progress(done, len(both))
     return lines
