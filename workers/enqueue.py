@@ -135,14 +135,18 @@ def estimate_remaining_s(session: Session, run: GradingRun) -> float | None:
     return typical * (rounds + (1 if running else 0))   # busy slots first finish what they run
 
 
+def worker_alive_on(session: Session, queue: str) -> bool:
+    """Whether some worker serving `queue` has sent a heartbeat within NKI_WORKER_ALIVE_S."""
+    fresh = now() - dt.timedelta(seconds=settings.load().worker_alive_s)
+    return session.scalar(select(WorkerHeartbeat.id).where(
+        WorkerHeartbeat.seen_at >= fresh, WorkerHeartbeat.queues.contains(queue)).limit(1)) is not None
+
+
 def waiting_reason(session: Session, run: GradingRun) -> str | None:
     """Why a queued run has not started, in a student's words; None when it is not waiting."""
     if run.status != RunStatus.QUEUED:
         return None
-    fresh = now() - dt.timedelta(seconds=settings.load().worker_alive_s)
-    workers = session.scalar(select(func.count()).select_from(WorkerHeartbeat).where(
-        WorkerHeartbeat.seen_at >= fresh, WorkerHeartbeat.queues.contains(run.queue))) or 0
-    if not workers:
+    if not worker_alive_on(session, run.queue):
         return (f"No {Backend(run.backend).title} grading worker is running right now; your run starts as soon as one is "
                 f"(course staff are told on their console).")
     running = session.scalar(select(func.count()).select_from(GradingRun).where(

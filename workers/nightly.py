@@ -8,7 +8,6 @@ one (RELAXED_MIN_GAP): one within it would all but merge the two tiers, so the r
 in force stays, and the relaxed reference's result says why (NightlyResult.not_proposed)."""
 from __future__ import annotations
 
-import datetime as dt
 import logging
 
 from sqlalchemy import select
@@ -21,9 +20,9 @@ from grader.vocabulary import (PLATFORM_OF_QUEUE, RELAXED_MIN_GAP, THRESHOLD_FAC
 from store import specs
 from store.db import session_scope
 from store.lifecycle import now
-from store.models import Assignment, NightlyResult, NightlyRun, ThresholdsVersion, WorkerHeartbeat
+from store.models import Assignment, NightlyResult, NightlyRun, ThresholdsVersion
 
-from . import settings
+from . import enqueue, settings
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +47,9 @@ def references_for(spec) -> list[str]:
 
 def available_backends() -> list[str]:
     """The simulator always; Trn2 when a trn2 worker is alive (it runs the neuron references)."""
-    alive = now() - dt.timedelta(seconds=settings.load().worker_alive_s)
     with session_scope() as s:
-        trn2 = s.scalar(select(WorkerHeartbeat.id).where(WorkerHeartbeat.seen_at >= alive,
-                                                         WorkerHeartbeat.queues.contains(Queue.TRN2)).limit(1))
-    return [Backend.SIM, Backend.NEURON] if trn2 is not None else [Backend.SIM]
+        trn2 = enqueue.worker_alive_on(s, Queue.TRN2)
+    return [Backend.SIM, Backend.NEURON] if trn2 else [Backend.SIM]
 
 
 def run_nightly(trigger: str = "beat", backends: list[str] | None = None, progress=None) -> int:

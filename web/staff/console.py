@@ -19,15 +19,10 @@ from ..forms import AssignmentForm, CourseForm
 from . import bp
 
 
-def served_queues(stats: dict) -> set[str]:
-    """The queues some live worker serves (enqueue.queue_stats' heartbeats)."""
-    return {q.strip() for w in stats["workers"] for q in w["queues"].split(",")}
-
-
 def backends_without_worker(stats: dict) -> dict[Backend, str]:
     """Each backend no live worker serves (enqueue.queue_stats' heartbeats): {backend: what to
     start}. A run there waits until such a worker starts."""
-    served = served_queues(stats)
+    served = {q.strip() for w in stats["workers"] for q in w["queues"].split(",")}
     where = {Backend.NEURON: " on a Trainium2 machine (docs/trainium.md)"}
     return {b: f"No worker alive serves the {b.queue} queue: runs graded on {b.title} wait until one starts "
                f"(grader worker --queue {b.queue}{where.get(b, '')}; the staff console's Queue section lists "

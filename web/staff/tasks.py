@@ -18,7 +18,7 @@ from .. import courses, db
 from ..errors import UserError
 from ..forms import SimpleActionForm
 from . import bp
-from .console import backends_without_worker, served_queues
+from .console import backends_without_worker
 from .problem_uploads import check_rows
 
 
@@ -82,7 +82,7 @@ def task_page(task_id: int):
 
 def _no_staff_worker(task: StaffTask) -> str | None:
     """What to start when a task waits and no live worker serves the staff queue (else None)."""
-    if task.status != StaffTaskStatus.QUEUED or staff_tasks.QUEUE in served_queues(enqueue.queue_stats(db.session())):
+    if task.status != StaffTaskStatus.QUEUED or enqueue.worker_alive_on(db.session(), staff_tasks.QUEUE):
         return None
     return (f"No worker alive serves the {staff_tasks.QUEUE} queue: this task waits until one starts "
             f"(grader worker --queue {staff_tasks.QUEUE}; the staff console's Queue section lists the workers alive).")
