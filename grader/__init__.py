@@ -43,6 +43,7 @@ _EXPORTS = {
     "view_of": ("grader.report_view", "view_of"),
     "ReportView": ("grader.report_view", "ReportView"),
     "agreement": ("grader.agreements", "agreement"),                  # the simulator against hardware
+    "Agreement": ("grader.agreements", "Agreement"),
     "agreement_summary": ("grader.agreements", "summary"),
     "measured_p99s": ("grader.agreements", "measured_p99s"),
     "ProgressEvent": ("grader.events", "ProgressEvent"),

@@ -154,9 +154,18 @@ AGREEMENT_COLUMNS = ("submission_sha256", "simulated_run_id", "hardware_run_id",
                      "simulated_p99_us", "band", "measured_p99_us", "error", "within_band")
 
 
-def agreement_rows(session: Session, assignment: Assignment, progress=None) -> list[tuple]:
-    """AGREEMENT_COLUMNS lines: each submission's latest graded run on each backend, where it has
-    both. Only those runs' reports are read (one submission at a time), not every run's."""
+@dataclass(frozen=True)
+class Compared:
+    """One timed test of a submission graded on both backends (its latest grade on each)."""
+    submission_sha256: str
+    simulated_run_id: int
+    hardware_run_id: int
+    agreement: grader.Agreement
+
+
+def agreement_rows(session: Session, assignment: Assignment, progress=None) -> list[Compared]:
+    """Each submission's latest graded run on each backend, where it has both, compared test by
+    test. Only those runs' reports are read (one submission at a time), not every run's."""
     graded = (GradingRun.status == RunStatus.DONE, GradingRun.report.is_not(None))
     on_hardware = (select(GradingRun.submission_id).join(Submission)
                    .where(Submission.assignment_id == assignment.id, GradingRun.backend == Backend.NEURON, *graded))
@@ -171,11 +180,8 @@ def agreement_rows(session: Session, assignment: Assignment, progress=None) -> l
     for done, sid in enumerate(both, start=1):
         sim, hw = session.get(GradingRun, latest[sid][Backend.SIM]), session.get(GradingRun, latest[sid][Backend.NEURON])
         measured = grader.measured_p99s(grader.view_of(grader.Report.from_json(hw.report)))
-        for r in grader.agreement(grader.view_of(grader.Report.from_json(sim.report)), measured):
-            lines.append((sim.submission.sha256, sim.id, hw.id, r.test, r.title, r.bound or "",
-                          round(r.simulated_us, 3), "" if r.band is None else round(r.band, 4),
-                          round(r.measured_us, 3), round(r.error, 4),
-                          "" if r.band is None else "yes" if r.within else "no"))      # no band: not known
+        lines += [Compared(sim.submission.sha256, sim.id, hw.id, r)
+                  for r in grader.agreement(grader.view_of(grader.Report.from_json(sim.report)), measured)]
         for run in (sim, hw):                     # one submission's reports in memory at a time
             session.expunge(run)
         if progress:
@@ -183,12 +189,18 @@ def agreement_rows(session: Session, assignment: Assignment, progress=None) -> l
     return lines
 
 
-def agreement_csv(rows: list[tuple]) -> str:
+def agreement_csv(rows: list[Compared]) -> str:
+    """AGREEMENT_COLUMNS, a line per compared test; a simulated p99 without a band (an older
+    grade's) leaves band and within_band empty: not known."""
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(AGREEMENT_COLUMNS)
     for row in rows:
-        writer.writerow([spreadsheet_safe(cell) for cell in row])     # titles are a course's text
+        r = row.agreement
+        cells = (row.submission_sha256, row.simulated_run_id, row.hardware_run_id, r.test, r.title, r.bound or "",
+                 round(r.simulated_us, 3), "" if r.band is None else round(r.band, 4), round(r.measured_us, 3),
+                 round(r.error, 4), "" if r.band is None else "yes" if r.within else "no")
+        writer.writerow([spreadsheet_safe(cell) for cell in cells])     # titles are a course's text
     return out.getvalue()
 
 

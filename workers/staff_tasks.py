@@ -281,12 +281,13 @@ def _gradescope_zip(session: Session, task: StaffTask, progress: Progress) -> di
 def _agreement_csv(session: Session, task: StaffTask, progress: Progress) -> dict:
     assignment = task.assignment
     rows = exports.agreement_rows(session, assignment, progress)
-    compared = len({row[0:3] for row in rows})
+    compared = len({row.simulated_run_id for row in rows})
+    summary = grader.agreement_summary([row.agreement for row in rows])
     return {"result": exports.agreement_csv(rows).encode(), "result_name": f"{assignment.name}-sim-vs-hardware.csv",
             "result_type": "text/csv",
             "summary": f"{len(rows)} timed test{'' if len(rows) == 1 else 's'} of {compared} submission"
                        f"{'' if compared == 1 else 's'} graded on both the simulator and Trainium hardware "
-                       f"({sum(row[-1] == 'yes' for row in rows)} within the simulator's band)."}
+                       f"({summary.within if summary else 0} within the simulator's band)."}
 
 
 class CheckOverTime(BaseException):
