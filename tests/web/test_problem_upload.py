@@ -133,6 +133,17 @@ def test_a_ta_an_instructor_or_a_student_cannot_upload_course_code(client_for, d
     assert db.scalars(select(ProblemFolder)).all() == [] and db.scalars(select(StaffTask)).all() == []
 
 
+def test_a_ta_cannot_start_a_problem_check_through_the_assignment_task_route(client_for, db, course_setup, cache):
+    """The staff-task route of an assignment starts its rescores and exports; a problem check is a
+    site admin's and comes only through the upload, so a TA naming it there gets no task."""
+    ta = client_for("tara")
+    token = csrf_of(ta.get("/staff/assignments/tiny").get_data(as_text=True))
+    refused = ta.post("/staff/assignments/tiny/tasks/problem_check", data={"csrf_token": token})
+    assert refused.status_code == 404 and "There is no staff task 'problem_check'" in html.unescape(
+        refused.get_data(as_text=True))
+    assert db.scalars(select(StaffTask)).all() == []
+
+
 def test_the_sites_request_never_runs_the_folders_code_the_staff_worker_does(client_for, db, course_setup, cache,
                                                                               marked):
     """reference.py is course code: the upload's request only unpacks it and queues the check;
